@@ -1,0 +1,35 @@
+/**
+ * The kernel ABI of `wasm` images (DESIGN section 4), shared by the build tool that produces
+ * images and the host device that runs them. Change both sides together.
+ */
+
+export const WASM_TRIPLE = 'wasm32-unknown-offload';
+
+/** Module and field names of the device library's imports (see assembly/device.ts). */
+export const DEVICE_IMPORT_MODULE = 'offload';
+export const DEVICE_IMPORTS = ['team_id', 'num_teams', 'thread_id', 'num_threads'] as const;
+
+/**
+ * Imports from `env` a device provides: the shared memory, AssemblyScript's `abort` (turned
+ * into KERNEL_TRAP with the message), `seed` (for Math.random) and `trace` (debug printing).
+ */
+export const ENV_IMPORTS = ['memory', 'abort', 'seed', 'trace'] as const;
+
+/** Largest wasm32 memory, in 64 KiB pages (4 GiB). Images declare it as their import maximum. */
+export const MAX_PAGES = 65536;
+export const PAGE_BYTES = 65536;
+
+/**
+ * Device addresses below STATIC_WINDOW_START are never handed out (address 0 stays null and a
+ * stray small pointer traps or hits nothing of value). Images keep their static data (strings
+ * of abort messages, constant tables) at a fixed address chosen at build time inside
+ * [STATIC_WINDOW_START, STATIC_WINDOW_END); a device reserves that range while the image is
+ * loaded and allocates buffers only above STATIC_WINDOW_END.
+ *
+ * Why fixed addresses: AssemblyScript emits absolute addresses for static data and no
+ * relocation information, so an image cannot be moved at load time.
+ */
+export const STATIC_WINDOW_START = 64 * 1024;
+export const STATIC_WINDOW_END = 1024 * 1024;
+/** Static bases are multiples of this, so distinct small images rarely collide. */
+export const STATIC_ALIGN = 4096;

@@ -1,0 +1,145 @@
+/**
+ * The plugin contract (DESIGN section 3), modelled on LLVM's GenericPluginTy / GenericDeviceTy,
+ * asynchronous. Argument checking happens once, above this contract (src/api); a plugin may
+ * assume that offsets and sizes it receives are in range, that allocations are its own and live,
+ * and that kernel arguments match the kernel's parameters.
+ *
+ * Queues are objects rather than a `queue` parameter on every device call: a queue owns its
+ * ordering state, and a remote plugin needs one per queue on the proxy side anyway.
+ */
+import type { OffloadError } from '../errors.js';
+import type { EntryInfo, ImageFormat, ImageInfo, ParamType } from '../image/manifest.js';
+
+export type MemoryKind = 'device' | 'host' | 'shared';
+export const MEMORY_KINDS: readonly MemoryKind[] = ['device', 'host', 'shared'];
+
+/** What a device says about itself. Static for the device's lifetime. */
+export interface DeviceInfo {
+  /** Human-readable device name, e.g. `host (2 wasm workers)`. */
+  name: string;
+  /** `cpu`, `gpu`, ... : the kind of hardware that runs the kernels. */
+  kind: string;
+  vendor: string;
+  /** Name of the plugin that serves the device (`host`, `remote`, ...). */
+  plugin: string;
+  /** Total device memory in bytes (what allocations can use). */
+  memoryBytes: number;
+  /** Upper bound of `threads` per team; larger requests are clamped, as OpenMP's thread_limit. */
+  maxThreadsPerTeam: number;
+  /** Upper bound of `teams` per launch. */
+  maxTeams: number;
+  /** Number of units that run teams concurrently (workers, SMs, ...). */
+  computeUnits: number;
+  /** Image formats this device can load, in order of preference. */
+  imageFormats: ImageFormat[];
+  /** Memory kinds `alloc` accepts; others are UNSUPPORTED. */
+  memoryKinds: MemoryKind[];
+  /** Where the device lives: `local`, or `host:port` for a remote one. */
+  location: string;
+}
+
+/** A live allocation. Plugins subclass or extend it with their own fields. */
+export interface Allocation {
+  readonly bytes: number;
+  readonly kind: MemoryKind;
+}
+
+/** An image handed to a device: the bundle's image info, its bytes, and the bundle's entries. */
+export interface DeviceImage {
+  /** Bundle name, for diagnostics. */
+  name: string;
+  info: ImageInfo;
+  bytes: Uint8Array;
+  entries: EntryInfo[];
+}
+
+export interface LoadedKernel {
+  readonly name: string;
+  readonly params: readonly { name: string; type: ParamType }[];
+}
+
+export interface LoadedImage {
+  readonly kernels: ReadonlyMap<string, LoadedKernel>;
+}
+
+/** The launch grid after checks: both at least 1, threads already clamped to the device. */
+export interface Grid {
+  teams: number;
+  threads: number;
+}
+
+/** One lowered kernel argument, aligned with the kernel's parameters. */
+export type LaunchArg =
+  | { type: 'i32' | 'f32' | 'f64'; value: number }
+  | { type: 'i64'; value: bigint }
+  | { type: 'ptr'; alloc: Allocation; offset: number };
+
+/**
+ * An in-order queue. Every method enqueues one operation and returns at once with a promise
+ * that settles when that operation has completed (or failed). Operations of one queue run in
+ * the order they were enqueued; different queues may overlap.
+ *
+ * Failure is sticky until `synchronize`: once an operation fails, the operations enqueued after
+ * it are skipped and reject with the same error, so that a kernel never runs on data whose copy
+ * failed. `synchronize` resolves when everything enqueued so far has completed, or rejects with
+ * the first failure since the previous `synchronize` and clears it.
+ */
+export interface PluginQueue {
+  /** Host to device: copies `src` into `dst` at `dstOffset`. `src` is read when the op runs. */
+  submit(dst: Allocation, dstOffset: number, src: Uint8Array): Promise<void>;
+  /** Device to host: copies `dst.byteLength` bytes of `src` at `srcOffset` into `dst`. */
+  retrieve(dst: Uint8Array, src: Allocation, srcOffset: number): Promise<void>;
+  /**
+   * Device to device. `dst` lives on `dstDevice`, which may be this device or another one
+   * (possibly of another plugin); a plugin moves the bytes directly when both ends allow it
+   * and through host memory otherwise.
+   */
+  exchange(
+    src: Allocation,
+    srcOffset: number,
+    dstDevice: PluginDevice,
+    dst: Allocation,
+    dstOffset: number,
+    bytes: number,
+  ): Promise<void>;
+  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void>;
+  /** An operation that completes once `event` has completed (event from any queue or device). */
+  waitEvent(event: PluginEvent): Promise<void>;
+  /** Records an event: it completes when every operation enqueued before it has. */
+  record(): PluginEvent;
+  synchronize(): Promise<void>;
+  /** True when every enqueued operation has completed (successfully or not). */
+  query(): boolean;
+  /** Releases the queue once its operations have completed. Further use is a caller bug. */
+  destroy(): Promise<void>;
+}
+
+/** A point in a queue. `done` never rejects unhandled: a holder must observe it. */
+export interface PluginEvent {
+  readonly done: Promise<void>;
+  /** The queue that recorded it (a plugin may recognise its own events and avoid a round trip). */
+  readonly queue: PluginQueue;
+  query(): boolean;
+}
+
+export interface PluginDevice {
+  readonly info: DeviceInfo;
+  loadImage(image: DeviceImage): Promise<LoadedImage>;
+  unloadImage(image: LoadedImage): Promise<void>;
+  alloc(bytes: number, kind: MemoryKind): Promise<Allocation>;
+  free(alloc: Allocation): Promise<void>;
+  createQueue(): PluginQueue;
+  /** Set once the device is gone; every later operation rejects with it. */
+  readonly lost: OffloadError | undefined;
+}
+
+export interface Plugin {
+  readonly name: string;
+  /** Starts the plugin; resolves to the number of devices it serves (0 is fine). */
+  init(): Promise<number>;
+  device(index: number): PluginDevice;
+  /** Whether a device of this plugin can run `image`. */
+  isCompatible(image: ImageInfo): boolean;
+  /** Stops every device and frees everything. Idempotent. */
+  deinit(): Promise<void>;
+}

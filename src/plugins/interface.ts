@@ -42,6 +42,8 @@ export interface DeviceInfo {
 export interface Allocation {
   readonly bytes: number;
   readonly kind: MemoryKind;
+  /** Device address, where the device has a flat address space (for diagnostics only). */
+  readonly address?: number;
 }
 
 /** An image handed to a device: the bundle's image info, its bytes, and the bundle's entries. */
@@ -90,11 +92,12 @@ export interface PluginQueue {
   /** Device to host: copies `dst.byteLength` bytes of `src` at `srcOffset` into `dst`. */
   retrieve(dst: Uint8Array, src: Allocation, srcOffset: number): Promise<void>;
   /**
-   * Device to device. `dst` lives on `dstDevice`, which may be this device or another one
-   * (possibly of another plugin); a plugin moves the bytes directly when both ends allow it
-   * and through host memory otherwise.
+   * Device to device. One of `srcDevice` and `dstDevice` is this queue's device; the other may
+   * be the same device or another one, of any plugin. A plugin moves the bytes directly when
+   * both ends allow it, and through host memory otherwise.
    */
   exchange(
+    srcDevice: PluginDevice,
     src: Allocation,
     srcOffset: number,
     dstDevice: PluginDevice,

@@ -1,0 +1,60 @@
+import { errors } from '../errors.js';
+import type { Allocation, MemoryKind } from '../plugins/interface.js';
+import type { Device } from './device.js';
+
+/**
+ * Memory on a device. Owned by whoever allocated it until `free()`; the runtime frees what is
+ * left at shutdown. Freeing while queued operations still use the buffer is allowed: the buffer
+ * is refused by new operations at once and its memory is returned once those operations finish.
+ */
+export class Buffer {
+  private isFreed = false;
+  private uses = 0;
+  private idleWaiters: (() => void)[] = [];
+
+  /** @internal Use `device.alloc()`. */
+  constructor(
+    readonly device: Device,
+    /** @internal */ readonly allocation: Allocation,
+  ) {}
+
+  get byteLength(): number {
+    return this.allocation.bytes;
+  }
+
+  get kind(): MemoryKind {
+    return this.allocation.kind;
+  }
+
+  get freed(): boolean {
+    return this.isFreed;
+  }
+
+  /** Frees the memory. A second call rejects with INVALID_BUFFER. */
+  async free(): Promise<void> {
+    this.device.context.checkOpen(this.device.id);
+    if (this.isFreed) throw errors.invalidBuffer(`${this.describe()} was already freed`, this.device.id);
+    this.isFreed = true;
+    if (this.uses > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    await this.device.release(this);
+  }
+
+  /** @internal Keeps the memory alive until `done` settles. */
+  use(done: Promise<unknown>): void {
+    this.uses++;
+    const settle = (): void => {
+      if (--this.uses === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+    };
+    done.then(settle, settle);
+  }
+
+  /** @internal Marks the buffer freed without touching the device (runtime shutdown). */
+  invalidate(): void {
+    this.isFreed = true;
+  }
+
+  /** @internal */
+  describe(): string {
+    return `buffer of ${this.byteLength} bytes on device ${this.device.id}`;
+  }
+}

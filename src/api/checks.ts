@@ -1,0 +1,85 @@
+/**
+ * Argument checks of the public API, done once, before anything reaches a device. Every
+ * failure names the argument that was wrong.
+ */
+import { errors } from '../errors.js';
+import type { ParamInfo } from '../image/manifest.js';
+
+export function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'bigint') return `bigint ${value}n`;
+  if (typeof value === 'number') return `number ${value}`;
+  if (typeof value === 'string') return `string '${value.length > 40 ? `${value.slice(0, 40)}...` : value}'`;
+  if (typeof value === 'object') return (value as object).constructor?.name ?? 'an object';
+  return typeof value;
+}
+
+/** A non-negative safe integer (byte counts and offsets). */
+export function checkSize(value: unknown, name: string, device?: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw errors.invalidArgument(`${name} must be a non-negative integer, got ${describe(value)}`, device);
+  }
+  return value;
+}
+
+/** An integer in [min, max]. */
+export function checkInteger(value: unknown, name: string, min: number, max: number, device?: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw errors.invalidArgument(`${name} must be an integer from ${min} to ${max}, got ${describe(value)}`, device);
+  }
+  return value;
+}
+
+/** An options object or undefined. */
+export function checkOptions(value: unknown, name: string): Record<string, unknown> {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw errors.invalidArgument(`${name} must be an object, got ${describe(value)}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** The bytes of a TypedArray or DataView, as a Uint8Array over the same memory. */
+export function hostBytes(view: unknown, name: string, device?: number): Uint8Array {
+  if (!ArrayBuffer.isView(view)) {
+    throw errors.invalidArgument(`${name} must be a TypedArray or DataView, got ${describe(view)}`, device);
+  }
+  return view instanceof Uint8Array ? view : new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}
+
+/** Checks that [offset, offset + bytes) fits in `limit` bytes. */
+export function checkRange(offset: number, bytes: number, limit: number, what: string, device?: number): void {
+  if (offset + bytes > limit) {
+    throw errors.outOfBounds(`${what}: ${bytes} bytes at offset ${offset} reach byte ${offset + bytes}, beyond its ${limit} bytes`, device);
+  }
+}
+
+const I32_MIN = -(2 ** 31);
+const U32_MAX = 2 ** 32 - 1;
+const I64_MIN = -(2n ** 63n);
+const U64_MAX = 2n ** 64n - 1n;
+
+/** Checks a scalar kernel argument against its parameter; pointers are checked by the caller. */
+export function checkScalar(value: unknown, param: ParamInfo, position: string, device?: number): void {
+  const expect = (what: string): never => {
+    throw errors.invalidArgument(`${position} '${param.name}' (${param.type}) must be ${what}, got ${describe(value)}`, device);
+  };
+  switch (param.type) {
+    case 'i32':
+      // Both signed and unsigned 32-bit values are accepted: the bits are what reach the kernel.
+      if (typeof value !== 'number' || !Number.isInteger(value) || value < I32_MIN || value > U32_MAX) {
+        expect(`an integer number from ${I32_MIN} to ${U32_MAX}`);
+      }
+      return;
+    case 'f32':
+    case 'f64':
+      if (typeof value !== 'number') expect('a number');
+      return;
+    case 'i64':
+      if (typeof value !== 'bigint' || value < I64_MIN || value > U64_MAX) expect('a bigint (64-bit integer)');
+      return;
+    case 'ptr':
+      return;
+  }
+}

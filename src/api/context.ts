@@ -1,0 +1,40 @@
+/**
+ * State shared by every object of one runtime: whether it is open, its image registry, its
+ * OFFLOAD_INFO log, and what shutdown must wait for. Internal; not exported from the package.
+ */
+import { errors } from '../errors.js';
+import type { ImageRegistry } from '../runtime/image-registry.js';
+import type { InfoLog } from '../runtime/info-log.js';
+
+export interface Drainable {
+  /** Settles when everything the object has enqueued has completed; never rejects. */
+  drain(): Promise<void>;
+}
+
+export class RuntimeContext {
+  private closed = false;
+  private nextQueueId = 0;
+  readonly queues = new Set<Drainable>();
+
+  constructor(
+    readonly registry: ImageRegistry,
+    readonly info: InfoLog,
+  ) {}
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  /** Throws DEVICE_LOST once the runtime was shut down. */
+  checkOpen(device?: number): void {
+    if (this.closed) throw errors.deviceLost('the runtime was shut down; create a new one with Offload.init()', device);
+  }
+
+  queueId(): number {
+    return this.nextQueueId++;
+  }
+}

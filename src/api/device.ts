@@ -1,0 +1,84 @@
+import { errors } from '../errors.js';
+import { MEMORY_KINDS, type DeviceInfo, type MemoryKind, type PluginDevice } from '../plugins/interface.js';
+import { Buffer } from './buffer.js';
+import { checkOptions, checkSize, describe } from './checks.js';
+import type { RuntimeContext } from './context.js';
+import { Kernel } from './kernel.js';
+import { Library } from './library.js';
+import { Queue } from './queue.js';
+
+export interface AllocOptions {
+  /** 'device' (default), 'host' or 'shared'; `device.info.memoryKinds` says which are supported. */
+  kind?: MemoryKind;
+}
+
+/** A device of the runtime: `runtime.devices[id]`. */
+export class Device {
+  /** @internal Devices come from `Offload.init()`. */
+  constructor(
+    readonly id: number,
+    /** @internal */ readonly plugin: PluginDevice,
+    /** @internal */ readonly context: RuntimeContext,
+  ) {}
+
+  get info(): DeviceInfo {
+    return this.plugin.info;
+  }
+
+  /** @internal Rejects when the runtime is closed or the device is gone. */
+  checkUsable(): void {
+    this.context.checkOpen(this.id);
+    const lost = this.plugin.lost;
+    if (lost) throw lost.withDevice(this.id);
+  }
+
+  /** Allocates `bytes` bytes of device memory. */
+  async alloc(bytes: number, options?: AllocOptions): Promise<Buffer> {
+    this.checkUsable();
+    checkSize(bytes, 'alloc: bytes', this.id);
+    const kind = checkOptions(options, 'alloc: options').kind ?? 'device';
+    if (!MEMORY_KINDS.includes(kind as MemoryKind)) {
+      throw errors.invalidArgument(`alloc: options.kind must be one of ${MEMORY_KINDS.join(', ')}, got ${describe(kind)}`, this.id);
+    }
+    if (!this.info.memoryKinds.includes(kind as MemoryKind)) {
+      throw errors.unsupported(`device ${this.id} (${this.info.name}) does not support '${kind}' memory; it supports ${this.info.memoryKinds.join(', ')}`, this.id);
+    }
+    const allocation = await this.plugin.alloc(bytes, kind as MemoryKind).catch((error) => {
+      throw error.withDevice?.(this.id) ?? error;
+    });
+    this.context.info.alloc(this.id, kind as string, bytes, allocation.address);
+    return new Buffer(this, allocation);
+  }
+
+  /** @internal Returns a freed buffer's memory to the device. */
+  async release(buffer: Buffer): Promise<void> {
+    if (this.plugin.lost) return; // the device is gone; so is its memory
+    await this.plugin.free(buffer.allocation);
+    this.context.info.free(this.id, buffer.byteLength, buffer.allocation.address);
+  }
+
+  /** The kernel `name` of `library`, loading the library's image on this device on first use. */
+  async kernel(library: Library, name: string): Promise<Kernel> {
+    this.checkUsable();
+    if (!(library instanceof Library)) {
+      throw errors.invalidArgument(`kernel: library must be a Library from runtime.register(), got ${describe(library)}`, this.id);
+    }
+    if (library.context !== this.context) {
+      throw errors.invalidArgument(`kernel: library '${library.name}' belongs to another runtime`, this.id);
+    }
+    if (typeof name !== 'string') throw errors.invalidArgument(`kernel: name must be a string, got ${describe(name)}`, this.id);
+    const image = await this.context.registry.image(library.record, this.plugin, this.id);
+    const loaded = image.kernels.get(name);
+    if (!loaded) {
+      const known = [...image.kernels.keys()].join(', ') || 'none';
+      throw errors.notFound(`library '${library.name}' has no kernel '${name}' (it has: ${known})`, this.id);
+    }
+    return new Kernel(this, library, loaded);
+  }
+
+  /** A new in-order queue on this device. Queues run concurrently with each other. */
+  queue(): Queue {
+    this.checkUsable();
+    return new Queue(this);
+  }
+}

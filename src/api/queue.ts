@@ -1,0 +1,256 @@
+import { errors } from '../errors.js';
+import type { LaunchArg, PluginEvent, PluginQueue } from '../plugins/interface.js';
+import { asOffloadError } from '../plugins/serial-queue.js';
+import { Buffer } from './buffer.js';
+import { checkInteger, checkOptions, checkRange, checkScalar, checkSize, describe, hostBytes } from './checks.js';
+import type { Device } from './device.js';
+import { Kernel } from './kernel.js';
+
+/** A point in a queue: `done` settles when everything before it in its queue has completed. */
+export class Event {
+  /** @internal */
+  constructor(
+    /** @internal */ readonly plugin: PluginEvent,
+    /** @internal */ readonly device: Device,
+  ) {}
+
+  /** Resolves when the operation (and all before it in its queue) completed; rejects with its error. */
+  get done(): Promise<void> {
+    return this.plugin.done;
+  }
+
+  /** True once the event has completed or failed. */
+  query(): boolean {
+    return this.plugin.query();
+  }
+}
+
+/** An operation's promise as an event of `queue`, its errors attributed to `device`. */
+function operationEvent(queue: PluginQueue, done: Promise<void>, device: number): PluginEvent {
+  let settled = false;
+  const tracked = done.then(
+    () => {
+      settled = true;
+    },
+    (error: unknown) => {
+      settled = true;
+      throw asOffloadError(error).withDevice(device);
+    },
+  );
+  tracked.catch(() => {});
+  return { done: tracked, queue, query: () => settled };
+}
+
+export interface CopyOptions {
+  srcOffset?: number;
+  dstOffset?: number;
+  /** Bytes to copy; default: the rest of `src` after `srcOffset`. */
+  byteLength?: number;
+}
+
+export interface Grid {
+  /** Number of teams (at least 1). */
+  teams: number;
+  /** Threads per team; default 1; clamped to `device.info.maxThreadsPerTeam` as OpenMP's thread_limit. */
+  threads?: number;
+}
+
+export type KernelArgument = number | bigint | Buffer;
+
+/**
+ * An in-order queue of a device. Enqueueing methods return an Event at once and never throw:
+ * a bad argument fails the returned event (and `finish()`), like any failed operation.
+ * After a failure, the operations enqueued behind it are skipped with the same error until
+ * `finish()` reports it; so a kernel never runs on data whose copy failed.
+ */
+export class Queue {
+  /** @internal */ readonly plugin: PluginQueue;
+  /** @internal */ readonly id: number;
+
+  /** @internal Use `device.queue()`. */
+  constructor(readonly device: Device) {
+    this.plugin = device.plugin.createQueue();
+    this.id = device.context.queueId();
+    device.context.queues.add(this);
+  }
+
+  /** Runs `enqueue` after checks; a check failure becomes a failed operation of this queue. */
+  private op(enqueue: () => Promise<void>): Event {
+    let done: Promise<void>;
+    try {
+      this.device.checkUsable();
+      done = enqueue();
+    } catch (error) {
+      // Enqueued as a failed wait, so the failure is ordered and sticky like any other.
+      const failed = Promise.reject(asOffloadError(error));
+      failed.catch(() => {});
+      done = this.plugin.waitEvent({ done: failed, queue: this.plugin, query: () => true });
+    }
+    return new Event(operationEvent(this.plugin, done, this.device.id), this.device);
+  }
+
+  private buffer(value: unknown, name: string): Buffer {
+    if (!(value instanceof Buffer)) throw errors.invalidArgument(`${name} must be a Buffer, got ${describe(value)}`, this.device.id);
+    if (value.device.context !== this.device.context) {
+      throw errors.invalidBuffer(`${name} belongs to another runtime`, this.device.id);
+    }
+    if (value.freed) throw errors.invalidBuffer(`${name} (${value.describe()}) was freed`, this.device.id);
+    return value;
+  }
+
+  private localBuffer(value: unknown, name: string): Buffer {
+    const buffer = this.buffer(value, name);
+    if (buffer.device !== this.device) {
+      throw errors.invalidBuffer(`${name} is a ${buffer.describe()}, but this queue is on device ${this.device.id}`, this.device.id);
+    }
+    return buffer;
+  }
+
+  /** Copies `hostView` into `buffer` at `offset`. Keep `hostView` unchanged until the event completes. */
+  write(buffer: Buffer, hostView: ArrayBufferView, options?: { offset?: number }): Event {
+    return this.op(() => {
+      const dst = this.localBuffer(buffer, 'write: buffer');
+      const src = hostBytes(hostView, 'write: hostView', this.device.id);
+      const offset = checkSize(checkOptions(options, 'write: options').offset ?? 0, 'write: options.offset', this.device.id);
+      checkRange(offset, src.byteLength, dst.byteLength, `write into ${dst.describe()}`, this.device.id);
+      this.device.context.info.copyToDevice(this.id, { device: this.device.id, address: dst.allocation.address, offset }, src.byteLength);
+      const done = this.plugin.submit(dst.allocation, offset, src);
+      dst.use(done);
+      return done;
+    });
+  }
+
+  /** Copies from `buffer` at `offset` into `hostView` (its whole length). */
+  read(buffer: Buffer, hostView: ArrayBufferView, options?: { offset?: number }): Event {
+    return this.op(() => {
+      const src = this.localBuffer(buffer, 'read: buffer');
+      const dst = hostBytes(hostView, 'read: hostView', this.device.id);
+      const offset = checkSize(checkOptions(options, 'read: options').offset ?? 0, 'read: options.offset', this.device.id);
+      checkRange(offset, dst.byteLength, src.byteLength, `read from ${src.describe()}`, this.device.id);
+      this.device.context.info.copyFromDevice(this.id, { device: this.device.id, address: src.allocation.address, offset }, dst.byteLength);
+      const done = this.plugin.retrieve(dst, src.allocation, offset);
+      src.use(done);
+      return done;
+    });
+  }
+
+  /** Copies between two buffers, on this device or across devices; one of them must be on this queue's device. */
+  copy(dst: Buffer, src: Buffer, options?: CopyOptions): Event {
+    return this.op(() => {
+      const to = this.buffer(dst, 'copy: dst');
+      const from = this.buffer(src, 'copy: src');
+      if (to.device !== this.device && from.device !== this.device) {
+        throw errors.invalidArgument(
+          `copy: neither dst (device ${to.device.id}) nor src (device ${from.device.id}) is on this queue's device ${this.device.id}`,
+          this.device.id,
+        );
+      }
+      const opts = checkOptions(options, 'copy: options');
+      const srcOffset = checkSize(opts.srcOffset ?? 0, 'copy: options.srcOffset', this.device.id);
+      const dstOffset = checkSize(opts.dstOffset ?? 0, 'copy: options.dstOffset', this.device.id);
+      checkRange(srcOffset, 0, from.byteLength, `copy from ${from.describe()}`, this.device.id);
+      const bytes = checkSize(opts.byteLength ?? from.byteLength - srcOffset, 'copy: options.byteLength', this.device.id);
+      checkRange(srcOffset, bytes, from.byteLength, `copy from ${from.describe()}`, this.device.id);
+      checkRange(dstOffset, bytes, to.byteLength, `copy into ${to.describe()}`, this.device.id);
+      this.device.context.info.copyDeviceToDevice(
+        this.id,
+        { device: from.device.id, address: from.allocation.address, offset: srcOffset },
+        { device: to.device.id, address: to.allocation.address, offset: dstOffset },
+        bytes,
+      );
+      const done = this.plugin.exchange(from.device.plugin, from.allocation, srcOffset, to.device.plugin, to.allocation, dstOffset, bytes);
+      from.use(done);
+      to.use(done);
+      return done;
+    });
+  }
+
+  /** Launches `kernel` over `grid` with `args` (numbers, bigints for i64, Buffers for pointers). */
+  launch(kernel: Kernel, grid: Grid, args: readonly KernelArgument[] = []): Event {
+    return this.op(() => {
+      const device = this.device.id;
+      if (!(kernel instanceof Kernel)) throw errors.invalidArgument(`launch: kernel must be a Kernel, got ${describe(kernel)}`, device);
+      if (kernel.device !== this.device) {
+        throw errors.invalidArgument(`launch: kernel '${kernel.name}' was loaded for device ${kernel.device.id}, not for this queue's device ${device}`, device);
+      }
+      const library = kernel.library.record;
+      if (library.unregistered) throw errors.invalidArgument(`launch: the library '${library.name}' of kernel '${kernel.name}' was unregistered`, device);
+      const info = this.device.info;
+      const shape = checkOptions(grid, `launch of '${kernel.name}': grid`);
+      const teams = checkInteger(shape.teams, `launch of '${kernel.name}': grid.teams`, 1, info.maxTeams, device);
+      const threads = Math.min(checkInteger(shape.threads ?? 1, `launch of '${kernel.name}': grid.threads`, 1, 2 ** 31 - 1, device), info.maxThreadsPerTeam);
+      if (!Array.isArray(args)) throw errors.invalidArgument(`launch of '${kernel.name}': args must be an array, got ${describe(args)}`, device);
+      const params = kernel.params;
+      if (args.length !== params.length) {
+        const expected = params.map((p) => `${p.name}: ${p.type}`).join(', ');
+        throw errors.invalidArgument(`launch of '${kernel.name}': expected ${params.length} arguments (${expected}), got ${args.length}`, device);
+      }
+      const buffers: Buffer[] = [];
+      const lowered: LaunchArg[] = params.map((param, index) => {
+        const value: unknown = args[index];
+        const position = `launch of '${kernel.name}': argument ${index}`;
+        if (param.type === 'ptr') {
+          const buffer = this.buffer(value, `${position} '${param.name}' (ptr)`);
+          if (buffer.device !== this.device) {
+            throw errors.invalidBuffer(`${position} '${param.name}' is a ${buffer.describe()}, but the kernel runs on device ${device}`, device);
+          }
+          buffers.push(buffer);
+          return { type: 'ptr', alloc: buffer.allocation, offset: 0 };
+        }
+        checkScalar(value, param, position, device);
+        return param.type === 'i64' ? { type: 'i64', value: value as bigint } : { type: param.type, value: value as number };
+      });
+      const started = performance.now();
+      const done = this.plugin.launch(kernel.loaded, { teams, threads }, lowered);
+      for (const buffer of buffers) buffer.use(done);
+      library.track(done);
+      if (this.device.context.info.enabled) {
+        const log = (failed: boolean) => () =>
+          this.device.context.info.launch(device, this.id, kernel.name, teams, threads, performance.now() - started, failed);
+        done.then(log(false), log(true));
+      }
+      return done;
+    });
+  }
+
+  /** An event that completes when everything enqueued so far on this queue has completed. */
+  record(): Event {
+    try {
+      this.device.checkUsable();
+      return new Event(this.plugin.record(), this.device);
+    } catch (error) {
+      return this.op(() => Promise.reject(error));
+    }
+  }
+
+  /** Makes later operations of this queue wait for `event` (of any queue or device of this runtime). */
+  wait(event: Event): Event {
+    return this.op(() => {
+      if (!(event instanceof Event)) throw errors.invalidArgument(`wait: event must be an Event, got ${describe(event)}`, this.device.id);
+      if (event.device.context !== this.device.context) throw errors.invalidArgument('wait: the event belongs to another runtime', this.device.id);
+      return this.plugin.waitEvent(event.plugin);
+    });
+  }
+
+  /** True when every operation enqueued so far has completed. */
+  query(): boolean {
+    return this.plugin.query();
+  }
+
+  /**
+   * Resolves when everything enqueued so far has completed; rejects with the first failure
+   * since the previous `finish()` (and clears it, so the queue can be used again).
+   */
+  async finish(): Promise<void> {
+    try {
+      await this.plugin.synchronize();
+    } catch (error) {
+      throw asOffloadError(error).withDevice(this.device.id);
+    }
+  }
+
+  /** @internal For runtime shutdown. */
+  async drain(): Promise<void> {
+    await this.plugin.synchronize().catch(() => {});
+  }
+}

@@ -1,0 +1,347 @@
+/**
+ * The host device: kernels from `wasm` images run on a pool of worker threads, all sharing one
+ * `WebAssembly.Memory`; a device pointer is a byte offset into that memory.
+ */
+import { availableParallelism, cpus } from 'node:os';
+import { errors, type OffloadError } from '../../errors.js';
+import { DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END } from '../../image/wasm-abi.js';
+import type {
+  Allocation,
+  DeviceImage,
+  DeviceInfo,
+  Grid,
+  LaunchArg,
+  LoadedImage,
+  LoadedKernel,
+  MemoryKind,
+  PluginDevice,
+  PluginEvent,
+  PluginQueue,
+} from '../interface.js';
+import { MEMORY_KINDS } from '../interface.js';
+import { SerialQueue } from '../serial-queue.js';
+import { DeviceAllocator } from './allocator.js';
+import { ARG_KIND, type ArgKind } from './launch-ring.js';
+import { WorkerPool } from './worker-pool.js';
+
+export interface HostDeviceOptions {
+  /** Worker threads that run teams. */
+  threads: number;
+  /** Device memory in bytes (a multiple of 64 KiB, at most 4 GiB - 64 KiB). */
+  memoryBytes: number;
+}
+
+/** The largest memory a wasm32 module can address, less one page (V8 refuses a full 4 GiB shared memory on some builds). */
+export const MAX_HOST_MEMORY = 65535 * PAGE_BYTES;
+
+export function defaultHostOptions(env: NodeJS.ProcessEnv = process.env): HostDeviceOptions {
+  const threads = env.OFFLOAD_HOST_THREADS === undefined ? availableParallelism() : Number(env.OFFLOAD_HOST_THREADS);
+  if (!Number.isInteger(threads) || threads < 1 || threads > 256) {
+    throw errors.invalidArgument(`OFFLOAD_HOST_THREADS must be an integer from 1 to 256, not '${env.OFFLOAD_HOST_THREADS}'`);
+  }
+  const memoryBytes = env.OFFLOAD_HOST_MEMORY === undefined ? 1024 * 1024 * 1024 : parseBytes(env.OFFLOAD_HOST_MEMORY);
+  return { threads, memoryBytes };
+}
+
+/** Parses `512M`, `1G`, `1048576`: sizes in the environment. */
+function parseBytes(text: string): number {
+  const match = /^(\d+)\s*([KMG]?)i?B?$/i.exec(text.trim());
+  if (!match) throw errors.invalidArgument(`OFFLOAD_HOST_MEMORY must be a size such as 512M or 2G, not '${text}'`);
+  const unit = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3 }[match[2]!.toUpperCase() as '' | 'K' | 'M' | 'G'];
+  return Number(match[1]) * unit;
+}
+
+class HostAllocation implements Allocation {
+  constructor(
+    readonly bytes: number,
+    readonly kind: MemoryKind,
+    readonly address: number,
+  ) {}
+}
+
+class HostKernel implements LoadedKernel {
+  constructor(
+    readonly name: string,
+    readonly params: LoadedKernel['params'],
+    readonly image: HostImage,
+    readonly index: number,
+    readonly kinds: readonly ArgKind[],
+  ) {}
+}
+
+class HostImage implements LoadedImage {
+  readonly kernels = new Map<string, HostKernel>();
+  constructor(
+    readonly id: number,
+    readonly name: string,
+    readonly staticRange: [number, number] | undefined,
+  ) {}
+}
+
+const allowedImports = new Set([
+  ...ENV_IMPORTS.map((name) => `env.${name}`),
+  ...DEVICE_IMPORTS.map((name) => `${DEVICE_IMPORT_MODULE}.${name}`),
+]);
+
+export class HostDevice implements PluginDevice {
+  readonly info: DeviceInfo;
+  readonly memory: WebAssembly.Memory;
+  /** A view of all device memory; never stale because the memory never grows. */
+  readonly heap: Uint8Array;
+  private readonly allocator: DeviceAllocator;
+  private readonly pool: WorkerPool;
+  private readonly images = new Map<number, HostImage>();
+  private nextImageId = 1;
+  private lostError: OffloadError | undefined;
+
+  constructor(options: HostDeviceOptions) {
+    const { threads, memoryBytes } = options;
+    if (!Number.isInteger(memoryBytes) || memoryBytes % PAGE_BYTES !== 0 || memoryBytes <= STATIC_WINDOW_END || memoryBytes > MAX_HOST_MEMORY) {
+      throw errors.invalidArgument(
+        `host device memory must be a multiple of 64 KiB between ${STATIC_WINDOW_END + PAGE_BYTES} and ${MAX_HOST_MEMORY} bytes, not ${memoryBytes}`,
+      );
+    }
+    const pages = memoryBytes / PAGE_BYTES;
+    // initial = maximum: the memory never grows, so views never go stale; the OS commits
+    // pages only when they are touched, so an untouched device costs no RAM.
+    this.memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
+    this.heap = new Uint8Array(this.memory.buffer);
+    this.allocator = new DeviceAllocator({ start: STATIC_WINDOW_END, end: memoryBytes, alignment: 64 });
+    this.pool = new WorkerPool(threads, this.memory);
+    this.pool.onLost = (error) => {
+      this.lostError ??= error;
+    };
+    this.info = {
+      name: `host (${threads} wasm worker${threads === 1 ? '' : 's'})`,
+      kind: 'cpu',
+      vendor: cpus()[0]?.model.trim() || 'unknown',
+      plugin: 'host',
+      memoryBytes: memoryBytes - STATIC_WINDOW_END,
+      maxThreadsPerTeam: 1,
+      maxTeams: 0x7fffffff,
+      computeUnits: threads,
+      imageFormats: ['wasm'],
+      memoryKinds: [...MEMORY_KINDS],
+      location: 'local',
+    };
+  }
+
+  get lost(): OffloadError | undefined {
+    return this.lostError ?? this.pool.lost;
+  }
+
+  private checkAlive(): void {
+    const lost = this.lost;
+    if (lost) throw lost;
+  }
+
+  async loadImage(image: DeviceImage): Promise<LoadedImage> {
+    this.checkAlive();
+    if (image.info.format !== 'wasm') {
+      throw errors.unsupported(`the host device runs wasm images, not '${image.info.format}' (image of '${image.name}')`);
+    }
+    let module: WebAssembly.Module;
+    try {
+      module = await WebAssembly.compile(image.bytes as Uint8Array<ArrayBuffer>);
+    } catch (error) {
+      throw errors.incompatibleImage(`image of '${image.name}' is not a valid wasm module: ${(error as Error).message}`, undefined, error);
+    }
+    for (const imp of WebAssembly.Module.imports(module)) {
+      if (!allowedImports.has(`${imp.module}.${imp.name}`)) {
+        throw errors.incompatibleImage(
+          `image of '${image.name}' imports '${imp.module}.${imp.name}', which the host device does not provide (it provides ${[...allowedImports].join(', ')})`,
+        );
+      }
+    }
+    if (image.info.minPages * PAGE_BYTES > this.heap.length) {
+      throw errors.incompatibleImage(`image of '${image.name}' needs ${image.info.minPages} pages of memory; the device has ${this.heap.length / PAGE_BYTES}`);
+    }
+    const staticRange = this.reserveStatic(image);
+    const id = this.nextImageId++;
+    const hostImage = new HostImage(id, image.name, staticRange);
+    const kernels = image.entries.filter((entry) => entry.kind === 'kernel');
+    kernels.forEach((entry, index) => {
+      const kinds = entry.params.map((param) => ARG_KIND[param.type]);
+      hostImage.kernels.set(entry.name, new HostKernel(entry.name, entry.params, hostImage, index, kinds));
+    });
+    // Registered before the workers answer, so that a concurrent load sees the static range.
+    this.images.set(id, hostImage);
+    const kernelList = [...hostImage.kernels.values()].map(({ name, kinds }) => ({ name, kinds: [...kinds] }));
+    const replies = await this.pool.broadcast({ type: 'load', image: id, module, kernels: kernelList }, `load:${id}`);
+    const failed = replies.find((reply) => reply.type === 'load-failed');
+    if (failed?.type === 'load-failed' || replies.length < this.pool.size) {
+      await this.unloadImage(hostImage);
+      this.checkAlive();
+      throw errors.incompatibleImage(`image of '${image.name}' failed to instantiate: ${failed?.type === 'load-failed' ? failed.message : 'no reply'}`);
+    }
+    return hostImage;
+  }
+
+  /** Reserves the image's static data range, refusing overlaps with images already loaded. */
+  private reserveStatic(image: DeviceImage): [number, number] | undefined {
+    const { staticBase, staticSize } = image.info;
+    if (staticSize === 0) return undefined;
+    const range: [number, number] = [staticBase, staticBase + staticSize];
+    for (const other of this.images.values()) {
+      const [start, end] = other.staticRange ?? [0, 0];
+      if (range[0] < end && start < range[1]) {
+        throw errors.incompatibleImage(
+          `image of '${image.name}' keeps static data at [0x${range[0].toString(16)}, 0x${range[1].toString(16)}), ` +
+            `which overlaps image '${other.name}' loaded on this device; rebuild one of them with another --static-base`,
+        );
+      }
+    }
+    return range;
+  }
+
+  private releaseStatic(image: HostImage): void {
+    // Zero the range so the next image that uses it starts from clean memory.
+    if (image.staticRange) this.heap.fill(0, image.staticRange[0], image.staticRange[1]);
+  }
+
+  async unloadImage(image: LoadedImage): Promise<void> {
+    const hostImage = image as HostImage;
+    if (!this.images.has(hostImage.id)) return;
+    this.images.delete(hostImage.id);
+    if (!this.lost) await this.pool.broadcast({ type: 'unload', image: hostImage.id }, `unload:${hostImage.id}`);
+    this.releaseStatic(hostImage);
+  }
+
+  async alloc(bytes: number, kind: MemoryKind): Promise<Allocation> {
+    this.checkAlive();
+    return new HostAllocation(bytes, kind, this.allocator.alloc(bytes));
+  }
+
+  async free(alloc: Allocation): Promise<void> {
+    this.checkAlive();
+    this.allocator.free((alloc as HostAllocation).address);
+  }
+
+  createQueue(): PluginQueue {
+    return new HostQueue(this);
+  }
+
+  /** @internal */
+  launchOnPool(kernel: HostKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
+    const values = args.map((arg) => (arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value));
+    return this.pool.launch({
+      image: kernel.image.id,
+      kernel: kernel.index,
+      teams: grid.teams,
+      threads: grid.threads,
+      kinds: kernel.kinds,
+      values,
+    });
+  }
+
+  /** Stops the workers; in-flight and later operations reject with DEVICE_LOST. */
+  async close(reason = errors.deviceLost('the host device was shut down')): Promise<void> {
+    this.lostError ??= reason;
+    this.images.clear();
+    await this.pool.close(reason);
+  }
+}
+
+class HostEvent implements PluginEvent {
+  private settled = false;
+  readonly done: Promise<void>;
+  constructor(
+    readonly queue: HostQueue,
+    done: Promise<void>,
+  ) {
+    this.done = done.finally(() => {
+      this.settled = true;
+    });
+    this.done.catch(() => {});
+  }
+  query(): boolean {
+    return this.settled;
+  }
+}
+
+class HostQueue implements PluginQueue {
+  private readonly serial: SerialQueue;
+  /** Queues on other devices used by `exchange` towards them, one per peer. */
+  private readonly peerQueues = new Map<PluginDevice, PluginQueue>();
+
+  constructor(private readonly device: HostDevice) {
+    this.serial = new SerialQueue(() => {
+      const lost = device.lost;
+      if (lost) throw lost;
+    });
+  }
+
+  private address(alloc: Allocation, offset: number): number {
+    return (alloc as HostAllocation).address + offset;
+  }
+
+  submit(dst: Allocation, dstOffset: number, src: Uint8Array): Promise<void> {
+    return this.serial.enqueue(() => {
+      this.device.heap.set(src, this.address(dst, dstOffset));
+    });
+  }
+
+  retrieve(dst: Uint8Array, src: Allocation, srcOffset: number): Promise<void> {
+    return this.serial.enqueue(() => {
+      const start = this.address(src, srcOffset);
+      dst.set(this.device.heap.subarray(start, start + dst.byteLength));
+    });
+  }
+
+  exchange(
+    srcDevice: PluginDevice,
+    src: Allocation,
+    srcOffset: number,
+    dstDevice: PluginDevice,
+    dst: Allocation,
+    dstOffset: number,
+    bytes: number,
+  ): Promise<void> {
+    return this.serial.enqueue(() => {
+      if (srcDevice === this.device && dstDevice === this.device) {
+        const start = this.address(src, srcOffset);
+        this.device.heap.copyWithin(this.address(dst, dstOffset), start, start + bytes);
+        return undefined;
+      }
+      // The other device reads from or writes into our memory in place; this queue waits for
+      // it, so nothing else of ours touches those bytes meanwhile.
+      if (srcDevice === this.device) {
+        const start = this.address(src, srcOffset);
+        return this.peer(dstDevice).submit(dst, dstOffset, this.device.heap.subarray(start, start + bytes));
+      }
+      const start = this.address(dst, dstOffset);
+      return this.peer(srcDevice).retrieve(this.device.heap.subarray(start, start + bytes), src, srcOffset);
+    });
+  }
+
+  private peer(device: PluginDevice): PluginQueue {
+    let queue = this.peerQueues.get(device);
+    if (!queue) this.peerQueues.set(device, (queue = device.createQueue()));
+    return queue;
+  }
+
+  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
+    return this.serial.enqueue(() => this.device.launchOnPool(kernel as HostKernel, grid, args));
+  }
+
+  waitEvent(event: PluginEvent): Promise<void> {
+    return this.serial.enqueue(() => event.done);
+  }
+
+  record(): PluginEvent {
+    return new HostEvent(this, this.serial.enqueue(() => {}));
+  }
+
+  synchronize(): Promise<void> {
+    return this.serial.synchronize();
+  }
+
+  query(): boolean {
+    return this.serial.idle();
+  }
+
+  async destroy(): Promise<void> {
+    await this.serial.synchronize().catch(() => {});
+    await Promise.all([...this.peerQueues.values()].map((peer) => peer.destroy()));
+  }
+}

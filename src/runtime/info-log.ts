@@ -1,0 +1,87 @@
+/**
+ * OFFLOAD_INFO: one line per image load, copy and launch, in the spirit of LIBOMPTARGET_INFO,
+ * written to stderr. Off unless the variable is set to something other than 0 or empty.
+ */
+
+export type InfoSink = (line: string) => void;
+
+const hex = (value: number | undefined): string => (value === undefined ? '?' : `0x${value.toString(16).padStart(8, '0')}`);
+
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB'];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(value < 10 ? 2 : 1)} ${units[unit]}`;
+}
+
+export function infoEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
+  const value = env.OFFLOAD_INFO;
+  return value !== undefined && value !== '' && value !== '0';
+}
+
+/** Where a copy's device side is: a device id, a device address and an offset. */
+export interface DeviceSpan {
+  device: number;
+  address: number | undefined;
+  offset: number;
+}
+
+export class InfoLog {
+  constructor(
+    readonly enabled: boolean,
+    private readonly sink: InfoSink = (line) => process.stderr.write(`${line}\n`),
+  ) {}
+
+  private line(device: number, text: string): void {
+    this.sink(`offload: device ${device} info: ${text}`);
+  }
+
+  imageLoaded(device: number, bundle: string, format: string, bytes: number, kernels: number, ms: number): void {
+    if (!this.enabled) return;
+    this.line(device, `loaded image of '${bundle}' (${format}, ${formatBytes(bytes)}, ${kernels} kernels) in ${ms.toFixed(2)} ms`);
+  }
+
+  imageUnloaded(device: number, bundle: string): void {
+    if (!this.enabled) return;
+    this.line(device, `unloaded image of '${bundle}'`);
+  }
+
+  alloc(device: number, kind: string, bytes: number, address: number | undefined): void {
+    if (!this.enabled) return;
+    this.line(device, `allocated ${bytes} bytes of ${kind} memory at ${hex(address)}`);
+  }
+
+  free(device: number, bytes: number, address: number | undefined): void {
+    if (!this.enabled) return;
+    this.line(device, `freed ${bytes} bytes at ${hex(address)}`);
+  }
+
+  copyToDevice(queue: number, dst: DeviceSpan, bytes: number): void {
+    if (!this.enabled) return;
+    this.line(dst.device, `copying ${bytes} bytes from host to device, TgtPtr=${hex(dst.address)}+${dst.offset} (queue ${queue})`);
+  }
+
+  copyFromDevice(queue: number, src: DeviceSpan, bytes: number): void {
+    if (!this.enabled) return;
+    this.line(src.device, `copying ${bytes} bytes from device to host, TgtPtr=${hex(src.address)}+${src.offset} (queue ${queue})`);
+  }
+
+  copyDeviceToDevice(queue: number, src: DeviceSpan, dst: DeviceSpan, bytes: number): void {
+    if (!this.enabled) return;
+    this.line(
+      src.device,
+      `copying ${bytes} bytes from device ${src.device} ${hex(src.address)}+${src.offset} to device ${dst.device} ${hex(dst.address)}+${dst.offset} (queue ${queue})`,
+    );
+  }
+
+  launch(device: number, queue: number, kernel: string, teams: number, threads: number, ms: number, failed: boolean): void {
+    if (!this.enabled) return;
+    const outcome = failed ? 'failed' : 'completed';
+    this.line(device, `launch of kernel ${kernel} with ${teams} teams and ${threads} threads ${outcome} ${ms.toFixed(3)} ms after enqueue (queue ${queue})`);
+  }
+}

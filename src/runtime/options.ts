@@ -1,0 +1,13 @@
+/** Options of `Offload.init`, with their environment fallbacks. */
+import type { HostDeviceOptions } from '../plugins/host/device.js';
+
+export interface RuntimeOptions {
+  /**
+   * Host device settings, or `false` for no host device. Defaults come from
+   * OFFLOAD_HOST_THREADS (workers; default: available parallelism) and OFFLOAD_HOST_MEMORY
+   * (device memory, e.g. `512M`; default 1 GiB).
+   */
+  host?: Partial<HostDeviceOptions> | false;
+  /** Print one line per load, copy and launch to stderr. Default: OFFLOAD_INFO. */
+  info?: boolean | ((line: string) => void);
+}

@@ -1,0 +1,34 @@
+/**
+ * Plugins register as prioritised async factories, as tfjs registers backends: the runtime
+ * creates them in priority order (highest first). A factory returns `undefined` when its
+ * plugin is not available here (no GPU adapter, no proxies named); a factory that throws is a
+ * configuration error and fails `Offload.init` with that error.
+ */
+import type { Plugin } from '../plugins/interface.js';
+import { HostPlugin } from '../plugins/host/plugin.js';
+import type { RuntimeOptions } from './options.js';
+
+export type PluginFactory = (options: RuntimeOptions) => Plugin | undefined | Promise<Plugin | undefined>;
+
+interface Registration {
+  name: string;
+  factory: PluginFactory;
+  priority: number;
+}
+
+const registrations: Registration[] = [];
+
+/** Registers (or replaces) the factory of plugin `name`. Higher priority is created first. */
+export function registerPlugin(name: string, factory: PluginFactory, priority: number): void {
+  const existing = registrations.findIndex((r) => r.name === name);
+  if (existing >= 0) registrations.splice(existing, 1);
+  registrations.push({ name, factory, priority });
+  registrations.sort((a, b) => b.priority - a.priority);
+}
+
+export function registeredPlugins(): readonly Registration[] {
+  return registrations;
+}
+
+// The host plugin is always there: local devices come first in the device table.
+registerPlugin('host', (options) => (options.host === false ? undefined : new HostPlugin(options.host ?? {})), 100);

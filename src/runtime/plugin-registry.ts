@@ -32,3 +32,9 @@ export function registeredPlugins(): readonly Registration[] {
 
 // The host plugin is always there: local devices come first in the device table.
 registerPlugin('host', (options) => (options.host === false ? undefined : new HostPlugin(options.host ?? {})), 100);
+
+/** Removes the factory of plugin `name` (runtimes already created keep their plugins). */
+export function unregisterPlugin(name: string): void {
+  const index = registrations.findIndex((r) => r.name === name);
+  if (index >= 0) registrations.splice(index, 1);
+}

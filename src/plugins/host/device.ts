@@ -2,6 +2,7 @@
  * The host device: kernels from `wasm` images run on a pool of worker threads, all sharing one
  * `WebAssembly.Memory`; a device pointer is a byte offset into that memory.
  */
+import { createHash } from 'node:crypto';
 import { availableParallelism, cpus } from 'node:os';
 import { errors, type OffloadError } from '../../errors.js';
 import { DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END } from '../../image/wasm-abi.js';
@@ -69,12 +70,21 @@ class HostKernel implements LoadedKernel {
   ) {}
 }
 
+/** A static data range of loaded images, shared by byte-identical images. */
+interface StaticRange {
+  start: number;
+  end: number;
+  digest: string;
+  owner: string;
+  users: number;
+}
+
 class HostImage implements LoadedImage {
   readonly kernels = new Map<string, HostKernel>();
   constructor(
     readonly id: number,
     readonly name: string,
-    readonly staticRange: [number, number] | undefined,
+    readonly staticRange: StaticRange | undefined,
   ) {}
 }
 
@@ -91,6 +101,7 @@ export class HostDevice implements PluginDevice {
   private readonly allocator: DeviceAllocator;
   private readonly pool: WorkerPool;
   private readonly images = new Map<number, HostImage>();
+  private readonly staticRanges: StaticRange[] = [];
   private nextImageId = 1;
   private lostError: OffloadError | undefined;
 
@@ -177,26 +188,39 @@ export class HostDevice implements PluginDevice {
     return hostImage;
   }
 
-  /** Reserves the image's static data range, refusing overlaps with images already loaded. */
-  private reserveStatic(image: DeviceImage): [number, number] | undefined {
+  /**
+   * Reserves the image's static data range. Byte-identical images (the same bundle registered
+   * twice) share one range, counted; any other overlap is refused, since AssemblyScript images
+   * cannot be relocated (see wasm-abi.ts).
+   */
+  private reserveStatic(image: DeviceImage): StaticRange | undefined {
     const { staticBase, staticSize } = image.info;
     if (staticSize === 0) return undefined;
-    const range: [number, number] = [staticBase, staticBase + staticSize];
-    for (const other of this.images.values()) {
-      const [start, end] = other.staticRange ?? [0, 0];
-      if (range[0] < end && start < range[1]) {
-        throw errors.incompatibleImage(
-          `image of '${image.name}' keeps static data at [0x${range[0].toString(16)}, 0x${range[1].toString(16)}), ` +
-            `which overlaps image '${other.name}' loaded on this device; rebuild one of them with another --static-base`,
-        );
+    const start = staticBase;
+    const end = staticBase + staticSize;
+    const digest = createHash('sha256').update(image.bytes).digest('hex');
+    for (const range of this.staticRanges) {
+      if (start >= range.end || range.start >= end) continue;
+      if (range.start === start && range.end === end && range.digest === digest) {
+        range.users++;
+        return range;
       }
+      throw errors.incompatibleImage(
+        `image of '${image.name}' keeps static data at [0x${start.toString(16)}, 0x${end.toString(16)}), ` +
+          `which overlaps image '${range.owner}' loaded on this device; rebuild one of them with another --static-base`,
+      );
     }
+    const range: StaticRange = { start, end, digest, owner: image.name, users: 1 };
+    this.staticRanges.push(range);
     return range;
   }
 
   private releaseStatic(image: HostImage): void {
+    const range = image.staticRange;
+    if (!range || --range.users > 0) return;
+    this.staticRanges.splice(this.staticRanges.indexOf(range), 1);
     // Zero the range so the next image that uses it starts from clean memory.
-    if (image.staticRange) this.heap.fill(0, image.staticRange[0], image.staticRange[1]);
+    this.heap.fill(0, range.start, range.end);
   }
 
   async unloadImage(image: LoadedImage): Promise<void> {

@@ -1,0 +1,311 @@
+/**
+ * The build tool: compiles AssemblyScript kernel sources into a one-image `wasm` bundle that
+ * follows the kernel ABI (DESIGN section 4), and checks the result against that ABI.
+ */
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { OffloadError, errors } from '../errors.js';
+import { BUNDLE_EXTENSION, encodeBundle } from '../image/bundle.js';
+import type { EntryInfo, Manifest } from '../image/manifest.js';
+import {
+  DEVICE_IMPORTS,
+  DEVICE_IMPORT_MODULE,
+  ENV_IMPORTS,
+  MAX_PAGES,
+  STATIC_ALIGN,
+  STATIC_WINDOW_END,
+  STATIC_WINDOW_START,
+  WASM_TRIPLE,
+} from '../image/wasm-abi.js';
+import { runCompiler } from './compiler-job.js';
+import { kernelEntries } from './kernel-signatures.js';
+import { checkFitsWindow, fnv1a32, pickStaticBase, staticSizeOf } from './static-placement.js';
+import { readWasmModuleInfo, type MemoryLimits, type WasmModuleInfo } from './wasm-module-info.js';
+
+export interface BuildOptions {
+  /** AssemblyScript entry files (`.ts`); every exported function of them becomes a kernel. */
+  sources: string[];
+  /** Output path without extension; the bundle is written to `<output>.offload`. */
+  output: string;
+  /** Bundle name, for diagnostics. Defaults to the basename of `output`. */
+  name?: string;
+  /**
+   * Address of the image's static data, a multiple of STATIC_ALIGN inside the static window.
+   * Defaults to a slot chosen by a hash of the name and the sources.
+   */
+  staticBase?: number;
+  /** Optimize with -O3 (default true). */
+  optimize?: boolean;
+  /** Keep debug information (function names) in the image (default false). */
+  debug?: boolean;
+}
+
+export interface BuildResult {
+  /** The bundle file written. */
+  path: string;
+  manifest: Manifest;
+  /** The bundle's bytes, as written. */
+  bundle: Uint8Array;
+}
+
+/**
+ * The device library kernels import as `offload-ts/device`. src/build and dist/build sit at the
+ * same depth below the package root, so this holds for sources run directly and compiled output.
+ */
+const DEVICE_LIBRARY = fileURLToPath(new URL('../../assembly/device.ts', import.meta.url));
+/** The compiler's name for the device library once resolved (see compiler-worker.js). */
+const DEVICE_LIBRARY_NAME = '~lib/offload-ts/device.ts';
+const LIBRARY_PREFIX = '~lib/';
+/** What the stub runtime's allocator is named in the compiled module. */
+const STUB_RUNTIME_PREFIX = '~lib/rt/stub/';
+const ALLOWED_IMPORTS = new Set([
+  ...ENV_IMPORTS.map((name) => `env.${name}`),
+  ...DEVICE_IMPORTS.map((name) => `${DEVICE_IMPORT_MODULE}.${name}`),
+]);
+const WASM_FILE = 'image.wasm';
+const WAT_FILE = 'image.wat';
+
+/** The kernel sources of one build, as the compiler sees them. */
+interface SourceSet {
+  /** asc's base directory: the deepest directory holding every entry file. */
+  baseDir: string;
+  /** Entry files relative to baseDir, with forward slashes, as asc takes them. */
+  entries: string[];
+  /** Entry file texts by absolute path. */
+  texts: Record<string, string>;
+  deviceText: string;
+}
+
+interface CompiledImage {
+  wasm: Uint8Array;
+  /** Text format of the optimized module; it keeps function and global names. */
+  wat: string;
+  entries: EntryInfo[];
+}
+
+/**
+ * Compiles `options.sources` and writes the bundle to `<options.output>.offload`, creating its
+ * directory.
+ * @returns the path written, the manifest and the bundle bytes.
+ * @throws (rejects) OffloadError NOT_FOUND when a source is missing; INVALID_ARGUMENT for bad
+ *   options, compiler errors (as `file:line:col: error CODE: message` lines), kernels with
+ *   unsupported signatures, kernels that allocate or import what a device does not provide, and
+ *   static data that does not fit the static window.
+ */
+export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
+  checkOptions(options);
+  const name = options.name ?? path.basename(options.output);
+  const sources = await readSources(options.sources);
+  const hash = fnv1a32([name, ...Object.values(sources.texts)]);
+  const compile = async (staticBase: number) => {
+    const image = await compileImage(sources, staticBase, options);
+    const info = readWasmModuleInfo(image.wasm);
+    return { image, info, staticSize: staticSizeOf(info.dataSegments, staticBase) };
+  };
+
+  // The default base depends on the static size, known only after compiling; the first guess
+  // (data within one STATIC_ALIGN slot) almost always holds, otherwise compile once more.
+  let staticBase = options.staticBase ?? pickStaticBase(hash, 1);
+  let compiled = await compile(staticBase);
+  if (options.staticBase === undefined && pickStaticBase(hash, compiled.staticSize) !== staticBase) {
+    staticBase = pickStaticBase(hash, compiled.staticSize);
+    compiled = await compile(staticBase);
+  }
+  const { image, info, staticSize } = compiled;
+  checkFitsWindow(staticBase, staticSize);
+  checkAllocations(image.wat, sources);
+  checkImports(info);
+  checkExports(info, image.entries);
+
+  const manifest: Manifest = {
+    name,
+    images: [
+      {
+        format: 'wasm',
+        triple: WASM_TRIPLE,
+        offset: 0,
+        size: image.wasm.length,
+        staticBase,
+        staticSize,
+        minPages: memoryImportOf(info).minimum,
+      },
+    ],
+    entries: image.entries,
+  };
+  const bundle = encodeBundle(manifest, [image.wasm]);
+  const file = options.output + BUNDLE_EXTENSION;
+  try {
+    await mkdir(path.dirname(file), { recursive: true });
+    await writeFile(file, bundle);
+  } catch (cause) {
+    throw new OffloadError('INVALID_ARGUMENT', `cannot write bundle file ${file}: ${(cause as Error).message}`, { cause });
+  }
+  return { path: file, manifest, bundle };
+}
+
+function checkOptions(options: BuildOptions): void {
+  if (typeof options !== 'object' || options === null) throw errors.invalidArgument('options must be an object');
+  const { sources, output, name, staticBase, optimize, debug } = options;
+  if (!Array.isArray(sources) || sources.length === 0) {
+    throw errors.invalidArgument('options.sources must be a non-empty array of .ts file paths');
+  }
+  sources.forEach((source, i) => {
+    if (typeof source !== 'string' || !source.endsWith('.ts')) {
+      throw errors.invalidArgument(`options.sources[${i}] must be the path of a .ts file`);
+    }
+  });
+  if (typeof output !== 'string' || output === '') throw errors.invalidArgument('options.output must be a non-empty path');
+  if (name !== undefined && typeof name !== 'string') throw errors.invalidArgument('options.name must be a string');
+  if (
+    staticBase !== undefined &&
+    (!Number.isSafeInteger(staticBase) ||
+      staticBase % STATIC_ALIGN !== 0 ||
+      staticBase < STATIC_WINDOW_START ||
+      staticBase >= STATIC_WINDOW_END)
+  ) {
+    throw errors.invalidArgument(
+      `options.staticBase must be a multiple of ${STATIC_ALIGN} in [${STATIC_WINDOW_START}, ${STATIC_WINDOW_END})`,
+    );
+  }
+  if (optimize !== undefined && typeof optimize !== 'boolean') throw errors.invalidArgument('options.optimize must be a boolean');
+  if (debug !== undefined && typeof debug !== 'boolean') throw errors.invalidArgument('options.debug must be a boolean');
+}
+
+async function readSources(files: string[]): Promise<SourceSet> {
+  const absolute = [...new Set(files.map((file) => path.resolve(file)))];
+  const texts: Record<string, string> = {};
+  for (const file of absolute) texts[file] = await readSourceFile(file);
+  const deviceText = await readSourceFile(DEVICE_LIBRARY);
+  let baseDir = path.dirname(absolute[0]);
+  for (const file of absolute) {
+    while (path.relative(baseDir, file).split(path.sep)[0] === '..') baseDir = path.dirname(baseDir);
+  }
+  const entries = absolute.map((file) => path.relative(baseDir, file).split(path.sep).join('/'));
+  return { baseDir, entries, texts, deviceText };
+}
+
+async function readSourceFile(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (cause) {
+    const shown = displayPath(file);
+    if ((cause as NodeJS.ErrnoException).code === 'ENOENT') throw errors.notFound(`kernel source not found: ${shown}`);
+    throw new OffloadError('INVALID_ARGUMENT', `cannot read kernel source ${shown}: ${(cause as Error).message}`, { cause });
+  }
+}
+
+/** Compiles the sources with static data at `staticBase`, and checks the kernel signatures. */
+async function compileImage(sources: SourceSet, staticBase: number, options: BuildOptions): Promise<CompiledImage> {
+  const argv = [
+    ...sources.entries,
+    '--baseDir', sources.baseDir,
+    '--outFile', WASM_FILE,
+    '--textFile', WAT_FILE,
+    '--runtime', 'stub',
+    '--enable', 'threads',
+    '--importMemory',
+    '--sharedMemory',
+    '--maximumMemory', String(MAX_PAGES),
+    '--noExportMemory',
+    '--memoryBase', String(staticBase),
+    '--noColors',
+    ...(options.optimize === false ? [] : ['-O3']),
+    ...(options.debug === true ? ['--debug'] : []),
+  ];
+  const output = await runCompiler({
+    argv,
+    baseDir: sources.baseDir,
+    sources: sources.texts,
+    deviceText: sources.deviceText,
+    wasmFile: WASM_FILE,
+    watFile: WAT_FILE,
+  });
+  const display = (source: string) => displaySource(sources.baseDir, source);
+  if (output.diagnostics.length > 0) {
+    const lines = output.diagnostics.map(({ code, message, source, line, column }) => {
+      const where = source === null ? '' : `${display(source)}:${line}:${column}: `;
+      // asc numbers its own messages below 1000 (AS100) and TypeScript's from 1000 (TS1005).
+      return `${where}error ${code < 1000 ? 'AS' : 'TS'}${code}: ${message}`;
+    });
+    throw errors.invalidArgument(`AssemblyScript compilation failed:\n${lines.join('\n')}`);
+  }
+  if (output.error !== null) throw errors.invalidArgument(`AssemblyScript compilation failed: ${output.error}`);
+  const entries = kernelEntries(output.kernels, display);
+  if (output.wasm === null || output.wat === null) throw errors.invalidArgument('AssemblyScript compilation produced no module');
+  return { wasm: output.wasm, wat: output.wat, entries };
+}
+
+/** The path to show for a compiler source path (relative to baseDir, or a library path). */
+function displaySource(baseDir: string, source: string): string {
+  if (source === DEVICE_LIBRARY_NAME) return displayPath(DEVICE_LIBRARY);
+  if (source.startsWith(LIBRARY_PREFIX)) return source;
+  return displayPath(path.resolve(baseDir, source));
+}
+
+/** `file` relative to the working directory when inside it, else absolute. */
+function displayPath(file: string): string {
+  const relative = path.relative(process.cwd(), file);
+  return relative.startsWith('..') || path.isAbsolute(relative) ? file : relative;
+}
+
+/**
+ * A device has no heap: the stub runtime would bump-allocate from the end of static data, over
+ * device buffers, and no two workers would agree on its state. Any trace of the stub allocator
+ * in the optimized module means some kernel code allocates.
+ */
+function checkAllocations(wat: string, sources: SourceSet): void {
+  if (!wat.includes(`$${STUB_RUNTIME_PREFIX}`)) return;
+  const allocating = new Set<string>();
+  let current = '';
+  for (const line of wat.split('\n')) {
+    const func = /^ \(func \$(\S+)/.exec(line);
+    if (func !== null) current = func[1];
+    // Skip module-level lines and compiler functions (`~start` runs top-level code).
+    else if (line.includes(`$${STUB_RUNTIME_PREFIX}`) && current !== '' && !current.startsWith('~')) allocating.add(current);
+  }
+  // Internal function names are `<source path without .ts>/<name>`.
+  const places = [...allocating].map((internal) => {
+    const slash = internal.lastIndexOf('/');
+    return `${displaySource(sources.baseDir, `${internal.slice(0, slash)}.ts`)} (function '${internal.slice(slash + 1)}')`;
+  });
+  const where =
+    places.length > 0 ? places.join(', ') : sources.entries.map((e) => displaySource(sources.baseDir, e)).join(', ');
+  throw errors.invalidArgument(
+    `kernel code allocates managed memory in ${where}: a device has no heap, so kernels must not use ` +
+      `new, arrays, typed arrays, strings or closures; use device pointers (usize) with load<T>/store<T> instead`,
+  );
+}
+
+function checkImports(info: WasmModuleInfo): void {
+  for (const { module, name } of info.imports) {
+    if (!ALLOWED_IMPORTS.has(`${module}.${name}`)) {
+      throw errors.invalidArgument(
+        `the kernels import '${module}.${name}', which a device does not provide ` +
+          `(allowed: ${[...ALLOWED_IMPORTS].join(', ')}); remove the @external/declare'd function or the API that needs it`,
+      );
+    }
+  }
+  const memory = memoryImportOf(info);
+  if (!memory.shared || memory.maximum !== MAX_PAGES) {
+    throw errors.invalidArgument(`the compiled module's memory import is not shared with maximum ${MAX_PAGES} pages`);
+  }
+}
+
+function memoryImportOf(info: WasmModuleInfo): MemoryLimits {
+  const memory = info.imports.find((i) => i.module === 'env' && i.name === 'memory' && i.kind === 'memory')?.memory;
+  if (memory === undefined) throw errors.invalidArgument('the compiled module does not import env.memory');
+  return memory;
+}
+
+/** The module's function exports must be exactly the kernels the manifest lists. */
+function checkExports(info: WasmModuleInfo, entries: EntryInfo[]): void {
+  const exported = new Set(info.exports.filter((e) => e.kind === 'function').map((e) => e.name));
+  for (const entry of entries) {
+    if (!exported.delete(entry.name)) throw errors.invalidArgument(`kernel '${entry.name}' is missing from the compiled module's exports`);
+  }
+  const [extra] = exported;
+  if (extra !== undefined) {
+    throw errors.invalidArgument(`the compiled module exports function '${extra}', which is not a kernel of the entry files`);
+  }
+}

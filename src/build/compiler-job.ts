@@ -1,0 +1,96 @@
+/**
+ * One run of the AssemblyScript compiler, in a worker thread started without the parent's loader
+ * hooks (compiler-worker.js says why), entirely in memory: the job carries the entry sources, the
+ * result carries the module. This file declares the messages both sides exchange.
+ */
+import { finished } from 'node:stream/promises';
+import { Worker } from 'node:worker_threads';
+import { errors } from '../errors.js';
+
+/** What the worker is asked to do (its workerData). */
+export interface CompileJob {
+  /** asc's command line. */
+  argv: string[];
+  /** asc's base directory (also in argv), to resolve source paths. */
+  baseDir: string;
+  /** Entry sources by absolute path; files they import are read from disk. */
+  sources: Record<string, string>;
+  /** Text of the device library, served for `offload-ts/device`. */
+  deviceText: string;
+  /** The names argv gives to the binary and text outputs. */
+  wasmFile: string;
+  watFile: string;
+}
+
+/** An exported function of an entry file, as the compiler resolved it. */
+export interface KernelSignature {
+  /** Export name. */
+  name: string;
+  /** Compiler path of the declaring source (relative to baseDir, or `~lib/...`). */
+  source: string;
+  generic: boolean;
+  /** False when the compiler could not resolve the signature (it reports why). */
+  resolved: boolean;
+  /**
+   * Parameter names, resolved type names (`i32`, `usize`, `~lib/string/String`, ...) and the
+   * types as written in the source.
+   */
+  params: { name: string; type: string; declared: string }[];
+  returnType: string;
+  /** Parameters from this index on are optional. */
+  requiredParameters: number;
+}
+
+/** A compiler error; `source` null when it has no location, `line` and `column` count from 1. */
+export interface CompilerDiagnostic {
+  code: number;
+  message: string;
+  source: string | null;
+  line: number;
+  column: number;
+}
+
+/** What the worker answers. */
+export interface CompileOutput {
+  /** asc's failure with its stderr, or null when it succeeded. */
+  error: string | null;
+  /** Error diagnostics, in the order reported. */
+  diagnostics: CompilerDiagnostic[];
+  kernels: KernelSignature[];
+  wasm: Uint8Array | null;
+  /** Text format of the optimized module; it keeps function and global names. */
+  wat: string | null;
+}
+
+const WORKER = new URL('./compiler-worker.js', import.meta.url);
+
+/**
+ * Runs `job` in a fresh worker and resolves with its answer, whatever asc made of the sources.
+ * @throws (rejects) OffloadError INVALID_ARGUMENT when the compiler crashes or cannot start.
+ */
+export function runCompiler(job: CompileJob): Promise<CompileOutput> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(WORKER, { workerData: job, execArgv: [], stdout: true, stderr: true });
+    const stderr: string[] = [];
+    worker.stderr.setEncoding('utf8').on('data', (chunk: string) => stderr.push(chunk));
+    worker.stdout.resume();
+    let answered = false;
+    worker.once('message', (output: CompileOutput) => {
+      answered = true;
+      resolve(output);
+      // The answer is the worker's last act; do not let anything it left behind keep it alive.
+      void worker.terminate();
+    });
+    worker.once('error', (cause) => {
+      answered = true;
+      reject(errors.invalidArgument(`the AssemblyScript compiler failed: ${cause.stack ?? cause.message}`));
+    });
+    worker.once('exit', (code) => {
+      if (answered) return;
+      // asc prints its crash report to stderr, then exits; let the report arrive first.
+      const report = () =>
+        reject(errors.invalidArgument(`the AssemblyScript compiler crashed (exit code ${code}):\n${stderr.join('')}`));
+      finished(worker.stderr).then(report, report);
+    });
+  });
+}

@@ -1,0 +1,211 @@
+/**
+ * Reads the few facts the build checks about a compiled wasm module straight from its binary:
+ * imports (with memory limits), exports and active data segments. Everything else is skipped.
+ */
+import { errors } from '../errors.js';
+
+export type WasmExternKind = 'function' | 'table' | 'memory' | 'global' | 'tag';
+
+/** Limits of an imported memory, in 64 KiB pages. */
+export interface MemoryLimits {
+  minimum: number;
+  maximum: number | undefined;
+  shared: boolean;
+}
+
+export interface WasmImport {
+  module: string;
+  name: string;
+  kind: WasmExternKind;
+  /** Present for memory imports. */
+  memory?: MemoryLimits;
+}
+
+export interface WasmExport {
+  name: string;
+  kind: WasmExternKind;
+}
+
+/** An active data segment: `size` bytes written at byte address `offset` on instantiation. */
+export interface DataSegment {
+  offset: number;
+  size: number;
+}
+
+export interface WasmModuleInfo {
+  imports: WasmImport[];
+  exports: WasmExport[];
+  /** Active segments only; passive ones write nothing on their own. */
+  dataSegments: DataSegment[];
+}
+
+const EXTERN_KINDS: readonly WasmExternKind[] = ['function', 'table', 'memory', 'global', 'tag'];
+const SECTION_IMPORT = 2;
+const SECTION_EXPORT = 7;
+const SECTION_DATA = 11;
+const OP_I32_CONST = 0x41;
+const OP_END = 0x0b;
+
+/**
+ * Parses `bytes` as a wasm binary module.
+ * @throws OffloadError INCOMPATIBLE_IMAGE when the bytes are not a well-formed module, or use a
+ *   data segment offset other than a constant i32 (AssemblyScript emits only those).
+ */
+export function readWasmModuleInfo(bytes: Uint8Array): WasmModuleInfo {
+  const reader = new ByteReader(bytes);
+  if (reader.u32le() !== 0x6d736100) throw malformed('bad magic');
+  if (reader.u32le() !== 1) throw malformed('unsupported binary version');
+  const info: WasmModuleInfo = { imports: [], exports: [], dataSegments: [] };
+  while (!reader.atEnd()) {
+    const id = reader.byte();
+    const size = reader.leb();
+    const section = reader.sub(size);
+    if (id === SECTION_IMPORT) info.imports = section.vector(readImport);
+    else if (id === SECTION_EXPORT) info.exports = section.vector(readExport);
+    else if (id === SECTION_DATA) info.dataSegments = section.vector(readDataSegment).filter((s) => s !== null);
+  }
+  return info;
+}
+
+function readImport(r: ByteReader): WasmImport {
+  const module = r.name();
+  const name = r.name();
+  const kind = r.externKind();
+  switch (kind) {
+    case 'function':
+      r.leb();
+      return { module, name, kind };
+    case 'table':
+      r.byte();
+      r.limits();
+      return { module, name, kind };
+    case 'memory':
+      return { module, name, kind, memory: r.limits() };
+    case 'global':
+      r.byte();
+      r.byte();
+      return { module, name, kind };
+    case 'tag':
+      r.byte();
+      r.leb();
+      return { module, name, kind };
+  }
+}
+
+function readExport(r: ByteReader): WasmExport {
+  const name = r.name();
+  const kind = r.externKind();
+  r.leb();
+  return { name, kind };
+}
+
+function readDataSegment(r: ByteReader): DataSegment | null {
+  const flags = r.leb();
+  if (flags === 1) {
+    r.skip(r.leb());
+    return null;
+  }
+  if (flags === 2) r.leb();
+  else if (flags !== 0) throw malformed(`unknown data segment flags ${flags}`);
+  if (r.byte() !== OP_I32_CONST) throw malformed('data segment offset is not an i32 constant');
+  const offset = r.sleb32() >>> 0;
+  if (r.byte() !== OP_END) throw malformed('data segment offset is not an i32 constant');
+  const size = r.leb();
+  r.skip(size);
+  return { offset, size };
+}
+
+function malformed(what: string) {
+  return errors.incompatibleImage(`malformed wasm module: ${what}`);
+}
+
+/** A bounds-checked cursor over a byte range. */
+class ByteReader {
+  private pos: number;
+
+  constructor(
+    private readonly bytes: Uint8Array,
+    start = 0,
+    private readonly end = bytes.length,
+  ) {
+    this.pos = start;
+  }
+
+  atEnd(): boolean {
+    return this.pos >= this.end;
+  }
+
+  byte(): number {
+    if (this.pos >= this.end) throw malformed('unexpected end');
+    return this.bytes[this.pos++];
+  }
+
+  u32le(): number {
+    return (this.byte() | (this.byte() << 8) | (this.byte() << 16) | (this.byte() << 24)) >>> 0;
+  }
+
+  /** Unsigned LEB128 of up to 64 bits, exact up to 2^53. */
+  leb(): number {
+    let result = 0;
+    let scale = 1;
+    for (let i = 0; i < 10; i++) {
+      const b = this.byte();
+      result += (b & 0x7f) * scale;
+      if ((b & 0x80) === 0) return result;
+      scale *= 128;
+    }
+    throw malformed('LEB128 number too long');
+  }
+
+  sleb32(): number {
+    let result = 0;
+    let shift = 0;
+    for (let i = 0; i < 5; i++) {
+      const b = this.byte();
+      result |= (b & 0x7f) << shift;
+      shift += 7;
+      if ((b & 0x80) === 0) return shift < 32 && (b & 0x40) !== 0 ? result | (-1 << shift) : result;
+    }
+    throw malformed('LEB128 number too long');
+  }
+
+  skip(count: number): void {
+    if (count > this.end - this.pos) throw malformed('unexpected end');
+    this.pos += count;
+  }
+
+  /** A reader over the next `size` bytes; this reader moves past them. */
+  sub(size: number): ByteReader {
+    const start = this.pos;
+    this.skip(size);
+    return new ByteReader(this.bytes, start, start + size);
+  }
+
+  name(): string {
+    const size = this.leb();
+    const start = this.pos;
+    this.skip(size);
+    return new TextDecoder().decode(this.bytes.subarray(start, start + size));
+  }
+
+  externKind(): WasmExternKind {
+    const code = this.byte();
+    const kind = EXTERN_KINDS[code];
+    if (kind === undefined) throw malformed(`unknown external kind ${code}`);
+    return kind;
+  }
+
+  limits(): MemoryLimits {
+    const flags = this.byte();
+    const minimum = this.leb();
+    const maximum = flags & 1 ? this.leb() : undefined;
+    return { minimum, maximum, shared: (flags & 2) !== 0 };
+  }
+
+  vector<T>(readItem: (r: ByteReader) => T): T[] {
+    const count = this.leb();
+    const items: T[] = [];
+    for (let i = 0; i < count; i++) items.push(readItem(this));
+    return items;
+  }
+}

@@ -1,0 +1,581 @@
+/**
+ * The conformance suite: every device operation and every error of the public API, written
+ * once and run against every device kind available (host here; remote, GPU and MPI reuse it
+ * unchanged). A target supplies a runtime, the device under test, optionally a second device
+ * of the same runtime for cross-device copies, and the fixture bundle.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Offload, OffloadError, type Buffer, type Device, type Kernel, type Library, type Runtime } from '../../src/index.js';
+
+export interface ConformanceTarget {
+  runtime: Runtime;
+  device: Device;
+  /** Another device of the same runtime, for cross-device copies and foreign-buffer checks. */
+  peer?: Device;
+  /** Path of the fixture bundle (test/fixtures/kernels.ts built). */
+  bundle: string;
+  /** Releases whatever the target started besides the runtime (which the suite shuts down). */
+  cleanup?: () => Promise<void>;
+}
+
+/** Asserts that `promise` rejects with an OffloadError of `code` whose message matches `message`. */
+export async function rejectsWith(promise: Promise<unknown>, code: string, message?: RegExp): Promise<OffloadError> {
+  let caught: unknown;
+  try {
+    await promise;
+  } catch (error) {
+    caught = error;
+  }
+  assert.ok(caught instanceof OffloadError, `expected an OffloadError ${code}, got ${caught === undefined ? 'success' : String(caught)}`);
+  assert.equal(caught.code, code, `wrong code; message: ${caught.message}`);
+  if (message) assert.match(caught.message, message);
+  return caught;
+}
+
+export function conformance(kind: string, setup: () => Promise<ConformanceTarget>): void {
+  describe(`conformance: ${kind}`, { timeout: 120_000 }, () => {
+    let target: ConformanceTarget;
+    let runtime: Runtime;
+    let device: Device;
+    let library: Library;
+    const kernels = new Map<string, Kernel>();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason);
+    };
+
+    const kernel = async (name: string): Promise<Kernel> => {
+      let found = kernels.get(name);
+      if (!found) kernels.set(name, (found = await device.kernel(library, name)));
+      return found;
+    };
+    const f32 = (values: number[]): Float32Array => new Float32Array(values);
+    const withBuffer = async <T>(bytes: number, body: (buffer: Buffer) => Promise<T>): Promise<T> => {
+      const buffer = await device.alloc(bytes);
+      try {
+        return await body(buffer);
+      } finally {
+        if (!buffer.freed) await buffer.free();
+      }
+    };
+
+    before(async () => {
+      process.on('unhandledRejection', onUnhandled);
+      target = await setup();
+      ({ runtime, device } = target);
+      library = await runtime.register(target.bundle);
+    });
+
+    after(async () => {
+      await runtime?.shutdown();
+      await target?.cleanup?.();
+      process.off('unhandledRejection', onUnhandled);
+      assert.deepEqual(unhandled, [], 'no promise of the runtime may reject unhandled');
+    });
+
+    describe('device info', () => {
+      it('describes the device completely', () => {
+        const info = device.info;
+        for (const key of ['name', 'kind', 'vendor', 'plugin', 'location'] as const) {
+          assert.equal(typeof info[key], 'string', key);
+          assert.ok(info[key].length > 0, key);
+        }
+        for (const key of ['memoryBytes', 'maxThreadsPerTeam', 'maxTeams', 'computeUnits'] as const) {
+          assert.ok(Number.isInteger(info[key]) && info[key] > 0, `${key} = ${info[key]}`);
+        }
+        assert.ok(info.imageFormats.includes('wasm') || info.imageFormats.length > 0);
+        assert.ok(info.memoryKinds.includes('device'), 'every device supports device memory');
+        assert.equal(runtime.device(device.id), device);
+      });
+
+      it('rejects unknown device ids with NOT_FOUND', () => {
+        assert.throws(() => runtime.device(runtime.devices.length), (e: OffloadError) => e.code === 'NOT_FOUND');
+        assert.throws(() => runtime.device(-1), (e: OffloadError) => e.code === 'INVALID_ARGUMENT');
+      });
+    });
+
+    describe('memory', () => {
+      it('allocates buffers of every supported kind and refuses the others with UNSUPPORTED', async () => {
+        for (const kind of ['device', 'host', 'shared'] as const) {
+          if (device.info.memoryKinds.includes(kind)) {
+            const buffer = await device.alloc(100, { kind });
+            assert.equal(buffer.byteLength, 100);
+            assert.equal(buffer.kind, kind);
+            assert.equal(buffer.device, device);
+            await buffer.free();
+            assert.equal(buffer.freed, true);
+          } else {
+            await rejectsWith(device.alloc(100, { kind }), 'UNSUPPORTED', new RegExp(kind));
+          }
+        }
+      });
+
+      it('rejects bad sizes and kinds with INVALID_ARGUMENT naming them', async () => {
+        await rejectsWith(device.alloc(-1), 'INVALID_ARGUMENT', /bytes/);
+        await rejectsWith(device.alloc(1.5), 'INVALID_ARGUMENT', /bytes/);
+        await rejectsWith(device.alloc('8' as never), 'INVALID_ARGUMENT', /bytes/);
+        await rejectsWith(device.alloc(8, { kind: 'texture' as never }), 'INVALID_ARGUMENT', /kind/);
+      });
+
+      it('reports OUT_OF_MEMORY beyond the device memory and keeps working', async () => {
+        await rejectsWith(device.alloc(device.info.memoryBytes + 1), 'OUT_OF_MEMORY');
+        await withBuffer(64, async (buffer) => assert.equal(buffer.byteLength, 64));
+      });
+
+      it('detects double free with INVALID_BUFFER', async () => {
+        const buffer = await device.alloc(16);
+        await buffer.free();
+        await rejectsWith(buffer.free(), 'INVALID_BUFFER', /already freed/);
+      });
+
+      it('allocates zero-byte buffers', async () => {
+        await withBuffer(0, async (buffer) => assert.equal(buffer.byteLength, 0));
+      });
+    });
+
+    describe('copies', () => {
+      it('round-trips data through write and read, for typed arrays, sub-arrays and DataViews', async () => {
+        await withBuffer(64, async (buffer) => {
+          const q = device.queue();
+          const backing = new Float64Array([0, 1.5, -2.25, 3e300, 4, 5, 6, 7, 8]);
+          q.write(buffer, backing.subarray(1, 9));
+          const out = new Float64Array(8);
+          q.read(buffer, out);
+          const view = new DataView(new ArrayBuffer(16));
+          q.read(buffer, view, { offset: 8 });
+          await q.finish();
+          assert.deepEqual(Array.from(out), [1.5, -2.25, 3e300, 4, 5, 6, 7, 8]);
+          assert.equal(view.getFloat64(0, true), -2.25);
+          assert.equal(view.getFloat64(8, true), 3e300);
+        });
+      });
+
+      it('writes and reads at offsets', async () => {
+        await withBuffer(16, async (buffer) => {
+          const q = device.queue();
+          q.write(buffer, new Uint8Array(16));
+          q.write(buffer, new Uint8Array([1, 2, 3]), { offset: 13 });
+          const out = new Uint8Array(4);
+          q.read(buffer, out, { offset: 12 });
+          await q.finish();
+          assert.deepEqual(Array.from(out), [0, 1, 2, 3]);
+        });
+      });
+
+      it('rejects out-of-range copies with OUT_OF_BOUNDS on the event and on finish()', async () => {
+        await withBuffer(16, async (buffer) => {
+          const q = device.queue();
+          const event = q.write(buffer, new Uint8Array(8), { offset: 9 });
+          await rejectsWith(event.done, 'OUT_OF_BOUNDS', /17/);
+          await rejectsWith(q.finish(), 'OUT_OF_BOUNDS');
+          await rejectsWith(q.read(buffer, new Uint8Array(17)).done, 'OUT_OF_BOUNDS');
+          await rejectsWith(q.finish(), 'OUT_OF_BOUNDS');
+        });
+      });
+
+      it('rejects non-views, bad offsets, freed and foreign buffers', async () => {
+        const q = device.queue();
+        await withBuffer(16, async (buffer) => {
+          await rejectsWith(q.write(buffer, [1, 2, 3] as never).done, 'INVALID_ARGUMENT', /hostView/);
+          await q.finish().catch(() => {});
+          await rejectsWith(q.write(buffer, new Uint8Array(1), { offset: -4 }).done, 'INVALID_ARGUMENT', /offset/);
+          await q.finish().catch(() => {});
+          await rejectsWith(q.write({ byteLength: 16 } as never, new Uint8Array(1)).done, 'INVALID_ARGUMENT', /Buffer/);
+          await q.finish().catch(() => {});
+        });
+        const freed = await device.alloc(16);
+        await freed.free();
+        await rejectsWith(q.read(freed, new Uint8Array(1)).done, 'INVALID_BUFFER', /freed/);
+        await q.finish().catch(() => {});
+        const other = await Offload.init({ host: { threads: 1, memoryBytes: 4 * 1024 * 1024 } });
+        try {
+          const foreign = await other.devices[0]!.alloc(16);
+          await rejectsWith(q.write(foreign, new Uint8Array(1)).done, 'INVALID_BUFFER', /another runtime/);
+          await q.finish().catch(() => {});
+        } finally {
+          await other.shutdown();
+        }
+      });
+
+      it('copies between buffers of the device, with offsets and bounds checks', async () => {
+        await withBuffer(32, async (a) => {
+          await withBuffer(32, async (b) => {
+            const q = device.queue();
+            q.write(a, Uint8Array.from({ length: 32 }, (_, i) => i));
+            q.write(b, new Uint8Array(32));
+            q.copy(b, a, { srcOffset: 4, dstOffset: 20, byteLength: 8 });
+            const out = new Uint8Array(32);
+            q.read(b, out);
+            await q.finish();
+            assert.deepEqual(Array.from(out.subarray(18, 30)), [0, 0, 4, 5, 6, 7, 8, 9, 10, 11, 0, 0]);
+            await rejectsWith(q.copy(b, a, { srcOffset: 30, byteLength: 4 }).done, 'OUT_OF_BOUNDS');
+            await rejectsWith(q.finish(), 'OUT_OF_BOUNDS');
+            await rejectsWith(q.copy(b, a, { dstOffset: 1 }).done, 'OUT_OF_BOUNDS', /into/);
+            await q.finish().catch(() => {});
+          });
+        });
+      });
+
+      it('copies across devices in both directions', { skip: false }, async (t) => {
+        const peer = target.peer;
+        if (!peer) return t.skip('the target has no second device');
+        const local = await device.alloc(1024);
+        const remote = await peer.alloc(1024);
+        try {
+          const data = Uint8Array.from({ length: 1024 }, (_, i) => (i * 7) & 255);
+          const q = device.queue();
+          q.write(local, data);
+          q.copy(remote, local); // enqueued on the source's queue
+          await q.finish();
+          const back = new Uint8Array(1024);
+          const pq = peer.queue();
+          pq.read(remote, back);
+          await pq.finish();
+          assert.deepEqual(back, data);
+          q.write(local, new Uint8Array(1024));
+          q.copy(local, remote, { srcOffset: 512, dstOffset: 0, byteLength: 512 }); // on the destination's queue
+          const mine = new Uint8Array(1024);
+          q.read(local, mine);
+          await q.finish();
+          assert.deepEqual(mine.subarray(0, 512), data.subarray(512));
+          assert.deepEqual(mine.subarray(512), new Uint8Array(512));
+          await rejectsWith(peer.queue().copy(local, local).done, 'INVALID_ARGUMENT', /neither/);
+        } finally {
+          await local.free();
+          await remote.free();
+        }
+      });
+    });
+
+    describe('kernels and launches', () => {
+      it('lists kernels with typed parameters read from the compiler', () => {
+        const saxpy = library.kernels.find((k) => k.name === 'saxpy');
+        assert.deepEqual(saxpy?.params, [
+          { name: 'n', type: 'i32' },
+          { name: 'a', type: 'f32' },
+          { name: 'x', type: 'ptr' },
+          { name: 'y', type: 'ptr' },
+        ]);
+      });
+
+      it('rejects unknown kernels with NOT_FOUND listing the known ones', async () => {
+        await rejectsWith(device.kernel(library, 'saxpi'), 'NOT_FOUND', /saxpi.*saxpy/);
+        await rejectsWith(device.kernel({} as never, 'saxpy'), 'INVALID_ARGUMENT', /Library/);
+      });
+
+      for (const teams of [1, 3, 64, 1000]) {
+        it(`computes saxpy correctly with ${teams} teams`, async () => {
+          const n = 10_000;
+          const x = Float32Array.from({ length: n }, (_, i) => i * 0.5);
+          const y = Float32Array.from({ length: n }, (_, i) => n - i);
+          const saxpy = await kernel('saxpy');
+          await withBuffer(n * 4, (bx) =>
+            withBuffer(n * 4, async (by) => {
+              const q = device.queue();
+              q.write(bx, x);
+              q.write(by, y);
+              q.launch(saxpy, { teams }, [n, 2.5, bx, by]);
+              const out = new Float32Array(n);
+              q.read(by, out);
+              await q.finish();
+              for (let i = 0; i < n; i++) assert.equal(out[i], Math.fround(Math.fround(2.5 * x[i]!) + y[i]!), `element ${i}`);
+            }),
+          );
+        });
+      }
+
+      it('gives each team its position: teamId, numTeams, threadId, numThreads', async () => {
+        const teams = 37;
+        const recordGrid = await kernel('record_grid');
+        await withBuffer(teams * 16, async (out) => {
+          const q = device.queue();
+          q.launch(recordGrid, { teams, threads: 1 }, [out]);
+          const grid = new Int32Array(teams * 4);
+          q.read(out, grid);
+          await q.finish();
+          for (let t = 0; t < teams; t++) {
+            assert.equal(grid[t * 4], t, `teamId of team ${t}`);
+            assert.equal(grid[t * 4 + 1], teams, 'numTeams');
+            assert.ok(grid[t * 4 + 2]! >= 0 && grid[t * 4 + 2]! < grid[t * 4 + 3]!, 'threadId < numThreads');
+            assert.ok(grid[t * 4 + 3]! >= 1 && grid[t * 4 + 3]! <= device.info.maxThreadsPerTeam, 'numThreads within the device limit');
+          }
+        });
+      });
+
+      it('passes arguments of every type whole: i32, i64, f32, f64, ptr', async () => {
+        const mixed = await kernel('mixed');
+        const sum = await kernel('sum_i64');
+        await withBuffer(32, async (out) => {
+          const q = device.queue();
+          q.launch(mixed, { teams: 2 }, [-123456, -(2n ** 62n) - 5n, 1.25, Math.PI, out]);
+          const bytes = new DataView(new ArrayBuffer(32));
+          q.read(out, bytes);
+          await q.finish();
+          assert.equal(bytes.getInt32(0, true), -123456);
+          assert.equal(bytes.getBigInt64(8, true), -(2n ** 62n) - 5n);
+          assert.equal(bytes.getFloat32(16, true), 1.25);
+          assert.equal(bytes.getFloat64(24, true), Math.PI);
+          q.launch(mixed, { teams: 1 }, [0xfffffffe, 2n ** 64n - 1n, 0, 0, out]); // unsigned values keep their bits
+          const unsigned = new DataView(new ArrayBuffer(32));
+          q.read(out, unsigned);
+          q.launch(sum, { teams: 1 }, [2n ** 40n, 3n, out]);
+          const sum64 = new BigUint64Array(1);
+          q.read(out, sum64);
+          await q.finish();
+          assert.equal(unsigned.getUint32(0, true), 0xfffffffe);
+          assert.equal(unsigned.getBigUint64(8, true), 2n ** 64n - 1n);
+          assert.equal(sum64[0], 2n ** 40n + 3n);
+        });
+      });
+
+      it('checks arguments before launching: count, types, ranges, buffers', async () => {
+        const saxpy = await kernel('saxpy');
+        const sum = await kernel('sum_i64');
+        const q = device.queue();
+        await withBuffer(16, async (b) => {
+          // One at a time: a failure is sticky, so each case is reported and cleared by finish().
+          const cases: [() => Promise<void>, string, RegExp][] = [
+            [() => q.launch(saxpy, { teams: 1 }, [4, 1, b]).done, 'INVALID_ARGUMENT', /expected 4 arguments \(n: i32, a: f32, x: ptr, y: ptr\), got 3/],
+            [() => q.launch(saxpy, { teams: 1 }, [4n, 1, b, b]).done, 'INVALID_ARGUMENT', /argument 0 'n' \(i32\).*bigint/],
+            [() => q.launch(saxpy, { teams: 1 }, [1.5, 1, b, b]).done, 'INVALID_ARGUMENT', /'n' \(i32\)/],
+            [() => q.launch(saxpy, { teams: 1 }, [2 ** 33, 1, b, b]).done, 'INVALID_ARGUMENT', /'n' \(i32\)/],
+            [() => q.launch(saxpy, { teams: 1 }, [4, '1', b, b] as never).done, 'INVALID_ARGUMENT', /'a' \(f32\).*string/],
+            [() => q.launch(saxpy, { teams: 1 }, [4, 1, 1024, b] as never).done, 'INVALID_ARGUMENT', /'x' \(ptr\).*Buffer/],
+            [() => q.launch(sum, { teams: 1 }, [1, 2n, b]).done, 'INVALID_ARGUMENT', /'a' \(i64\).*bigint/],
+            [() => q.launch(sum, { teams: 1 }, [2n ** 64n, 2n, b]).done, 'INVALID_ARGUMENT', /'a' \(i64\)/],
+            [() => q.launch(saxpy, { teams: 0 }, [4, 1, b, b]).done, 'INVALID_ARGUMENT', /grid.teams/],
+            [() => q.launch(saxpy, { teams: 2.5 }, [4, 1, b, b]).done, 'INVALID_ARGUMENT', /grid.teams/],
+            [() => q.launch(saxpy, undefined as never, [4, 1, b, b]).done, 'INVALID_ARGUMENT', /grid.teams/],
+            [() => q.launch(saxpy, { teams: 1, threads: 0 }, [4, 1, b, b]).done, 'INVALID_ARGUMENT', /grid.threads/],
+            [() => q.launch('saxpy' as never, { teams: 1 }, []).done, 'INVALID_ARGUMENT', /Kernel/],
+          ];
+          for (const [launch, code, message] of cases) {
+            await rejectsWith(launch(), code, message);
+            await rejectsWith(q.finish(), code);
+          }
+        });
+        const freed = await device.alloc(16);
+        await freed.free();
+        await rejectsWith(q.launch(saxpy, { teams: 1 }, [4, 1, freed, freed]).done, 'INVALID_BUFFER', /'x'.*freed/);
+        await q.finish().catch(() => {});
+        if (target.peer) {
+          const foreign = await target.peer.alloc(16);
+          await rejectsWith(q.launch(saxpy, { teams: 1 }, [4, 1, foreign, foreign]).done, 'INVALID_BUFFER', /'x'.*device/);
+          await q.finish().catch(() => {});
+          await foreign.free();
+        }
+      });
+
+      it('clamps threads to the device limit, as OpenMP thread_limit', async () => {
+        const recordGrid = await kernel('record_grid');
+        await withBuffer(16, async (out) => {
+          const q = device.queue();
+          q.launch(recordGrid, { teams: 1, threads: 1_000_000 }, [out]);
+          const grid = new Int32Array(4);
+          q.read(out, grid);
+          await q.finish();
+          assert.equal(grid[3], Math.min(1_000_000, device.info.maxThreadsPerTeam));
+        });
+      });
+    });
+
+    describe('traps', () => {
+      const cases: [string, number[], RegExp][] = [
+        ['trap_abort', [1], /trap_abort.*flag must be zero.*kernels.*\.ts:\d+:\d+/],
+        ['trap_unreachable', [], /trap_unreachable.*unreachable/],
+        ['trap_oob', [0xfffffff0], /trap_oob.*out of bounds/],
+      ];
+      for (const [name, args, message] of cases) {
+        it(`fails a launch of ${name} with KERNEL_TRAP and keeps the device working`, async () => {
+          const trap = await kernel(name);
+          const iota = await kernel('iota_i32');
+          await withBuffer(64, async (b) => {
+            const q = device.queue();
+            await rejectsWith(q.launch(trap, { teams: 4 }, args).done, 'KERNEL_TRAP', message);
+            await rejectsWith(q.finish(), 'KERNEL_TRAP');
+            q.launch(iota, { teams: 2 }, [16, b]);
+            const out = new Int32Array(16);
+            q.read(b, out);
+            await q.finish();
+            assert.deepEqual(Array.from(out), Array.from({ length: 16 }, (_, i) => i));
+          });
+        });
+      }
+    });
+
+    describe('queues and events', () => {
+      it('keeps order within a queue', async () => {
+        const add = await kernel('add_i32');
+        await withBuffer(4 * 256, async (b) => {
+          const q = device.queue();
+          q.write(b, new Int32Array(256));
+          for (let i = 1; i <= 50; i++) q.launch(add, { teams: 3 }, [256, i, b]);
+          const out = new Int32Array(256);
+          q.read(b, out);
+          q.write(b, new Int32Array(256).fill(-1)); // after the read: must not be seen by it
+          await q.finish();
+          assert.ok(out.every((v) => v === 1275), `every element is 1+2+...+50, got ${out[0]}`);
+        });
+      });
+
+      it('skips the operations behind a failure and reports it once on finish()', async () => {
+        const trap = await kernel('trap_unreachable');
+        const iota = await kernel('iota_i32');
+        await withBuffer(16, async (b) => {
+          const q = device.queue();
+          q.write(b, new Int32Array(4).fill(7));
+          const failed = q.launch(trap, { teams: 1 }, []);
+          const skipped = q.launch(iota, { teams: 1 }, [4, b]);
+          await rejectsWith(failed.done, 'KERNEL_TRAP');
+          await rejectsWith(skipped.done, 'KERNEL_TRAP');
+          await rejectsWith(q.finish(), 'KERNEL_TRAP');
+          await q.finish(); // cleared
+          const out = new Int32Array(4);
+          q.read(b, out);
+          await q.finish();
+          assert.deepEqual(Array.from(out), [7, 7, 7, 7], 'the skipped kernel did not run');
+        });
+      });
+
+      it('records events that complete after the work before them', async () => {
+        const busy = await kernel('busy');
+        await withBuffer(8, async (b) => {
+          const q = device.queue();
+          q.launch(busy, { teams: 1 }, [3_000_000, b]);
+          const event = q.record();
+          assert.equal(event.query(), false, 'the event is pending while the kernel runs');
+          assert.equal(q.query(), false);
+          await event.done;
+          assert.equal(event.query(), true);
+          await q.finish();
+          assert.equal(q.query(), true);
+        });
+      });
+
+      it('orders one queue after an event of another (wait)', async () => {
+        const busy = await kernel('busy');
+        const iota = await kernel('iota_i32');
+        await withBuffer(4 * 64, async (b) => {
+          await withBuffer(8, async (scratch) => {
+            const q1 = device.queue();
+            const q2 = device.queue();
+            q1.launch(busy, { teams: 1 }, [2_000_000, scratch]);
+            q1.launch(iota, { teams: 4 }, [64, b]);
+            const written = q1.record();
+            q2.wait(written);
+            const out = new Int32Array(64);
+            q2.read(b, out);
+            await q2.finish();
+            assert.deepEqual(Array.from(out), Array.from({ length: 64 }, (_, i) => i));
+            await q1.finish();
+          });
+        });
+      });
+
+      it('runs queues concurrently: a kernel waiting on a flag is released by another queue', async () => {
+        const waitFlag = await kernel('wait_flag');
+        await withBuffer(16, async (b) => {
+          const setup = device.queue();
+          setup.write(b, new Int32Array(4));
+          await setup.finish();
+          const waiting = device.queue();
+          const done = waiting.launch(waitFlag, { teams: 1 }, [b, 2_000_000_000, b]);
+          // The flag lives in the first word; `done` overwrites it with 1 (released) or 2 (gave up).
+          const releaser = device.queue();
+          releaser.write(b, new Int32Array([1]));
+          await releaser.finish();
+          await done.done;
+          const out = new Int32Array(1);
+          releaser.read(b, out);
+          await releaser.finish();
+          assert.equal(out[0], 1, 'the waiting kernel saw the flag set by the other queue');
+        });
+      });
+
+      it('propagates a failed event to the queue that waits on it', async () => {
+        const trap = await kernel('trap_unreachable');
+        const q1 = device.queue();
+        const q2 = device.queue();
+        q1.launch(trap, { teams: 1 }, []);
+        const failed = q1.record();
+        const waited = q2.wait(failed);
+        await rejectsWith(waited.done, 'KERNEL_TRAP');
+        await rejectsWith(q2.finish(), 'KERNEL_TRAP');
+        await rejectsWith(q1.finish(), 'KERNEL_TRAP');
+        await rejectsWith(Promise.resolve(q2.wait('event' as never).done), 'INVALID_ARGUMENT', /Event/);
+        await q2.finish().catch(() => {});
+      });
+
+      it('never leaves rejections unhandled when events are ignored', async () => {
+        const q = device.queue();
+        const freed = await device.alloc(8);
+        await freed.free();
+        q.write(freed, new Uint8Array(1));
+        q.read(freed, new Uint8Array(1));
+        q.launch('nothing' as never, { teams: 1 }, []);
+        await rejectsWith(q.finish(), 'INVALID_BUFFER');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        assert.deepEqual(unhandled, []);
+      });
+
+      it('defers free() until queued operations using the buffer are done', async () => {
+        const busy = await kernel('busy');
+        const buffer = await device.alloc(8);
+        const q = device.queue();
+        const running = q.launch(busy, { teams: 1 }, [2_000_000, buffer]);
+        const freed = buffer.free();
+        assert.equal(buffer.freed, true, 'refused by new operations at once');
+        await rejectsWith(q.read(buffer, new Uint8Array(8)).done, 'INVALID_BUFFER');
+        await freed;
+        assert.equal(running.query(), true, 'the launch completed before the memory was returned');
+        await q.finish().catch(() => {});
+      });
+    });
+
+    describe('libraries', () => {
+      it('refuses invalid bundles and missing files', async () => {
+        await rejectsWith(runtime.register(new Uint8Array([1, 2, 3])), 'INCOMPATIBLE_IMAGE');
+        await rejectsWith(runtime.register('/nonexistent/kernels.offload'), 'NOT_FOUND', /nonexistent/);
+        await rejectsWith(runtime.register(42 as never), 'INVALID_ARGUMENT');
+      });
+
+      it('defers unregister until in-flight launches finish, then refuses the library', async () => {
+        const second = await runtime.register(target.bundle);
+        const busy = await device.kernel(second, 'busy');
+        await withBuffer(8, async (b) => {
+          const q = device.queue();
+          const running = q.launch(busy, { teams: 1 }, [3_000_000, b]);
+          await second.unregister();
+          assert.equal(running.query(), true, 'unregister waited for the launch');
+          assert.equal(second.unregistered, true);
+          await rejectsWith(device.kernel(second, 'busy'), 'INVALID_ARGUMENT', /unregistered/);
+          await rejectsWith(q.launch(busy, { teams: 1 }, [1, b]).done, 'INVALID_ARGUMENT', /unregistered/);
+          await q.finish().catch(() => {});
+          await second.unregister(); // idempotent
+        });
+      });
+    });
+
+    describe('shutdown', () => {
+      it('is idempotent and makes every later call reject with DEVICE_LOST', async () => {
+        const own = await setup();
+        const lib = await own.runtime.register(own.bundle);
+        const dev = own.device;
+        const buffer = await dev.alloc(16);
+        const q = dev.queue();
+        const k = await dev.kernel(lib, 'iota_i32');
+        await Promise.all([own.runtime.shutdown(), own.runtime.shutdown()]);
+        await own.runtime.shutdown();
+        await rejectsWith(dev.alloc(8), 'DEVICE_LOST', /shut down/);
+        await rejectsWith(dev.kernel(lib, 'iota_i32'), 'DEVICE_LOST');
+        await rejectsWith(own.runtime.register(own.bundle), 'DEVICE_LOST');
+        await rejectsWith(q.launch(k, { teams: 1 }, [4, buffer]).done, 'DEVICE_LOST');
+        await rejectsWith(q.finish(), 'DEVICE_LOST');
+        await rejectsWith(buffer.free(), 'DEVICE_LOST');
+        await rejectsWith(lib.unregister(), 'DEVICE_LOST');
+        await own.cleanup?.();
+      });
+    });
+  });
+}

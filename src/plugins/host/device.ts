@@ -107,6 +107,9 @@ export class HostDevice implements PluginDevice {
 
   constructor(options: HostDeviceOptions) {
     const { threads, memoryBytes } = options;
+    if (!Number.isInteger(threads) || threads < 1 || threads > 256) {
+      throw errors.invalidArgument(`host device threads must be an integer from 1 to 256, not ${threads}`);
+    }
     if (!Number.isInteger(memoryBytes) || memoryBytes % PAGE_BYTES !== 0 || memoryBytes <= STATIC_WINDOW_END || memoryBytes > MAX_HOST_MEMORY) {
       throw errors.invalidArgument(
         `host device memory must be a multiple of 64 KiB between ${STATIC_WINDOW_END + PAGE_BYTES} and ${MAX_HOST_MEMORY} bytes, not ${memoryBytes}`,

@@ -1,0 +1,162 @@
+/** Behaviour specific to the host device: its launch path under load, its workers, its configuration. */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { buildBundle } from '../src/build/compile.js';
+import { Offload, type Runtime } from '../src/index.js';
+import type { HostDevice } from '../src/plugins/host/device.js';
+import { rejectsWith } from './conformance/suite.js';
+import { fixtureBundle } from './helpers/fixtures.js';
+
+const small = { threads: 2, memoryBytes: 64 * 1024 * 1024 };
+
+async function withRuntime<T>(body: (runtime: Runtime) => Promise<T>, options = {}): Promise<T> {
+  const runtime = await Offload.init({ host: small, ...options });
+  try {
+    return await body(runtime);
+  } finally {
+    await runtime.shutdown();
+  }
+}
+
+describe('host device', { timeout: 180_000 }, () => {
+  it('survives 100,000 back-to-back launches, each run exactly once', async () => {
+    await withRuntime(async (runtime) => {
+      const device = runtime.devices[0]!;
+      const add = await device.kernel(await runtime.register(await fixtureBundle()), 'add_i32');
+      const counter = await device.alloc(4);
+      const q = device.queue();
+      q.write(counter, new Int32Array(1));
+      // Pipelined: 50,000 launches in flight through 64 ring slots.
+      for (let i = 0; i < 50_000; i++) q.launch(add, { teams: 2 }, [1, 1, counter]);
+      await q.finish();
+      // Sequential: 50,000 launches, each awaited before the next (the lost-wake-up pattern).
+      for (let i = 0; i < 50_000; i++) await q.launch(add, { teams: 1 }, [1, 1, counter]).done;
+      const out = new Int32Array(1);
+      q.read(counter, out);
+      await q.finish();
+      assert.equal(out[0], 100_000);
+    });
+  });
+
+  it('runs teams of concurrent launches from many queues to completion', async () => {
+    await withRuntime(async (runtime) => {
+      const device = runtime.devices[0]!;
+      const add = await device.kernel(await runtime.register(await fixtureBundle()), 'add_i32');
+      const n = 1000;
+      const buffers = await Promise.all(Array.from({ length: 8 }, () => device.alloc(n * 4)));
+      const queues = buffers.map(() => device.queue());
+      queues.forEach((q, i) => q.write(buffers[i]!, new Int32Array(n)));
+      for (let round = 0; round < 100; round++) queues.forEach((q, i) => q.launch(add, { teams: 1 + ((round + i) % 7) }, [n, 1, buffers[i]!]));
+      const results = buffers.map(() => new Int32Array(n));
+      queues.forEach((q, i) => q.read(buffers[i]!, results[i]!));
+      await Promise.all(queues.map((q) => q.finish()));
+      for (const result of results) assert.ok(result.every((v) => v === 100));
+    });
+  });
+
+  it('reports DEVICE_LOST for pending and later operations when a worker dies, without hanging', async () => {
+    await withRuntime(async (runtime) => {
+      const device = runtime.devices[0]!;
+      const lib = await runtime.register(await fixtureBundle());
+      const busy = await device.kernel(lib, 'busy');
+      const scratch = await device.alloc(8);
+      const q = device.queue();
+      const running = q.launch(busy, { teams: 1 }, [2_000_000_000, scratch]);
+      const behind = q.launch(busy, { teams: 1 }, [1, scratch]);
+      // Kill one worker from outside, as a crash would.
+      const pool = (device.plugin as HostDevice & { pool: { workers: { terminate(): Promise<number> }[] } }).pool;
+      await pool.workers[0]!.terminate();
+      await rejectsWith(running.done, 'DEVICE_LOST', /worker 0/);
+      await rejectsWith(behind.done, 'DEVICE_LOST');
+      await rejectsWith(q.finish(), 'DEVICE_LOST');
+      await rejectsWith(device.alloc(8), 'DEVICE_LOST');
+      await rejectsWith(q.write(scratch, new Uint8Array(8)).done, 'DEVICE_LOST');
+      assert.throws(() => device.queue(), (e: Error & { code?: string }) => e.code === 'DEVICE_LOST');
+    });
+  });
+
+  it('prints one OFFLOAD_INFO line per load, copy and launch', async () => {
+    const lines: string[] = [];
+    await withRuntime(
+      async (runtime) => {
+        const device = runtime.devices[0]!;
+        const iota = await device.kernel(await runtime.register(await fixtureBundle()), 'iota_i32');
+        const buffer = await device.alloc(64);
+        const q = device.queue();
+        q.write(buffer, new Int32Array(16));
+        q.launch(iota, { teams: 4 }, [16, buffer]);
+        q.read(buffer, new Int32Array(16), { offset: 0 });
+        await q.finish();
+      },
+      { info: (line: string) => lines.push(line) },
+    );
+    const has = (pattern: RegExp) => assert.ok(lines.some((line) => pattern.test(line)), `no line matches ${pattern}:\n${lines.join('\n')}`);
+    has(/^offload: device 0 info: loaded image of 'kernels-\w+' \(wasm, .* \d+ kernels\) in [\d.]+ ms$/);
+    has(/copying 64 bytes from host to device, TgtPtr=0x[0-9a-f]{8}\+0 \(queue \d+\)/);
+    has(/copying 64 bytes from device to host/);
+    has(/launch of kernel iota_i32 with 4 teams and 1 threads completed [\d.]+ ms after enqueue/);
+    has(/unloaded image/);
+  });
+
+  it('takes its worker count and memory from options and refuses bad settings', async () => {
+    await withRuntime(async (runtime) => assert.equal(runtime.devices[0]!.info.computeUnits, 3), { host: { threads: 3, memoryBytes: 8 * 1024 * 1024 } });
+    await rejectsWith(Offload.init({ host: { threads: 0 } }), 'INVALID_ARGUMENT', /threads/);
+    await rejectsWith(Offload.init({ host: { threads: 1, memoryBytes: 1000 } }), 'INVALID_ARGUMENT', /memory/);
+    const previous = process.env.OFFLOAD_HOST_THREADS;
+    process.env.OFFLOAD_HOST_THREADS = 'many';
+    try {
+      await rejectsWith(Offload.init(), 'INVALID_ARGUMENT', /OFFLOAD_HOST_THREADS/);
+    } finally {
+      if (previous === undefined) delete process.env.OFFLOAD_HOST_THREADS;
+      else process.env.OFFLOAD_HOST_THREADS = previous;
+    }
+  });
+
+  it('refuses a second image whose static data overlaps, until the first is unregistered', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'offload-static-'));
+    const source = (message: string) => `export function check(flag: i32): void { assert(flag == 0, "${message}"); }\n`;
+    await writeFile(join(dir, 'a.ts'), source('first image'));
+    await writeFile(join(dir, 'b.ts'), source('second image, other bytes'));
+    const a = await buildBundle({ sources: [join(dir, 'a.ts')], output: join(dir, 'a'), staticBase: 0x80000 });
+    const b = await buildBundle({ sources: [join(dir, 'b.ts')], output: join(dir, 'b'), staticBase: 0x80000 });
+    await withRuntime(async (runtime) => {
+      const device = runtime.devices[0]!;
+      const first = await runtime.register(a.path);
+      const second = await runtime.register(b.path);
+      const check = await device.kernel(first, 'check');
+      await rejectsWith(device.kernel(second, 'check'), 'INCOMPATIBLE_IMAGE', /overlaps image 'a'/);
+      const q = device.queue();
+      await rejectsWith(q.launch(check, { teams: 1 }, [1]).done, 'KERNEL_TRAP', /first image/);
+      await q.finish().catch(() => {});
+      await first.unregister();
+      const other = await device.kernel(second, 'check');
+      await rejectsWith(q.launch(other, { teams: 1 }, [1]).done, 'KERNEL_TRAP', /second image, other bytes/);
+      await q.finish().catch(() => {});
+    });
+  });
+
+  it('lets a program exit that never shuts its runtime down', async () => {
+    const bundle = await fixtureBundle();
+    const script = `
+      import { Offload } from ${JSON.stringify(new URL('../src/index.ts', import.meta.url).href)};
+      const runtime = await Offload.init({ host: { threads: 2, memoryBytes: 8 * 1024 * 1024 } });
+      const device = runtime.devices[0];
+      const iota = await device.kernel(await runtime.register(${JSON.stringify(bundle)}), 'iota_i32');
+      const buffer = await device.alloc(64);
+      const q = device.queue();
+      q.launch(iota, { teams: 2 }, [16, buffer]);
+      const out = new Int32Array(16);
+      q.read(buffer, out);
+      await q.finish();
+      console.log('sum', out.reduce((a, b) => a + b));
+    `;
+    const run = promisify(execFile);
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { timeout: 60_000 });
+    assert.match(stdout, /sum 120/);
+  });
+});

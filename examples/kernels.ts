@@ -2,9 +2,16 @@
 // type-checked by tsc). Pointers are usize byte offsets into device memory.
 import { numTeams, teamId } from "offload-ts/device";
 
-/** y[i] = a * x[i] + y[i] for i < n, over f32 vectors; elements are spread over the teams. */
+/**
+ * y[i] = a * x[i] + y[i] for i < n, over f32 vectors. Each team takes one contiguous block, so
+ * no two workers write the same cache line, and the team numbers are read once, not per element.
+ */
 export function saxpy(n: i32, a: f32, x: usize, y: usize): void {
-  for (let i = teamId(); i < n; i += numTeams()) {
+  const teams = numTeams();
+  const block = (n + teams - 1) / teams;
+  const start = teamId() * block;
+  const end = min(n, start + block);
+  for (let i = start; i < end; i++) {
     const offset = <usize>i << 2;
     store<f32>(y + offset, a * load<f32>(x + offset) + load<f32>(y + offset));
   }
@@ -37,14 +44,19 @@ export function mandelbrot(width: i32, height: i32, maxIter: i32, x0: f64, y0: f
 
 /**
  * Partial dot products of two f32 vectors of length n: each team sums x[i] * y[i] over its
- * grid-stride share, in f64, and stores the sum at partials + teamId * 8. The host adds the
+ * contiguous block, in f64, and stores the sum at partials + teamId * 8. The host adds the
  * numTeams partials.
  */
 export function dot_partial(n: i32, x: usize, y: usize, partials: usize): void {
+  const teams = numTeams();
+  const team = teamId();
+  const block = (n + teams - 1) / teams;
+  const start = team * block;
+  const end = min(n, start + block);
   let sum = 0.0;
-  for (let i = teamId(); i < n; i += numTeams()) {
+  for (let i = start; i < end; i++) {
     const offset = <usize>i << 2;
     sum += <f64>load<f32>(x + offset) * <f64>load<f32>(y + offset);
   }
-  store<f64>(partials + (<usize>teamId() << 3), sum);
+  store<f64>(partials + (<usize>team << 3), sum);
 }

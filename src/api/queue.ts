@@ -195,7 +195,7 @@ export class Queue {
             throw errors.invalidBuffer(`${position} '${param.name}' is a ${buffer.describe()}, but the kernel runs on device ${device}`, device);
           }
           buffers.push(buffer);
-          return { type: 'ptr', alloc: buffer.allocation, offset: 0 };
+          return { type: 'ptr', alloc: buffer.allocation };
         }
         checkScalar(value, param, position, device);
         return param.type === 'i64' ? { type: 'i64', value: value as bigint } : { type: param.type, value: value as number };
@@ -230,6 +230,15 @@ export class Queue {
       if (event.device.context !== this.device.context) throw errors.invalidArgument('wait: the event belongs to another runtime', this.device.id);
       return this.plugin.waitEvent(event.plugin);
     });
+  }
+
+  /**
+   * @internal Holds this queue's later operations until `gate` settles, failing them if it
+   * rejects. The proxy parks a queue this way while a rendezvous transfer streams.
+   */
+  hold(gate: Promise<void>): Event {
+    gate.catch(() => {});
+    return this.op(() => this.plugin.waitEvent({ done: gate, queue: this.plugin, query: () => false }));
   }
 
   /** True when every operation enqueued so far has completed. */

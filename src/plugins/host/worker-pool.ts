@@ -217,12 +217,17 @@ export class WorkerPool {
     // of the slot's previous launch recognisably stale.
     Atomics.store(i64, LaunchRing.ticket(slot), BigInt(gen) << 32n);
     Atomics.store(i32, at(S_STATE), STATE_READY);
-    this.wakeWorkers(false);
+    this.wakeWorkers(false, launch.teams);
   }
 
-  private wakeWorkers(always: boolean): void {
+  /**
+   * Wakes sleeping workers: all of them for control messages and stop, otherwise no more than
+   * the launch has teams, so a one-team launch does not wake a worker that would only find no
+   * ticket left and compete for a core with the one that runs it.
+   */
+  private wakeWorkers(always: boolean, wanted = Infinity): void {
     Atomics.add(this.ring.i32, H_EPOCH, 1);
-    if (always || Atomics.load(this.ring.i32, H_SLEEPERS) > 0) Atomics.notify(this.ring.i32, H_EPOCH);
+    if (always || Atomics.load(this.ring.i32, H_SLEEPERS) > 0) Atomics.notify(this.ring.i32, H_EPOCH, wanted);
   }
 
   /** Collects finished launches until none is in flight. One pump runs at a time. */

@@ -1,0 +1,55 @@
+/** Timing: warm-up, alternating repetitions, and the statistics reported. */
+
+/** How many times each contender runs; `--quick` lowers both. */
+export interface Plan {
+  /** Untimed runs first: JIT warm-up, page faults, worker wake-up paths. At least 1. */
+  warmup: number;
+  repetitions: number;
+  quick: boolean;
+}
+
+/** One side of a comparison: `run()` does `count` units of work (bytes, launches) once. */
+export interface Contender {
+  label: string;
+  count: number;
+  run(): Promise<void> | void;
+}
+
+/** The seconds each timed repetition of a contender took. */
+export interface Series {
+  label: string;
+  count: number;
+  seconds: number[];
+}
+
+/**
+ * Times contenders in alternation: all warm up first, then each repetition runs every
+ * contender once, so a slow phase of the (shared, 2-vCPU) machine hits all of them alike.
+ */
+export async function measure(plan: Plan, contenders: readonly Contender[]): Promise<Series[]> {
+  for (const contender of contenders) {
+    for (let i = 0; i < plan.warmup; i++) await contender.run();
+  }
+  const series = contenders.map(({ label, count }): Series => ({ label, count, seconds: [] }));
+  for (let r = 0; r < plan.repetitions; r++) {
+    for (const [index, contender] of contenders.entries()) {
+      const start = performance.now();
+      await contender.run();
+      series[index]!.seconds.push((performance.now() - start) / 1000);
+    }
+  }
+  return series;
+}
+
+export interface Spread {
+  median: number;
+  min: number;
+  max: number;
+}
+
+export function spread(values: readonly number[]): Spread {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  const median = sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+  return { median, min: sorted[0]!, max: sorted[sorted.length - 1]! };
+}

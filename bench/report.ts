@@ -1,0 +1,120 @@
+/** A bench run's results, as a markdown table for people or as JSON for tools. */
+import type { Machine } from './machine.js';
+import { spread, type Plan, type Series, type Spread } from './measure.js';
+import type { Goal, Row, Unit } from './suite.js';
+
+export interface Report {
+  /** ISO 8601, when the run started. */
+  date: string;
+  machine: Machine;
+  plan: Plan;
+  suites: { name: string; description: string; rows: Row[] }[];
+}
+
+/** A series' repetitions in the row's unit (see Unit). */
+function values(series: Series, unit: Unit): number[] {
+  switch (unit) {
+    case 'GB/s':
+      return series.seconds.map((s) => series.count / s / 1e9);
+    case 'launches/s':
+      return series.seconds.map((s) => series.count / s);
+    case 'us':
+      return series.seconds.map((s) => (s / series.count) * 1e6);
+  }
+}
+
+/** offload-ts's median over the baseline's, in the row's unit. */
+function ratio(row: Row): number | undefined {
+  if (!row.baseline) return undefined;
+  return spread(values(row.offload, row.unit)).median / spread(values(row.baseline, row.unit)).median;
+}
+
+/** Whether the ratio meets the goal; undefined where the goal has no verdict. */
+function met(goal: Goal | string | undefined, value: number | undefined): boolean | undefined {
+  if (typeof goal !== 'object' || value === undefined || goal.op === '~') return undefined;
+  return goal.op === '>=' ? value >= goal.value : value <= goal.value;
+}
+
+function seriesJson(series: Series, unit: Unit) {
+  return {
+    label: series.label,
+    count: series.count,
+    repetitions: series.seconds.length,
+    seconds: spread(series.seconds),
+    [unit]: spread(values(series, unit)),
+    samples: series.seconds,
+  };
+}
+
+export function jsonReport(report: Report): string {
+  const suites = report.suites.map(({ name, description, rows }) => ({
+    name,
+    description,
+    rows: rows.map((row) => {
+      const value = ratio(row);
+      return {
+        name: row.name,
+        unit: row.unit,
+        ratio: value ?? null,
+        goal: row.goal ?? null,
+        met: met(row.goal, value) ?? null,
+        offload: seriesJson(row.offload, row.unit),
+        baseline: row.baseline ? seriesJson(row.baseline, row.unit) : null,
+      };
+    }),
+  }));
+  return JSON.stringify({ ...report, suites }, null, 2);
+}
+
+function formatValue(series: Series, unit: Unit): string {
+  const { median } = spread(values(series, unit));
+  switch (unit) {
+    case 'GB/s':
+      return `${median.toFixed(2)} GB/s (${formatSeconds(spread(series.seconds).median)})`;
+    case 'launches/s':
+      return `${Math.round(median).toLocaleString('en-US')}/s`;
+    case 'us':
+      return `${median.toFixed(1)} us`;
+  }
+}
+
+function formatSeconds(seconds: number): string {
+  return seconds >= 1 ? `${seconds.toFixed(2)} s` : `${(seconds * 1000).toFixed(1)} ms`;
+}
+
+function formatGoal(goal: Goal | string | undefined, value: number | undefined): string {
+  if (goal === undefined) return '';
+  if (typeof goal === 'string') return goal;
+  const verdict = met(goal, value);
+  const op = { '>=': '≥', '<=': '≤', '~': '≈' }[goal.op];
+  const note = goal.note ? ` (${goal.note})` : '';
+  return `${op} ${goal.value}${note}${verdict === undefined ? '' : verdict ? ': met' : ': missed'}`;
+}
+
+function formatMachine({ machine, plan }: Report): string[] {
+  const setting = (name: keyof Machine['env'], fallback: string) => `${name}=${machine.env[name] ?? `unset (${fallback})`}`;
+  return [
+    `- CPU: ${machine.cpu}, ${machine.cores} cores (availableParallelism ${machine.availableParallelism}), ${machine.memoryGiB} GiB RAM`,
+    `- ${machine.os}, Node ${machine.node}`,
+    `- ${setting('OFFLOAD_HOST_THREADS', `${machine.availableParallelism} workers`)}, ${setting('OFFLOAD_HOST_SPIN_US', '50 us')}`,
+    `- ${plan.quick ? 'quick run: ' : ''}${plan.warmup} warm-up + ${plan.repetitions} timed repetitions of each contender, alternating; medians shown (\`--json\` adds min/max)`,
+  ];
+}
+
+export function markdownReport(report: Report): string {
+  const lines = [`# offload-ts bench, ${report.date}`, '', ...formatMachine(report)];
+  for (const { name, description, rows } of report.suites) {
+    lines.push('', `## ${name}: ${description}`, '');
+    lines.push('| measurement | offload-ts | baseline | ratio | goal |', '|---|---|---|---|---|');
+    for (const row of rows) {
+      const value = ratio(row);
+      const baseline = row.baseline ? formatValue(row.baseline, row.unit) : '';
+      lines.push(`| ${row.name} | ${formatValue(row.offload, row.unit)} | ${baseline} | ${value?.toFixed(2) ?? ''} | ${formatGoal(row.goal, value)} |`);
+    }
+    lines.push('', 'ratio = offload-ts / baseline, both medians in the row\'s unit: higher is better for GB/s and launches/s, lower for us.', '');
+    for (const row of rows) {
+      lines.push(`- ${row.name}: offload-ts = ${row.offload.label}${row.baseline ? `; baseline = ${row.baseline.label}` : ''}`);
+    }
+  }
+  return lines.join('\n');
+}

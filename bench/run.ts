@@ -1,0 +1,55 @@
+/**
+ * `npm run bench -- [--json] [--quick] [suite ...]`: runs bench suites (all by default) and
+ * prints each figure beside its baseline, both measured in this run, with their ratio.
+ * Progress goes to stderr, results to stdout.
+ */
+import { parseArgs } from 'node:util';
+import { describeMachine } from './machine.js';
+import type { Plan } from './measure.js';
+import { jsonReport, markdownReport, type Report } from './report.js';
+import { suites } from './suites/index.js';
+
+const FULL: Plan = { warmup: 2, repetitions: 9, quick: false };
+const QUICK: Plan = { warmup: 1, repetitions: 3, quick: true };
+
+const usage = [
+  'usage: npm run bench -- [--json] [--quick] [suite ...]',
+  '  --json   machine-readable results (with min/max and every sample) on stdout',
+  '  --quick  fewer repetitions, for smoke runs',
+  `  suites:  ${suites.map((suite) => suite.name).join(', ')} (default: all)`,
+].join('\n');
+
+async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { json: { type: 'boolean' }, quick: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    });
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${usage}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    console.log(usage);
+    return 0;
+  }
+  const unknown = positionals.filter((name) => !suites.some((suite) => suite.name === name));
+  if (unknown.length > 0) {
+    console.error(`unknown suite ${unknown.join(', ')}\n${usage}`);
+    return 2;
+  }
+  const selected = positionals.length === 0 ? suites : suites.filter((suite) => positionals.includes(suite.name));
+  const plan = values.quick ? QUICK : FULL;
+  const report: Report = { date: new Date().toISOString(), machine: describeMachine(), plan, suites: [] };
+  for (const suite of selected) {
+    const rows = await suite.run(plan, (line) => process.stderr.write(`${line}\n`));
+    report.suites.push({ name: suite.name, description: suite.description, rows });
+  }
+  console.log(values.json ? jsonReport(report) : markdownReport(report));
+  return 0;
+}
+
+process.exitCode = await main(process.argv.slice(2));

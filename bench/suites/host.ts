@@ -1,0 +1,204 @@
+/**
+ * The host device (wasm workers over one shared memory) against the raw JavaScript it is
+ * built from: TypedArray.set for copies, a bare Atomics round trip for launches, the same wasm
+ * kernel on the main thread for compute (DESIGN section 7).
+ */
+import { PAGE_BYTES, STATIC_WINDOW_END } from '../../src/image/wasm-abi.js';
+import { Offload, type Device, type Library, type Queue } from '../../src/index.js';
+import { spinMicros } from '../../src/plugins/host/worker-pool.js';
+import { AtomicsRoundTrip } from '../atomics-round-trip.js';
+import { benchBundle } from '../kernel-bundle.js';
+import { instantiateOnMainThread } from '../main-thread-image.js';
+import { measure, type Plan } from '../measure.js';
+import type { Row, Suite } from '../suite.js';
+
+const MiB = 1024 * 1024;
+const COPY_BYTES = 64 * MiB;
+const SAXPY_N = 2 ** 24;
+const PIPELINED_LAUNCHES = 20_000;
+/** Device memory: the copy buffer plus saxpy's x and y. Baselines get memories of this size too. */
+const MEMORY_BYTES = 256 * MiB;
+/** Where baselines put their data in their own memory: the first address the device hands out. */
+const RAW_ADDRESS = STATIC_WINDOW_END;
+
+/** A shared wasm memory like the device's, but the runtime's nowhere. */
+function rawMemory(): WebAssembly.Memory {
+  const pages = MEMORY_BYTES / PAGE_BYTES;
+  return new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
+}
+
+interface Setup {
+  device: Device;
+  queue: Queue;
+  library: Library;
+  bundlePath: string;
+  plan: Plan;
+}
+
+// The first warm-up run of each copy commits the pages of both memories, so no timed run pays
+// page faults.
+async function copies({ device, queue, plan }: Setup): Promise<Row[]> {
+  const buffer = await device.alloc(COPY_BYTES);
+  const src = new Uint8Array(COPY_BYTES).fill(0xa5);
+  const dst = new Uint8Array(COPY_BYTES).fill(0x5a);
+  const raw = new Uint8Array(rawMemory().buffer);
+  const [write, rawWrite, read, rawRead] = await measure(plan, [
+    {
+      label: 'queue.write(buffer, 64 MiB Uint8Array) + finish()',
+      count: COPY_BYTES,
+      run: () => {
+        queue.write(buffer, src);
+        return queue.finish();
+      },
+    },
+    {
+      label: 'new Uint8Array(sharedWasmMemory.buffer).set(src, offset), on a separate 256 MiB shared memory',
+      count: COPY_BYTES,
+      run: () => raw.set(src, RAW_ADDRESS),
+    },
+    {
+      label: 'queue.read(buffer, 64 MiB Uint8Array) + finish()',
+      count: COPY_BYTES,
+      run: () => {
+        queue.read(buffer, dst);
+        return queue.finish();
+      },
+    },
+    {
+      label: 'dst.set(memView.subarray(offset, offset + 64 MiB)), same memory',
+      count: COPY_BYTES,
+      run: () => dst.set(raw.subarray(RAW_ADDRESS, RAW_ADDRESS + COPY_BYTES)),
+    },
+  ]);
+  await buffer.free();
+  const goal = { op: '>=', value: 0.9 } as const;
+  return [
+    { name: 'write 64 MiB to the device', unit: 'GB/s', offload: write!, baseline: rawWrite!, goal },
+    { name: 'read 64 MiB from the device', unit: 'GB/s', offload: read!, baseline: rawRead!, goal },
+  ];
+}
+
+async function launches({ device, queue, library, plan }: Setup): Promise<Row[]> {
+  const empty = await device.kernel(library, 'empty');
+  const rounds = plan.quick ? 500 : 2000;
+  const spin = spinMicros();
+  const raw = new AtomicsRoundTrip();
+  const roundTrips = await measure(plan, [
+    {
+      label: 'await queue.launch(empty, { teams: 1 }, []).done, one after the other',
+      count: rounds,
+      run: async () => {
+        for (let i = 0; i < rounds; i++) await queue.launch(empty, { teams: 1 }, []).done;
+      },
+    },
+    {
+      label: '(a) raw round trip to one worker: Atomics.store + notify; the worker, in Atomics.wait, answers with store + notify; the main thread awaits Atomics.waitAsync',
+      count: rounds,
+      run: async () => {
+        for (let i = 0; i < rounds; i++) await raw.once(0);
+      },
+    },
+    {
+      label: `(b) the same raw round trip, the main thread polling ${spin} us before Atomics.waitAsync (the runtime's technique, OFFLOAD_HOST_SPIN_US)`,
+      count: rounds,
+      run: async () => {
+        for (let i = 0; i < rounds; i++) await raw.once(spin);
+      },
+    },
+  ]).finally(() => raw.close());
+  const [sequential, waitAsyncOnly, polled] = roundTrips;
+  const [pipelined] = await measure(plan, [
+    {
+      label: `${PIPELINED_LAUNCHES.toLocaleString('en-US')} x queue.launch(empty, { teams: 1 }, []) without awaiting, then await finish()`,
+      count: PIPELINED_LAUNCHES,
+      run: () => {
+        for (let i = 0; i < PIPELINED_LAUNCHES; i++) queue.launch(empty, { teams: 1 }, []);
+        return queue.finish();
+      },
+    },
+  ]);
+  return [
+    { name: 'empty-kernel launch round trip vs raw (a)', unit: 'us', offload: sequential!, baseline: waitAsyncOnly!, goal: { op: '<=', value: 1.5, note: "the issue's goal: vs (a)" } },
+    { name: 'empty-kernel launch round trip vs raw (b)', unit: 'us', offload: sequential!, baseline: polled!, goal: 'none (the goal is vs (a))' },
+    {
+      name: `empty launches pipelined on one queue (${PIPELINED_LAUNCHES.toLocaleString('en-US')})`,
+      unit: 'launches/s',
+      offload: pipelined!,
+      baseline: { ...sequential!, label: 'sequential launches (the round-trip loop above)' },
+    },
+  ];
+}
+
+/** saxpy on every worker against one call of the same image on the main thread. */
+async function saxpy({ device, queue, library, bundlePath, plan }: Setup): Promise<Row> {
+  const kernel = await device.kernel(library, 'saxpy');
+  const n = SAXPY_N;
+  const bytes = n * 4;
+  const workers = device.info.computeUnits;
+  const teams = 8 * workers;
+  const a = 0.5;
+  const xs = new Float32Array(n);
+  for (let i = 0; i < n; i++) xs[i] = (i % 1000) / 1000;
+  const ys = new Float32Array(n).fill(1);
+  const [x, y] = [await device.alloc(bytes), await device.alloc(bytes)];
+  queue.write(x, xs);
+  queue.write(y, ys);
+  await queue.finish();
+  const memory = rawMemory();
+  const [rawX, rawY] = [RAW_ADDRESS, RAW_ADDRESS + bytes];
+  new Float32Array(memory.buffer, rawX, n).set(xs);
+  new Float32Array(memory.buffer, rawY, n).set(ys);
+  const direct = (await instantiateOnMainThread(bundlePath, memory)).saxpy!;
+  const [offload, baseline] = await measure(plan, [
+    {
+      label: `await queue.launch(saxpy, { teams: ${teams} }, [n, a, x, y]).done, x and y already on the device`,
+      count: 12 * n,
+      run: async () => {
+        await queue.launch(kernel, { teams }, [n, a, x, y]).done;
+      },
+    },
+    {
+      label: 'saxpy(n, a, x, y) of the same wasm image, instantiated on the main thread over its own shared memory, as team 0 of 1',
+      count: 12 * n,
+      run: () => direct(n, a, rawX, rawY),
+    },
+  ]);
+  // Both sides ran saxpy equally often on equal data: equal results show both did the work.
+  const result = new Float32Array(n);
+  queue.read(y, result);
+  await queue.finish();
+  const expected = new Float32Array(memory.buffer, rawY, n);
+  for (let i = 0; i < n; i++) {
+    if (result[i] !== expected[i]) throw new Error(`saxpy: the device and the main thread disagree at element ${i}: ${result[i]} vs ${expected[i]}`);
+  }
+  await Promise.all([x.free(), y.free()]);
+  return {
+    name: `saxpy over 2^24 f32 (12 bytes/element), ${teams} teams on ${workers} workers vs the main thread`,
+    unit: 'GB/s',
+    offload: offload!,
+    baseline: baseline!,
+    goal: { op: '~', value: workers, note: 'the worker count' },
+  };
+}
+
+export const hostSuite: Suite = {
+  name: 'host',
+  description: 'the host device against raw TypedArray.set, Atomics round trips and the main thread',
+  async run(plan, progress) {
+    const runtime = await Offload.init({ host: { memoryBytes: MEMORY_BYTES } });
+    try {
+      const device = runtime.devices.find((candidate) => candidate.info.plugin === 'host');
+      if (!device) throw new Error('the runtime has no host device');
+      const bundlePath = await benchBundle();
+      const setup: Setup = { device, queue: device.queue(), library: await runtime.register(bundlePath), bundlePath, plan };
+      progress('host: write/read of 64 MiB');
+      const copyRows = await copies(setup);
+      progress('host: launch round trips and pipelined launches');
+      const launchRows = await launches(setup);
+      progress('host: saxpy over 2^24 floats');
+      return [...copyRows, ...launchRows, await saxpy(setup)];
+    } finally {
+      await runtime.shutdown();
+    }
+  },
+};

@@ -1,0 +1,5 @@
+/** Every bench suite, in the order `npm run bench` runs them. Later suites register here. */
+import type { Suite } from '../suite.js';
+import { hostSuite } from './host.js';
+
+export const suites: readonly Suite[] = [hostSuite];

@@ -1,0 +1,68 @@
+/** `offload build`: AssemblyScript kernel sources to a bundle, via buildBundle. */
+import { parseArgs } from 'node:util';
+import { buildBundle } from '../build/compile.js';
+import { formatBytes, formatDuration, formatSignature, hex, usageError } from './format.js';
+
+export const summary = 'Compile AssemblyScript kernels into a bundle (<out>.offload)';
+
+const HELP = `Usage: offload build <kernels.ts...> -o <out> [options]
+
+${summary}. Every exported function of the
+sources becomes a kernel.
+
+Options:
+  -o, --output <out>     Output path without extension (required)
+  --name <name>          Bundle name for diagnostics (default: basename of <out>)
+  --static-base <addr>   Address of the image's static data, decimal or 0x hex
+                         (default: a slot chosen by a hash of name and sources)
+  --no-optimize          Compile without -O3
+  --debug                Keep debug information (function names) in the image
+  -h, --help             Show this help`;
+
+export async function run(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      output: { type: 'string', short: 'o' },
+      name: { type: 'string' },
+      'static-base': { type: 'string' },
+      'no-optimize': { type: 'boolean' },
+      debug: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  if (positionals.length === 0) return usageError('build', 'no kernel sources given (expected one or more .ts files)');
+  if (values.output === undefined) return usageError('build', 'the output path is required: -o <out> (writes <out>.offload)');
+  let staticBase: number | undefined;
+  if (values['static-base'] !== undefined) {
+    // Number() reads both decimal and 0x-prefixed hex; the range is buildBundle's to check.
+    staticBase = values['static-base'].trim() === '' ? NaN : Number(values['static-base']);
+    if (!Number.isSafeInteger(staticBase)) return usageError('build', `--static-base must be an address (decimal or 0x hex), got '${values['static-base']}'`);
+  }
+
+  const started = performance.now();
+  const result = await buildBundle({
+    sources: positionals,
+    output: values.output,
+    name: values.name,
+    staticBase,
+    optimize: !values['no-optimize'],
+    debug: values.debug === true,
+  });
+  const elapsed = performance.now() - started;
+
+  const { manifest } = result;
+  console.log(`wrote ${result.path} (${formatBytes(result.bundle.length)}, bundle '${manifest.name}') in ${formatDuration(elapsed)}`);
+  for (const image of manifest.images) {
+    const end = image.staticBase + image.staticSize;
+    const data = image.staticSize === 0 ? `none (base ${hex(image.staticBase)})` : `[${hex(image.staticBase)}, ${hex(end)}), ${formatBytes(image.staticSize)}`;
+    console.log(`  image    ${image.triple}, ${formatBytes(image.size)}, static data ${data}`);
+  }
+  for (const entry of manifest.entries.filter((e) => e.kind === 'kernel')) console.log(`  kernel   ${formatSignature(entry)}`);
+  return 0;
+}

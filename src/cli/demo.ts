@@ -1,0 +1,263 @@
+/**
+ * `offload demo`: compiles examples/kernels.ts (cached by content), runs saxpy, a dot product and
+ * mandelbrot on device 0, and checks every result against a plain TypeScript reference.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { Buffer } from '../api/buffer.js';
+import type { Device } from '../api/device.js';
+import type { Library } from '../api/library.js';
+import type { Event, Queue } from '../api/queue.js';
+import { Offload } from '../api/runtime.js';
+import { buildBundle } from '../build/compile.js';
+import { formatDuration, table, usageError } from './format.js';
+
+export const summary = 'Compile the example kernels, run them on the host device and check the results';
+
+const DEFAULT_SIZE = 2 ** 22;
+const MAX_SIZE = 2 ** 31 - 1; // n is an i32 kernel parameter
+
+const HELP = `Usage: offload demo [--size N]
+
+${summary}:
+saxpy and a dot product over N floats, and a 256x192 mandelbrot.
+
+Options:
+  --size <N>  Vector length of saxpy and the dot product (default ${DEFAULT_SIZE})
+  -h, --help  Show this help`;
+
+// src/cli and dist/cli sit at the same depth below the package root.
+const KERNELS_SOURCE = fileURLToPath(new URL('../../examples/kernels.ts', import.meta.url));
+const DEVICE_LIBRARY = fileURLToPath(new URL('../../assembly/device.ts', import.meta.url));
+
+/** f32 results may differ from the f64 reference by a few ulps (2^-23 relative each). */
+const F32_TOLERANCE = 1e-6;
+const MANDELBROT = { width: 256, height: 192, maxIter: 256, x0: -2.2, y0: -1.125, dx: 3 / 256 };
+
+interface Mismatch {
+  index: number;
+  got: number;
+  expected: number;
+}
+
+/** One kernel's run: what is shown in its row of the table. */
+interface Outcome {
+  kernel: string;
+  problem: string;
+  teams: number;
+  launchMs: number;
+  roundTripMs: number;
+  mismatch: Mismatch | undefined;
+}
+
+export async function run(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { size: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const size = values.size === undefined ? DEFAULT_SIZE : Number(values.size);
+  if (!/^\d+$/.test(values.size ?? '1') || size < 1 || size > MAX_SIZE) {
+    return usageError('demo', `--size must be an integer from 1 to ${MAX_SIZE}, got '${values.size}'`);
+  }
+
+  const started = performance.now();
+  const bundle = await demoBundle();
+  const how = bundle.compileMs === undefined ? 'cached' : `compiled in ${formatDuration(bundle.compileMs)}`;
+  console.log(`kernels  ${path.relative(process.cwd(), KERNELS_SOURCE) || KERNELS_SOURCE}: ${how} -> ${bundle.path}`);
+
+  const runtime = await Offload.init();
+  try {
+    const device = runtime.device(0);
+    const library = await runtime.register(bundle.path);
+    const teams = 4 * device.info.computeUnits;
+    const outcomes = [
+      await saxpy(device, library, size, teams),
+      await dot(device, library, size, teams),
+      await mandelbrot(device, library, teams),
+    ];
+
+    const where = `${device.id} ${device.info.name}`;
+    const header = ['kernel', 'device', 'grid', 'problem', 'launch', 'round trip', 'result'];
+    const rows = outcomes.map((o) => [
+      o.kernel,
+      where,
+      `${o.teams} x 1`,
+      o.problem,
+      formatDuration(o.launchMs),
+      formatDuration(o.roundTripMs),
+      o.mismatch === undefined ? 'checked: OK' : `checked: MISMATCH at ${o.mismatch.index} (${o.mismatch.got}, ${o.mismatch.expected})`,
+    ]);
+    console.log('');
+    for (const line of table([header, ...rows])) console.log(line);
+    console.log('');
+
+    const failed = outcomes.filter((o) => o.mismatch !== undefined).length;
+    const total = formatDuration(performance.now() - started);
+    const verdict = failed === 0 ? `all ${outcomes.length} kernels checked OK` : `${failed} of ${outcomes.length} kernels MISMATCHED`;
+    console.log(`${verdict} on device ${where}; ${total} in all`);
+    return failed === 0 ? 0 : 1;
+  } finally {
+    await runtime.shutdown();
+  }
+}
+
+/**
+ * The bundle of examples/kernels.ts in a cache directory keyed by the kernel sources; compiled
+ * only when missing. `compileMs` is set when it was compiled now.
+ */
+async function demoBundle(): Promise<{ path: string; compileMs?: number }> {
+  const hash = createHash('sha256');
+  for (const file of [KERNELS_SOURCE, DEVICE_LIBRARY]) hash.update(await readFile(file));
+  const dir = path.join(os.tmpdir(), `offload-demo-${hash.digest('hex').slice(0, 12)}`);
+  const bundlePath = path.join(dir, 'kernels.offload');
+  if (existsSync(bundlePath)) return { path: bundlePath };
+
+  await mkdir(dir, { recursive: true });
+  const started = performance.now();
+  // Built under a private name and renamed, so a concurrent demo never reads a partial file.
+  const built = await buildBundle({ sources: [KERNELS_SOURCE], output: path.join(dir, `kernels-${process.pid}`), name: 'kernels' });
+  await rename(built.path, bundlePath);
+  return { path: bundlePath, compileMs: performance.now() - started };
+}
+
+/**
+ * Times one round trip on a fresh queue: the writes, then the launch alone (from enqueue to its
+ * event), then the reads. The round trip spans all three.
+ */
+async function roundTrip(
+  device: Device,
+  write: (queue: Queue) => void,
+  launch: (queue: Queue) => Event,
+  read: (queue: Queue) => void,
+): Promise<{ launchMs: number; roundTripMs: number }> {
+  const queue = device.queue();
+  const started = performance.now();
+  write(queue);
+  await queue.finish();
+  const launched = performance.now();
+  await launch(queue).done;
+  const launchMs = performance.now() - launched;
+  read(queue);
+  await queue.finish();
+  return { launchMs, roundTripMs: performance.now() - started };
+}
+
+/** Deterministic inputs in [-1, 1) and [0, 1), varied enough to catch misplaced elements. */
+function inputs(n: number): { x: Float32Array; y: Float32Array } {
+  const x = new Float32Array(n);
+  const y = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    x[i] = (i % 1000) / 500 - 1;
+    y[i] = ((i * 7) % 1013) / 1013;
+  }
+  return { x, y };
+}
+
+/** The first element where `got` and `expected` differ by more than `relative` times max(1, |expected|). */
+function firstMismatch(got: ArrayLike<number>, expected: ArrayLike<number>, relative: number): Mismatch | undefined {
+  for (let index = 0; index < expected.length; index++) {
+    if (!(Math.abs(got[index] - expected[index]) <= relative * Math.max(1, Math.abs(expected[index])))) {
+      return { index, got: got[index], expected: expected[index] };
+    }
+  }
+  return undefined;
+}
+
+async function freeAll(buffers: Buffer[]): Promise<void> {
+  await Promise.all(buffers.map((buffer) => buffer.free()));
+}
+
+async function saxpy(device: Device, library: Library, n: number, teams: number): Promise<Outcome> {
+  const kernel = await device.kernel(library, 'saxpy');
+  const a = 2.5;
+  const { x, y } = inputs(n);
+  const result = new Float32Array(n);
+  const xBuf = await device.alloc(n * 4);
+  const yBuf = await device.alloc(n * 4);
+  const times = await roundTrip(
+    device,
+    (q) => {
+      q.write(xBuf, x);
+      q.write(yBuf, y);
+    },
+    (q) => q.launch(kernel, { teams }, [n, a, xBuf, yBuf]),
+    (q) => q.read(yBuf, result),
+  );
+  await freeAll([xBuf, yBuf]);
+
+  const expected = new Float32Array(n);
+  for (let i = 0; i < n; i++) expected[i] = a * x[i] + y[i];
+  return { kernel: 'saxpy', problem: `n = ${n}, f32`, teams, ...times, mismatch: firstMismatch(result, expected, F32_TOLERANCE) };
+}
+
+/** dot_partial leaves one f64 partial per team; the host adds them. Checked: each partial, then the sum. */
+async function dot(device: Device, library: Library, n: number, teams: number): Promise<Outcome> {
+  const kernel = await device.kernel(library, 'dot_partial');
+  const { x, y } = inputs(n);
+  const partials = new Float64Array(teams);
+  const xBuf = await device.alloc(n * 4);
+  const yBuf = await device.alloc(n * 4);
+  const partialsBuf = await device.alloc(teams * 8);
+  const times = await roundTrip(
+    device,
+    (q) => {
+      q.write(xBuf, x);
+      q.write(yBuf, y);
+    },
+    (q) => q.launch(kernel, { teams }, [n, xBuf, yBuf, partialsBuf]),
+    (q) => q.read(partialsBuf, partials),
+  );
+  await freeAll([xBuf, yBuf, partialsBuf]);
+  const got = [...partials, partials.reduce((sum, p) => sum + p, 0)];
+
+  // Each team's share is one contiguous block of ceil(n / teams) elements, as in the kernel.
+  const block = Math.ceil(n / teams);
+  const expected = new Array<number>(teams + 1).fill(0);
+  for (let i = 0; i < n; i++) {
+    expected[Math.floor(i / block)] += x[i] * y[i];
+    expected[teams] += x[i] * y[i];
+  }
+  return { kernel: 'dot_partial', problem: `n = ${n}, f32 -> f64`, teams, ...times, mismatch: firstMismatch(got, expected, F32_TOLERANCE) };
+}
+
+async function mandelbrot(device: Device, library: Library, teams: number): Promise<Outcome> {
+  const kernel = await device.kernel(library, 'mandelbrot');
+  const { width, height, maxIter, x0, y0, dx } = MANDELBROT;
+  const counts = new Uint32Array(width * height);
+  const out = await device.alloc(counts.byteLength);
+  const times = await roundTrip(
+    device,
+    () => {},
+    (q) => q.launch(kernel, { teams }, [width, height, maxIter, x0, y0, dx, out]),
+    (q) => q.read(out, counts),
+  );
+  await freeAll([out]);
+
+  const expected = new Uint32Array(width * height);
+  for (let row = 0; row < height; row++) {
+    const cy = y0 + row * dx;
+    for (let col = 0; col < width; col++) {
+      const cx = x0 + col * dx;
+      let zx = 0;
+      let zy = 0;
+      let iter = 0;
+      while (iter < maxIter && zx * zx + zy * zy <= 4) {
+        const t = zx * zx - zy * zy + cx;
+        zy = 2 * zx * zy + cy;
+        zx = t;
+        iter++;
+      }
+      expected[row * width + col] = iter;
+    }
+  }
+  return { kernel: 'mandelbrot', problem: `${width} x ${height}, ${maxIter} iterations`, teams, ...times, mismatch: firstMismatch(counts, expected, 0) };
+}

@@ -1,0 +1,57 @@
+/** `offload devices`: what Offload.init() finds, one column per device. */
+import { parseArgs } from 'node:util';
+import { Offload } from '../api/runtime.js';
+import type { DeviceInfo } from '../plugins/interface.js';
+import { formatBytes, table } from './format.js';
+
+export const summary = 'List the devices the runtime finds, with their properties';
+
+const HELP = `Usage: offload devices [--json]
+
+${summary}.
+
+Options:
+  --json      Print a JSON array of { id, ...info } instead of a table
+  -h, --help  Show this help`;
+
+/** Table rows: a property's label and how to show it. */
+const PROPERTIES: [string, (info: DeviceInfo) => string][] = [
+  ['name', (info) => info.name],
+  ['kind', (info) => info.kind],
+  ['vendor', (info) => info.vendor],
+  ['plugin', (info) => info.plugin],
+  ['location', (info) => info.location],
+  ['memory', (info) => formatBytes(info.memoryBytes)],
+  ['compute units', (info) => String(info.computeUnits)],
+  ['max threads per team', (info) => String(info.maxThreadsPerTeam)],
+  ['max teams', (info) => String(info.maxTeams)],
+  ['image formats', (info) => info.imageFormats.join(', ')],
+  ['memory kinds', (info) => info.memoryKinds.join(', ')],
+];
+
+export async function run(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const runtime = await Offload.init();
+  try {
+    const infos = runtime.devices.map((device) => ({ id: device.id, ...device.info }));
+    if (values.json) {
+      console.log(JSON.stringify(infos, null, 2));
+    } else if (infos.length === 0) {
+      console.log('no devices');
+    } else {
+      const header = ['device', ...infos.map((info) => String(info.id))];
+      const rows = PROPERTIES.map(([label, show]) => [label, ...infos.map(show)]);
+      for (const line of table([header, ...rows], 3)) console.log(line);
+    }
+    return 0;
+  } finally {
+    await runtime.shutdown();
+  }
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env node
+/**
+ * The `offload` command: runs the command named by the first argument and turns its outcome into
+ * the exit status (0 done, 1 failed or an OffloadError, 2 used wrongly).
+ */
+import { OffloadError } from '../errors.js';
+import * as build from './build.js';
+import * as demo from './demo.js';
+import * as devices from './devices.js';
+import { table, usageError } from './format.js';
+
+/** Each module exports `summary` (one line) and `run(args)`, which resolves to the exit status. */
+const COMMANDS = { devices, build, demo };
+type CommandName = keyof typeof COMMANDS;
+
+const HELP = `Usage: offload <command> [options]
+
+Commands:
+${table([
+  ...Object.entries(COMMANDS).map(([name, command]) => [`  ${name}`, command.summary]),
+  ['  help [command]', 'Show this list, or the help of a command'],
+]).join('\n')}
+
+Run 'offload <command> --help' for the options of a command.`;
+
+function isCommand(name: string): name is CommandName {
+  return Object.hasOwn(COMMANDS, name);
+}
+
+/** node:util parseArgs reports bad flags with these codes. */
+function isParseError(error: unknown): error is Error {
+  return error instanceof Error && String((error as NodeJS.ErrnoException).code).startsWith('ERR_PARSE_ARGS_');
+}
+
+async function dispatch(name: string, args: string[]): Promise<number> {
+  if (!isCommand(name)) return usageError('', `unknown command '${name}' (commands: ${Object.keys(COMMANDS).join(', ')})`);
+  try {
+    return await COMMANDS[name].run(args);
+  } catch (error) {
+    if (error instanceof OffloadError) {
+      console.error(`offload: error [${error.code}]: ${error.message}`);
+      return 1;
+    }
+    if (isParseError(error)) return usageError(name, error.message);
+    throw error;
+  }
+}
+
+async function main(args: string[]): Promise<number> {
+  const [name, ...rest] = args;
+  if (name === undefined || name === '--help' || name === '-h' || (name === 'help' && rest.length === 0)) {
+    console.log(HELP);
+    return 0;
+  }
+  if (name === 'help') return dispatch(rest[0], ['--help']);
+  return dispatch(name, rest);
+}
+
+process.exitCode = await main(process.argv.slice(2));

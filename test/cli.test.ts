@@ -1,0 +1,112 @@
+// The `offload` command, run as a real child process (through tsx, so no build is needed).
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const main = path.join(root, 'src/cli/main.ts');
+
+interface Outcome {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function offload(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Outcome> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, env: { ...process.env, ...env }, timeout: 120_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('offload command', () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'offload-cli-'));
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('prints its commands with --help and with no arguments', async () => {
+    for (const args of [['--help'], []]) {
+      const { code, stdout } = await offload(args);
+      assert.equal(code, 0);
+      for (const command of ['devices', 'build', 'demo']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
+    }
+  });
+
+  it('exits 2 with a pointer to the help on usage errors', async () => {
+    const unknown = await offload(['frobnicate']);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /unknown command 'frobnicate'/);
+    const badFlag = await offload(['devices', '--colour']);
+    assert.equal(badFlag.code, 2);
+    assert.match(badFlag.stderr, /--colour/);
+    assert.match(badFlag.stderr, /offload devices --help/);
+    const noOutput = await offload(['build', 'test/fixtures/kernels.ts']);
+    assert.equal(noOutput.code, 2);
+    assert.match(noOutput.stderr, /-o <out>/);
+    const badSize = await offload(['demo', '--size', 'lots']);
+    assert.equal(badSize.code, 2);
+    assert.match(badSize.stderr, /--size must be an integer/);
+  });
+
+  it('shows the help of each command', async () => {
+    for (const command of ['devices', 'build', 'demo']) {
+      const direct = await offload([command, '--help']);
+      assert.equal(direct.code, 0);
+      assert.match(direct.stdout, new RegExp(`^Usage: offload ${command}`));
+      const viaHelp = await offload(['help', command]);
+      assert.equal(viaHelp.stdout, direct.stdout);
+    }
+  });
+
+  it('lists the host device, as a table and as JSON', async () => {
+    const env = { OFFLOAD_HOST_THREADS: '3' };
+    const json = await offload(['devices', '--json'], env);
+    assert.equal(json.code, 0, json.stderr);
+    const devices = JSON.parse(json.stdout) as { id: number; plugin: string; computeUnits: number; memoryKinds: string[] }[];
+    assert.equal(devices[0]!.id, 0);
+    assert.equal(devices[0]!.plugin, 'host');
+    assert.equal(devices[0]!.computeUnits, 3);
+    const text = await offload(['devices'], env);
+    assert.equal(text.code, 0);
+    assert.match(text.stdout, /^plugin\s+host/m);
+    assert.match(text.stdout, /^compute units\s+3/m);
+  });
+
+  it('reports a bad configuration as a coded error with exit status 1', async () => {
+    const { code, stderr } = await offload(['devices'], { OFFLOAD_HOST_THREADS: 'many' });
+    assert.equal(code, 1);
+    assert.match(stderr, /^offload: error \[INVALID_ARGUMENT\]: .*OFFLOAD_HOST_THREADS/m);
+  });
+
+  it('builds a bundle and prints the kernel signatures', async () => {
+    const output = path.join(dir, 'fixture');
+    const { code, stdout, stderr } = await offload(['build', 'test/fixtures/kernels.ts', '-o', output]);
+    assert.equal(code, 0, stderr);
+    assert.match(stdout, new RegExp(`wrote ${output.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.offload`));
+    assert.match(stdout, /kernel {3}saxpy\(n: i32, a: f32, x: ptr, y: ptr\)/);
+    assert.match(stdout, /kernel {3}sum_i64\(/);
+  });
+
+  it('reports a missing kernel source as a coded error', async () => {
+    const { code, stderr } = await offload(['build', path.join(dir, 'absent.ts'), '-o', path.join(dir, 'absent')]);
+    assert.equal(code, 1);
+    assert.match(stderr, /^offload: error \[[A-Z_]+\]: .*absent\.ts/m);
+  });
+
+  it('runs the demo and checks every result', async () => {
+    const { code, stdout, stderr } = await offload(['demo', '--size', '10000']);
+    assert.equal(code, 0, stderr);
+    for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} .*checked: OK$`, 'm'));
+    assert.match(stdout, /all 3 kernels checked OK/);
+  });
+});

@@ -18,6 +18,8 @@ function values(series: Series, unit: Unit): number[] {
       return series.seconds.map((s) => series.count / s / 1e9);
     case 'launches/s':
       return series.seconds.map((s) => series.count / s);
+    case 'Mpixels/s':
+      return series.seconds.map((s) => series.count / s / 1e6);
     case 'us':
       return series.seconds.map((s) => (s / series.count) * 1e6);
   }
@@ -73,6 +75,8 @@ function formatValue(series: Series, unit: Unit): string {
       return `${median.toFixed(2)} GB/s (${formatSeconds(spread(series.seconds).median)})`;
     case 'launches/s':
       return `${Math.round(median).toLocaleString('en-US')}/s`;
+    case 'Mpixels/s':
+      return `${median.toFixed(2)} Mpixels/s (${formatSeconds(spread(series.seconds).median)})`;
     case 'us':
       return `${median.toFixed(1)} us`;
   }

@@ -181,6 +181,47 @@ async function saxpy({ device, queue, library, bundlePath, plan }: Setup): Promi
   };
 }
 
+/** mandelbrot on every worker against one call of the same image on the main thread. */
+async function mandelbrot({ device, queue, library, bundlePath, plan }: Setup): Promise<Row> {
+  const kernel = await device.kernel(library, 'mandelbrot');
+  const [width, height, maxIter, x0, y0] = [1024, 768, 256, -2.2, -1.125];
+  const dx = 3 / width;
+  const pixels = width * height;
+  const workers = device.info.computeUnits;
+  const teams = 16 * workers;
+  const out = await device.alloc(pixels * 4);
+  const memory = rawMemory();
+  const direct = (await instantiateOnMainThread(bundlePath, memory)).mandelbrot!;
+  const [offload, baseline] = await measure(plan, [
+    {
+      label: `await queue.launch(mandelbrot, { teams: ${teams} }, [...]).done, ${width} x ${height} pixels, ${maxIter} iterations at most`,
+      count: pixels,
+      run: async () => {
+        await queue.launch(kernel, { teams }, [width, height, maxIter, x0, y0, dx, out]).done;
+      },
+    },
+    {
+      label: 'mandelbrot(...) of the same wasm image on the main thread, as team 0 of 1',
+      count: pixels,
+      run: () => direct(width, height, maxIter, x0, y0, dx, RAW_ADDRESS),
+    },
+  ]);
+  const result = new Uint32Array(pixels);
+  queue.read(out, result);
+  await queue.finish();
+  const expected = new Uint32Array(memory.buffer, RAW_ADDRESS, pixels);
+  const differs = result.findIndex((count, i) => count !== expected[i]);
+  if (differs >= 0) throw new Error(`mandelbrot: the device and the main thread disagree at pixel ${differs}`);
+  await out.free();
+  return {
+    name: `mandelbrot ${width} x ${height} (compute-bound), ${teams} teams on ${workers} workers vs the main thread`,
+    unit: 'Mpixels/s',
+    offload: offload!,
+    baseline: baseline!,
+    goal: { op: '~', value: workers, note: 'the worker count' },
+  };
+}
+
 export const hostSuite: Suite = {
   name: 'host',
   description: 'the host device against raw TypedArray.set, Atomics round trips and the main thread',
@@ -196,7 +237,9 @@ export const hostSuite: Suite = {
       progress('host: launch round trips and pipelined launches');
       const launchRows = await launches(setup);
       progress('host: saxpy over 2^24 floats');
-      return [...copyRows, ...launchRows, await saxpy(setup)];
+      const saxpyRow = await saxpy(setup);
+      progress('host: mandelbrot');
+      return [...copyRows, ...launchRows, saxpyRow, await mandelbrot(setup)];
     } finally {
       await runtime.shutdown();
     }

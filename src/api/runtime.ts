@@ -81,6 +81,12 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   if (typeof info !== 'boolean' && typeof info !== 'function') {
     throw errors.invalidArgument(`Offload.init: options.info must be a boolean or a function, got ${describe(info)}`);
   }
+  if (opts.proxies !== undefined && (!Array.isArray(opts.proxies) || !opts.proxies.every((p) => typeof p === 'string'))) {
+    throw errors.invalidArgument(`Offload.init: options.proxies must be an array of 'host:port' strings, got ${describe(opts.proxies)}`);
+  }
+  if (opts.token !== undefined && typeof opts.token !== 'string') {
+    throw errors.invalidArgument(`Offload.init: options.token must be a string, got ${describe(opts.token)}`);
+  }
   const log = typeof info === 'function' ? new InfoLog(true, info) : new InfoLog(info);
   const context = new RuntimeContext(new ImageRegistry(log), log);
   const plugins: Plugin[] = [];

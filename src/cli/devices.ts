@@ -3,16 +3,20 @@ import { parseArgs } from 'node:util';
 import { Offload } from '../api/runtime.js';
 import type { DeviceInfo } from '../plugins/interface.js';
 import { formatBytes, table } from './format.js';
+import { readToken } from './token.js';
 
 export const summary = 'List the devices the runtime finds, with their properties';
 
-const HELP = `Usage: offload devices [--json]
+const HELP = `Usage: offload devices [--json] [--proxies <host:port,...>] [--token-file <file>]
 
-${summary}.
+${summary}: local devices first, then
+those of each proxy (OFFLOAD_PROXIES unless --proxies is given), with where they live.
 
 Options:
-  --json      Print a JSON array of { id, ...info } instead of a table
-  -h, --help  Show this help`;
+  --json                 Print a JSON array of { id, ...info } instead of a table
+  --proxies <list>       Comma-separated proxy addresses
+  --token-file <file>    File holding the proxies' token (default: OFFLOAD_TOKEN)
+  -h, --help             Show this help`;
 
 /** Table rows: a property's label and how to show it. */
 const PROPERTIES: [string, (info: DeviceInfo) => string][] = [
@@ -32,13 +36,19 @@ const PROPERTIES: [string, (info: DeviceInfo) => string][] = [
 export async function run(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      json: { type: 'boolean' },
+      proxies: { type: 'string' },
+      'token-file': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
   });
   if (values.help) {
     console.log(HELP);
     return 0;
   }
-  const runtime = await Offload.init();
+  const proxies = values.proxies === undefined ? undefined : values.proxies.split(',').filter((address) => address !== '');
+  const runtime = await Offload.init({ proxies, token: await readToken(values['token-file']) });
   try {
     const infos = runtime.devices.map((device) => ({ id: device.id, ...device.info }));
     if (values.json) {

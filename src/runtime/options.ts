@@ -8,6 +8,13 @@ export interface RuntimeOptions {
    * (device memory, e.g. `512M`; default 1 GiB).
    */
   host?: Partial<HostDeviceOptions> | false;
+  /**
+   * Proxies whose devices follow the local ones, `host:port` each. Default: OFFLOAD_PROXIES
+   * (comma-separated). `[]` means none, whatever the environment says.
+   */
+  proxies?: string[];
+  /** The proxies' shared secret. Default: OFFLOAD_TOKEN. Required when there are proxies. */
+  token?: string;
   /** Print one line per load, copy and launch to stderr. Default: OFFLOAD_INFO. */
   info?: boolean | ((line: string) => void);
 }

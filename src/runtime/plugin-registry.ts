@@ -5,7 +5,9 @@
  * configuration error and fails `Offload.init` with that error.
  */
 import type { Plugin } from '../plugins/interface.js';
+import { errors } from '../errors.js';
 import { HostPlugin } from '../plugins/host/plugin.js';
+import { proxyList, RemotePlugin } from '../plugins/remote/plugin.js';
 import type { RuntimeOptions } from './options.js';
 
 export type PluginFactory = (options: RuntimeOptions) => Plugin | undefined | Promise<Plugin | undefined>;
@@ -32,6 +34,21 @@ export function registeredPlugins(): readonly Registration[] {
 
 // The host plugin is always there: local devices come first in the device table.
 registerPlugin('host', (options) => (options.host === false ? undefined : new HostPlugin(options.host ?? {})), 100);
+
+// Remote devices come after every local one.
+registerPlugin(
+  'remote',
+  (options) => {
+    const proxies = proxyList(options.proxies);
+    if (proxies.length === 0) return undefined;
+    const token = options.token ?? process.env.OFFLOAD_TOKEN;
+    if (token === undefined || token === '') {
+      throw errors.invalidArgument(`proxies ${proxies.join(', ')} are named but no token is given (options.token or OFFLOAD_TOKEN)`);
+    }
+    return new RemotePlugin({ proxies, token });
+  },
+  50,
+);
 
 /** Removes the factory of plugin `name` (runtimes already created keep their plugins). */
 export function unregisterPlugin(name: string): void {

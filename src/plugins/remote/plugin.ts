@@ -1,0 +1,64 @@
+/**
+ * The remote plugin: the devices of every proxy named in `proxies` (or OFFLOAD_PROXIES), in the
+ * order given, each proxy's devices in its own order. A proxy that cannot be reached or refuses
+ * the token fails Offload.init with that error: a program that names a proxy depends on it.
+ */
+import { errors } from '../../errors.js';
+import type { ImageInfo } from '../../image/manifest.js';
+import type { Plugin, PluginDevice } from '../interface.js';
+import { RemoteConnection } from './connection.js';
+import { ConnectionState, RemoteDevice } from './device.js';
+
+export interface RemoteOptions {
+  /** Proxy addresses, `host:port`. */
+  proxies: string[];
+  token: string;
+  /** How long to wait for each proxy to accept the connection. */
+  connectTimeoutMs?: number;
+}
+
+export class RemotePlugin implements Plugin {
+  readonly name = 'remote';
+  private readonly connections: RemoteConnection[] = [];
+  private readonly devices: RemoteDevice[] = [];
+
+  constructor(private readonly options: RemoteOptions) {}
+
+  async init(): Promise<number> {
+    const opened = await Promise.allSettled(
+      this.options.proxies.map((address) => RemoteConnection.open(address, { token: this.options.token, timeoutMs: this.options.connectTimeoutMs })),
+    );
+    const failure = opened.find((result) => result.status === 'rejected');
+    for (const result of opened) if (result.status === 'fulfilled') this.connections.push(result.value);
+    if (failure) {
+      await this.deinit();
+      throw failure.reason;
+    }
+    for (const connection of this.connections) {
+      const state = new ConnectionState(connection);
+      connection.devices.forEach((info, index) => this.devices.push(new RemoteDevice(state, index, info)));
+    }
+    return this.devices.length;
+  }
+
+  device(index: number): PluginDevice {
+    const device = this.devices[index];
+    if (!device) throw errors.notFound(`the remote plugin has no device ${index}`);
+    return device;
+  }
+
+  isCompatible(image: ImageInfo): boolean {
+    return this.devices.some((device) => device.info.imageFormats.includes(image.format));
+  }
+
+  async deinit(): Promise<void> {
+    for (const connection of this.connections) connection.close();
+    this.connections.length = 0;
+  }
+}
+
+/** Proxy addresses from options or OFFLOAD_PROXIES (comma- or space-separated). */
+export function proxyList(option: readonly string[] | undefined, env: NodeJS.ProcessEnv = process.env): string[] {
+  if (option !== undefined) return [...option];
+  return (env.OFFLOAD_PROXIES ?? '').split(/[\s,]+/).filter((address) => address !== '');
+}

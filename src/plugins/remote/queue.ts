@@ -1,0 +1,236 @@
+/**
+ * A queue of a remote device: every operation is one request on the connection, sent at once
+ * (enqueueing never waits for the network); its promise is the reply. The proxy runs each
+ * queue's requests in arrival order on a queue of its own, so order and sticky failure hold
+ * there, exactly as the PluginQueue contract says.
+ *
+ * Operations with a part that runs here (a copy staged through host memory, waiting for an
+ * event of another device) park the proxy queue at a gate: `record` says when the proxy queue
+ * has reached that point, the client does its part, then `signal`s the gate, and the proxy
+ * queue goes on (failing from there if the part failed).
+ */
+import { errors } from '../../errors.js';
+import { asOffloadError } from '../serial-queue.js';
+import { CHUNK_BYTES, EAGER_BYTES, type WireArg } from '../../proxy/protocol.js';
+import type { Allocation, Grid, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue } from '../interface.js';
+import type { RemoteConnection } from './connection.js';
+import { RemoteAllocation, RemoteDevice, type RemoteKernel } from './device.js';
+
+class RemoteEvent implements PluginEvent {
+  private settled = false;
+
+  constructor(
+    readonly queue: RemoteQueue,
+    /** The event's id on the proxy (for `wait` requests of queues on the same connection). */
+    readonly id: number,
+    readonly done: Promise<void>,
+  ) {
+    const settle = () => {
+      this.settled = true;
+    };
+    done.then(settle, settle);
+  }
+
+  query(): boolean {
+    return this.settled;
+  }
+}
+
+function bufferId(alloc: Allocation): number {
+  return (alloc as RemoteAllocation).id;
+}
+
+function wireArg(arg: LaunchArg): WireArg {
+  switch (arg.type) {
+    case 'ptr':
+      return { buffer: bufferId(arg.alloc) };
+    case 'i64':
+      return { i64: arg.value.toString() };
+    default:
+      return arg.value;
+  }
+}
+
+export class RemoteQueue implements PluginQueue {
+  /** The queue's id on the proxy. */
+  private readonly id: number;
+  private pending = 0;
+  /** Queues on other devices (and a second one on ours) for the client-side parts of copies. */
+  private readonly peerQueues = new Map<PluginDevice, PluginQueue>();
+  private readonly created: Promise<unknown>;
+
+  constructor(private readonly device: RemoteDevice) {
+    this.id = device.state.next('queue');
+    this.created = this.connection.request({ op: 'queue', queue: this.id, device: device.index });
+    this.created.catch(() => {});
+  }
+
+  private get connection(): RemoteConnection {
+    return this.device.connection;
+  }
+
+  /** Sends one queue operation and counts it until its reply. */
+  private op(meta: Record<string, unknown>, payload?: Uint8Array, handlers?: Parameters<RemoteConnection['request']>[2]): Promise<void> {
+    return this.track(this.connection.request({ ...meta, queue: this.id }, payload, handlers).then(() => {}));
+  }
+
+  private track(result: Promise<void>): Promise<void> {
+    this.pending++;
+    const settle = () => {
+      this.pending--;
+    };
+    result.then(settle, settle);
+    result.catch(() => {});
+    return result;
+  }
+
+  submit(dst: Allocation, dstOffset: number, src: Uint8Array): Promise<void> {
+    const meta = { op: 'write', buffer: bufferId(dst), offset: dstOffset, bytes: src.byteLength };
+    if (src.byteLength <= EAGER_BYTES) return this.op(meta, src);
+    return this.streamedWrite(meta, () => src);
+  }
+
+  /**
+   * A rendezvous write: the proxy says `ready` when its queue reaches the write; the bytes then
+   * go as chunks, pausing whenever the connection's send buffer is full, so a large write holds
+   * no second copy and lets other queues' frames through.
+   */
+  private streamedWrite(meta: Record<string, unknown>, source: () => Uint8Array): Promise<void> {
+    const connection = this.connection;
+    const id = connection.peekId();
+    const stream = async () => {
+      const src = source();
+      for (let done = 0; done < src.byteLength; done += CHUNK_BYTES) {
+        const chunk = src.subarray(done, Math.min(done + CHUNK_BYTES, src.byteLength));
+        if (!connection.post({ op: 'chunk', id, offset: done }, chunk)) await connection.drained();
+        if (connection.lost) return;
+      }
+    };
+    return this.op({ ...meta, stream: true }, undefined, { onReady: () => void stream() });
+  }
+
+  retrieve(dst: Uint8Array, src: Allocation, srcOffset: number): Promise<void> {
+    const meta = { op: 'read', buffer: bufferId(src), offset: srcOffset, bytes: dst.byteLength };
+    const reply = this.connection.request({ ...meta, queue: this.id }, undefined, {
+      onData: (offset, payload) => {
+        if (offset + payload.byteLength > dst.byteLength) throw errors.protocol(`read data at ${offset} (${payload.byteLength} bytes) overruns the ${dst.byteLength} bytes asked for`);
+        dst.set(payload, offset);
+      },
+    });
+    return this.track(
+      reply.then((frame) => {
+        if (frame.payload.byteLength > 0) {
+          if (frame.payload.byteLength !== dst.byteLength) throw errors.protocol(`read reply of ${frame.payload.byteLength} bytes for ${dst.byteLength} asked`);
+          dst.set(frame.payload);
+        }
+      }),
+    );
+  }
+
+  exchange(
+    srcDevice: PluginDevice,
+    src: Allocation,
+    srcOffset: number,
+    dstDevice: PluginDevice,
+    dst: Allocation,
+    dstOffset: number,
+    bytes: number,
+  ): Promise<void> {
+    const own = this.device;
+    const other = srcDevice === own ? dstDevice : srcDevice;
+    if (own.sameProxy(other)) {
+      return this.op({ op: 'copy', src: bufferId(src), srcOffset, dst: bufferId(dst), dstOffset, bytes });
+    }
+    if (srcDevice === own && other instanceof RemoteDevice) {
+      // Proxy to proxy: ours sends to the other one directly, as the client's agent there.
+      const peer = other.connection;
+      return this.op({
+        op: 'send-peer',
+        src: bufferId(src),
+        srcOffset,
+        bytes,
+        peer: peer.address,
+        token: peer.token,
+        session: peer.session,
+        device: other.index,
+        dst: bufferId(dst),
+        dstOffset,
+      });
+    }
+    return this.gated(async () => {
+      if (other instanceof RemoteDevice) {
+        // Pulling from another proxy: that proxy's queue pushes the bytes here.
+        await this.peer(other).exchange(srcDevice, src, srcOffset, dstDevice, dst, dstOffset, bytes);
+        return;
+      }
+      // A device of another plugin: through host memory.
+      const staging = new Uint8Array(bytes);
+      await this.peer(srcDevice).retrieve(staging, src, srcOffset);
+      await this.peer(dstDevice).submit(dst, dstOffset, staging);
+    });
+  }
+
+  /**
+   * Runs `work` here once everything enqueued before it has completed on the proxy, and holds
+   * the proxy queue's later operations until it is done.
+   */
+  private gated(work: () => Promise<void>): Promise<void> {
+    const gate = this.device.state.next('gate');
+    const reached = this.op({ op: 'record', event: this.device.state.next('event') });
+    const held = this.op({ op: 'wait-host', gate });
+    const done = reached.then(work);
+    done.then(
+      () => this.signal(gate),
+      (error: unknown) => this.signal(gate, error),
+    );
+    return this.track(Promise.all([done, held]).then(() => {}));
+  }
+
+  private signal(gate: number, error?: unknown): void {
+    const failure = error === undefined ? undefined : asOffloadError(error);
+    this.connection.request({ op: 'signal', gate, error: failure && { code: failure.code, message: failure.message } }).catch(() => {});
+  }
+
+  private peer(device: PluginDevice): PluginQueue {
+    let queue = this.peerQueues.get(device);
+    if (!queue) this.peerQueues.set(device, (queue = device.createQueue()));
+    return queue;
+  }
+
+  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
+    const { name, image } = kernel as RemoteKernel;
+    return this.op({ op: 'launch', image, kernel: name, teams: grid.teams, threads: grid.threads, args: args.map(wireArg) });
+  }
+
+  waitEvent(event: PluginEvent): Promise<void> {
+    if (event instanceof RemoteEvent && event.queue.connection === this.connection) {
+      return this.op({ op: 'wait', event: event.id });
+    }
+    const gate = this.device.state.next('gate');
+    const held = this.op({ op: 'wait-host', gate });
+    event.done.then(
+      () => this.signal(gate),
+      (error: unknown) => this.signal(gate, error),
+    );
+    return held;
+  }
+
+  record(): PluginEvent {
+    const id = this.device.state.next('event');
+    return new RemoteEvent(this, id, this.op({ op: 'record', event: id }));
+  }
+
+  synchronize(): Promise<void> {
+    return this.connection.request({ op: 'sync', queue: this.id }).then(() => {});
+  }
+
+  query(): boolean {
+    return this.pending === 0;
+  }
+
+  async destroy(): Promise<void> {
+    await Promise.all([...this.peerQueues.values()].map((queue) => queue.destroy()));
+    if (this.connection.lost) return;
+    await this.connection.request({ op: 'queue-destroy', queue: this.id }).catch(() => {});
+  }
+}

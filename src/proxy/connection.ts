@@ -1,0 +1,432 @@
+/**
+ * One client connection on a proxy: turns request frames into calls on the proxy's own runtime
+ * (the public API, so every request gets the same checks a local program gets) and answers each
+ * with one `reply` frame. Frames are handled in arrival order and queue operations are enqueued
+ * synchronously on arrival, so per-queue order is the client's order. Malformed frames close
+ * the connection with PROTOCOL; every other failure is a coded error in the reply.
+ */
+import { errors, OffloadError } from '../errors.js';
+import type { Buffer } from '../api/buffer.js';
+import type { Device } from '../api/device.js';
+import type { Event, KernelArgument, Queue } from '../api/queue.js';
+import type { Runtime } from '../api/runtime.js';
+import type { EntryInfo, ImageInfo } from '../image/manifest.js';
+import { encodeBundle } from '../image/bundle.js';
+import type { Frame } from '../transport/frame.js';
+import type { Transport } from '../transport/transport.js';
+import { CHUNK_BYTES, EAGER_BYTES, Meta, PROTOCOL_VERSION, toWireError, type WireArg } from './protocol.js';
+import type { Session } from './session.js';
+import type { PeerLinks } from './peer-links.js';
+
+/** How a proxy authenticates clients and finds sessions (implemented by ProxyServer). */
+export interface SessionDirectory {
+  /** Constant-time token check. */
+  tokenMatches(token: string): boolean;
+  open(client: string): Session;
+  find(secret: string): Session | undefined;
+  close(session: Session): Promise<void>;
+}
+
+interface Deferred {
+  promise: Promise<void>;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
+function deferred(): Deferred {
+  let resolve!: () => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => {});
+  return { promise, resolve, reject };
+}
+
+/** A rendezvous write in progress: chunks land straight in device memory. */
+interface IncomingWrite {
+  buffer: Buffer;
+  offset: number;
+  bytes: number;
+  received: number;
+  writes: Promise<void>[];
+  gate: Deferred;
+}
+
+export class ProxyConnection {
+  private session: Session | undefined;
+  /** True when this connection is a peer proxy attached to another client's session. */
+  private attached = false;
+  private readonly queues = new Map<number, Queue>();
+  private readonly events = new Map<number, Event>();
+  private lastEvent = 0;
+  private readonly gates = new Map<number, Deferred>();
+  private readonly incoming = new Map<number, IncomingWrite>();
+  /** Per device, a queue for chunk transfers while the client's queue is parked at a gate. */
+  private readonly sideQueues = new Map<Device, Queue>();
+
+  constructor(
+    private readonly transport: Transport,
+    private readonly runtime: Runtime,
+    private readonly directory: SessionDirectory,
+    private readonly peers: PeerLinks,
+    /** Told once the connection has closed and everything it held is released. */
+    private readonly onClosed: () => void = () => {},
+  ) {
+    transport.onFrame = (frame) => this.onFrame(frame);
+    transport.onClose = () => void this.closed();
+  }
+
+  private onFrame(frame: Frame): void {
+    const meta = new Meta(frame);
+    let id = 0;
+    try {
+      const op = meta.op;
+      if (op === 'chunk') return this.chunk(meta);
+      id = meta.uint('id');
+      if (!this.session) {
+        if (op !== 'hello') throw errors.protocol(`the first frame must be 'hello', not '${op}'`);
+        return this.hello(meta, id);
+      }
+      this.dispatch(op, meta, id);
+    } catch (error) {
+      if (error instanceof OffloadError && error.code === 'PROTOCOL') {
+        this.transport.send({ op: 'reply', id, error: toWireError(error) });
+        this.transport.close(error);
+      } else {
+        this.reply(id, Promise.reject(error));
+      }
+    }
+  }
+
+  private hello(meta: Meta, id: number): void {
+    const version = meta.uint('version');
+    const token = meta.string('token');
+    const attach = meta.optional('attach', meta.string);
+    if (!this.directory.tokenMatches(token)) {
+      const error = errors.unauthorized('wrong token');
+      this.transport.send({ op: 'reply', id, error: toWireError(error) });
+      this.transport.close(error);
+      return;
+    }
+    if (version !== PROTOCOL_VERSION) {
+      throw errors.protocol(`protocol version ${version} is not supported; this proxy speaks ${PROTOCOL_VERSION}`);
+    }
+    if (attach !== undefined) {
+      const session = this.directory.find(attach);
+      if (!session) {
+        const error = errors.unauthorized('no session with that secret (the client left?)');
+        this.transport.send({ op: 'reply', id, error: toWireError(error) });
+        this.transport.close(error);
+        return;
+      }
+      this.session = session;
+      this.attached = true;
+      session.attached.add(this.transport);
+    } else {
+      this.session = this.directory.open(this.transport.peer);
+    }
+    const devices = this.runtime.devices.map((device) => device.info);
+    this.transport.send({ op: 'reply', id, session: this.session.secret, devices });
+  }
+
+  private dispatch(op: string, meta: Meta, id: number): void {
+    const session = this.session!;
+    switch (op) {
+      case 'ping':
+        return this.reply(id, Promise.resolve());
+      case 'register':
+        return this.reply(id, this.register(meta, session));
+      case 'load':
+        return this.reply(id, this.load(meta, session), (kernels) => ({ kernels }));
+      case 'unload':
+        return this.reply(id, this.unload(meta, session));
+      case 'alloc':
+        return this.reply(id, this.alloc(meta, session), (address) => ({ address }));
+      case 'free': {
+        const bufferId = meta.uint('buffer');
+        const buffer = session.buffer(bufferId);
+        session.buffers.delete(bufferId);
+        return this.reply(id, buffer.free());
+      }
+      case 'queue': {
+        const queueId = meta.uint('queue');
+        if (this.queues.has(queueId)) throw errors.protocol(`queue ${queueId} exists already`);
+        this.queues.set(queueId, this.device(meta).queue());
+        return this.reply(id, Promise.resolve());
+      }
+      case 'queue-destroy': {
+        const queue = this.queue(meta);
+        this.queues.delete(meta.uint('queue'));
+        return this.reply(id, queue.finish().catch(() => {}));
+      }
+      case 'write':
+        return this.write(meta, id);
+      case 'read':
+        return this.read(meta, id);
+      case 'copy': {
+        const queue = this.queue(meta);
+        const event = queue.copy(session.buffer(meta.uint('dst')), session.buffer(meta.uint('src')), {
+          srcOffset: meta.uint('srcOffset'),
+          dstOffset: meta.uint('dstOffset'),
+          byteLength: meta.uint('bytes'),
+        });
+        return this.reply(id, event.done);
+      }
+      case 'send-peer':
+        return this.sendPeer(meta, id);
+      case 'launch':
+        return this.reply(id, this.launch(meta, session).done);
+      case 'record': {
+        const eventId = meta.uint('event');
+        if (eventId <= this.lastEvent) throw errors.protocol(`event ids must increase: ${eventId} after ${this.lastEvent}`);
+        this.lastEvent = eventId;
+        const event = this.queue(meta).record();
+        // Only failed events are kept: an older id that is absent completed successfully.
+        this.events.set(eventId, event);
+        event.done.then(() => this.events.delete(eventId), () => {});
+        return this.reply(id, event.done);
+      }
+      case 'wait': {
+        const eventId = meta.uint('event');
+        if (eventId > this.lastEvent) throw errors.invalidArgument(`event ${eventId} was never recorded on this connection`);
+        const event = this.events.get(eventId);
+        return this.reply(id, event ? this.queue(meta).wait(event).done : this.queue(meta).record().done);
+      }
+      case 'wait-host': {
+        const gate = deferred();
+        this.gates.set(meta.uint('gate'), gate);
+        return this.reply(id, this.queue(meta).hold(gate.promise).done);
+      }
+      case 'signal': {
+        const gateId = meta.uint('gate');
+        const gate = this.gates.get(gateId);
+        if (!gate) throw errors.protocol(`gate ${gateId} does not exist`);
+        this.gates.delete(gateId);
+        const failure = meta.error('error');
+        if (failure) gate.reject(new OffloadError(failure.code, failure.message));
+        else gate.resolve();
+        return this.reply(id, Promise.resolve());
+      }
+      case 'sync':
+        return this.reply(id, this.queue(meta).finish());
+      default:
+        throw errors.protocol(`unknown op '${op}'`);
+    }
+  }
+
+  /** Sends the reply of request `id` when `result` settles. */
+  private reply<T>(id: number, result: Promise<T>, fields?: (value: T) => Record<string, unknown>, payload?: () => Uint8Array): void {
+    result.then(
+      (value) => {
+        this.transport.send({ op: 'reply', id, ...fields?.(value) }, payload?.());
+      },
+      (error: unknown) => {
+        this.transport.send({ op: 'reply', id, error: toWireError(error) });
+      },
+    );
+  }
+
+  private device(meta: Meta): Device {
+    const index = meta.uint('device');
+    const device = this.runtime.devices[index];
+    if (!device) throw errors.notFound(`this proxy has no device ${index}`);
+    return device;
+  }
+
+  private queue(meta: Meta): Queue {
+    const id = meta.uint('queue');
+    const queue = this.queues.get(id);
+    if (!queue) throw errors.protocol(`queue ${id} does not exist on this connection`);
+    return queue;
+  }
+
+  private sideQueue(device: Device): Queue {
+    let queue = this.sideQueues.get(device);
+    if (!queue) this.sideQueues.set(device, (queue = device.queue()));
+    return queue;
+  }
+
+  private ownerOnly(what: string): void {
+    if (this.attached) throw errors.unauthorized(`a peer link may not ${what}`);
+  }
+
+  private async register(meta: Meta, session: Session): Promise<void> {
+    this.ownerOnly('register images');
+    const imageId = meta.uint('image');
+    if (session.images.has(imageId)) throw errors.protocol(`image ${imageId} is registered already`);
+    const info = meta.object('info') as unknown as ImageInfo;
+    const entries = meta.array('entries') as EntryInfo[];
+    // The image travels alone; the proxy wraps it in a one-image bundle, which the bundle
+    // decoder then validates field by field like any bundle from disk.
+    const bundle = encodeBundle({ name: meta.string('name'), images: [{ ...info, offset: 0, size: 0 }], entries }, [meta.frame.payload]);
+    session.images.set(imageId, await this.runtime.register(bundle));
+  }
+
+  private async load(meta: Meta, session: Session): Promise<{ name: string; params: unknown }[]> {
+    const imageId = meta.uint('image');
+    const image = session.image(imageId);
+    const device = this.device(meta);
+    const kernels = [];
+    for (const entry of image.kernels) {
+      const kernel = await device.kernel(image, entry.name);
+      session.kernels.set(`${imageId}/${device.id}/${entry.name}`, kernel);
+      kernels.push({ name: entry.name, params: kernel.params });
+    }
+    return kernels;
+  }
+
+  private async unload(meta: Meta, session: Session): Promise<void> {
+    this.ownerOnly('unload images');
+    const imageId = meta.uint('image');
+    const image = session.image(imageId);
+    session.images.delete(imageId);
+    for (const key of [...session.kernels.keys()]) if (key.startsWith(`${imageId}/`)) session.kernels.delete(key);
+    await image.unregister();
+  }
+
+  private async alloc(meta: Meta, session: Session): Promise<number> {
+    this.ownerOnly('allocate');
+    const bufferId = meta.uint('buffer');
+    if (session.buffers.has(bufferId)) throw errors.protocol(`buffer ${bufferId} exists already`);
+    const kind = meta.string('kind');
+    const buffer = await this.device(meta).alloc(meta.uint('bytes'), { kind: kind as never });
+    session.buffers.set(bufferId, buffer);
+    return buffer.allocation.address ?? 0;
+  }
+
+  private launch(meta: Meta, session: Session): Event {
+    const queue = this.queue(meta);
+    const key = `${meta.uint('image')}/${queue.device.id}/${meta.string('kernel')}`;
+    const kernel = session.kernels.get(key);
+    if (!kernel) throw errors.notFound(`kernel '${meta.string('kernel')}' of image ${meta.uint('image')} is not loaded on device ${queue.device.id}`);
+    const args: KernelArgument[] = meta.args('args').map((arg: WireArg) => {
+      if (typeof arg === 'number') return arg;
+      if ('i64' in arg) return BigInt(arg.i64);
+      return session.buffer(arg.buffer);
+    });
+    return queue.launch(kernel, { teams: meta.uint('teams'), threads: meta.uint('threads') }, args);
+  }
+
+  private write(meta: Meta, id: number): void {
+    const queue = this.queue(meta);
+    const buffer = this.session!.buffer(meta.uint('buffer'));
+    const offset = meta.uint('offset');
+    const bytes = meta.uint('bytes');
+    const payload = meta.frame.payload;
+    const streamed = meta.frame.meta.stream === true;
+    if (!streamed) {
+      if (payload.byteLength !== bytes) throw errors.protocol(`a write of ${bytes} bytes carries ${payload.byteLength}; it must carry them all or be streamed`);
+      return this.reply(id, queue.write(buffer, payload, { offset }).done);
+    }
+    if (payload.byteLength !== 0 || bytes === 0) throw errors.protocol(`a streamed write must announce at least one byte and carry none, not ${bytes} announced and ${payload.byteLength} carried`);
+    // Rendezvous: park the queue at this point; say `ready` when it gets there.
+    const gate = deferred();
+    const reached = queue.record();
+    const held = queue.hold(gate.promise);
+    if (offset + bytes > buffer.byteLength) {
+      gate.reject(errors.outOfBounds(`write into ${buffer.describe()}: ${bytes} bytes at offset ${offset} reach byte ${offset + bytes}, beyond its ${buffer.byteLength} bytes`));
+    } else {
+      this.incoming.set(id, { buffer, offset, bytes, received: 0, writes: [], gate });
+      reached.done.then(
+        () => this.transport.send({ op: 'ready', id }),
+        (error: unknown) => gate.reject(error),
+      );
+    }
+    this.reply(id, held.done.finally(() => this.incoming.delete(id)));
+  }
+
+  private chunk(meta: Meta): void {
+    const id = meta.uint('id');
+    const write = this.incoming.get(id);
+    if (!write) throw errors.protocol(`chunk for write ${id}, which is not waiting for data`);
+    const payload = meta.frame.payload;
+    if (meta.uint('offset') !== write.received || write.received + payload.byteLength > write.bytes || payload.byteLength === 0) {
+      throw errors.protocol(`chunk of write ${id} at offset ${meta.uint('offset')} (${payload.byteLength} bytes) does not continue it at ${write.received} of ${write.bytes}`);
+    }
+    const side = this.sideQueue(write.buffer.device);
+    write.writes.push(side.write(write.buffer, payload, { offset: write.offset + write.received }).done);
+    write.received += payload.byteLength;
+    if (write.received === write.bytes) Promise.all(write.writes).then(() => write.gate.resolve(), write.gate.reject);
+  }
+
+  private read(meta: Meta, id: number): void {
+    const queue = this.queue(meta);
+    const buffer = this.session!.buffer(meta.uint('buffer'));
+    const offset = meta.uint('offset');
+    const bytes = meta.uint('bytes');
+    if (bytes <= EAGER_BYTES) {
+      const out = new Uint8Array(bytes);
+      return this.reply(id, queue.read(buffer, out, { offset }).done, undefined, () => out);
+    }
+    const gate = deferred();
+    const reached = queue.record();
+    const held = queue.hold(gate.promise);
+    reached.done.then(() => this.stream(buffer, offset, bytes, id)).then(gate.resolve, gate.reject);
+    this.reply(id, held.done);
+  }
+
+  /** Sends [offset, offset+bytes) of `buffer` as `data` frames, minding back-pressure. */
+  private async stream(buffer: Buffer, offset: number, bytes: number, id: number): Promise<void> {
+    const side = this.sideQueue(buffer.device);
+    for (let done = 0; done < bytes; done += CHUNK_BYTES) {
+      const chunk = new Uint8Array(Math.min(CHUNK_BYTES, bytes - done));
+      await side.read(buffer, chunk, { offset: offset + done }).done;
+      if (!this.transport.send({ op: 'data', id, offset: done }, chunk)) await this.transport.drained();
+      if (this.transport.closed) throw errors.deviceLost('the client connection closed during a read');
+    }
+  }
+
+  /** A copy from a buffer here to a buffer of the same client on another proxy, proxy to proxy. */
+  private sendPeer(meta: Meta, id: number): void {
+    const queue = this.queue(meta);
+    const src = this.session!.buffer(meta.uint('src'));
+    const srcOffset = meta.uint('srcOffset');
+    const bytes = meta.uint('bytes');
+    const target = {
+      address: meta.string('peer'),
+      token: meta.string('token'),
+      session: meta.string('session'),
+      device: meta.uint('device'),
+      buffer: meta.uint('dst'),
+      offset: meta.uint('dstOffset'),
+    };
+    if (srcOffset + bytes > src.byteLength) {
+      throw errors.outOfBounds(`copy from ${src.describe()}: ${bytes} bytes at offset ${srcOffset} reach beyond its ${src.byteLength} bytes`);
+    }
+    const gate = deferred();
+    const reached = queue.record();
+    const held = queue.hold(gate.promise);
+    reached.done
+      .then(() => this.peers.send(target, bytes, (done, chunk) => this.sideQueue(src.device).read(src, chunk, { offset: srcOffset + done }).done))
+      .then(gate.resolve, gate.reject);
+    this.reply(id, held.done);
+  }
+
+  private async closed(): Promise<void> {
+    try {
+      await this.release();
+    } finally {
+      this.onClosed();
+    }
+  }
+
+  private async release(): Promise<void> {
+    this.peers.close();
+    const session = this.session;
+    this.session = undefined;
+    for (const gate of this.gates.values()) gate.reject(errors.deviceLost('the client connection closed'));
+    for (const write of this.incoming.values()) write.gate.reject(errors.deviceLost('the client connection closed during a write'));
+    this.gates.clear();
+    this.incoming.clear();
+    const queues = [...this.queues.values(), ...this.sideQueues.values()];
+    this.queues.clear();
+    this.sideQueues.clear();
+    this.events.clear();
+    await Promise.all(queues.map((queue) => queue.finish().catch(() => {})));
+    if (!session) return;
+    if (this.attached) session.attached.delete(this.transport);
+    else await this.directory.close(session);
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * The remote device protocol, spoken between the remote plugin (client) and `offload proxy`
+ * (DESIGN section 5). Frames are JSON meta plus raw payload (src/transport/frame.ts).
+ *
+ * Every request carries `op` and a client-chosen `id`; the proxy answers each with exactly one
+ * `reply` frame of the same id (`error` set on failure). Requests are pipelined: the client never
+ * waits for a reply before sending the next request, and the proxy handles them in arrival order,
+ * so per-queue order holds. Objects (buffers, images, queues, events) are named by ids the client
+ * chooses, scoped to its session: an id of another client simply does not exist.
+ *
+ * Bulk data: a write of at most EAGER_BYTES travels in the request's payload. A larger one is a
+ * rendezvous: the proxy sends `ready` when the queue reaches the write, the client then streams
+ * `chunk` frames of at most CHUNK_BYTES, which the proxy writes straight into device memory; so
+ * neither side holds a second copy of the data and other queues' frames interleave with the
+ * chunks. A read streams `data` frames before its reply. Lengths and offsets are integers up to
+ * 2^53 in JSON meta (exact, and far beyond 5.7 GB); the frame prefix holds the payload length as u64.
+ */
+import { errors, OffloadError, type ErrorCode, ErrorCode as Codes } from '../errors.js';
+import type { Frame } from '../transport/frame.js';
+
+export const PROTOCOL_VERSION = 1;
+/** Writes up to this size travel in the request itself. */
+export const EAGER_BYTES = 256 * 1024;
+/** Bulk data is split into chunks of this size. */
+export const CHUNK_BYTES = 1024 * 1024;
+
+/** A kernel argument on the wire: a number (i32/f32/f64), an i64 as a decimal string, or a buffer id. */
+export type WireArg = number | { i64: string } | { buffer: number };
+
+export interface WireError {
+  code: ErrorCode;
+  message: string;
+}
+
+export function toWireError(error: unknown): WireError {
+  if (error instanceof OffloadError) return { code: error.code, message: error.message };
+  return { code: 'DEVICE_LOST', message: `proxy failure: ${error instanceof Error ? error.message : String(error)}` };
+}
+
+export function fromWireError(error: WireError, where: string): OffloadError {
+  const code = Object.values(Codes).includes(error.code) ? error.code : 'DEVICE_LOST';
+  return new OffloadError(code, `${error.message} (on proxy ${where})`);
+}
+
+/**
+ * Typed access to an incoming frame's meta: each getter checks the field and throws PROTOCOL
+ * naming the op and the field, so a malformed frame closes the connection with a clear reason.
+ */
+export class Meta {
+  constructor(readonly frame: Frame) {}
+
+  get op(): string {
+    return this.string('op');
+  }
+
+  private fail(field: string, expected: string): never {
+    const op = typeof this.frame.meta.op === 'string' ? this.frame.meta.op : '?';
+    throw errors.protocol(`malformed '${op}' frame: field '${field}' must be ${expected}, got ${JSON.stringify(this.frame.meta[field]) ?? 'nothing'}`);
+  }
+
+  string(field: string): string {
+    const value = this.frame.meta[field];
+    if (typeof value !== 'string' || value.length > 4096) this.fail(field, 'a string');
+    return value;
+  }
+
+  /** A non-negative safe integer (ids, sizes, offsets). */
+  uint(field: string): number {
+    const value = this.frame.meta[field];
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) this.fail(field, 'a non-negative integer');
+    return value;
+  }
+
+  optional<T>(field: string, read: (field: string) => T): T | undefined {
+    return this.frame.meta[field] === undefined ? undefined : read.call(this, field);
+  }
+
+  object(field: string): Record<string, unknown> {
+    const value = this.frame.meta[field];
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) this.fail(field, 'an object');
+    return value as Record<string, unknown>;
+  }
+
+  array(field: string): unknown[] {
+    const value = this.frame.meta[field];
+    if (!Array.isArray(value) || value.length > 1024) this.fail(field, 'an array');
+    return value;
+  }
+
+  error(field: string): WireError | undefined {
+    const value = this.frame.meta[field];
+    if (value === undefined) return undefined;
+    const wire = value as Partial<WireError>;
+    if (typeof wire !== 'object' || wire === null || typeof wire.code !== 'string' || typeof wire.message !== 'string') {
+      this.fail(field, 'an error object');
+    }
+    return wire as WireError;
+  }
+
+  args(field: string): WireArg[] {
+    return this.array(field).map((arg, index) => {
+      if (typeof arg === 'number') return arg;
+      if (typeof arg === 'object' && arg !== null) {
+        const a = arg as Record<string, unknown>;
+        if (typeof a.i64 === 'string' && /^-?\d{1,20}$/.test(a.i64)) return { i64: a.i64 };
+        if (Number.isSafeInteger(a.buffer)) return { buffer: a.buffer as number };
+      }
+      return this.fail(`${field}[${index}]`, 'a number, {i64} or {buffer}');
+    });
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * `offload proxy`: serves this process's devices (every local plugin; never remote ones, so
+ * proxies cannot loop) to clients over a transport. Each client gets a session of its own; the
+ * token is checked in constant time before anything else is answered.
+ *
+ * Ownership: the server owns its runtime (unless one is passed in) and its listener; `close()`
+ * closes every connection, frees every session and shuts the runtime down.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Offload, type Runtime } from '../api/runtime.js';
+import type { RuntimeOptions } from '../runtime/options.js';
+import { listenTcp, type TcpListener } from '../transport/tcp.js';
+import type { Transport } from '../transport/transport.js';
+import { ProxyConnection, type SessionDirectory } from './connection.js';
+import { PeerLinks } from './peer-links.js';
+import { Session } from './session.js';
+
+export interface ProxyServerOptions {
+  /** `host:port` to listen on (port 0: any free port). */
+  listen: string;
+  token: string;
+  /** Options of the proxy's own runtime (its local devices); `proxies` is always empty. */
+  runtime?: Omit<RuntimeOptions, 'proxies' | 'token'>;
+}
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}
+
+export class ProxyServer implements SessionDirectory {
+  private readonly sessions = new Map<string, Session>();
+  private readonly transports = new Set<Transport>();
+  private readonly tokenDigest: Buffer;
+  private listener: TcpListener | undefined;
+  private closing: Promise<void> | undefined;
+
+  private constructor(
+    readonly runtime: Runtime,
+    token: string,
+  ) {
+    // Digests have equal lengths, so timingSafeEqual compares them without leaking the length.
+    this.tokenDigest = digest(token);
+  }
+
+  static async start(options: ProxyServerOptions): Promise<ProxyServer> {
+    const runtime = await Offload.init({ ...options.runtime, proxies: [] });
+    const server = new ProxyServer(runtime, options.token);
+    try {
+      server.listener = await listenTcp(options.listen, (transport) => server.accept(transport));
+    } catch (error) {
+      await runtime.shutdown();
+      throw error;
+    }
+    return server;
+  }
+
+  /** The address clients connect to. */
+  get address(): string {
+    return this.listener?.address ?? '';
+  }
+
+  /** How many clients have a session now. */
+  get clients(): number {
+    return this.sessions.size;
+  }
+
+  private accept(transport: Transport): void {
+    if (this.closing) return transport.close();
+    this.transports.add(transport);
+    new ProxyConnection(transport, this.runtime, this, new PeerLinks(), () => this.transports.delete(transport));
+  }
+
+  tokenMatches(token: string): boolean {
+    return timingSafeEqual(digest(token), this.tokenDigest);
+  }
+
+  open(client: string): Session {
+    const session = new Session(client);
+    this.sessions.set(session.secret, session);
+    return session;
+  }
+
+  find(secret: string): Session | undefined {
+    return this.sessions.get(secret);
+  }
+
+  async close(session: Session): Promise<void> {
+    this.sessions.delete(session.secret);
+    await session.release();
+  }
+
+  /** Stops serving: closes every connection, frees every session, shuts the runtime down. */
+  shutdown(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.listener?.close();
+      for (const transport of this.transports) transport.close();
+      await Promise.all([...this.sessions.values()].map((session) => this.close(session)));
+      await this.runtime.shutdown();
+    })();
+    return this.closing;
+  }
+}

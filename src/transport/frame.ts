@@ -1,0 +1,129 @@
+/**
+ * Frames: the unit every transport carries. A frame is a small JSON `meta` object plus a raw
+ * `payload` of bytes (bulk data never goes through JSON).
+ *
+ * Encoding, little-endian:
+ *   u32 magic 'OFL1' | u32 meta length | u64 payload length | meta (UTF-8 JSON) | payload
+ * The decoder checks the magic and both lengths before it buffers anything, so a malformed or
+ * oversized frame is a PROTOCOL error at once, never a large allocation.
+ */
+import { errors } from '../errors.js';
+
+export const FRAME_MAGIC = 0x314c464f; // 'OFL1' read as a little-endian u32
+export const PREFIX_BYTES = 16;
+export const MAX_META_BYTES = 64 * 1024;
+/** Bulk transfers are chunked far below this; a larger frame is an attack or a bug. */
+export const MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;
+
+export interface Frame {
+  meta: Record<string, unknown>;
+  payload: Uint8Array;
+}
+
+const EMPTY = new Uint8Array(0);
+const encoder = new TextEncoder();
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** The prefix and meta of a frame as one buffer; the payload is sent after it, uncopied. */
+export function encodeHead(meta: Record<string, unknown>, payloadLength: number): Uint8Array {
+  const json = encoder.encode(JSON.stringify(meta));
+  if (json.length > MAX_META_BYTES) throw errors.invalidArgument(`frame meta of ${json.length} bytes exceeds ${MAX_META_BYTES}`);
+  if (payloadLength > MAX_PAYLOAD_BYTES) throw errors.invalidArgument(`frame payload of ${payloadLength} bytes exceeds ${MAX_PAYLOAD_BYTES}`);
+  const head = new Uint8Array(PREFIX_BYTES + json.length);
+  const view = new DataView(head.buffer);
+  view.setUint32(0, FRAME_MAGIC, true);
+  view.setUint32(4, json.length, true);
+  view.setBigUint64(8, BigInt(payloadLength), true);
+  head.set(json, PREFIX_BYTES);
+  return head;
+}
+
+/** A whole frame in one buffer (tests, and transports that send messages rather than streams). */
+export function encodeFrame(meta: Record<string, unknown>, payload: Uint8Array = EMPTY): Uint8Array {
+  const head = encodeHead(meta, payload.length);
+  const frame = new Uint8Array(head.length + payload.length);
+  frame.set(head);
+  frame.set(payload, head.length);
+  return frame;
+}
+
+/**
+ * Cuts a byte stream into frames. `push` takes chunks as they arrive (any split) and returns
+ * the frames they complete; it throws PROTOCOL on the first malformed byte and must not be
+ * used after that.
+ */
+export class FrameDecoder {
+  private chunks: Uint8Array[] = [];
+  private buffered = 0;
+  private metaLength = -1;
+  private payloadLength = 0;
+
+  push(chunk: Uint8Array): Frame[] {
+    if (chunk.length > 0) {
+      this.chunks.push(chunk);
+      this.buffered += chunk.length;
+    }
+    const frames: Frame[] = [];
+    for (;;) {
+      if (this.metaLength < 0) {
+        if (this.buffered < PREFIX_BYTES) return frames;
+        this.readPrefix(this.take(PREFIX_BYTES));
+      }
+      if (this.buffered < this.metaLength + this.payloadLength) return frames;
+      const meta = this.parseMeta(this.take(this.metaLength));
+      const payload = this.payloadLength === 0 ? EMPTY : this.take(this.payloadLength);
+      this.metaLength = -1;
+      frames.push({ meta, payload });
+    }
+  }
+
+  /** Bytes held for a frame not yet complete. */
+  get pending(): number {
+    return this.buffered;
+  }
+
+  private readPrefix(prefix: Uint8Array): void {
+    const view = new DataView(prefix.buffer, prefix.byteOffset, PREFIX_BYTES);
+    const magic = view.getUint32(0, true);
+    if (magic !== FRAME_MAGIC) throw errors.protocol(`bad frame magic 0x${magic.toString(16).padStart(8, '0')} (expected 0x${FRAME_MAGIC.toString(16)})`);
+    const metaLength = view.getUint32(4, true);
+    const payloadLength = view.getBigUint64(8, true);
+    if (metaLength === 0 || metaLength > MAX_META_BYTES) throw errors.protocol(`frame meta length ${metaLength} is outside 1..${MAX_META_BYTES}`);
+    if (payloadLength > BigInt(MAX_PAYLOAD_BYTES)) throw errors.protocol(`frame payload length ${payloadLength} exceeds ${MAX_PAYLOAD_BYTES}`);
+    this.metaLength = metaLength;
+    this.payloadLength = Number(payloadLength);
+  }
+
+  private parseMeta(bytes: Uint8Array): Record<string, unknown> {
+    let meta: unknown;
+    try {
+      meta = JSON.parse(decoder.decode(bytes));
+    } catch (error) {
+      throw errors.protocol(`frame meta is not UTF-8 JSON: ${(error as Error).message}`);
+    }
+    if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) throw errors.protocol('frame meta is not a JSON object');
+    return meta as Record<string, unknown>;
+  }
+
+  /** Removes `length` buffered bytes; a view when they lie in one chunk, else one copy. */
+  private take(length: number): Uint8Array {
+    this.buffered -= length;
+    const first = this.chunks[0]!;
+    if (first.length >= length) {
+      if (first.length === length) this.chunks.shift();
+      else this.chunks[0] = first.subarray(length);
+      return first.subarray(0, length);
+    }
+    const out = new Uint8Array(length);
+    let filled = 0;
+    while (filled < length) {
+      const chunk = this.chunks[0]!;
+      const part = Math.min(chunk.length, length - filled);
+      out.set(chunk.subarray(0, part), filled);
+      filled += part;
+      if (part === chunk.length) this.chunks.shift();
+      else this.chunks[0] = chunk.subarray(part);
+    }
+    return out;
+  }
+}

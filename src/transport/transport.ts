@@ -1,0 +1,36 @@
+/**
+ * The transport contract: an ordered, reliable channel of frames between two endpoints. The
+ * protocol layers (src/plugins/remote, src/proxy) see only this, never sockets, so TCP and later
+ * MPI are interchangeable.
+ */
+import type { OffloadError } from '../errors.js';
+import type { Frame } from './frame.js';
+
+export interface TransportStats {
+  framesSent: number;
+  framesReceived: number;
+  bytesSent: number;
+  bytesReceived: number;
+}
+
+export interface Transport {
+  /** Where the other end is, for messages (e.g. `127.0.0.1:7000`). */
+  readonly peer: string;
+  readonly closed: boolean;
+  readonly stats: TransportStats;
+  /**
+   * Queues a frame; never blocks and never drops. The payload is sent as is (not copied): the
+   * caller keeps it unchanged until the frame is on the wire. Returns false when more than the
+   * high-water mark is queued: the caller should await `drained()` before sending more bulk data.
+   * Sending on a closed transport does nothing.
+   */
+  send(meta: Record<string, unknown>, payload?: Uint8Array): boolean;
+  /** Resolves when the queued bytes fall below the high-water mark, or the transport closes. */
+  drained(): Promise<void>;
+  /** Called for each received frame, in order. */
+  onFrame: (frame: Frame) => void;
+  /** Called once when the transport closes, for whatever reason (`reason` unset: closed by `close()` without one). */
+  onClose: (reason: OffloadError | undefined) => void;
+  /** Closes at once; queued frames may be lost. Idempotent. */
+  close(reason?: OffloadError): void;
+}

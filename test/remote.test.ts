@@ -1,0 +1,234 @@
+// Remote devices beyond the conformance suite: proxy-to-proxy copies, isolation, tokens,
+// proxies and clients that die. Every proxy is a real `offload proxy` child process.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Offload, type Device, type Runtime } from '../src/index.js';
+import { RemoteConnection } from '../src/plugins/remote/connection.js';
+import type { RemoteDevice } from '../src/plugins/remote/device.js';
+import { rejectsWith } from './conformance/suite.js';
+import { fixtureBundle } from './helpers/fixtures.js';
+import { startProxy, type ProxyProcess } from './helpers/proxy.js';
+
+const MiB = 1024 * 1024;
+
+/** The client's transport to the proxy of `device` (to count the bytes that crossed it). */
+function transportOf(device: Device) {
+  return (device.plugin as RemoteDevice).connection.transport;
+}
+
+function pattern(bytes: number, seed: number): Uint8Array {
+  const data = new Uint8Array(bytes);
+  for (let i = 0; i < bytes; i++) data[i] = (i * 31 + seed) & 0xff;
+  return data;
+}
+
+describe('two proxies', () => {
+  let proxies: ProxyProcess[];
+  let runtime: Runtime;
+  let a: Device;
+  let b: Device;
+  const token = 'two-proxies-token';
+
+  before(async () => {
+    proxies = await Promise.all([startProxy({ token, threads: 1 }), startProxy({ token, threads: 1 })]);
+    runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * MiB }, proxies: proxies.map((p) => p.address), token });
+  });
+  after(async () => {
+    await runtime.shutdown();
+    await Promise.all(proxies.map((p) => p.stop()));
+  });
+
+  it('numbers local devices first, then each proxy in order, with where they live', () => {
+    assert.deepEqual(
+      runtime.devices.map((d) => [d.info.plugin, d.info.location]),
+      [['host', 'local'], ['remote', proxies[0]!.address], ['remote', proxies[1]!.address]],
+    );
+    [, a, b] = runtime.devices as [Device, Device, Device];
+  });
+
+  it('copies proxy to proxy without the bytes passing through the client, on either queue', async () => {
+    const bytes = 24 * MiB;
+    const src = await a.alloc(bytes);
+    const dst = await b.alloc(bytes);
+    const data = pattern(bytes, 7);
+    await a.queue().write(src, data).done;
+    const [ta, tb] = [transportOf(a), transportOf(b)];
+    const before = [ta.stats.bytesSent + ta.stats.bytesReceived, tb.stats.bytesSent + tb.stats.bytesReceived];
+
+    await a.queue().copy(dst, src).done; // pushed by the source's proxy
+    const pushed = new Uint8Array(bytes);
+    await b.queue().read(dst, pushed).done;
+    assert.ok(Buffer.from(pushed).equals(Buffer.from(data)), 'push copy: the bytes arrived intact');
+
+    await b.queue().write(dst, new Uint8Array(bytes)).done;
+    const mid = [ta.stats.bytesSent + ta.stats.bytesReceived, tb.stats.bytesSent + tb.stats.bytesReceived];
+    await b.queue().copy(dst, src, { srcOffset: MiB, dstOffset: 2 * MiB, byteLength: 8 * MiB }).done; // pulled by the destination's queue
+    const pulled = new Uint8Array(8 * MiB);
+    await b.queue().read(dst, pulled, { offset: 2 * MiB }).done;
+    assert.ok(Buffer.from(pulled).equals(Buffer.from(data.subarray(MiB, 9 * MiB))), 'pull copy: the bytes arrived intact');
+    const end = [ta.stats.bytesSent + ta.stats.bytesReceived, tb.stats.bytesSent + tb.stats.bytesReceived];
+
+    // Between `before` and `mid` the client moved 2 x 24 MiB on b's connection (the read and the
+    // zeroing write) and nothing bulk on a's; the copies themselves add only small frames.
+    const copyTraffic = mid[0]! - before[0]! + (end[0]! - mid[0]!) + (end[1]! - mid[1]! - 8 * MiB);
+    assert.ok(copyTraffic < 64 * 1024, `the copies moved ${copyTraffic} bytes over the client's connections`);
+    await Promise.all([src.free(), dst.free()]);
+  });
+
+  it('keeps a copy after the work before it on the same queue', async () => {
+    const src = await a.alloc(4 * MiB);
+    const dst = await b.alloc(4 * MiB);
+    const q = a.queue();
+    const data = pattern(4 * MiB, 3);
+    q.write(src, data);
+    q.copy(dst, src);
+    await q.finish();
+    const out = new Uint8Array(4 * MiB);
+    await b.queue().read(dst, out).done;
+    assert.ok(Buffer.from(out).equals(Buffer.from(data)));
+    await Promise.all([src.free(), dst.free()]);
+  });
+});
+
+describe('one proxy, several clients', () => {
+  let proxy: ProxyProcess;
+  before(async () => {
+    proxy = await startProxy({ threads: 1, memory: '64M' });
+  });
+  after(async () => {
+    await proxy.stop();
+  });
+
+  it('isolates clients: a buffer id of another client is INVALID_BUFFER', async () => {
+    const owner = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
+    const other = await RemoteConnection.open(proxy.address, { token: proxy.token });
+    try {
+      const device = owner.devices[0]!;
+      const buffer = await device.alloc(64);
+      await device.queue().write(buffer, new Uint8Array(64).fill(9)).done;
+      const id = (buffer.allocation as unknown as { id: number }).id;
+      await other.request({ op: 'queue', queue: 1, device: 0 });
+      await rejectsWith(other.request({ op: 'read', queue: 1, buffer: id, offset: 0, bytes: 64 }), 'INVALID_BUFFER', /not a live buffer of this client/);
+      await rejectsWith(other.request({ op: 'free', buffer: id }), 'INVALID_BUFFER');
+      const out = new Uint8Array(64);
+      await device.queue().read(buffer, out).done;
+      assert.deepEqual([...new Set(out)], [9], "the owner's buffer is untouched");
+    } finally {
+      other.close();
+      await owner.shutdown();
+    }
+  });
+
+  it('answers a wrong token with UNAUTHORIZED and nothing else, and keeps serving', async () => {
+    await rejectsWith(Offload.init({ host: false, proxies: [proxy.address], token: 'not-the-token' }), 'UNAUTHORIZED', /wrong token/);
+    if (process.env.OFFLOAD_TOKEN === undefined) {
+      await rejectsWith(Offload.init({ host: false, proxies: [proxy.address] }), 'INVALID_ARGUMENT', /no token is given/);
+    }
+    const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
+    assert.equal(runtime.devices.length, 1);
+    await runtime.shutdown();
+  });
+
+  it('frees the memory of a client that is killed', async () => {
+    // The child takes 48 of the proxy's 64 MiB and is killed without shutting down.
+    const script = `
+      import { Offload } from ${JSON.stringify(new URL('../src/index.ts', import.meta.url).href)};
+      const runtime = await Offload.init({ host: false, proxies: [${JSON.stringify(proxy.address)}], token: ${JSON.stringify(proxy.token)} });
+      await runtime.devices[0].alloc(48 * 1024 * 1024);
+      console.log('allocated');
+      setInterval(() => {}, 1000);
+    `;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve, reject) => {
+      child.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('allocated') && resolve());
+      child.once('exit', (code) => reject(new Error(`the client exited early (${code})`)));
+    });
+    const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
+    try {
+      const device = runtime.devices[0]!;
+      await rejectsWith(device.alloc(48 * MiB), 'OUT_OF_MEMORY');
+      child.kill('SIGKILL');
+      const deadline = Date.now() + 5000;
+      for (;;) {
+        try {
+          await (await device.alloc(48 * MiB)).free();
+          break;
+        } catch (error) {
+          if (Date.now() > deadline) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      }
+    } finally {
+      child.kill('SIGKILL');
+      await runtime.shutdown();
+    }
+  });
+});
+
+describe('a proxy killed mid-queue', () => {
+  it('fails pending and later operations with DEVICE_LOST within a second; local devices go on', async () => {
+    const proxy = await startProxy({ threads: 1 });
+    const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * MiB }, proxies: [proxy.address], token: proxy.token });
+    try {
+      const [local, remote] = runtime.devices as [Device, Device];
+      const library = await runtime.register(await fixtureBundle());
+      const busy = await remote.kernel(library, 'busy');
+      const out = await remote.alloc(8);
+      const q = remote.queue();
+      q.launch(busy, { teams: 1 }, [2_000_000_000, out]); // long enough to be mid-queue
+      const finished = q.finish();
+      finished.catch(() => {}); // awaited below, after the kill
+      const pending = [q.launch(busy, { teams: 1 }, [1, out]).done, q.record().done, finished];
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const killed = Date.now();
+      await proxy.kill();
+      for (const result of pending) await rejectsWith(result, 'DEVICE_LOST');
+      const elapsed = Date.now() - killed;
+      assert.ok(elapsed < 1000, `DEVICE_LOST took ${elapsed} ms`);
+      await rejectsWith(q.write(out, new Uint8Array(8)).done, 'DEVICE_LOST');
+      await rejectsWith(remote.alloc(8), 'DEVICE_LOST');
+      await rejectsWith(q.finish(), 'DEVICE_LOST');
+
+      const add = await local.kernel(library, 'add_i32');
+      const buffer = await local.alloc(16);
+      const lq = local.queue();
+      lq.write(buffer, new Int32Array([1, 2, 3, 4]));
+      lq.launch(add, { teams: 1 }, [4, 10, buffer]);
+      const result = new Int32Array(4);
+      lq.read(buffer, result);
+      await lq.finish();
+      assert.deepEqual([...result], [11, 12, 13, 14]);
+    } finally {
+      await runtime.shutdown();
+      await proxy.kill();
+    }
+  });
+
+  it('fails Offload.init with DEVICE_LOST naming a proxy that is not there', async () => {
+    const proxy = await startProxy({ threads: 1 });
+    await proxy.kill();
+    await rejectsWith(Offload.init({ host: false, proxies: [proxy.address], token: proxy.token }), 'DEVICE_LOST', new RegExp(proxy.address.replace(/\./g, '\\.')));
+  });
+});
+
+describe('offload launch', () => {
+  it('starts N proxies wired to the app and stops them when it exits', async () => {
+    const app = fileURLToPath(new URL('./fixtures/launch-app.ts', import.meta.url));
+    const main = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
+    const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', main, 'launch', '-np', '2', app, 'extra-arg'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, OFFLOAD_HOST_THREADS: '1' } });
+      let out = '';
+      child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      child.once('exit', (exitCode) => resolve({ code: exitCode, stdout: out }));
+    });
+    assert.equal(code, 3, `the app's exit status comes back; output:\n${stdout}`);
+    const report = JSON.parse(stdout.split('\n').find((line) => line.startsWith('{'))!) as { plugins: string[]; args: string[]; sum: number; proxies: string[] };
+    assert.deepEqual(report.plugins, ['host', 'remote', 'remote']);
+    assert.deepEqual(report.args, ['extra-arg']);
+    assert.equal(report.sum, 2 * (1 + 2 + 3 + 4) + 2 * 4 * 10);
+    // The proxies are gone: connecting to them fails.
+    for (const address of report.proxies) await rejectsWith(RemoteConnection.open(address, { token: 'x', timeoutMs: 2000 }), 'DEVICE_LOST');
+  });
+});

@@ -152,7 +152,7 @@ export class ProxyConnection {
       }
       case 'queue': {
         const queueId = meta.uint('queue');
-        if (this.queues.has(queueId)) throw errors.protocol(`queue ${queueId} exists already`);
+        if (this.queues.has(queueId)) throw errors.invalidArgument(`queue ${queueId} exists already`);
         this.queues.set(queueId, this.device(meta).queue());
         return this.reply(id, Promise.resolve());
       }
@@ -202,7 +202,7 @@ export class ProxyConnection {
       case 'signal': {
         const gateId = meta.uint('gate');
         const gate = this.gates.get(gateId);
-        if (!gate) throw errors.protocol(`gate ${gateId} does not exist`);
+        if (!gate) throw errors.invalidArgument(`gate ${gateId} does not exist (or was signalled already)`);
         this.gates.delete(gateId);
         const failure = meta.error('error');
         if (failure) gate.reject(new OffloadError(failure.code, failure.message));
@@ -238,7 +238,7 @@ export class ProxyConnection {
   private queue(meta: Meta): Queue {
     const id = meta.uint('queue');
     const queue = this.queues.get(id);
-    if (!queue) throw errors.protocol(`queue ${id} does not exist on this connection`);
+    if (!queue) throw errors.invalidArgument(`queue ${id} does not exist on this connection`);
     return queue;
   }
 

@@ -28,6 +28,7 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 export function encodeHead(meta: Record<string, unknown>, payloadLength: number): Uint8Array {
   const json = encoder.encode(JSON.stringify(meta));
   if (json.length > MAX_META_BYTES) throw errors.invalidArgument(`frame meta of ${json.length} bytes exceeds ${MAX_META_BYTES}`);
+  if (!Number.isSafeInteger(payloadLength) || payloadLength < 0) throw errors.invalidArgument(`frame payload length must be a byte count, not ${payloadLength}`);
   if (payloadLength > MAX_PAYLOAD_BYTES) throw errors.invalidArgument(`frame payload of ${payloadLength} bytes exceeds ${MAX_PAYLOAD_BYTES}`);
   const head = new Uint8Array(PREFIX_BYTES + json.length);
   const view = new DataView(head.buffer);
@@ -77,9 +78,9 @@ export class FrameDecoder {
     }
   }
 
-  /** Bytes held for a frame not yet complete. */
+  /** Bytes received for a frame not yet complete (a prefix already parsed counts: the frame is begun). */
   get pending(): number {
-    return this.buffered;
+    return this.buffered + (this.metaLength < 0 ? 0 : PREFIX_BYTES);
   }
 
   private readPrefix(prefix: Uint8Array): void {

@@ -97,8 +97,8 @@ class TcpTransport implements Transport {
   }
 }
 
-/** Connects to `address`; DEVICE_LOST naming it when it cannot be reached in time. */
-export function connectTcp(address: string, options: { timeoutMs?: number } = {}): Promise<Transport> {
+/** Connects to `address`; DEVICE_LOST naming it when it cannot be reached in time. Async so a bad address rejects rather than throws. */
+export async function connectTcp(address: string, options: { timeoutMs?: number } = {}): Promise<Transport> {
   const { host, port } = parseAddress(address);
   const timeoutMs = options.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   return new Promise((resolve, reject) => {
@@ -126,7 +126,7 @@ export interface TcpListener {
 }
 
 /** Listens on `address`; each accepted connection becomes a Transport handed to `onConnection`. */
-export function listenTcp(address: string, onConnection: (transport: Transport) => void): Promise<TcpListener> {
+export async function listenTcp(address: string, onConnection: (transport: Transport) => void): Promise<TcpListener> {
   const { host, port } = parseAddress(address);
   const sockets = new Set<net.Socket>();
   const server = net.createServer((socket) => {
@@ -137,6 +137,8 @@ export function listenTcp(address: string, onConnection: (transport: Transport) 
   return new Promise((resolve, reject) => {
     server.once('error', (error) => reject(errors.invalidArgument(`cannot listen on ${address}: ${error.message}`)));
     server.listen(port, host, () => {
+      // Once listening, an accept error (EMFILE, ...) costs that one connection, not the process.
+      server.on('error', () => {});
       const bound = server.address() as net.AddressInfo;
       resolve({
         address: formatAddress({ host, port: bound.port }),

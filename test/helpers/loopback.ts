@@ -1,0 +1,74 @@
+/**
+ * An in-memory transport pair for tests that need many connections fast (the frame fuzzer):
+ * each frame is encoded to bytes and decoded again on the other side, so the decoder's checks
+ * run exactly as on a socket; `inject` delivers raw bytes as if they came off the wire.
+ */
+import type { OffloadError } from '../../src/errors.js';
+import { encodeFrame, FrameDecoder, type Frame } from '../../src/transport/frame.js';
+import type { Transport, TransportStats } from '../../src/transport/transport.js';
+
+export class LoopbackTransport implements Transport {
+  readonly stats: TransportStats = { framesSent: 0, framesReceived: 0, bytesSent: 0, bytesReceived: 0 };
+  onFrame: (frame: Frame) => void = () => {};
+  onClose: (reason: OffloadError | undefined) => void = () => {};
+  closeReason: OffloadError | undefined;
+  other!: LoopbackTransport;
+  private readonly decoder = new FrameDecoder();
+  private isClosed = false;
+
+  constructor(readonly peer: string) {}
+
+  static pair(): [LoopbackTransport, LoopbackTransport] {
+    const a = new LoopbackTransport('loopback-a');
+    const b = new LoopbackTransport('loopback-b');
+    a.other = b;
+    b.other = a;
+    return [a, b];
+  }
+
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  send(meta: Record<string, unknown>, payload?: Uint8Array): boolean {
+    if (this.isClosed) return true;
+    const bytes = encodeFrame(meta, payload);
+    this.stats.framesSent++;
+    this.stats.bytesSent += bytes.length;
+    this.other.inject(bytes);
+    return true;
+  }
+
+  drained(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** Delivers `bytes` to this end on a later microtask, as a socket would. */
+  inject(bytes: Uint8Array): void {
+    queueMicrotask(() => {
+      if (this.isClosed) return;
+      this.stats.bytesReceived += bytes.length;
+      let frames: Frame[];
+      try {
+        frames = this.decoder.push(bytes);
+      } catch (error) {
+        this.close(error as OffloadError);
+        return;
+      }
+      for (const frame of frames) {
+        if (this.isClosed) return;
+        this.stats.framesReceived++;
+        this.onFrame(frame);
+      }
+    });
+  }
+
+  close(reason?: OffloadError): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.closeReason = reason;
+    this.onClose(reason);
+    // Like a socket: what was sent before the close still arrives, then the other end closes.
+    queueMicrotask(() => this.other.close(reason));
+  }
+}

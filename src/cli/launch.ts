@@ -4,14 +4,13 @@
  * and free ports; the app gets OFFLOAD_PROXIES and OFFLOAD_TOKEN; the proxies stop when the app
  * exits, and the command exits with the app's status.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import { errors } from '../errors.js';
+import { spawnProxy, type SpawnedProxy } from '../proxy/spawn.js';
 import { usageError } from './format.js';
 
 export const summary = 'Start N local proxies and run a program wired to them';
@@ -24,33 +23,6 @@ its local devices first, then the proxies' devices. The proxies stop when it exi
 Options:
   -np, --np <N>  Number of proxies (1 to 64)
   -h, --help     Show this help`;
-
-const START_TIMEOUT_MS = 30_000;
-
-/** This command line again, for children: the same node flags (tsx when run from source) and script. */
-function selfCommand(): string[] {
-  return [...process.execArgv, process.argv[1]!];
-}
-
-/** Starts one proxy on a free port; resolves with its address once it listens. */
-function startProxy(tokenFile: string, index: number): Promise<{ child: ChildProcess; address: string }> {
-  const child = spawn(process.execPath, [...selfCommand(), 'proxy', '--listen', '127.0.0.1:0', '--token-file', tokenFile], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(errors.timeout(`proxy ${index} did not start within ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(errors.deviceLost(`proxy ${index} exited before listening (${signal ?? `status ${code}`})`));
-    });
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const match = /^listening on (\S+)$/.exec(line);
-      if (!match) return;
-      clearTimeout(timer);
-      resolve({ child, address: match[1]! });
-    });
-  });
-}
 
 export async function run(args: string[]): Promise<number> {
   // `-np` is MPI's spelling; parseArgs knows only --np.
@@ -73,13 +45,15 @@ export async function run(args: string[]): Promise<number> {
   const token = randomBytes(24).toString('hex');
   const tokenFile = path.join(dir, 'token');
   await writeFile(tokenFile, token, { mode: 0o600 });
-  const proxies: ChildProcess[] = [];
+  const proxies: SpawnedProxy[] = [];
   try {
-    const started = await Promise.allSettled(Array.from({ length: count }, (_, i) => startProxy(tokenFile, i)));
-    for (const result of started) if (result.status === 'fulfilled') proxies.push(result.value.child);
+    // This command line again for the proxies: the same node flags (tsx when run from source) and script.
+    const cli = [...process.execArgv, process.argv[1]!];
+    const started = await Promise.allSettled(Array.from({ length: count }, () => spawnProxy({ cli, tokenFile, inheritStderr: true })));
+    for (const result of started) if (result.status === 'fulfilled') proxies.push(result.value);
     const failed = started.find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
-    const addresses = started.map((result) => (result as PromiseFulfilledResult<{ address: string }>).value.address);
+    const addresses = proxies.map((proxy) => proxy.address);
     const appProcess = spawn(process.execPath, [...process.execArgv, app!, ...appArgs], {
       stdio: 'inherit',
       env: { ...process.env, OFFLOAD_PROXIES: addresses.join(','), OFFLOAD_TOKEN: token },
@@ -92,26 +66,14 @@ export async function run(args: string[]): Promise<number> {
         console.error(`offload launch: cannot start ${app}: ${error.message}`);
         resolve(1);
       });
-      appProcess.once('exit', (code, signal) => resolve(code ?? (signal ? 128 + 15 : 1)));
+      // A signal death becomes 128 + its number, as shells report it.
+      appProcess.once('exit', (code, signal) => resolve(code ?? 128 + (signal ? constants.signals[signal] : 0)));
     });
     process.off('SIGINT', forward);
     process.off('SIGTERM', forward);
     return status;
   } finally {
-    await Promise.all(proxies.map(stopProxy));
+    await Promise.all(proxies.map((proxy) => proxy.stop()));
     await rm(dir, { recursive: true, force: true });
   }
-}
-
-/** SIGTERM (the proxy frees everything and exits), then SIGKILL if it takes too long. */
-function stopProxy(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }

@@ -1,0 +1,70 @@
+/**
+ * Starting `offload proxy` as a child process on a free local port, for `offload launch`, the
+ * tests and the benchmarks: resolves once the proxy prints the address it listens on.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { errors } from '../errors.js';
+
+export interface SpawnedProxy {
+  address: string;
+  child: ChildProcess;
+  /** Everything the proxy printed so far (stdout, and stderr unless inherited). */
+  output(): string;
+  /** SIGTERM (the proxy frees everything and exits), SIGKILL after `graceMs`; resolves on exit. */
+  stop(graceMs?: number): Promise<void>;
+  /** SIGKILL; resolves on exit. */
+  kill(): Promise<void>;
+}
+
+export interface SpawnProxyOptions {
+  /** Node arguments that run the `offload` CLI, e.g. `[...process.execArgv, process.argv[1]]`. */
+  cli: string[];
+  tokenFile: string;
+  env?: NodeJS.ProcessEnv;
+  /** Pass the proxy's stderr through to ours (default: collect it into output()). */
+  inheritStderr?: boolean;
+  timeoutMs?: number;
+}
+
+export function spawnProxy(options: SpawnProxyOptions): Promise<SpawnedProxy> {
+  const child = spawn(process.execPath, [...options.cli, 'proxy', '--listen', '127.0.0.1:0', '--token-file', options.tokenFile], {
+    env: options.env ?? process.env,
+    stdio: ['ignore', 'pipe', options.inheritStderr ? 'inherit' : 'pipe'],
+  });
+  let output = '';
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const running = () => child.exitCode === null && child.signalCode === null;
+  const stop = async (graceMs = 5000) => {
+    if (running()) {
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      child.kill('SIGTERM');
+      await exited;
+      clearTimeout(timer);
+    }
+    await exited;
+  };
+  const kill = async () => {
+    if (running()) child.kill('SIGKILL');
+    await exited;
+  };
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(errors.timeout(`the proxy did not start within ${timeoutMs} ms:\n${output}`));
+    }, timeoutMs);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(errors.deviceLost(`the proxy exited before listening (${signal ?? `status ${code}`}):\n${output}`));
+    });
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      output += `${line}\n`;
+      const match = /^listening on (\S+)$/.exec(line);
+      if (!match) return;
+      clearTimeout(timer);
+      resolve({ address: match[1]!, child, output: () => output, stop, kill });
+    });
+  });
+}

@@ -1,5 +1,6 @@
 /** Every bench suite, in the order `npm run bench` runs them. Later suites register here. */
 import type { Suite } from '../suite.js';
 import { hostSuite } from './host.js';
+import { remoteSuite } from './remote.js';
 
-export const suites: readonly Suite[] = [hostSuite];
+export const suites: readonly Suite[] = [hostSuite, remoteSuite];

@@ -1,0 +1,46 @@
+// The far end of the raw TCP baselines (bench/raw-tcp.ts), run as its own process like a proxy.
+// Plain JavaScript, no framing library: one command byte, then for W and R a u32 length (LE).
+//   P        -> answers P                       (ping-pong)
+//   W n data -> reads n bytes, answers K        (stream to the peer)
+//   R n      -> sends n bytes                   (stream from the peer)
+import net from 'node:net';
+
+const server = net.createServer((socket) => {
+  socket.setNoDelay(true);
+  let pending = Buffer.alloc(0);
+  let sinking = 0;
+  const source = Buffer.alloc(1024 * 1024, 0x5a);
+  socket.on('data', (chunk) => {
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    for (;;) {
+      if (sinking > 0) {
+        const take = Math.min(sinking, pending.length);
+        sinking -= take;
+        pending = pending.subarray(take);
+        if (sinking > 0) return;
+        socket.write('K');
+        continue;
+      }
+      if (pending.length === 0) return;
+      const command = String.fromCharCode(pending[0]);
+      if (command === 'P') {
+        pending = pending.subarray(1);
+        socket.write('P');
+        continue;
+      }
+      if (pending.length < 5) return;
+      const length = pending.readUInt32LE(1);
+      pending = pending.subarray(5);
+      if (command === 'W') sinking = length;
+      else if (command === 'R') {
+        for (let sent = 0; sent < length; sent += source.length) socket.write(source.subarray(0, Math.min(source.length, length - sent)));
+      } else {
+        socket.destroy();
+        return;
+      }
+      if (sinking === 0 && command === 'W') socket.write('K');
+    }
+  });
+});
+server.listen(0, '127.0.0.1', () => console.log(`listening on 127.0.0.1:${server.address().port}`));
+process.on('SIGTERM', () => process.exit(0));

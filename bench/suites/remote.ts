@@ -1,0 +1,153 @@
+/**
+ * A remote host device served by a real `offload proxy` child process on 127.0.0.1, against a
+ * bare TCP socket to another Node process (bench/raw-tcp.ts): bulk transfers, launch round
+ * trips, pipelined launches; and a launch-heavy loop over one proxy against two.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Offload, type Device, type Kernel, type Runtime } from '../../src/index.js';
+import { spawnProxy, type SpawnedProxy } from '../../src/proxy/spawn.js';
+import { benchBundle } from '../kernel-bundle.js';
+import { measure, type Plan } from '../measure.js';
+import { RawTcpPeer } from '../raw-tcp.js';
+import type { Row, Suite } from '../suite.js';
+
+const MiB = 1024 * 1024;
+const COPY_BYTES = 64 * MiB;
+const PIPELINED_LAUNCHES = 5000;
+/** One small mandelbrot tile per launch: enough work (~0.3 ms) that two proxies can overlap. */
+const TILE = [64, 48, 256, -2.2, -1.125, 3 / 64] as const;
+
+const cli = ['--import', 'tsx', fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url))];
+
+async function startProxies(count: number, token: string): Promise<SpawnedProxy[]> {
+  const tokenFile = path.join(mkdtempSync(path.join(tmpdir(), 'offload-bench-')), 'token');
+  writeFileSync(tokenFile, token);
+  // One worker each: on a 2-vCPU machine, two proxies then use both cores between them.
+  const env = { ...process.env, OFFLOAD_HOST_THREADS: '1', OFFLOAD_HOST_MEMORY: '256M', OFFLOAD_PROXIES: '' };
+  return Promise.all(Array.from({ length: count }, () => spawnProxy({ cli, tokenFile, env, inheritStderr: true })));
+}
+
+async function transfers(device: Device, raw: RawTcpPeer, plan: Plan): Promise<Row[]> {
+  const buffer = await device.alloc(COPY_BYTES);
+  const queue = device.queue();
+  const src = new Uint8Array(COPY_BYTES).fill(0xa5);
+  const dst = new Uint8Array(COPY_BYTES);
+  const [write, rawWrite, read, rawRead] = await measure(plan, [
+    { label: 'queue.write(remoteBuffer, 64 MiB) + finish()', count: COPY_BYTES, run: () => (queue.write(buffer, src), queue.finish()) },
+    { label: '64 MiB over a bare TCP socket to another Node process, in 1 MiB writes, until it acks', count: COPY_BYTES, run: () => raw.write(src) },
+    { label: 'queue.read(remoteBuffer, 64 MiB) + finish()', count: COPY_BYTES, run: () => (queue.read(buffer, dst), queue.finish()) },
+    { label: 'the other process streams 64 MiB over a bare TCP socket, copied into a 64 MiB array', count: COPY_BYTES, run: () => raw.read(dst) },
+  ]);
+  await buffer.free();
+  const goal = { op: '>=', value: 0.8 } as const;
+  return [
+    { name: 'remote write 64 MiB', unit: 'GB/s', offload: write!, baseline: rawWrite!, goal },
+    { name: 'remote read 64 MiB', unit: 'GB/s', offload: read!, baseline: rawRead!, goal },
+  ];
+}
+
+async function launches(device: Device, empty: Kernel, raw: RawTcpPeer, plan: Plan): Promise<Row[]> {
+  const queue = device.queue();
+  const rounds = plan.quick ? 300 : 1000;
+  const [sequential, pingPong] = await measure(plan, [
+    {
+      label: 'await queue.launch(empty, { teams: 1 }, []).done on the remote device, one after the other',
+      count: rounds,
+      run: async () => {
+        for (let i = 0; i < rounds; i++) await queue.launch(empty, { teams: 1 }, []).done;
+      },
+    },
+    {
+      label: 'one byte to another Node process over bare TCP and one byte back',
+      count: rounds,
+      run: async () => {
+        for (let i = 0; i < rounds; i++) await raw.ping();
+      },
+    },
+  ]);
+  const [pipelined] = await measure(plan, [
+    {
+      label: `${PIPELINED_LAUNCHES.toLocaleString('en-US')} x queue.launch(empty) on the remote device without awaiting, then finish()`,
+      count: PIPELINED_LAUNCHES,
+      run: () => {
+        for (let i = 0; i < PIPELINED_LAUNCHES; i++) queue.launch(empty, { teams: 1 }, []);
+        return queue.finish();
+      },
+    },
+  ]);
+  return [
+    { name: 'remote empty-kernel launch round trip vs TCP ping-pong', unit: 'us', offload: sequential!, baseline: pingPong!, goal: { op: '<=', value: 1.5 } },
+    {
+      name: `remote empty launches pipelined on one queue (${PIPELINED_LAUNCHES.toLocaleString('en-US')})`,
+      unit: 'launches/s',
+      offload: pipelined!,
+      baseline: { ...sequential!, label: 'sequential remote launches (the round-trip loop above)' },
+    },
+  ];
+}
+
+/** The same number of tile launches on one proxy's device, then split over two proxies. */
+async function scaling(one: Runtime, two: Runtime, plan: Plan): Promise<Row> {
+  const launchesTotal = plan.quick ? 400 : 2000;
+  const setups = await Promise.all(
+    [one, two].map(async (runtime) => {
+      const library = await runtime.register(await benchBundle());
+      const devices = runtime.devices.filter((d) => d.info.plugin === 'remote');
+      return Promise.all(
+        devices.map(async (device) => ({ queue: device.queue(), kernel: await device.kernel(library, 'mandelbrot'), out: await device.alloc(TILE[0] * TILE[1] * 4) })),
+      );
+    }),
+  );
+  const loop = (targets: (typeof setups)[number]) => async () => {
+    for (let i = 0; i < launchesTotal; i++) {
+      const target = targets[i % targets.length]!;
+      target.queue.launch(target.kernel, { teams: 1 }, [...TILE, target.out]);
+    }
+    await Promise.all(targets.map((target) => target.queue.finish()));
+  };
+  const [onOne, onTwo] = await measure(plan, [
+    { label: `${launchesTotal} mandelbrot tile launches, pipelined, on one proxy (1 worker)`, count: launchesTotal, run: loop(setups[0]!) },
+    { label: `the same launches alternating over two proxies (1 worker each), one queue each`, count: launchesTotal, run: loop(setups[1]!) },
+  ]);
+  return {
+    name: 'launch-heavy loop: two proxies vs one',
+    unit: 'launches/s',
+    offload: onTwo!,
+    baseline: onOne!,
+    goal: { op: '~', value: 2, note: 'the proxy count' },
+  };
+}
+
+export const remoteSuite: Suite = {
+  name: 'remote',
+  description: 'a remote host device behind a real proxy process against bare TCP between two Node processes',
+  async run(plan, progress) {
+    const token = randomBytes(16).toString('hex');
+    const proxies = await startProxies(3, token);
+    const raw = await RawTcpPeer.start();
+    const runtimes: Runtime[] = [];
+    try {
+      const single = await Offload.init({ host: false, proxies: [proxies[0]!.address], token });
+      runtimes.push(single);
+      const pair = await Offload.init({ host: false, proxies: [proxies[1]!.address, proxies[2]!.address], token });
+      runtimes.push(pair);
+      const device = single.devices[0]!;
+      const library = await single.register(await benchBundle());
+      const empty = await device.kernel(library, 'empty');
+      progress('remote: write/read of 64 MiB');
+      const copyRows = await transfers(device, raw, plan);
+      progress('remote: launch round trips and pipelined launches');
+      const launchRows = await launches(device, empty, raw, plan);
+      progress('remote: launch-heavy loop over one and two proxies');
+      return [...copyRows, ...launchRows, await scaling(single, pair, plan)];
+    } finally {
+      for (const runtime of runtimes) await runtime.shutdown();
+      await raw.close();
+      await Promise.all(proxies.map((proxy) => proxy.stop()));
+    }
+  },
+};

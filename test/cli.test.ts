@@ -1,11 +1,12 @@
 // The `offload` command, run as a real child process (through tsx, so no build is needed).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { startProxy } from './helpers/proxy.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const main = path.join(root, 'src/cli/main.ts');
@@ -38,7 +39,7 @@ describe('offload command', () => {
     for (const args of [['--help'], []]) {
       const { code, stdout } = await offload(args);
       assert.equal(code, 0);
-      for (const command of ['devices', 'build', 'demo']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
+      for (const command of ['devices', 'build', 'demo', 'proxy', 'launch']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
     }
   });
 
@@ -53,13 +54,24 @@ describe('offload command', () => {
     const noOutput = await offload(['build', 'test/fixtures/kernels.ts']);
     assert.equal(noOutput.code, 2);
     assert.match(noOutput.stderr, /-o <out>/);
+    const noListen = await offload(['proxy']);
+    assert.equal(noListen.code, 2);
+    assert.match(noListen.stderr, /--listen/);
+    const noToken = await offload(['proxy', '--listen', '127.0.0.1:0'], { OFFLOAD_TOKEN: '' });
+    assert.equal(noToken.code, 2);
+    assert.match(noToken.stderr, /token is required/);
+    const noProgram = await offload(['launch', '-np', '2']);
+    assert.equal(noProgram.code, 2);
+    assert.match(noProgram.stderr, /no program given/);
+    const badCount = await offload(['launch', '-np', 'zero', 'app.js']);
+    assert.equal(badCount.code, 2);
     const badSize = await offload(['demo', '--size', 'lots']);
     assert.equal(badSize.code, 2);
     assert.match(badSize.stderr, /--size must be an integer/);
   });
 
   it('shows the help of each command', async () => {
-    for (const command of ['devices', 'build', 'demo']) {
+    for (const command of ['devices', 'build', 'demo', 'proxy', 'launch']) {
       const direct = await offload([command, '--help']);
       assert.equal(direct.code, 0);
       assert.match(direct.stdout, new RegExp(`^Usage: offload ${command}`));
@@ -108,5 +120,31 @@ describe('offload command', () => {
     assert.equal(code, 0, stderr);
     for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} .*checked: OK$`, 'm'));
     assert.match(stdout, /all 3 kernels checked OK/);
+  });
+
+  it('runs the demo on a local proxy too, and lists the proxy devices with where they live', async () => {
+    const { code, stdout, stderr } = await offload(['demo', '--size', '1000', '--proxies', '1'], { OFFLOAD_HOST_THREADS: '1' });
+    assert.equal(code, 0, stderr);
+    const proxy = /^proxy +(\S+) /m.exec(stdout)![1]!;
+    for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} +1 host .* @ ${proxy.replace(/\./g, '\\.')} .*checked: OK$`, 'm'));
+    assert.match(stdout, /all 6 kernels checked OK on 2 devices/);
+  });
+
+  it('lists remote devices with --proxies and a token file', async () => {
+    const proxy = await startProxy({ threads: 1 });
+    try {
+      const tokenFile = path.join(dir, 'token');
+      await writeFile(tokenFile, `${proxy.token}\n`);
+      const { code, stdout, stderr } = await offload(['devices', '--json', '--proxies', proxy.address, '--token-file', tokenFile]);
+      assert.equal(code, 0, stderr);
+      const devices = JSON.parse(stdout) as { plugin: string; location: string }[];
+      assert.deepEqual(devices.map((d) => [d.plugin, d.location]), [['host', 'local'], ['remote', proxy.address]]);
+      await writeFile(tokenFile, 'wrong\n');
+      const refused = await offload(['devices', '--proxies', proxy.address, '--token-file', tokenFile]);
+      assert.equal(refused.code, 1);
+      assert.match(refused.stderr, /^offload: error \[UNAUTHORIZED\]/m);
+    } finally {
+      await proxy.stop();
+    }
   });
 });

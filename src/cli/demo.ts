@@ -1,10 +1,11 @@
 /**
  * `offload demo`: compiles examples/kernels.ts (cached by content), runs saxpy, a dot product and
- * mandelbrot on device 0, and checks every result against a plain TypeScript reference.
+ * mandelbrot on every device (with `--proxies N`, also on N local proxies it starts), and checks
+ * every result against a plain TypeScript reference.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,21 +16,24 @@ import type { Library } from '../api/library.js';
 import type { Event, Queue } from '../api/queue.js';
 import { Offload } from '../api/runtime.js';
 import { buildBundle } from '../build/compile.js';
+import { spawnProxy, type SpawnedProxy } from '../proxy/spawn.js';
 import { formatDuration, table, usageError } from './format.js';
 
-export const summary = 'Compile the example kernels, run them on the host device and check the results';
+export const summary = 'Compile the example kernels, run them on every device and check the results';
 
 const DEFAULT_SIZE = 2 ** 22;
 const MAX_SIZE = 2 ** 31 - 1; // n is an i32 kernel parameter
 
-const HELP = `Usage: offload demo [--size N]
+const HELP = `Usage: offload demo [--size N] [--proxies N]
 
 ${summary}:
-saxpy and a dot product over N floats, and a 256x192 mandelbrot.
+saxpy and a dot product over N floats, and a 256x192 mandelbrot, on every device the runtime
+finds (OFFLOAD_PROXIES included).
 
 Options:
-  --size <N>  Vector length of saxpy and the dot product (default ${DEFAULT_SIZE})
-  -h, --help  Show this help`;
+  --size <N>     Vector length of saxpy and the dot product (default ${DEFAULT_SIZE})
+  --proxies <N>  Start N local 'offload proxy' processes and run on their devices too
+  -h, --help     Show this help`;
 
 // src/cli and dist/cli sit at the same depth below the package root.
 const KERNELS_SOURCE = fileURLToPath(new URL('../../examples/kernels.ts', import.meta.url));
@@ -58,7 +62,7 @@ interface Outcome {
 export async function run(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { size: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { size: { type: 'string' }, proxies: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
   });
   if (values.help) {
     console.log(HELP);
@@ -68,46 +72,82 @@ export async function run(args: string[]): Promise<number> {
   if (!/^\d+$/.test(values.size ?? '1') || size < 1 || size > MAX_SIZE) {
     return usageError('demo', `--size must be an integer from 1 to ${MAX_SIZE}, got '${values.size}'`);
   }
+  const proxyCount = values.proxies === undefined ? 0 : Number(values.proxies);
+  if (!/^\d+$/.test(values.proxies ?? '0') || proxyCount > 16) {
+    return usageError('demo', `--proxies must be a number of local proxies from 0 to 16, got '${values.proxies}'`);
+  }
 
   const started = performance.now();
   const bundle = await demoBundle();
   const how = bundle.compileMs === undefined ? 'cached' : `compiled in ${formatDuration(bundle.compileMs)}`;
   console.log(`kernels  ${path.relative(process.cwd(), KERNELS_SOURCE) || KERNELS_SOURCE}: ${how} -> ${bundle.path}`);
 
-  const runtime = await Offload.init();
+  const local = await startLocalProxies(proxyCount);
   try {
-    const device = runtime.device(0);
-    const library = await runtime.register(bundle.path);
-    const teams = 4 * device.info.computeUnits;
-    const outcomes = [
-      await saxpy(device, library, size, teams),
-      await dot(device, library, size, teams),
-      await mandelbrot(device, library, teams),
-    ];
+    const runtime = await Offload.init(local && { proxies: local.proxies.map((proxy) => proxy.address), token: local.token });
+    try {
+      const library = await runtime.register(bundle.path);
+      const outcomes: (Outcome & { device: Device })[] = [];
+      for (const device of runtime.devices) {
+        const teams = 4 * device.info.computeUnits;
+        for (const outcome of [
+          await saxpy(device, library, size, teams),
+          await dot(device, library, size, teams),
+          await mandelbrot(device, library, teams),
+        ]) {
+          outcomes.push({ ...outcome, device });
+        }
+      }
 
-    const where = `${device.id} ${device.info.name}`;
-    const header = ['kernel', 'device', 'grid', 'problem', 'launch', 'round trip', 'result'];
-    const rows = outcomes.map((o) => [
-      o.kernel,
-      where,
-      `${o.teams} x 1`,
-      o.problem,
-      formatDuration(o.launchMs),
-      formatDuration(o.roundTripMs),
-      o.mismatch === undefined ? 'checked: OK' : `checked: MISMATCH at ${o.mismatch.index} (${o.mismatch.got}, ${o.mismatch.expected})`,
-    ]);
-    console.log('');
-    for (const line of table([header, ...rows])) console.log(line);
-    console.log('');
+      const header = ['kernel', 'device', 'grid', 'problem', 'launch', 'round trip', 'result'];
+      const rows = outcomes.map((o) => [
+        o.kernel,
+        `${o.device.id} ${o.device.info.name}`,
+        `${o.teams} x 1`,
+        o.problem,
+        formatDuration(o.launchMs),
+        formatDuration(o.roundTripMs),
+        o.mismatch === undefined ? 'checked: OK' : `checked: MISMATCH at ${o.mismatch.index} (${o.mismatch.got}, ${o.mismatch.expected})`,
+      ]);
+      console.log('');
+      for (const line of table([header, ...rows])) console.log(line);
+      console.log('');
 
-    const failed = outcomes.filter((o) => o.mismatch !== undefined).length;
-    const total = formatDuration(performance.now() - started);
-    const verdict = failed === 0 ? `all ${outcomes.length} kernels checked OK` : `${failed} of ${outcomes.length} kernels MISMATCHED`;
-    console.log(`${verdict} on device ${where}; ${total} in all`);
-    return failed === 0 ? 0 : 1;
+      const failed = outcomes.filter((o) => o.mismatch !== undefined).length;
+      const total = formatDuration(performance.now() - started);
+      const devices = runtime.devices.length === 1 ? `device ${runtime.devices[0]!.id} ${runtime.devices[0]!.info.name}` : `${runtime.devices.length} devices`;
+      const verdict = failed === 0 ? `all ${outcomes.length} kernels checked OK` : `${failed} of ${outcomes.length} kernels MISMATCHED`;
+      console.log(`${verdict} on ${devices}; ${total} in all`);
+      return failed === 0 ? 0 : 1;
+    } finally {
+      await runtime.shutdown();
+    }
   } finally {
-    await runtime.shutdown();
+    await local?.stop();
   }
+}
+
+/** `--proxies N`: N `offload proxy` children on free local ports, with a fresh token. */
+async function startLocalProxies(count: number): Promise<{ proxies: SpawnedProxy[]; token: string; stop(): Promise<void> } | undefined> {
+  if (count === 0) return undefined;
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'offload-demo-proxies-'));
+  const token = randomBytes(24).toString('hex');
+  const tokenFile = path.join(dir, 'token');
+  await writeFile(tokenFile, token, { mode: 0o600 });
+  const cli = [...process.execArgv, process.argv[1]!];
+  const started = await Promise.allSettled(Array.from({ length: count }, () => spawnProxy({ cli, tokenFile, inheritStderr: true })));
+  const proxies = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  const stop = async () => {
+    await Promise.all(proxies.map((proxy) => proxy.stop()));
+    await rm(dir, { recursive: true, force: true });
+  };
+  const failed = started.find((result) => result.status === 'rejected');
+  if (failed) {
+    await stop();
+    throw failed.reason;
+  }
+  for (const proxy of proxies) console.log(`proxy    ${proxy.address} (a local 'offload proxy' process)`);
+  return { proxies, token, stop };
 }
 
 /**

@@ -195,9 +195,13 @@ export class ProxyConnection {
         return this.reply(id, event ? this.queue(meta).wait(event).done : this.queue(meta).record().done);
       }
       case 'wait-host': {
+        const gateId = meta.uint('gate');
+        const queue = this.queue(meta);
+        // A replaced gate could never be signalled: its queue would wait forever.
+        if (this.gates.has(gateId)) throw errors.invalidArgument(`gate ${gateId} exists already`);
         const gate = deferred();
-        this.gates.set(meta.uint('gate'), gate);
-        return this.reply(id, this.queue(meta).hold(gate.promise).done);
+        this.gates.set(gateId, gate);
+        return this.reply(id, queue.hold(gate.promise).done);
       }
       case 'signal': {
         const gateId = meta.uint('gate');

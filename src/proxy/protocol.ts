@@ -8,12 +8,21 @@
  * so per-queue order holds. Objects (buffers, images, queues, events) are named by ids the client
  * chooses, scoped to its session: an id of another client simply does not exist.
  *
- * Bulk data: a write of at most EAGER_BYTES travels in the request's payload. A larger one is a
- * rendezvous: the proxy sends `ready` when the queue reaches the write, the client then streams
- * `chunk` frames of at most CHUNK_BYTES, which the proxy writes straight into device memory; so
+ * Bulk data: a write of at most EAGER_BYTES travels in the request's payload. A larger one (or
+ * one whose bytes are not ready yet) is sent with `stream: true` and no payload: a rendezvous.
+ * The proxy sends `ready` when the queue reaches the write, the client then streams `chunk`
+ * frames of at most CHUNK_BYTES, which the proxy writes into device memory as they come; so
  * neither side holds a second copy of the data and other queues' frames interleave with the
- * chunks. A read streams `data` frames before its reply. Lengths and offsets are integers up to
- * 2^53 in JSON meta (exact, and far beyond 5.7 GB); the frame prefix holds the payload length as u64.
+ * chunks. A read above EAGER_BYTES streams `data` frames before its reply; a smaller one comes
+ * in the reply's payload. Lengths and offsets are integers up to 2^53 in JSON meta (exact, and
+ * far beyond 5.7 GB); the frame prefix holds the payload length as u64.
+ *
+ * Client-side steps inside a queue (a copy staged through the client, waiting for an event of
+ * another device) use gates: `wait-host` parks the proxy queue until the client's `signal`.
+ * Event ids increase per connection; the proxy keeps only failed events, so an older id that is
+ * absent completed successfully. Field types are checked (Meta below): a wrong type is PROTOCOL
+ * and closes the connection; a well-typed wrong value (an unknown buffer, queue or kernel, an
+ * offset out of range) is a coded error in the reply.
  */
 import { errors, OffloadError, type ErrorCode, ErrorCode as Codes } from '../errors.js';
 import type { Frame } from '../transport/frame.js';

@@ -53,8 +53,25 @@ export class Buffer {
     this.isFreed = true;
   }
 
+  /**
+   * A pointer `byteOffset` bytes into this buffer, to pass where a kernel takes a pointer (as
+   * `x + i` in C). The offset is checked against the buffer's length when the launch is enqueued.
+   */
+  at(byteOffset: number): DevicePointer {
+    return new DevicePointer(this, byteOffset);
+  }
+
   /** @internal */
   describe(): string {
     return `buffer of ${this.byteLength} bytes on device ${this.device.id}`;
   }
+}
+
+/** A position inside a Buffer, made by `buffer.at(offset)`; a kernel pointer argument. */
+export class DevicePointer {
+  /** @internal Use `buffer.at()`. */
+  constructor(
+    readonly buffer: Buffer,
+    readonly byteOffset: number,
+  ) {}
 }

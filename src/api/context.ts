@@ -5,6 +5,7 @@
 import { errors } from '../errors.js';
 import type { ImageRegistry } from '../runtime/image-registry.js';
 import type { InfoLog } from '../runtime/info-log.js';
+import type { Tracer } from '../runtime/trace.js';
 
 export interface Drainable {
   /** Settles when everything the object has enqueued has completed; never rejects. */
@@ -19,6 +20,8 @@ export class RuntimeContext {
   constructor(
     readonly registry: ImageRegistry,
     readonly info: InfoLog,
+    /** Set when OFFLOAD_TRACE or `Offload.init({ trace })` asks for a trace. */
+    readonly tracer?: Tracer,
   ) {}
 
   get isClosed(): boolean {

@@ -1,7 +1,7 @@
 import { errors } from '../errors.js';
 import type { LaunchArg, PluginEvent, PluginQueue } from '../plugins/interface.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
-import { Buffer } from './buffer.js';
+import { Buffer, DevicePointer } from './buffer.js';
 import { checkInteger, checkOptions, checkRange, checkScalar, checkSize, describe, hostBytes } from './checks.js';
 import type { Device } from './device.js';
 import { Kernel } from './kernel.js';
@@ -55,7 +55,8 @@ export interface Grid {
   threads?: number;
 }
 
-export type KernelArgument = number | bigint | Buffer;
+/** A kernel argument: a number (i32, f32, f64), a bigint (i64), a Buffer or a DevicePointer (ptr). */
+export type KernelArgument = number | bigint | Buffer | DevicePointer;
 
 /**
  * An in-order queue of a device. Enqueueing methods return an Event at once and never throw:
@@ -89,6 +90,10 @@ export class Queue {
     return new Event(operationEvent(this.plugin, done, this.device.id), this.device);
   }
 
+  private trace(name: string, args: Record<string, unknown>, done: Promise<unknown>): void {
+    this.device.context.tracer?.operation(this.device.id, this.device.info.name, this.id, name, args, done);
+  }
+
   private buffer(value: unknown, name: string): Buffer {
     if (!(value instanceof Buffer)) throw errors.invalidArgument(`${name} must be a Buffer, got ${describe(value)}`, this.device.id);
     if (value.device.context !== this.device.context) {
@@ -115,6 +120,7 @@ export class Queue {
       checkRange(offset, src.byteLength, dst.byteLength, `write into ${dst.describe()}`, this.device.id);
       this.device.context.info.copyToDevice(this.id, { device: this.device.id, address: dst.allocation.address, offset }, src.byteLength);
       const done = this.plugin.submit(dst.allocation, offset, src);
+      this.trace('write', { bytes: src.byteLength, offset }, done);
       dst.use(done);
       return done;
     });
@@ -129,6 +135,7 @@ export class Queue {
       checkRange(offset, dst.byteLength, src.byteLength, `read from ${src.describe()}`, this.device.id);
       this.device.context.info.copyFromDevice(this.id, { device: this.device.id, address: src.allocation.address, offset }, dst.byteLength);
       const done = this.plugin.retrieve(dst, src.allocation, offset);
+      this.trace('read', { bytes: dst.byteLength, offset }, done);
       src.use(done);
       return done;
     });
@@ -159,6 +166,7 @@ export class Queue {
         bytes,
       );
       const done = this.plugin.exchange(from.device.plugin, from.allocation, srcOffset, to.device.plugin, to.allocation, dstOffset, bytes);
+      this.trace('copy', { bytes, from: from.device.id, to: to.device.id }, done);
       from.use(done);
       to.use(done);
       return done;
@@ -190,18 +198,23 @@ export class Queue {
         const value: unknown = args[index];
         const position = `launch of '${kernel.name}': argument ${index}`;
         if (param.type === 'ptr') {
-          const buffer = this.buffer(value, `${position} '${param.name}' (ptr)`);
+          const pointer = value instanceof DevicePointer;
+          const buffer = this.buffer(pointer ? value.buffer : value, `${position} '${param.name}' (ptr)`);
           if (buffer.device !== this.device) {
             throw errors.invalidBuffer(`${position} '${param.name}' is a ${buffer.describe()}, but the kernel runs on device ${device}`, device);
           }
+          const offset = pointer ? checkSize(value.byteOffset, `${position} '${param.name}': the pointer's offset`, device) : 0;
+          // A pointer may point one past the end (as in C), never further.
+          checkRange(offset, 0, buffer.byteLength, `${position} '${param.name}': pointer into ${buffer.describe()}`, device);
           buffers.push(buffer);
-          return { type: 'ptr', alloc: buffer.allocation };
+          return { type: 'ptr', alloc: buffer.allocation, offset };
         }
         checkScalar(value, param, position, device);
         return param.type === 'i64' ? { type: 'i64', value: value as bigint } : { type: param.type, value: value as number };
       });
       const started = performance.now();
       const done = this.plugin.launch(kernel.loaded, { teams, threads }, lowered);
+      this.trace(kernel.name, { kernel: kernel.name, teams, threads }, done);
       for (const buffer of buffers) buffer.use(done);
       library.track(done);
       if (this.device.context.info.enabled) {
@@ -261,5 +274,15 @@ export class Queue {
   /** @internal For runtime shutdown. */
   async drain(): Promise<void> {
     await this.plugin.synchronize().catch(() => {});
+  }
+
+  /**
+   * @internal Releases a queue the runtime made for itself (the mapping layer's, one per call),
+   * once its operations are done, so such queues do not pile up until shutdown.
+   */
+  async dispose(): Promise<void> {
+    await this.drain();
+    this.device.context.queues.delete(this);
+    await this.plugin.destroy().catch(() => {});
   }
 }

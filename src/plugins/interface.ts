@@ -74,7 +74,7 @@ export interface Grid {
 export type LaunchArg =
   | { type: 'i32' | 'f32' | 'f64'; value: number }
   | { type: 'i64'; value: bigint }
-  | { type: 'ptr'; alloc: Allocation };
+  | { type: 'ptr'; alloc: Allocation; offset: number };
 
 /**
  * An in-order queue. Every method enqueues one operation and returns at once with a promise

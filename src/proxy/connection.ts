@@ -308,7 +308,8 @@ export class ProxyConnection {
     const args: KernelArgument[] = meta.args('args').map((arg: WireArg) => {
       if (typeof arg === 'number') return arg;
       if ('i64' in arg) return BigInt(arg.i64);
-      return session.buffer(arg.buffer);
+      const buffer = session.buffer(arg.buffer);
+      return arg.offset ? buffer.at(arg.offset) : buffer;
     });
     return queue.launch(kernel, { teams: meta.uint('teams'), threads: meta.uint('threads') }, args);
   }

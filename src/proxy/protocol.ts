@@ -33,8 +33,8 @@ export const EAGER_BYTES = 256 * 1024;
 /** Bulk data is split into chunks of this size. */
 export const CHUNK_BYTES = 1024 * 1024;
 
-/** A kernel argument on the wire: a number (i32/f32/f64), an i64 as a decimal string, or a buffer id. */
-export type WireArg = number | { i64: string } | { buffer: number };
+/** A kernel argument on the wire: a number (i32/f32/f64), an i64 as a decimal string, or a buffer id with an offset. */
+export type WireArg = number | { i64: string } | { buffer: number; offset?: number };
 
 export interface WireError {
   code: ErrorCode;
@@ -112,7 +112,8 @@ export class Meta {
       if (typeof arg === 'object' && arg !== null) {
         const a = arg as Record<string, unknown>;
         if (typeof a.i64 === 'string' && /^-?\d{1,20}$/.test(a.i64)) return { i64: a.i64 };
-        if (Number.isSafeInteger(a.buffer)) return { buffer: a.buffer as number };
+        const offset = a.offset ?? 0;
+        if (Number.isSafeInteger(a.buffer) && Number.isSafeInteger(offset) && (offset as number) >= 0) return { buffer: a.buffer as number, offset: offset as number };
       }
       return this.fail(`${field}[${index}]`, 'a number, {i64} or {buffer}');
     });

@@ -79,6 +79,12 @@ export class InfoLog {
     );
   }
 
+  /** A mapping decision (entering, existing, copying, removing), as LIBOMPTARGET_INFO prints them. */
+  mapping(device: number, text: string): void {
+    if (!this.enabled) return;
+    this.line(device, `mapping: ${text}`);
+  }
+
   launch(device: number, queue: number, kernel: string, teams: number, threads: number, ms: number, failed: boolean): void {
     if (!this.enabled) return;
     const outcome = failed ? 'failed' : 'completed';

@@ -15,6 +15,8 @@ export interface RuntimeOptions {
   proxies?: string[];
   /** The proxies' shared secret. Default: OFFLOAD_TOKEN. Required when there are proxies. */
   token?: string;
+  /** Write a Chrome trace (Perfetto) of queues, copies, launches and mapping to this file at shutdown. Default: OFFLOAD_TRACE. */
+  trace?: string;
   /** Print one line per load, copy and launch to stderr. Default: OFFLOAD_INFO. */
   info?: boolean | ((line: string) => void);
 }

@@ -250,7 +250,7 @@ export class HostDevice implements PluginDevice {
 
   /** @internal */
   launchOnPool(kernel: HostKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
-    const values = args.map((arg) => (arg.type === 'ptr' ? (arg.alloc as HostAllocation).address : arg.value));
+    const values = args.map((arg) => (arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value));
     return this.pool.launch({
       image: kernel.image.id,
       kernel: kernel.index,

@@ -43,7 +43,7 @@ function bufferId(alloc: Allocation): number {
 function wireArg(arg: LaunchArg): WireArg {
   switch (arg.type) {
     case 'ptr':
-      return { buffer: bufferId(arg.alloc) };
+      return arg.offset === 0 ? { buffer: bufferId(arg.alloc) } : { buffer: bufferId(arg.alloc), offset: arg.offset };
     case 'i64':
       return { i64: arg.value.toString() };
     default:

@@ -1,0 +1,70 @@
+/**
+ * Map clauses, as OpenMP's `map(to: x)`: how a host array relates to device memory around a
+ * kernel or a data region. `map.to(x)`, `map.from(x)`, `map.tofrom(x)`, `map.alloc(x)` enter a
+ * mapping (and, when the region ends, leave it: `to` and `alloc` by release, `from` and `tofrom`
+ * by copying back); `map.release(x)` and `map.delete(x)` leave one explicitly. Modifiers chain:
+ * `map.always.tofrom(x)` copies even when the range is already present, `map.present.to(x)`
+ * requires it to be. A second argument names the variable for OFFLOAD_INFO.
+ */
+import { errors } from '../../errors.js';
+
+export type MapType = 'to' | 'from' | 'tofrom' | 'alloc' | 'release' | 'delete';
+export const MAP_TYPES: readonly MapType[] = ['to', 'from', 'tofrom', 'alloc', 'release', 'delete'];
+
+/** A host array view: any TypedArray or DataView (a sub-array maps its own range). */
+export type HostView = ArrayBufferView;
+
+const BRAND = Symbol.for('offload-ts.MapSpec');
+
+/** One map clause. Create with `map.*`. */
+export interface MapSpec {
+  readonly [BRAND]: true;
+  readonly type: MapType;
+  readonly view: HostView;
+  readonly always: boolean;
+  readonly present: boolean;
+  /** The variable's name, for OFFLOAD_INFO and traces. */
+  readonly name: string | undefined;
+}
+
+/** Whether `value` is a map clause (of any copy of this package). */
+export function isMapSpec(value: unknown): value is MapSpec {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
+}
+
+export interface MapBuilder {
+  to(view: HostView, name?: string): MapSpec;
+  from(view: HostView, name?: string): MapSpec;
+  tofrom(view: HostView, name?: string): MapSpec;
+  alloc(view: HostView, name?: string): MapSpec;
+  release(view: HostView, name?: string): MapSpec;
+  delete(view: HostView, name?: string): MapSpec;
+  /** Copy even when the range is already present (to on entry, from on exit). */
+  readonly always: MapBuilder;
+  /** Fail with NOT_FOUND unless the range is already present. */
+  readonly present: MapBuilder;
+}
+
+function builder(always: boolean, present: boolean): MapBuilder {
+  const make = (type: MapType) => (view: HostView, name?: string): MapSpec => {
+    if (!ArrayBuffer.isView(view)) throw errors.invalidArgument(`map.${type}: expected a TypedArray or DataView, got ${view === null ? 'null' : typeof view}`);
+    if (name !== undefined && typeof name !== 'string') throw errors.invalidArgument(`map.${type}: the name must be a string, got ${typeof name}`);
+    return Object.freeze({ [BRAND]: true as const, type, view, always, present, name });
+  };
+  return {
+    to: make('to'),
+    from: make('from'),
+    tofrom: make('tofrom'),
+    alloc: make('alloc'),
+    release: make('release'),
+    delete: make('delete'),
+    get always() {
+      return builder(true, present);
+    },
+    get present() {
+      return builder(always, true);
+    },
+  };
+}
+
+export const map: MapBuilder = builder(false, false);

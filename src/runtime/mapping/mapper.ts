@@ -1,0 +1,275 @@
+/**
+ * OpenMP target-data semantics over the public device API: what `__tgt_target_data_begin`,
+ * `_update` and `_end` do in libomptarget, for TypeScript arrays.
+ *
+ * Entering a range that is absent allocates its device copy (refcount 1) and copies it for
+ * `to`/`tofrom`; entering a present range only bumps the refcount (and copies for `always`).
+ * Leaving decrements (`delete`: to zero); at zero the range is copied back for `from`/`tofrom`
+ * and its device copy freed; above zero only `always` copies back. All copies of one call go on
+ * one queue, in order, and the call resolves when they are done.
+ */
+import { errors } from '../../errors.js';
+import type { Buffer, DevicePointer } from '../../api/buffer.js';
+import type { Device } from '../../api/device.js';
+import type { Kernel } from '../../api/kernel.js';
+import type { Grid, KernelArgument, Queue } from '../../api/queue.js';
+import type { InfoLog } from '../info-log.js';
+import type { Tracer } from '../trace.js';
+import { isMapSpec, type HostView, type MapSpec, type MapType } from './map.js';
+import { describeRange, hostAddress, MappingTable, type MapEntry } from './table.js';
+
+/** An argument of `runtime.target`: a kernel argument, or a map clause for a pointer. */
+export type TargetArgument = KernelArgument | MapSpec;
+
+const ENTER_TYPES: readonly MapType[] = ['to', 'from', 'tofrom', 'alloc'];
+const EXIT_TYPES: readonly MapType[] = ['from', 'tofrom', 'release', 'delete'];
+
+/** How a clause that entered a region leaves it when the region ends. */
+function exitTypeOf(type: MapType): MapType {
+  return type === 'to' || type === 'alloc' ? 'release' : type;
+}
+
+const copiesTo = (type: MapType): boolean => type === 'to' || type === 'tofrom';
+const copiesFrom = (type: MapType): boolean => type === 'from' || type === 'tofrom';
+
+function bytesOf(view: HostView): Uint8Array {
+  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}
+
+function checkSpecs(value: unknown, what: string, allowed: readonly MapType[], device: number): MapSpec[] {
+  const list = Array.isArray(value) ? value : [value];
+  return list.map((spec: unknown, index) => {
+    if (!isMapSpec(spec)) throw errors.invalidArgument(`${what}: element ${index} must be a map clause (map.to(x), ...), got ${spec === null ? 'null' : typeof spec}`, device);
+    if (!allowed.includes(spec.type)) throw errors.invalidArgument(`${what}: map.${spec.type} is not allowed here (use ${allowed.map((t) => `map.${t}`).join(', ')})`, device);
+    return spec;
+  });
+}
+
+/** A clause applied on entry: what to undo if the call fails, and the device pointer. */
+interface Entered {
+  spec: MapSpec;
+  entry: MapEntry;
+  offset: number;
+}
+
+export class Mapper {
+  private readonly tables = new Map<Device, MappingTable>();
+  /** Idle queues per device: each call takes one, so calls neither wait for nor fail each other. */
+  private readonly idleQueues = new Map<Device, Queue[]>();
+
+  constructor(
+    private readonly info: InfoLog,
+    private readonly tracer: Tracer | undefined,
+  ) {}
+
+  table(device: Device): MappingTable {
+    let table = this.tables.get(device);
+    if (!table) this.tables.set(device, (table = new MappingTable(device.id)));
+    return table;
+  }
+
+  /** Runs `body` on a queue of `device`; resolves once everything it enqueued has completed. */
+  private async onQueue<T>(device: Device, body: (queue: Queue) => Promise<T>): Promise<T> {
+    const idle = this.idleQueues.get(device) ?? [];
+    this.idleQueues.set(device, idle);
+    const queue = idle.pop() ?? device.queue();
+    let reusable = false;
+    try {
+      const result = await body(queue);
+      await queue.finish();
+      reusable = true;
+      return result;
+    } finally {
+      if (reusable) idle.push(queue);
+      else void queue.dispose();
+    }
+  }
+
+  private log(device: Device, text: string): void {
+    if (this.info.enabled) this.info.mapping(device.id, text);
+  }
+
+  private describe(entry: MapEntry, buffer: Buffer | undefined, offset = 0): string {
+    const host = `HstPtrBegin=${hostAddress({ buffer: entry.host, byteOffset: entry.begin + offset } as HostView)}`;
+    const target = buffer?.allocation.address === undefined ? '' : ` TgtPtrBegin=0x${(buffer.allocation.address + offset).toString(16)}`;
+    return `${host}${target} Size=${entry.end - entry.begin - offset} RefCount=${entry.refCount}${entry.name === undefined ? '' : ` Name=${entry.name}`}`;
+  }
+
+  /** Applies entry clauses in order; on failure undoes the ones already applied. */
+  private async enter(device: Device, queue: Queue, specs: readonly MapSpec[]): Promise<Entered[]> {
+    const table = this.table(device);
+    const entered: Entered[] = [];
+    try {
+      for (const spec of specs) entered.push(await this.enterOne(device, queue, table, spec));
+    } catch (error) {
+      for (const done of entered.reverse()) await this.leave(device, queue, table, done.entry, 'release', false, done.spec.view).catch(() => {});
+      throw error;
+    }
+    return entered;
+  }
+
+  private async enterOne(device: Device, queue: Queue, table: MappingTable, spec: MapSpec): Promise<Entered> {
+    const found = table.lookup(spec.view, spec.name);
+    if (found) {
+      found.entry.refCount++;
+      const buffer = await found.entry.buffer;
+      this.log(device, `mapping exists ${this.describe(found.entry, buffer, found.offset)} (incremented)`);
+      if (spec.always && copiesTo(spec.type)) this.copyTo(device, queue, buffer, found.offset, spec.view, spec.name);
+      return { spec, entry: found.entry, offset: found.offset };
+    }
+    if (spec.present) {
+      throw errors.notFound(`map.present.${spec.type}: ${describeRange(spec.view, spec.name)} is not present on device ${device.id}`, device.id);
+    }
+    const allocation = device.alloc(spec.view.byteLength);
+    allocation.catch(() => {});
+    const entry = table.add(spec.view, allocation, spec.name);
+    let buffer: Buffer;
+    try {
+      buffer = await allocation;
+    } catch (error) {
+      table.remove(entry);
+      throw error;
+    }
+    this.log(device, `creating map entry ${this.describe(entry, buffer)}`);
+    if (copiesTo(spec.type)) this.copyTo(device, queue, buffer, 0, spec.view, spec.name);
+    return { spec, entry, offset: 0 };
+  }
+
+  private copyTo(device: Device, queue: Queue, buffer: Buffer, offset: number, view: HostView, name: string | undefined): void {
+    this.log(device, `copying data from host to device HstPtr=${hostAddress(view)} TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`);
+    queue.write(buffer, bytesOf(view), { offset });
+  }
+
+  private copyFrom(device: Device, queue: Queue, buffer: Buffer, offset: number, view: HostView, name: string | undefined): void {
+    this.log(device, `copying data from device to host TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} HstPtr=${hostAddress(view)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`);
+    queue.read(buffer, bytesOf(view), { offset });
+  }
+
+  /** One exit clause on a present entry: decrement, copy back, free at zero. */
+  private async leave(device: Device, queue: Queue, table: MappingTable, entry: MapEntry, type: MapType, always: boolean, view: HostView, name = entry.name): Promise<void> {
+    const buffer = await entry.buffer;
+    const offset = view.byteOffset - entry.begin;
+    entry.refCount = type === 'delete' ? 0 : Math.max(0, entry.refCount - 1);
+    if (entry.refCount > 0) {
+      this.log(device, `mapping exists ${this.describe(entry, buffer, offset)} (decremented)`);
+      if (always && copiesFrom(type)) this.copyFrom(device, queue, buffer, offset, view, name);
+      return;
+    }
+    table.remove(entry);
+    // The whole entry goes back, not only the clause's part of it (OpenMP copies the entry).
+    if (copiesFrom(type)) this.copyFrom(device, queue, buffer, 0, new Uint8Array(entry.host, entry.begin, entry.end - entry.begin), name);
+    this.log(device, `removing map entry ${this.describe(entry, buffer)}`);
+    await buffer.free();
+  }
+
+  private async exit(device: Device, queue: Queue, specs: readonly { spec: MapSpec; type: MapType }[]): Promise<void> {
+    const table = this.table(device);
+    let failure: unknown;
+    for (const { spec, type } of specs) {
+      try {
+        const found = table.lookup(spec.view, spec.name);
+        if (!found) {
+          if (spec.present) throw errors.notFound(`map.present.${spec.type}: ${describeRange(spec.view, spec.name)} is not present on device ${device.id}`, device.id);
+          this.log(device, `${describeRange(spec.view, spec.name)} is not mapped; nothing to release`);
+          continue;
+        }
+        await this.leave(device, queue, table, found.entry, type, spec.always, spec.view, spec.name);
+      } catch (error) {
+        // Every clause still leaves (a region must not leak its mappings); the first error wins.
+        failure ??= error;
+      }
+    }
+    if (failure !== undefined) throw failure;
+  }
+
+  enterData(device: Device, maps: unknown): Promise<void> {
+    const specs = checkSpecs(maps, 'enterData', ENTER_TYPES, device.id);
+    return this.traced(device, 'enterData', specs, () => this.onQueue(device, async (queue) => void (await this.enter(device, queue, specs))));
+  }
+
+  exitData(device: Device, maps: unknown): Promise<void> {
+    const specs = checkSpecs(maps, 'exitData', EXIT_TYPES, device.id);
+    return this.traced(device, 'exitData', specs, () => this.onQueue(device, (queue) => this.exit(device, queue, specs.map((spec) => ({ spec, type: spec.type })))));
+  }
+
+  update(device: Device, motion: { to?: HostView | HostView[]; from?: HostView | HostView[] }): Promise<void> {
+    const list = (value: HostView | HostView[] | undefined, what: string): HostView[] => {
+      const views = value === undefined ? [] : Array.isArray(value) ? value : [value];
+      for (const [index, view] of views.entries()) {
+        if (!ArrayBuffer.isView(view)) throw errors.invalidArgument(`update: ${what}[${index}] must be a TypedArray or DataView`, device.id);
+      }
+      return views;
+    };
+    if (typeof motion !== 'object' || motion === null) throw errors.invalidArgument('update: expected { to?: views, from?: views }', device.id);
+    const to = list(motion.to, 'to');
+    const from = list(motion.from, 'from');
+    const table = this.table(device);
+    return this.onQueue(device, async (queue) => {
+      for (const [views, toDevice] of [[to, true], [from, false]] as const) {
+        for (const view of views) {
+          const found = table.lookup(view, undefined);
+          if (!found) throw errors.notFound(`update: ${describeRange(view, undefined)} is not present on device ${device.id}`, device.id);
+          const buffer = await found.entry.buffer;
+          if (toDevice) this.copyTo(device, queue, buffer, found.offset, view, found.entry.name);
+          else this.copyFrom(device, queue, buffer, found.offset, view, found.entry.name);
+        }
+      }
+    });
+  }
+
+  async targetData<T>(device: Device, maps: unknown, body: () => Promise<T> | T): Promise<T> {
+    const specs = checkSpecs(maps, 'targetData', ENTER_TYPES, device.id);
+    if (typeof body !== 'function') throw errors.invalidArgument('targetData: the body must be a function', device.id);
+    await this.traced(device, 'targetData enter', specs, () => this.onQueue(device, async (queue) => void (await this.enter(device, queue, specs))));
+    let result: T;
+    try {
+      result = await body();
+    } catch (error) {
+      // The maps are released even when the body throws; its error is the one reported.
+      await this.leaveRegion(device, specs).catch(() => {});
+      throw error;
+    }
+    await this.leaveRegion(device, specs);
+    return result;
+  }
+
+  private leaveRegion(device: Device, specs: readonly MapSpec[]): Promise<void> {
+    const exits = [...specs].reverse().map((spec) => ({ spec, type: exitTypeOf(spec.type) }));
+    return this.traced(device, 'targetData exit', specs, () => this.onQueue(device, (queue) => this.exit(device, queue, exits)));
+  }
+
+  target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
+    if (!Array.isArray(args)) throw errors.invalidArgument('target: args must be an array', device.id);
+    const specs = args.filter(isMapSpec);
+    for (const spec of specs) {
+      if (!ENTER_TYPES.includes(spec.type)) throw errors.invalidArgument(`target: map.${spec.type} cannot map a kernel argument (use to, from, tofrom or alloc)`, device.id);
+    }
+    return this.traced(device, `target ${kernel.name}`, specs, () => this.onQueue(device, async (queue) => {
+      const entered = await this.enter(device, queue, specs);
+      let next = 0;
+      const lowered: KernelArgument[] = [];
+      for (const arg of args) {
+        if (!isMapSpec(arg)) {
+          lowered.push(arg);
+          continue;
+        }
+        const { entry, offset } = entered[next++]!;
+        const buffer = await entry.buffer;
+        lowered.push(offset === 0 ? buffer : (buffer.at(offset) as DevicePointer));
+      }
+      queue.launch(kernel, grid, lowered);
+      await this.exit(device, queue, [...entered].reverse().map(({ spec }) => ({ spec, type: exitTypeOf(spec.type) })));
+    }));
+  }
+
+  private async traced(device: Device, what: string, specs: readonly MapSpec[], run: () => Promise<void>): Promise<void> {
+    const clauses = specs.map((s) => `${s.always ? 'always ' : ''}${s.present ? 'present ' : ''}${s.type}${s.name === undefined ? '' : `(${s.name})`}`).join(', ');
+    const bytes = specs.reduce((sum, s) => sum + s.view.byteLength, 0);
+    const span = this.tracer?.begin(device.id, 'mapping', what, { clauses, bytes }, device.info.name);
+    try {
+      await run();
+    } finally {
+      span?.end();
+    }
+  }
+}

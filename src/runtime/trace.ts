@@ -1,0 +1,94 @@
+/**
+ * OFFLOAD_TRACE=trace.json (or `Offload.init({ trace })`): a Chrome trace of the run, which
+ * Perfetto and chrome://tracing open. One process per device, one track per queue plus a
+ * `mapping` track; a span per copy, launch and mapping call, with bytes and kernel names.
+ * Queue operations run in order, so an operation's span starts when it was enqueued or when the
+ * one before it on its queue ended, whichever is later. Written at shutdown (or at exit).
+ */
+import { writeFileSync } from 'node:fs';
+
+/** Track id of the mapping spans of a device (queue ids are small integers). */
+const MAPPING_TRACK = 1_000_000;
+
+interface TraceEvent {
+  name: string;
+  cat: string;
+  ph: 'X' | 'M';
+  ts: number;
+  dur?: number;
+  pid: number;
+  tid: number;
+  args?: Record<string, unknown>;
+}
+
+export interface Span {
+  end(failed?: boolean): void;
+}
+
+export function traceFile(option: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const file = option ?? env.OFFLOAD_TRACE;
+  return file === undefined || file === '' ? undefined : file;
+}
+
+export class Tracer {
+  private readonly events: TraceEvent[] = [];
+  private readonly queueEnds = new Map<string, number>();
+  private readonly named = new Set<string>();
+  private readonly origin = performance.timeOrigin;
+  private written = false;
+  private readonly onExit = () => this.write();
+
+  constructor(readonly file: string) {
+    process.once('exit', this.onExit);
+  }
+
+  private now(): number {
+    return (this.origin + performance.now()) * 1000;
+  }
+
+  /** Names a device's process and a track once, so the viewer shows labels, not numbers. */
+  private name(pid: number, tid: number, device: string | undefined, track: string): void {
+    const key = `${pid}/${tid}`;
+    if (this.named.has(key)) return;
+    this.named.add(key);
+    if (!this.named.has(`${pid}`) && device !== undefined) {
+      this.named.add(`${pid}`);
+      this.events.push({ name: 'process_name', cat: '__metadata', ph: 'M', ts: 0, pid, tid: 0, args: { name: `device ${pid}: ${device}` } });
+    }
+    this.events.push({ name: 'thread_name', cat: '__metadata', ph: 'M', ts: 0, pid, tid, args: { name: track } });
+  }
+
+  /** A span of the mapping track of `device`, starting now. */
+  begin(device: number, category: string, name: string, args: Record<string, unknown>, deviceName?: string): Span {
+    this.name(device, MAPPING_TRACK, deviceName, 'mapping');
+    const ts = this.now();
+    return { end: (failed = false) => this.events.push({ name, cat: category, ph: 'X', ts, dur: this.now() - ts, pid: device, tid: MAPPING_TRACK, args: failed ? { ...args, failed } : args }) };
+  }
+
+  /** Records a queue operation enqueued now that completes when `done` settles. */
+  operation(device: number, deviceName: string, queue: number, name: string, args: Record<string, unknown>, done: Promise<unknown>): void {
+    this.name(device, queue, deviceName, `queue ${queue}`);
+    const key = `${device}/${queue}`;
+    const enqueued = this.now();
+    const finish = (failed: boolean) => () => {
+      const end = this.now();
+      const start = Math.max(enqueued, this.queueEnds.get(key) ?? 0);
+      this.queueEnds.set(key, end);
+      this.events.push({ name, cat: 'queue', ph: 'X', ts: start, dur: end - start, pid: device, tid: queue, args: failed ? { ...args, failed } : args });
+    };
+    done.then(finish(false), finish(true));
+  }
+
+  /** Writes the trace file (once). Synchronous so that it also works from the 'exit' event. */
+  write(): void {
+    if (this.written) return;
+    this.written = true;
+    process.off('exit', this.onExit);
+    writeFileSync(this.file, JSON.stringify({ traceEvents: this.events, displayTimeUnit: 'ms' }));
+  }
+
+  /** Events so far (tests count bytes from them). */
+  get recorded(): readonly TraceEvent[] {
+    return this.events;
+  }
+}

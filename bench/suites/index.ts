@@ -1,6 +1,7 @@
 /** Every bench suite, in the order `npm run bench` runs them. Later suites register here. */
 import type { Suite } from '../suite.js';
 import { hostSuite } from './host.js';
+import { mappingSuite } from './mapping.js';
 import { remoteSuite } from './remote.js';
 
-export const suites: readonly Suite[] = [hostSuite, remoteSuite];
+export const suites: readonly Suite[] = [hostSuite, remoteSuite, mappingSuite];

@@ -85,8 +85,9 @@ export class Mapper {
     }
   }
 
-  private log(device: Device, text: string): void {
-    if (this.info.enabled) this.info.mapping(device.id, text);
+  /** Takes a thunk: the line is only built when OFFLOAD_INFO is on (this is the hot path). */
+  private log(device: Device, text: () => string): void {
+    if (this.info.enabled) this.info.mapping(device.id, text());
   }
 
   private describe(entry: MapEntry, buffer: Buffer | undefined, offset = 0): string {
@@ -112,8 +113,8 @@ export class Mapper {
     const found = table.lookup(spec.view, spec.name);
     if (found) {
       found.entry.refCount++;
-      const buffer = await found.entry.buffer;
-      this.log(device, `mapping exists ${this.describe(found.entry, buffer, found.offset)} (incremented)`);
+      const buffer = found.entry.ready ?? (await found.entry.buffer);
+      this.log(device, () => `mapping exists ${this.describe(found.entry, buffer, found.offset)} (incremented)`);
       if (spec.always && copiesTo(spec.type)) this.copyTo(device, queue, buffer, found.offset, spec.view, spec.name);
       return { spec, entry: found.entry, offset: found.offset };
     }
@@ -125,40 +126,40 @@ export class Mapper {
     const entry = table.add(spec.view, allocation, spec.name);
     let buffer: Buffer;
     try {
-      buffer = await allocation;
+      buffer = entry.ready = await allocation;
     } catch (error) {
       table.remove(entry);
       throw error;
     }
-    this.log(device, `creating map entry ${this.describe(entry, buffer)}`);
+    this.log(device, () => `creating map entry ${this.describe(entry, buffer)}`);
     if (copiesTo(spec.type)) this.copyTo(device, queue, buffer, 0, spec.view, spec.name);
     return { spec, entry, offset: 0 };
   }
 
   private copyTo(device: Device, queue: Queue, buffer: Buffer, offset: number, view: HostView, name: string | undefined): void {
-    this.log(device, `copying data from host to device HstPtr=${hostAddress(view)} TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`);
+    this.log(device, () => `copying data from host to device HstPtr=${hostAddress(view)} TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`);
     queue.write(buffer, bytesOf(view), { offset });
   }
 
   private copyFrom(device: Device, queue: Queue, buffer: Buffer, offset: number, view: HostView, name: string | undefined): void {
-    this.log(device, `copying data from device to host TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} HstPtr=${hostAddress(view)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`);
+    this.log(device, () => `copying data from device to host TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} HstPtr=${hostAddress(view)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`);
     queue.read(buffer, bytesOf(view), { offset });
   }
 
   /** One exit clause on a present entry: decrement, copy back, free at zero. */
   private async leave(device: Device, queue: Queue, table: MappingTable, entry: MapEntry, type: MapType, always: boolean, view: HostView, name = entry.name): Promise<void> {
-    const buffer = await entry.buffer;
+    const buffer = entry.ready ?? (await entry.buffer);
     const offset = view.byteOffset - entry.begin;
     entry.refCount = type === 'delete' ? 0 : Math.max(0, entry.refCount - 1);
     if (entry.refCount > 0) {
-      this.log(device, `mapping exists ${this.describe(entry, buffer, offset)} (decremented)`);
+      this.log(device, () => `mapping exists ${this.describe(entry, buffer, offset)} (decremented)`);
       if (always && copiesFrom(type)) this.copyFrom(device, queue, buffer, offset, view, name);
       return;
     }
     table.remove(entry);
     // The whole entry goes back, not only the clause's part of it (OpenMP copies the entry).
     if (copiesFrom(type)) this.copyFrom(device, queue, buffer, 0, new Uint8Array(entry.host, entry.begin, entry.end - entry.begin), name);
-    this.log(device, `removing map entry ${this.describe(entry, buffer)}`);
+    this.log(device, () => `removing map entry ${this.describe(entry, buffer)}`);
     await buffer.free();
   }
 
@@ -170,7 +171,7 @@ export class Mapper {
         const found = table.lookup(spec.view, spec.name);
         if (!found) {
           if (spec.present) throw errors.notFound(`map.present.${spec.type}: ${describeRange(spec.view, spec.name)} is not present on device ${device.id}`, device.id);
-          this.log(device, `${describeRange(spec.view, spec.name)} is not mapped; nothing to release`);
+          this.log(device, () => `${describeRange(spec.view, spec.name)} is not mapped; nothing to release`);
           continue;
         }
         await this.leave(device, queue, table, found.entry, type, spec.always, spec.view, spec.name);
@@ -209,7 +210,7 @@ export class Mapper {
         for (const view of views) {
           const found = table.lookup(view, undefined);
           if (!found) throw errors.notFound(`update: ${describeRange(view, undefined)} is not present on device ${device.id}`, device.id);
-          const buffer = await found.entry.buffer;
+          const buffer = found.entry.ready ?? (await found.entry.buffer);
           if (toDevice) this.copyTo(device, queue, buffer, found.offset, view, found.entry.name);
           else this.copyFrom(device, queue, buffer, found.offset, view, found.entry.name);
         }
@@ -254,7 +255,7 @@ export class Mapper {
           continue;
         }
         const { entry, offset } = entered[next++]!;
-        const buffer = await entry.buffer;
+        const buffer = entry.ready ?? (await entry.buffer);
         lowered.push(offset === 0 ? buffer : (buffer.at(offset) as DevicePointer));
       }
       queue.launch(kernel, grid, lowered);

@@ -13,6 +13,8 @@ export interface MapEntry {
   readonly end: number;
   /** Resolves to the device copy; set synchronously so later lookups in the same call see it. */
   readonly buffer: Promise<Buffer>;
+  /** The buffer once allocated: lookups that hit then need no await. */
+  ready?: Buffer;
   refCount: number;
   readonly name: string | undefined;
 }

@@ -4,7 +4,7 @@
  * trips, pipelined launches; and a launch-heavy loop over one proxy against two.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,11 +24,13 @@ const TILE = [64, 48, 256, -2.2, -1.125, 3 / 64] as const;
 const cli = ['--import', 'tsx', fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url))];
 
 async function startProxies(count: number, token: string): Promise<SpawnedProxy[]> {
-  const tokenFile = path.join(mkdtempSync(path.join(tmpdir(), 'offload-bench-')), 'token');
+  const dir = mkdtempSync(path.join(tmpdir(), 'offload-bench-'));
+  const tokenFile = path.join(dir, 'token');
   writeFileSync(tokenFile, token);
   // One worker each: on a 2-vCPU machine, two proxies then use both cores between them.
   const env = { ...process.env, OFFLOAD_HOST_THREADS: '1', OFFLOAD_HOST_MEMORY: '256M', OFFLOAD_PROXIES: '' };
-  return Promise.all(Array.from({ length: count }, () => spawnProxy({ cli, tokenFile, env, inheritStderr: true })));
+  // Proxies read the token file once, at start.
+  return Promise.all(Array.from({ length: count }, () => spawnProxy({ cli, tokenFile, env, inheritStderr: true }))).finally(() => rmSync(dir, { recursive: true, force: true }));
 }
 
 async function transfers(device: Device, raw: RawTcpPeer, plan: Plan): Promise<Row[]> {

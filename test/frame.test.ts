@@ -306,3 +306,29 @@ test('fuzz: mutated frames decode to plain-object metas or fail with PROTOCOL on
   assert.ok(framesSeen > 1000 && failures > 1000, `seed ${seed}: ${framesSeen} frames, ${failures} PROTOCOL errors over ${inputs} inputs`);
   assert.ok(performance.now() - started < 5000, `fuzz took ${Math.round(performance.now() - started)} ms`);
 });
+
+test('a payload sink receives the payload in place, however the stream is split', () => {
+  const payload = new Uint8Array(5000).map((_, i) => i * 7);
+  const stream = encodeFrame({ op: 'data', id: 3 }, payload);
+  const landing = new Uint8Array(6000);
+  const asked: unknown[] = [];
+  const decoder = new FrameDecoder((meta, length) => {
+    asked.push([meta.op, length]);
+    return landing.subarray(1000, 1000 + length);
+  });
+  const frames = [];
+  for (let at = 0; at < stream.length; at += 333) frames.push(...decoder.push(stream.slice(at, at + 333)));
+  assert.equal(frames.length, 1);
+  assert.deepEqual(asked, [['data', 5000]]);
+  assert.equal(frames[0]!.payload.buffer, landing.buffer, 'the payload is the sink view');
+  assert.equal(frames[0]!.payload.byteOffset, 1000);
+  assert.deepEqual(frames[0]!.payload, payload);
+  assert.equal(decoder.pending, 0);
+});
+
+test('a sink view of the wrong length is ignored: the payload gets its own array', () => {
+  const payload = new Uint8Array(64).fill(9);
+  const decoder = new FrameDecoder(() => new Uint8Array(10));
+  const [frame] = decoder.push(encodeFrame({ op: 'data' }, payload));
+  assert.deepEqual(frame!.payload, payload);
+});

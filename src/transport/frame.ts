@@ -53,11 +53,24 @@ export function encodeFrame(meta: Record<string, unknown>, payload: Uint8Array =
  * the frames they complete; it throws PROTOCOL on the first malformed byte and must not be
  * used after that.
  */
+/**
+ * Says where a frame's payload should land, given its meta, before the payload arrives: a view
+ * of exactly `length` bytes (the decoder then copies the bytes there as they come, and the
+ * frame's payload is that view), or undefined for a fresh array.
+ */
+export type PayloadSink = (meta: Record<string, unknown>, length: number) => Uint8Array | undefined;
+
 export class FrameDecoder {
   private chunks: Uint8Array[] = [];
   private buffered = 0;
   private metaLength = -1;
   private payloadLength = 0;
+  /** The current frame's meta once parsed (its payload may still be arriving). */
+  private meta: Record<string, unknown> | undefined;
+  private target: Uint8Array | undefined;
+  private filled = 0;
+
+  constructor(private readonly sink?: PayloadSink) {}
 
   push(chunk: Uint8Array): Frame[] {
     if (chunk.length > 0) {
@@ -70,17 +83,37 @@ export class FrameDecoder {
         if (this.buffered < PREFIX_BYTES) return frames;
         this.readPrefix(this.take(PREFIX_BYTES));
       }
-      if (this.buffered < this.metaLength + this.payloadLength) return frames;
-      const meta = this.parseMeta(this.take(this.metaLength));
-      const payload = this.payloadLength === 0 ? EMPTY : this.take(this.payloadLength);
+      if (this.meta === undefined) {
+        if (this.buffered < this.metaLength) return frames;
+        this.meta = this.parseMeta(this.take(this.metaLength));
+        const target = this.payloadLength > 0 ? this.sink?.(this.meta, this.payloadLength) : undefined;
+        this.target = target?.byteLength === this.payloadLength ? target : undefined;
+        this.filled = 0;
+      }
+      let payload: Uint8Array;
+      if (this.target) {
+        // Straight into the sink's view: no intermediate array for a payload split over reads.
+        while (this.filled < this.payloadLength && this.buffered > 0) {
+          const part = this.take(Math.min(this.chunks[0]!.length, this.payloadLength - this.filled));
+          this.target.set(part, this.filled);
+          this.filled += part.length;
+        }
+        if (this.filled < this.payloadLength) return frames;
+        payload = this.target;
+      } else {
+        if (this.buffered < this.payloadLength) return frames;
+        payload = this.payloadLength === 0 ? EMPTY : this.take(this.payloadLength);
+      }
+      frames.push({ meta: this.meta, payload });
       this.metaLength = -1;
-      frames.push({ meta, payload });
+      this.meta = undefined;
+      this.target = undefined;
     }
   }
 
   /** Bytes received for a frame not yet complete (a prefix already parsed counts: the frame is begun). */
   get pending(): number {
-    return this.buffered + (this.metaLength < 0 ? 0 : PREFIX_BYTES);
+    return this.buffered + (this.metaLength < 0 ? 0 : PREFIX_BYTES) + (this.meta === undefined ? 0 : this.metaLength + this.filled);
   }
 
   private readPrefix(prefix: Uint8Array): void {

@@ -1,7 +1,7 @@
 /** The TCP transport: frames over a stream socket, with Nagle off and write back-pressure. */
 import net from 'node:net';
 import { errors, type OffloadError } from '../errors.js';
-import { encodeHead, FrameDecoder, type Frame } from './frame.js';
+import { encodeHead, FrameDecoder, type Frame, type PayloadSink } from './frame.js';
 import type { Transport, TransportStats } from './transport.js';
 
 /** Above this many queued bytes `send` returns false (bulk senders then await `drained()`). */
@@ -29,7 +29,8 @@ class TcpTransport implements Transport {
   readonly stats: TransportStats = { framesSent: 0, framesReceived: 0, bytesSent: 0, bytesReceived: 0 };
   onFrame: (frame: Frame) => void = () => {};
   onClose: (reason: OffloadError | undefined) => void = () => {};
-  private readonly decoder = new FrameDecoder();
+  payloadSink?: PayloadSink;
+  private readonly decoder = new FrameDecoder((meta, length) => this.payloadSink?.(meta, length));
   private isClosed = false;
 
   constructor(

@@ -4,7 +4,7 @@
  * MPI are interchangeable.
  */
 import type { OffloadError } from '../errors.js';
-import type { Frame } from './frame.js';
+import type { Frame, PayloadSink } from './frame.js';
 
 export interface TransportStats {
   framesSent: number;
@@ -27,6 +27,8 @@ export interface Transport {
   send(meta: Record<string, unknown>, payload?: Uint8Array): boolean;
   /** Resolves when the queued bytes fall below the high-water mark, or the transport closes. */
   drained(): Promise<void>;
+  /** Optional: where incoming payloads should land (see PayloadSink); set before frames arrive. */
+  payloadSink?: PayloadSink;
   /** Called for each received frame, in order. */
   onFrame: (frame: Frame) => void;
   /** Called once when the transport closes, for whatever reason (`reason` unset: closed by `close()` without one). */

@@ -16,6 +16,8 @@ import { fromWireError, Meta, PROTOCOL_VERSION } from '../../proxy/protocol.js';
 export interface StreamHandlers {
   onReady?(): void;
   onData?(offset: number, payload: Uint8Array): void;
+  /** Where the `data` frame at `offset` may land directly (a view of `length` bytes), if anywhere. */
+  dataTarget?(offset: number, length: number): Uint8Array | undefined;
 }
 
 interface Pending extends StreamHandlers {
@@ -46,6 +48,10 @@ export class RemoteConnection {
     readonly token: string,
   ) {
     transport.onFrame = (frame) => this.onFrame(frame);
+    transport.payloadSink = (meta, length) => {
+      if (meta.op !== 'data' || typeof meta.id !== 'number' || typeof meta.offset !== 'number') return undefined;
+      return this.pending.get(meta.id)?.dataTarget?.(meta.offset, length);
+    };
     transport.onClose = (reason) => this.fail(reason ?? errors.deviceLost(`the connection to proxy ${address} was closed`));
   }
 

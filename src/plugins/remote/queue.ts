@@ -112,9 +112,11 @@ export class RemoteQueue implements PluginQueue {
   retrieve(dst: Uint8Array, src: Allocation, srcOffset: number): Promise<void> {
     const meta = { op: 'read', buffer: bufferId(src), offset: srcOffset, bytes: dst.byteLength };
     const reply = this.connection.request({ ...meta, queue: this.id }, undefined, {
+      dataTarget: (offset, length) => (Number.isSafeInteger(offset) && offset >= 0 && offset + length <= dst.byteLength ? dst.subarray(offset, offset + length) : undefined),
       onData: (offset, payload) => {
         if (offset + payload.byteLength > dst.byteLength) throw errors.protocol(`read data at ${offset} (${payload.byteLength} bytes) overruns the ${dst.byteLength} bytes asked for`);
-        dst.set(payload, offset);
+        // Usually the decoder already put the bytes in place (dataTarget).
+        if (payload.buffer !== dst.buffer || payload.byteOffset !== dst.byteOffset + offset) dst.set(payload, offset);
       },
     });
     return this.track(

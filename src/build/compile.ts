@@ -22,11 +22,15 @@ import { runCompiler } from './compiler-job.js';
 import { kernelEntries } from './kernel-signatures.js';
 import { checkFitsWindow, fnv1a32, pickStaticBase, staticSizeOf } from './static-placement.js';
 import { readWasmModuleInfo, type MemoryLimits, type WasmModuleInfo } from './wasm-module-info.js';
+import { wrapperSource, wrapperTypes } from './wrappers.js';
 
 export interface BuildOptions {
   /** AssemblyScript entry files (`.ts`); every exported function of them becomes a kernel. */
   sources: string[];
-  /** Output path without extension; the bundle is written to `<output>.offload`. */
+  /**
+   * Output path without extension; the bundle is written to `<output>.offload`, its typed host
+   * wrappers to `<output>.js` and `<output>.d.ts`.
+   */
   output: string;
   /** Bundle name, for diagnostics. Defaults to the basename of `output`. */
   name?: string;
@@ -47,6 +51,8 @@ export interface BuildResult {
   manifest: Manifest;
   /** The bundle's bytes, as written. */
   bundle: Uint8Array;
+  /** The typed host wrappers written next to the bundle (see wrappers.ts). */
+  wrappers: { js: string; dts: string };
 }
 
 /**
@@ -85,13 +91,14 @@ interface CompiledImage {
 }
 
 /**
- * Compiles `options.sources` and writes the bundle to `<options.output>.offload`, creating its
- * directory.
- * @returns the path written, the manifest and the bundle bytes.
+ * Compiles `options.sources` and writes the bundle to `<options.output>.offload` and its typed
+ * wrappers to `<options.output>.js` and `.d.ts`, creating their directory.
+ * @returns the paths written, the manifest and the bundle bytes.
  * @throws (rejects) OffloadError NOT_FOUND when a source is missing; INVALID_ARGUMENT for bad
  *   options, compiler errors (as `file:line:col: error CODE: message` lines), kernels with
- *   unsupported signatures, kernels that allocate or import what a device does not provide, and
- *   static data that does not fit the static window.
+ *   unsupported signatures or named like a member of the wrappers (library, unload, then),
+ *   kernels that allocate or import what a device does not provide, and static data that does
+ *   not fit the static window.
  */
 export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
   checkOptions(options);
@@ -135,13 +142,26 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
   };
   const bundle = encodeBundle(manifest, [image.wasm]);
   const file = options.output + BUNDLE_EXTENSION;
+  const wrappers = { js: `${options.output}.js`, dts: `${options.output}.d.ts` };
+  // The header names the sources relative to the wrapper, so the text does not depend on the working directory.
+  const shownSources = Object.keys(sources.texts).map((source) => path.relative(path.dirname(file), source).split(path.sep).join('/'));
+  // Generated before anything is written: a kernel name the wrappers cannot take fails the whole build.
+  const outputs: [string, string | Uint8Array][] = [
+    [file, bundle],
+    [wrappers.js, wrapperSource(manifest, path.basename(file), shownSources)],
+    [wrappers.dts, wrapperTypes(manifest)],
+  ];
+  let target = path.dirname(file);
   try {
-    await mkdir(path.dirname(file), { recursive: true });
-    await writeFile(file, bundle);
+    await mkdir(target, { recursive: true });
+    for (const [output, contents] of outputs) {
+      target = output;
+      await writeFile(output, contents);
+    }
   } catch (cause) {
-    throw new OffloadError('INVALID_ARGUMENT', `cannot write bundle file ${file}: ${(cause as Error).message}`, { cause });
+    throw new OffloadError('INVALID_ARGUMENT', `cannot write ${target}: ${(cause as Error).message}`, { cause });
   }
-  return { path: file, manifest, bundle };
+  return { path: file, manifest, bundle, wrappers };
 }
 
 function checkOptions(options: BuildOptions): void {

@@ -8,10 +8,15 @@ export const summary = 'Compile AssemblyScript kernels into a bundle (<out>.offl
 const HELP = `Usage: offload build <kernels.ts...> -o <out> [options]
 
 ${summary}. Every exported function of the
-sources becomes a kernel.
+sources becomes a kernel. Typed wrappers of the kernels go to <out>.js and
+<out>.d.ts:
+  import { load } from './<out>.js';
+  const k = await load(runtime);
+  await k.saxpy(device, { teams: 64 }, n, a, map.to(x), map.tofrom(y));
 
 Options:
-  -o, --output <out>     Output path without extension (required)
+  -o, --output <out>     Output path without extension (required); writes
+                         <out>.offload, <out>.js and <out>.d.ts
   --name <name>          Bundle name for diagnostics (default: basename of <out>)
   --static-base <addr>   Address of the image's static data, decimal or 0x hex
                          (default: a slot chosen by a hash of name and sources)
@@ -58,6 +63,7 @@ export async function run(args: string[]): Promise<number> {
 
   const { manifest } = result;
   console.log(`wrote ${result.path} (${formatBytes(result.bundle.length)}, bundle '${manifest.name}') in ${formatDuration(elapsed)}`);
+  console.log(`wrote ${result.wrappers.js}, ${result.wrappers.dts} (typed wrappers)`);
   for (const image of manifest.images) {
     const end = image.staticBase + image.staticSize;
     const data = image.staticSize === 0 ? `none (base ${hex(image.staticBase)})` : `[${hex(image.staticBase)}, ${hex(end)}), ${formatBytes(image.staticSize)}`;

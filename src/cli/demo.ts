@@ -166,6 +166,8 @@ async function demoBundle(): Promise<{ path: string; compileMs?: number }> {
   // Built under a private name and renamed, so a concurrent demo never reads a partial file.
   const built = await buildBundle({ sources: [KERNELS_SOURCE], output: path.join(dir, `kernels-${process.pid}`), name: 'kernels' });
   await rename(built.path, bundlePath);
+  // The demo launches through the API, not the typed wrappers buildBundle writes beside the bundle.
+  await Promise.all([rm(built.wrappers.js, { force: true }), rm(built.wrappers.dts, { force: true })]);
   return { path: bundlePath, compileMs: performance.now() - started };
 }
 

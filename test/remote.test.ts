@@ -92,6 +92,38 @@ describe('two proxies', () => {
   });
 });
 
+describe('bulk transfers', () => {
+  it('streams a large write at an offset intact, without holding up another queue for its duration', async () => {
+    const proxy = await startProxy({ threads: 1, memory: '128M' });
+    const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
+    try {
+      const device = runtime.devices[0]!;
+      const big = await device.alloc(66 * MiB);
+      const small = await device.alloc(64);
+      const data = pattern(64 * MiB, 11);
+      const order: string[] = [];
+      const bulk = device.queue().write(big, data, { offset: MiB + 3 }).done.then(() => order.push('bulk'));
+      const quick = device.queue();
+      quick.write(small, new Uint8Array(64).fill(1));
+      const echo = new Uint8Array(64);
+      quick.read(small, echo);
+      await quick.finish().then(() => order.push('small'));
+      await bulk;
+      assert.deepEqual(order, ['small', 'bulk'], 'the small queue finished while the bulk write streamed');
+      const back = new Uint8Array(64 * MiB);
+      await device.queue().read(big, back, { offset: MiB + 3 }).done;
+      assert.ok(Buffer.from(back).equals(Buffer.from(data)));
+      const edges = new Uint8Array(2);
+      await device.queue().read(big, edges.subarray(0, 1), { offset: MiB + 2 }).done;
+      await device.queue().read(big, edges.subarray(1), { offset: 65 * MiB + 3 }).done;
+      assert.deepEqual([...edges], [0, 0], 'nothing written outside the range');
+    } finally {
+      await runtime.shutdown();
+      await proxy.stop();
+    }
+  });
+});
+
 describe('one proxy, several clients', () => {
   let proxy: ProxyProcess;
   before(async () => {

@@ -48,6 +48,11 @@ export class Buffer {
     done.then(settle, settle);
   }
 
+  /** @internal A direct view of the bytes, where the device's memory is host memory (see PluginDevice.hostView). */
+  hostView(offset: number, bytes: number): Uint8Array | undefined {
+    return this.device.plugin.hostView?.(this.allocation, offset, bytes);
+  }
+
   /** @internal Marks the buffer freed without touching the device (runtime shutdown). */
   invalidate(): void {
     this.isFreed = true;

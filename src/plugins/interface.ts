@@ -132,6 +132,12 @@ export interface PluginDevice {
   alloc(bytes: number, kind: MemoryKind): Promise<Allocation>;
   free(alloc: Allocation): Promise<void>;
   createQueue(): PluginQueue;
+  /**
+   * Optional, for devices whose memory the host addresses directly (the host device): a view of
+   * `bytes` bytes of `alloc` at `offset`. Writing through it bypasses the queues, so the caller
+   * must order it itself (the proxy does, for a streamed write its queue is parked at).
+   */
+  hostView?(alloc: Allocation, offset: number, bytes: number): Uint8Array;
   /** Set once the device is gone; every later operation rejects with it. */
   readonly lost: OffloadError | undefined;
 }

@@ -52,6 +52,8 @@ interface IncomingWrite {
   received: number;
   writes: Promise<void>[];
   gate: Deferred;
+  /** Device memory the chunks land in directly, from `ready` on (host-addressable devices). */
+  direct?: Uint8Array;
 }
 
 export class ProxyConnection {
@@ -75,6 +77,7 @@ export class ProxyConnection {
     private readonly onClosed: () => void = () => {},
   ) {
     transport.onFrame = (frame) => this.onFrame(frame);
+    transport.payloadSink = (meta, length) => this.chunkTarget(meta, length);
     transport.onClose = () => void this.closed();
   }
 
@@ -333,9 +336,16 @@ export class ProxyConnection {
     if (offset + bytes > buffer.byteLength) {
       gate.reject(errors.outOfBounds(`write into ${buffer.describe()}: ${bytes} bytes at offset ${offset} reach byte ${offset + bytes}, beyond its ${buffer.byteLength} bytes`));
     } else {
-      this.incoming.set(id, { buffer, offset, bytes, received: 0, writes: [], gate });
+      const write: IncomingWrite = { buffer, offset, bytes, received: 0, writes: [], gate };
+      this.incoming.set(id, write);
+      // The buffer stays allocated while chunks may land in it directly.
+      buffer.use(held.done);
       reached.done.then(
-        () => this.transport.send({ op: 'ready', id }),
+        () => {
+          // The queue is parked at this write: nothing of it touches the range until the gate opens.
+          write.direct = buffer.hostView(offset, bytes);
+          this.transport.send({ op: 'ready', id });
+        },
         (error: unknown) => gate.reject(error),
       );
     }
@@ -350,10 +360,21 @@ export class ProxyConnection {
     if (meta.uint('offset') !== write.received || write.received + payload.byteLength > write.bytes || payload.byteLength === 0) {
       throw errors.protocol(`chunk of write ${id} at offset ${meta.uint('offset')} (${payload.byteLength} bytes) does not continue it at ${write.received} of ${write.bytes}`);
     }
-    const side = this.sideQueue(write.buffer.device);
-    write.writes.push(side.write(write.buffer, payload, { offset: write.offset + write.received }).done);
+    const landed = write.direct !== undefined && payload.buffer === write.direct.buffer && payload.byteOffset === write.direct.byteOffset + write.received;
+    if (!landed) {
+      const side = this.sideQueue(write.buffer.device);
+      write.writes.push(side.write(write.buffer, payload, { offset: write.offset + write.received }).done);
+    }
     write.received += payload.byteLength;
     if (write.received === write.bytes) Promise.all(write.writes).then(() => write.gate.resolve(), write.gate.reject);
+  }
+
+  /** Where a `chunk` frame's payload lands: straight in device memory when that is possible and the chunk is the next one. */
+  private chunkTarget(meta: Record<string, unknown>, length: number): Uint8Array | undefined {
+    if (meta.op !== 'chunk' || typeof meta.id !== 'number') return undefined;
+    const write = this.incoming.get(meta.id);
+    if (!write?.direct || meta.offset !== write.received || write.received + length > write.bytes) return undefined;
+    return write.direct.subarray(write.received, write.received + length);
   }
 
   private read(meta: Meta, id: number): void {

@@ -239,6 +239,11 @@ export class HostDevice implements PluginDevice {
     return new HostAllocation(bytes, kind, this.allocator.alloc(bytes));
   }
 
+  hostView(alloc: Allocation, offset: number, bytes: number): Uint8Array {
+    const start = (alloc as HostAllocation).address + offset;
+    return this.heap.subarray(start, start + bytes);
+  }
+
   async free(alloc: Allocation): Promise<void> {
     this.checkAlive();
     this.allocator.free((alloc as HostAllocation).address);

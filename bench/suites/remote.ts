@@ -4,7 +4,7 @@
  * trips, pipelined launches; and a launch-heavy loop over one proxy against two.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,7 +21,10 @@ const PIPELINED_LAUNCHES = 5000;
 /** One small mandelbrot tile per launch: enough work (~0.3 ms) that two proxies can overlap. */
 const TILE = [64, 48, 256, -2.2, -1.125, 3 / 64] as const;
 
-const cli = ['--import', 'tsx', fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url))];
+// Proxies run as installed (plain node on dist/, built by `npm install`), like the raw TCP
+// peer; from source through tsx only when there is no build (tsx's loader costs ~25 % here).
+const built = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+const cli = existsSync(built) ? [built] : ['--import', 'tsx', fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url))];
 
 async function startProxies(count: number, token: string): Promise<SpawnedProxy[]> {
   const dir = mkdtempSync(path.join(tmpdir(), 'offload-bench-'));
@@ -129,6 +132,7 @@ export const remoteSuite: Suite = {
   description: 'a remote host device behind a real proxy process against bare TCP between two Node processes',
   async run(plan, progress) {
     const token = randomBytes(16).toString('hex');
+    progress(`remote: proxies run ${cli.length === 1 ? 'dist/cli/main.js (run npm run build after changing src/)' : 'src/cli/main.ts through tsx (no dist/ build)'}`);
     const proxies = await startProxies(3, token);
     const raw = await RawTcpPeer.start();
     const runtimes: Runtime[] = [];

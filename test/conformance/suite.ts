@@ -367,6 +367,23 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         }
       });
 
+      it('passes pointers into buffers (buffer.at) and refuses ones beyond the end', async () => {
+        const iota = await kernel('iota_i32');
+        await withBuffer(32, async (buffer) => {
+          const q = device.queue();
+          q.write(buffer, new Int32Array(8).fill(-1));
+          q.launch(iota, { teams: 2 }, [4, buffer.at(8)]);
+          const out = new Int32Array(8);
+          q.read(buffer, out);
+          await q.finish();
+          assert.deepEqual([...out], [-1, -1, 0, 1, 2, 3, -1, -1]);
+          await rejectsWith(q.launch(iota, { teams: 1 }, [0, buffer.at(33)]).done, 'OUT_OF_BOUNDS', /pointer into/);
+          await rejectsWith(q.finish(), 'OUT_OF_BOUNDS');
+          await rejectsWith(q.launch(iota, { teams: 1 }, [0, buffer.at(-4)]).done, 'INVALID_ARGUMENT', /offset/);
+          await q.finish().catch(() => {});
+        });
+      });
+
       it('clamps threads to the device limit, as OpenMP thread_limit', async () => {
         const recordGrid = await kernel('record_grid');
         await withBuffer(16, async (out) => {

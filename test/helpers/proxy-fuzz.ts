@@ -253,7 +253,6 @@ export async function fuzzProxy(server: ProxyServer, options: { token: string; f
       await settle();
       if (client.closed) {
         report.closedByProxy++;
-        if (process.env.FUZZ_DEBUG && wellFormed) console.log(String(client.closeReason));
         const reason = client.closeReason;
         if (!(reason instanceof OffloadError) || reason.code !== 'PROTOCOL') violation(`connection closed with ${String(reason)}, not PROTOCOL`);
       } else {

@@ -39,7 +39,7 @@ describe('offload command', () => {
     for (const args of [['--help'], []]) {
       const { code, stdout } = await offload(args);
       assert.equal(code, 0);
-      for (const command of ['devices', 'build', 'demo', 'proxy', 'launch']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
+      for (const command of ['devices', 'build', 'demo', 'proxy', 'launch', 'bench']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
     }
   });
 
@@ -71,7 +71,7 @@ describe('offload command', () => {
   });
 
   it('shows the help of each command', async () => {
-    for (const command of ['devices', 'build', 'demo', 'proxy', 'launch']) {
+    for (const command of ['devices', 'build', 'demo', 'proxy', 'launch', 'bench']) {
       const direct = await offload([command, '--help']);
       assert.equal(direct.code, 0);
       assert.match(direct.stdout, new RegExp(`^Usage: offload ${command}`));
@@ -146,5 +146,24 @@ describe('offload command', () => {
     } finally {
       await proxy.stop();
     }
+  });
+
+  it('runs the proxy apps and verifies their checksums', async () => {
+    const xs = await offload(['bench', 'xsbench', '--grid', 'hash', '--lookups', '1000'], { OFFLOAD_HOST_THREADS: '2' });
+    assert.equal(xs.code, 0, xs.stderr);
+    assert.match(xs.stdout, /^checksum 3044: VALID$/m);
+    assert.match(xs.stdout, /lookups\/s/);
+    const rs = await offload(['bench', 'rsbench', '--lookups', '1000'], { OFFLOAD_HOST_THREADS: '2' });
+    assert.equal(rs.code, 0, rs.stderr);
+    assert.match(rs.stdout, /^checksum 3533: VALID$/m);
+    const unknown = await offload(['bench', 'hpl']);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /xsbench or rsbench/);
+    const badGrid = await offload(['bench', 'xsbench', '--grid', 'nuclide']);
+    assert.equal(badGrid.code, 2);
+    assert.match(badGrid.stderr, /--grid must be unionized or hash/);
+    const badDevices = await offload(['bench', 'xsbench', '--lookups', '10', '--grid', 'hash', '--devices', '7']);
+    assert.equal(badDevices.code, 1);
+    assert.match(badDevices.stderr, /\[NOT_FOUND\].*no device 7/);
   });
 });

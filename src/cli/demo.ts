@@ -3,10 +3,6 @@
  * mandelbrot on every device (with `--proxies N`, also on N local proxies it starts), and checks
  * every result against a plain TypeScript reference.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -15,9 +11,9 @@ import type { Device } from '../api/device.js';
 import type { Library } from '../api/library.js';
 import type { Event, Queue } from '../api/queue.js';
 import { Offload } from '../api/runtime.js';
-import { buildBundle } from '../build/compile.js';
-import { spawnProxy, type SpawnedProxy } from '../proxy/spawn.js';
 import { formatDuration, table, usageError } from './format.js';
+import { cachedBundle } from './kernel-cache.js';
+import { startLocalProxies } from './local-proxies.js';
 
 export const summary = 'Compile the example kernels, run them on every device and check the results';
 
@@ -37,7 +33,6 @@ Options:
 
 // src/cli and dist/cli sit at the same depth below the package root.
 const KERNELS_SOURCE = fileURLToPath(new URL('../../examples/kernels.ts', import.meta.url));
-const DEVICE_LIBRARY = fileURLToPath(new URL('../../assembly/device.ts', import.meta.url));
 
 /** f32 results may differ from the f64 reference by a few ulps (2^-23 relative each). */
 const F32_TOLERANCE = 1e-6;
@@ -78,7 +73,7 @@ export async function run(args: string[]): Promise<number> {
   }
 
   const started = performance.now();
-  const bundle = await demoBundle();
+  const bundle = await cachedBundle(KERNELS_SOURCE, 'demo');
   const how = bundle.compileMs === undefined ? 'cached' : `compiled in ${formatDuration(bundle.compileMs)}`;
   console.log(`kernels  ${path.relative(process.cwd(), KERNELS_SOURCE) || KERNELS_SOURCE}: ${how} -> ${bundle.path}`);
 
@@ -127,49 +122,7 @@ export async function run(args: string[]): Promise<number> {
   }
 }
 
-/** `--proxies N`: N `offload proxy` children on free local ports, with a fresh token. */
-async function startLocalProxies(count: number): Promise<{ proxies: SpawnedProxy[]; token: string; stop(): Promise<void> } | undefined> {
-  if (count === 0) return undefined;
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'offload-demo-proxies-'));
-  const token = randomBytes(24).toString('hex');
-  const tokenFile = path.join(dir, 'token');
-  await writeFile(tokenFile, token, { mode: 0o600 });
-  const cli = [...process.execArgv, process.argv[1]!];
-  const started = await Promise.allSettled(Array.from({ length: count }, () => spawnProxy({ cli, tokenFile, inheritStderr: true })));
-  const proxies = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
-  const stop = async () => {
-    await Promise.all(proxies.map((proxy) => proxy.stop()));
-    await rm(dir, { recursive: true, force: true });
-  };
-  const failed = started.find((result) => result.status === 'rejected');
-  if (failed) {
-    await stop();
-    throw failed.reason;
-  }
-  for (const proxy of proxies) console.log(`proxy    ${proxy.address} (a local 'offload proxy' process)`);
-  return { proxies, token, stop };
-}
 
-/**
- * The bundle of examples/kernels.ts in a cache directory keyed by the kernel sources; compiled
- * only when missing. `compileMs` is set when it was compiled now.
- */
-async function demoBundle(): Promise<{ path: string; compileMs?: number }> {
-  const hash = createHash('sha256');
-  for (const file of [KERNELS_SOURCE, DEVICE_LIBRARY]) hash.update(await readFile(file));
-  const dir = path.join(os.tmpdir(), `offload-demo-${hash.digest('hex').slice(0, 12)}`);
-  const bundlePath = path.join(dir, 'kernels.offload');
-  if (existsSync(bundlePath)) return { path: bundlePath };
-
-  await mkdir(dir, { recursive: true });
-  const started = performance.now();
-  // Built under a private name and renamed, so a concurrent demo never reads a partial file.
-  const built = await buildBundle({ sources: [KERNELS_SOURCE], output: path.join(dir, `kernels-${process.pid}`), name: 'kernels' });
-  await rename(built.path, bundlePath);
-  // The demo launches through the API, not the typed wrappers buildBundle writes beside the bundle.
-  await Promise.all([rm(built.wrappers.js, { force: true }), rm(built.wrappers.dts, { force: true })]);
-  return { path: bundlePath, compileMs: performance.now() - started };
-}
 
 /**
  * Times one round trip on a fresh queue: the writes, then the launch alone (from enqueue to its

@@ -4,6 +4,7 @@
  * the exit status (0 done, 1 failed or an OffloadError, 2 used wrongly).
  */
 import { OffloadError } from '../errors.js';
+import * as bench from './bench.js';
 import * as build from './build.js';
 import * as demo from './demo.js';
 import * as devices from './devices.js';
@@ -12,7 +13,7 @@ import * as proxy from './proxy.js';
 import { table, usageError } from './format.js';
 
 /** Each module exports `summary` (one line) and `run(args)`, which resolves to the exit status. */
-const COMMANDS = { devices, build, demo, proxy, launch };
+const COMMANDS = { devices, build, demo, proxy, launch, bench };
 type CommandName = keyof typeof COMMANDS;
 
 const HELP = `Usage: offload <command> [options]

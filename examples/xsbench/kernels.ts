@@ -1,0 +1,184 @@
+// XSBench's event-based macroscopic cross-section lookup (ANL-CESAR), as offload-ts kernels
+// (AssemblyScript; compiled by buildBundle; not type-checked by tsc). The algorithm and every
+// constant follow ../shared/bench/PROXY-APPS.md; the host side is src/apps/xsbench.ts.
+//
+// Layouts (all in device memory, pointers are byte offsets):
+//   nuclideGrid  f64[nIsotopes * nGridpoints * 6]: energy, total, elastic, absorption, fission, nu-fission
+//   unionGrid    f64[nIsotopes * nGridpoints]      (unionized variant)
+//   indexGrid    i32[nUnion * nIsotopes]           (unionized) or i32[hashBins * nIsotopes] (hash)
+//   numNucs      i32[12], mats i32[12 * maxNumNucs], concs f64[12 * maxNumNucs]
+//   partials     i64[numTeams]: each team's sum of verification values
+import { numTeams, teamId } from "offload-ts/device";
+
+const LCG_A: u64 = 2806196910506780709;
+const MASK63: u64 = 0x7fffffffffffffff;
+const TWO63: f64 = 9223372036854775808.0;
+const POINT: usize = 48; // 6 doubles
+
+/** seed = (a * seed + 1) mod 2^63, then seed / 2^63. The 64-bit product wraps; its low 63 bits are the residue. */
+@inline
+function nextDouble(seed: u64): u64 {
+  return (LCG_A * seed + 1) & MASK63;
+}
+
+@inline
+function asDouble(seed: u64): f64 {
+  return <f64>seed / TWO63;
+}
+
+/** Jumps n steps of the LCG in O(log n). */
+function fastForward(seed: u64, n: u64): u64 {
+  let a: u64 = LCG_A;
+  let c: u64 = 1;
+  let aNew: u64 = 1;
+  let cNew: u64 = 0;
+  while (n > 0) {
+    if (n & 1) {
+      aNew *= a;
+      cNew = cNew * a + c;
+    }
+    c *= a + 1;
+    a *= a;
+    n >>= 1;
+  }
+  return (aNew * seed + cNew) & MASK63;
+}
+
+/** Probability of each material being picked (XSBench's pick_mat). */
+const DIST: StaticArray<f64> = [0.14, 0.052, 0.275, 0.134, 0.154, 0.064, 0.066, 0.055, 0.008, 0.015, 0.025, 0.013];
+
+/**
+ * The material roll, with XSBench's quirk: dist[0] never enters the running sum. The sum is
+ * recomputed from dist[i] down to dist[1] for each i, as the original does, so that rounding
+ * (and thus the checksum) matches it exactly.
+ */
+function pickMaterial(roll: f64): i32 {
+  for (let i = 0; i < 12; i++) {
+    let running = 0.0;
+    for (let j = i; j > 0; j--) running += unchecked(DIST[j]);
+    if (roll < running) return i;
+  }
+  return 0;
+}
+
+/** Largest lo with a[lo] <= e (XSBench's grid_search), over `stride`-spaced doubles. */
+@inline
+function searchGrid(base: usize, stride: usize, lo: i32, hi: i32, e: f64): i32 {
+  let length = hi - lo;
+  while (length > 1) {
+    const mid = lo + length / 2;
+    if (load<f64>(base + <usize>mid * stride) > e) hi = mid;
+    else lo = mid;
+    length = hi - lo;
+  }
+  return lo;
+}
+
+/** Index of the largest of the five channels, 1-based (strict >, from -1.0). */
+@inline
+function verification(m0: f64, m1: f64, m2: f64, m3: f64, m4: f64): i64 {
+  let best = -1.0;
+  let index: i64 = 0;
+  if (m0 > best) { best = m0; index = 1; }
+  if (m1 > best) { best = m1; index = 2; }
+  if (m2 > best) { best = m2; index = 3; }
+  if (m3 > best) { best = m3; index = 4; }
+  if (m4 > best) { best = m4; index = 5; }
+  return index;
+}
+
+/**
+ * Lookups first .. first+count-1 with the unionized grid, in contiguous blocks per team; each
+ * team stores the sum of its verification values at partials + 8 * teamId.
+ */
+export function xs_lookups_unionized(
+  first: i64, count: i32, nIsotopes: i32, nGridpoints: i32,
+  unionGrid: usize, indexGrid: usize, nuclideGrid: usize,
+  numNucs: usize, mats: usize, concs: usize, maxNumNucs: i32, partials: usize,
+): void {
+  const teams = numTeams();
+  const team = teamId();
+  const block = (count + teams - 1) / teams;
+  const start = team * block;
+  const end = min(count, start + block);
+  const nUnion = nIsotopes * nGridpoints;
+  let sum: i64 = 0;
+  for (let i = start; i < end; i++) {
+    let seed = fastForward(1070, <u64>(first + <i64>i) * 2);
+    seed = nextDouble(seed);
+    const e = asDouble(seed);
+    seed = nextDouble(seed);
+    const mat = pickMaterial(asDouble(seed));
+    const idx = searchGrid(unionGrid, 8, 0, nUnion - 1, e);
+    const row = indexGrid + ((<usize>idx * <usize>nIsotopes) << 2);
+    let m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0;
+    const nucs = load<i32>(numNucs + (<usize>mat << 2));
+    for (let j = 0; j < nucs; j++) {
+      const at = <usize>(mat * maxNumNucs + j);
+      const nuc = load<i32>(mats + (at << 2));
+      const conc = load<f64>(concs + (at << 3));
+      let k = load<i32>(row + (<usize>nuc << 2));
+      if (k == nGridpoints - 1) k--;
+      const low = nuclideGrid + (<usize>nuc * <usize>nGridpoints + <usize>k) * POINT;
+      const high = low + POINT;
+      const f = (load<f64>(high) - e) / (load<f64>(high) - load<f64>(low));
+      m0 += (load<f64>(high, 8) - f * (load<f64>(high, 8) - load<f64>(low, 8))) * conc;
+      m1 += (load<f64>(high, 16) - f * (load<f64>(high, 16) - load<f64>(low, 16))) * conc;
+      m2 += (load<f64>(high, 24) - f * (load<f64>(high, 24) - load<f64>(low, 24))) * conc;
+      m3 += (load<f64>(high, 32) - f * (load<f64>(high, 32) - load<f64>(low, 32))) * conc;
+      m4 += (load<f64>(high, 40) - f * (load<f64>(high, 40) - load<f64>(low, 40))) * conc;
+    }
+    sum += verification(m0, m1, m2, m3, m4);
+  }
+  store<i64>(partials + (<usize>team << 3), sum);
+}
+
+/** The same lookups with the hash grid: hashBins bins over [0, 1), each holding per-isotope search bounds. */
+export function xs_lookups_hash(
+  first: i64, count: i32, nIsotopes: i32, nGridpoints: i32, hashBins: i32,
+  indexGrid: usize, nuclideGrid: usize,
+  numNucs: usize, mats: usize, concs: usize, maxNumNucs: i32, partials: usize,
+): void {
+  const teams = numTeams();
+  const team = teamId();
+  const block = (count + teams - 1) / teams;
+  const start = team * block;
+  const end = min(count, start + block);
+  const du = 1.0 / <f64>hashBins;
+  let sum: i64 = 0;
+  for (let i = start; i < end; i++) {
+    let seed = fastForward(1070, <u64>(first + <i64>i) * 2);
+    seed = nextDouble(seed);
+    const e = asDouble(seed);
+    seed = nextDouble(seed);
+    const mat = pickMaterial(asDouble(seed));
+    const bin = <i32>(e / du);
+    let m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0;
+    const nucs = load<i32>(numNucs + (<usize>mat << 2));
+    for (let j = 0; j < nucs; j++) {
+      const at = <usize>(mat * maxNumNucs + j);
+      const nuc = load<i32>(mats + (at << 2));
+      const conc = load<f64>(concs + (at << 3));
+      const grid = nuclideGrid + <usize>nuc * <usize>nGridpoints * POINT;
+      const uLow = load<i32>(indexGrid + ((<usize>bin * <usize>nIsotopes + <usize>nuc) << 2));
+      const uHigh = bin == hashBins - 1 ? nGridpoints - 1 : load<i32>(indexGrid + ((<usize>(bin + 1) * <usize>nIsotopes + <usize>nuc) << 2)) + 1;
+      const eLow = load<f64>(grid + <usize>uLow * POINT);
+      const eHigh = load<f64>(grid + <usize>uHigh * POINT);
+      let k: i32;
+      if (e <= eLow) k = 0;
+      else if (e >= eHigh) k = nGridpoints - 1;
+      else k = searchGrid(grid, POINT, uLow, uHigh, e);
+      if (k == nGridpoints - 1) k--;
+      const low = grid + <usize>k * POINT;
+      const high = low + POINT;
+      const f = (load<f64>(high) - e) / (load<f64>(high) - load<f64>(low));
+      m0 += (load<f64>(high, 8) - f * (load<f64>(high, 8) - load<f64>(low, 8))) * conc;
+      m1 += (load<f64>(high, 16) - f * (load<f64>(high, 16) - load<f64>(low, 16))) * conc;
+      m2 += (load<f64>(high, 24) - f * (load<f64>(high, 24) - load<f64>(low, 24))) * conc;
+      m3 += (load<f64>(high, 32) - f * (load<f64>(high, 32) - load<f64>(low, 32))) * conc;
+      m4 += (load<f64>(high, 40) - f * (load<f64>(high, 40) - load<f64>(low, 40))) * conc;
+    }
+    sum += verification(m0, m1, m2, m3, m4);
+  }
+  store<i64>(partials + (<usize>team << 3), sum);
+}

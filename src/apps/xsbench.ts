@@ -1,0 +1,203 @@
+/**
+ * XSBench (ANL-CESAR) on offload-ts: the host-side initialisation (nuclide grids, unionized or
+ * hash acceleration grid, materials and concentrations) in TypeScript, and a driver that maps
+ * the data onto any set of devices with the mapping layer, splits the lookups over them (one
+ * queue each) and checks the published checksum. Kernels: examples/xsbench/kernels.ts.
+ */
+import { fileURLToPath } from 'node:url';
+import type { Device } from '../api/device.js';
+import type { Runtime } from '../api/runtime.js';
+import { errors } from '../errors.js';
+import { map, type MapSpec } from '../runtime/mapping/map.js';
+import { Lcg, materials, share, type ProblemSize } from './proxy-apps.js';
+
+export type XsSize = ProblemSize;
+export type XsGrid = 'unionized' | 'hash';
+
+export const XSBENCH = {
+  isotopes: { small: 68, large: 355 },
+  gridpoints: 11303,
+  hashBins: 10000,
+  lookups: 17_000_000,
+  checksumMod: 999_983,
+  expected: { small: 945_990, large: 952_131 },
+  /** Checksums of shorter runs (small size), for smoke tests. */
+  smoke: { 1000: 3044 } as Record<number, number>,
+} as const;
+
+export interface XsData {
+  size: XsSize;
+  grid: XsGrid;
+  nIsotopes: number;
+  nGridpoints: number;
+  /** Points of 6 doubles, isotope-major, each isotope's points sorted by energy. */
+  nuclideGrid: Float64Array;
+  /** Unionized: all energies sorted; hash: empty. */
+  unionGrid: Float64Array;
+  /** Unionized: i32[nUnion * nIsotopes]; hash: i32[hashBins * nIsotopes]. */
+  indexGrid: Int32Array;
+  numNucs: Int32Array;
+  mats: Int32Array;
+  concs: Float64Array;
+  maxNumNucs: number;
+}
+
+/** Largest lo in [lo, hi) with energy(lo) <= e, XSBench's grid_search. */
+function search(energy: (i: number) => number, lo: number, hi: number, e: number): number {
+  let length = hi - lo;
+  while (length > 1) {
+    const mid = lo + Math.floor(length / 2);
+    if (energy(mid) > e) hi = mid;
+    else lo = mid;
+    length = hi - lo;
+  }
+  return lo;
+}
+
+export function generateXsbench(size: XsSize, grid: XsGrid): XsData {
+  const nIsotopes = XSBENCH.isotopes[size];
+  const nGridpoints = XSBENCH.gridpoints;
+  const points = nIsotopes * nGridpoints;
+
+  // Nuclide grids: drawn isotope by isotope, point by point, six values each, then sorted.
+  const raw = new Float64Array(points * 6);
+  const random = new Lcg(42);
+  for (let i = 0; i < raw.length; i++) raw[i] = random.double();
+  const nuclideGrid = new Float64Array(points * 6);
+  const order = new Int32Array(nGridpoints);
+  for (let iso = 0; iso < nIsotopes; iso++) {
+    const base = iso * nGridpoints;
+    for (let p = 0; p < nGridpoints; p++) order[p] = p;
+    order.sort((a, b) => raw[(base + a) * 6]! - raw[(base + b) * 6]!);
+    for (let p = 0; p < nGridpoints; p++) nuclideGrid.set(raw.subarray((base + order[p]!) * 6, (base + order[p]! + 1) * 6), (base + p) * 6);
+  }
+  const energyOf = (iso: number) => (p: number) => nuclideGrid[(iso * nGridpoints + p) * 6]!;
+
+  let unionGrid = new Float64Array(0);
+  let indexGrid: Int32Array;
+  if (grid === 'unionized') {
+    unionGrid = new Float64Array(points);
+    for (let p = 0; p < points; p++) unionGrid[p] = nuclideGrid[p * 6]!;
+    unionGrid.sort();
+    indexGrid = new Int32Array(points * nIsotopes);
+    const idxLow = new Int32Array(nIsotopes);
+    const energyHigh = new Float64Array(nIsotopes);
+    for (let iso = 0; iso < nIsotopes; iso++) energyHigh[iso] = energyOf(iso)(1);
+    for (let u = 0; u < points; u++) {
+      const energy = unionGrid[u]!;
+      for (let iso = 0; iso < nIsotopes; iso++) {
+        if (energy >= energyHigh[iso]! && idxLow[iso] !== nGridpoints - 2) {
+          idxLow[iso]!++;
+          energyHigh[iso] = energyOf(iso)(idxLow[iso]! + 1);
+        }
+        indexGrid[u * nIsotopes + iso] = idxLow[iso]!;
+      }
+    }
+  } else {
+    const bins = XSBENCH.hashBins;
+    indexGrid = new Int32Array(bins * nIsotopes);
+    const du = 1 / bins;
+    for (let e = 0; e < bins; e++) {
+      for (let iso = 0; iso < nIsotopes; iso++) indexGrid[e * nIsotopes + iso] = search(energyOf(iso), 0, nGridpoints - 1, e * du);
+    }
+  }
+
+  const lists = materials(size);
+  const maxNumNucs = Math.max(...lists.map((list) => list.length));
+  const numNucs = Int32Array.from(lists.map((list) => list.length));
+  const mats = new Int32Array(12 * maxNumNucs);
+  lists.forEach((list, m) => mats.set(list, m * maxNumNucs));
+  const concs = new Float64Array(12 * maxNumNucs);
+  const concRandom = new Lcg(1070 * 1070);
+  lists.forEach((list, m) => {
+    for (let j = 0; j < list.length; j++) concs[m * maxNumNucs + j] = concRandom.double();
+  });
+  return { size, grid, nIsotopes, nGridpoints, nuclideGrid, unionGrid, indexGrid, numNucs, mats, concs, maxNumNucs };
+}
+
+/** The AssemblyScript source of the lookup kernels, shipped with the package. */
+export function xsbenchKernelsSource(): string {
+  // src/apps and dist/apps sit at the same depth below the package root.
+  return fileURLToPath(new URL('../../examples/xsbench/kernels.ts', import.meta.url));
+}
+
+export interface XsRunOptions {
+  /** Path of the bundle built from xsbenchKernelsSource(). */
+  bundle: string;
+  lookups: number;
+  /** Called with the fraction of lookups done, after each batch. */
+  progress?: (done: number) => void;
+}
+
+export interface XsResult {
+  checksum: number;
+  /** Whether the checksum is the published one; undefined for a lookup count without one. */
+  valid: boolean | undefined;
+  expected: number | undefined;
+  /** Mapping the data onto every device (all devices at once). */
+  transferSeconds: number;
+  /** The lookup kernels alone (all devices at once): the figure of merit's time. */
+  lookupSeconds: number;
+  lookupsPerSecond: number;
+  /** Lookups each device did. */
+  perDevice: number[];
+}
+
+
+export async function runXsbench(runtime: Runtime, devices: readonly Device[], data: XsData, options: XsRunOptions): Promise<XsResult> {
+  if (!Number.isSafeInteger(options.lookups) || options.lookups < 1) throw errors.invalidArgument(`xsbench: lookups must be a positive integer, got ${options.lookups}`);
+  if (devices.length === 0) throw errors.invalidArgument('xsbench: no devices to run on');
+  const library = await runtime.register(options.bundle);
+  try {
+    const name = data.grid === 'unionized' ? 'xs_lookups_unionized' : 'xs_lookups_hash';
+    const kernels = await Promise.all(devices.map((device) => device.kernel(library, name)));
+    const arrays: MapSpec[] = [
+      map.to(data.nuclideGrid, 'nuclideGrid'),
+      map.to(data.indexGrid, 'indexGrid'),
+      map.to(data.numNucs, 'numNucs'),
+      map.to(data.mats, 'mats'),
+      map.to(data.concs, 'concs'),
+    ];
+    if (data.grid === 'unionized') arrays.push(map.to(data.unionGrid, 'unionGrid'));
+
+    const mapStart = performance.now();
+    await Promise.all(devices.map((device) => runtime.enterData(device, arrays)));
+    const transferSeconds = (performance.now() - mapStart) / 1000;
+    try {
+      // Batches let a terminal show progress; each is one launch per device.
+      const batches = options.lookups >= 1_000_000 ? 20 : 1;
+      const perDevice = devices.map((_, d) => share(options.lookups, devices.length, d)[1]);
+      let sum = 0n;
+      let done = 0;
+      const lookupStart = performance.now();
+      await Promise.all(
+        devices.map(async (device, d) => {
+          const [first, count] = share(options.lookups, devices.length, d);
+          const teams = 8 * device.info.computeUnits;
+          const partials = new BigInt64Array(teams);
+          for (let b = 0; b < batches; b++) {
+            const [offset, n] = share(count, batches, b);
+            if (n === 0) continue;
+            const common = [data.nIsotopes, data.nGridpoints];
+            const args =
+              data.grid === 'unionized'
+                ? [BigInt(first + offset), n, ...common, map.to(data.unionGrid), map.to(data.indexGrid), map.to(data.nuclideGrid), map.to(data.numNucs), map.to(data.mats), map.to(data.concs), data.maxNumNucs, map.from(partials)]
+                : [BigInt(first + offset), n, ...common, XSBENCH.hashBins, map.to(data.indexGrid), map.to(data.nuclideGrid), map.to(data.numNucs), map.to(data.mats), map.to(data.concs), data.maxNumNucs, map.from(partials)];
+            await runtime.target(device, kernels[d]!, { teams }, args);
+            for (const partial of partials) sum += partial;
+            done += n;
+            options.progress?.(done / options.lookups);
+          }
+        }),
+      );
+      const lookupSeconds = (performance.now() - lookupStart) / 1000;
+      const checksum = Number(sum % BigInt(XSBENCH.checksumMod));
+      const expected = options.lookups === XSBENCH.lookups ? XSBENCH.expected[data.size] : data.size === 'small' ? XSBENCH.smoke[options.lookups] : undefined;
+      return { checksum, valid: expected === undefined ? undefined : checksum === expected, expected, transferSeconds, lookupSeconds, lookupsPerSecond: options.lookups / lookupSeconds, perDevice };
+    } finally {
+      await Promise.all(devices.map((device) => runtime.exitData(device, arrays.map((spec) => map.release(spec.view)))));
+    }
+  } finally {
+    await library.unregister();
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * `offload bench xsbench|rsbench`: the proxy apps of LLVM's MPI plugin paper on any set of
+ * devices, with their published checksums as the check. Lookups are split over the devices (one
+ * queue each), and the figure of merit is lookups per second over the lookup kernels alone.
+ */
+import { parseArgs } from 'node:util';
+import type { Device } from '../api/device.js';
+import { Offload, type Runtime } from '../api/runtime.js';
+import { share, type ProblemSize } from '../apps/proxy-apps.js';
+import { generateRsbench, RSBENCH, rsbenchKernelsSource, runRsbench } from '../apps/rsbench.js';
+import { generateXsbench, runXsbench, XSBENCH, xsbenchKernelsSource, type XsGrid } from '../apps/xsbench.js';
+import { errors } from '../errors.js';
+import { formatDuration, table, usageError } from './format.js';
+import { cachedBundle } from './kernel-cache.js';
+import { startLocalProxies } from './local-proxies.js';
+
+export const summary = 'Run a proxy app (xsbench, rsbench) on any devices and verify its checksum';
+
+const HELP = `Usage: offload bench <xsbench|rsbench> [options]
+
+${summary}.
+
+Options:
+  --size <small|large>          Problem size (default small; large needs ~6 GB with --grid unionized)
+  --grid <unionized|hash>       XSBench's acceleration grid (default unionized)
+  --lookups <N>                 Lookups (default: the published run, ${XSBENCH.lookups.toLocaleString('en-US')} for
+                                xsbench, ${RSBENCH.lookups.toLocaleString('en-US')} for rsbench)
+  --devices <all|local|remote|ids>
+                                Devices to split the lookups over (default all; ids: 0,2,...)
+  --proxies <N>                 Start N local proxies first and include their devices
+  -h, --help                    Show this help`;
+
+/** Devices named by --devices. */
+function pickDevices(runtime: Runtime, spec: string): Device[] {
+  if (spec === 'all') return [...runtime.devices];
+  if (spec === 'local') return runtime.devices.filter((d) => d.info.location === 'local');
+  if (spec === 'remote') return runtime.devices.filter((d) => d.info.location !== 'local');
+  return spec.split(',').map((id) => {
+    if (!/^\d+$/.test(id)) throw errors.invalidArgument(`--devices: '${id}' is not a device id (expected all, local, remote or ids like 0,2)`);
+    return runtime.device(Number(id));
+  });
+}
+
+/** A progress bar on stderr, only on a terminal and only for runs that take a while. */
+function progressBar(): { update(fraction: number): void; done(): void } {
+  const started = performance.now();
+  let drawn = false;
+  return {
+    update(fraction) {
+      if (!process.stderr.isTTY || performance.now() - started < 2000) return;
+      const width = 30;
+      const filled = Math.round(fraction * width);
+      process.stderr.write(`\r  [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(fraction * 100).toFixed(0)}%`);
+      drawn = true;
+    },
+    done() {
+      if (drawn) process.stderr.write('\r\x1b[K');
+    },
+  };
+}
+
+export async function run(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      size: { type: 'string', default: 'small' },
+      grid: { type: 'string', default: 'unionized' },
+      lookups: { type: 'string' },
+      devices: { type: 'string', default: 'all' },
+      proxies: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const app = positionals[0];
+  if (positionals.length !== 1 || (app !== 'xsbench' && app !== 'rsbench')) {
+    return usageError('bench', `expected the app to run: xsbench or rsbench${positionals.length ? `, got '${positionals.join(' ')}'` : ''}`);
+  }
+  if (values.size !== 'small' && values.size !== 'large') return usageError('bench', `--size must be small or large, got '${values.size}'`);
+  if (values.grid !== 'unionized' && values.grid !== 'hash') return usageError('bench', `--grid must be unionized or hash, got '${values.grid}'`);
+  const lookups = values.lookups === undefined ? (app === 'xsbench' ? XSBENCH.lookups : RSBENCH.lookups) : Number(values.lookups);
+  if (!/^\d+$/.test(values.lookups ?? '1') || lookups < 1 || lookups > 2 ** 31 - 1) return usageError('bench', `--lookups must be a positive integer, got '${values.lookups}'`);
+  const proxyCount = values.proxies === undefined ? 0 : Number(values.proxies);
+  if (!/^\d+$/.test(values.proxies ?? '0') || proxyCount > 16) return usageError('bench', `--proxies must be a number from 0 to 16, got '${values.proxies}'`);
+  const size = values.size as ProblemSize;
+  const grid = values.grid as XsGrid;
+
+  const bundle = await cachedBundle(app === 'xsbench' ? xsbenchKernelsSource() : rsbenchKernelsSource(), app);
+  const initStart = performance.now();
+  const xsData = app === 'xsbench' ? generateXsbench(size, grid) : undefined;
+  const rsData = app === 'rsbench' ? generateRsbench(size) : undefined;
+  const what = app === 'xsbench' ? `${size}, ${grid} grid` : `${size}, Doppler on`;
+  console.log(`${app}  ${what}, ${lookups.toLocaleString('en-US')} lookups; data generated in ${formatDuration(performance.now() - initStart)}`);
+
+  const local = await startLocalProxies(proxyCount);
+  try {
+    const runtime = await Offload.init(local && { proxies: local.proxies.map((proxy) => proxy.address), token: local.token });
+    try {
+      const devices = pickDevices(runtime, values.devices!);
+      const bar = progressBar();
+      const result = await (xsData
+        ? runXsbench(runtime, devices, xsData, { bundle: bundle.path, lookups, progress: (f) => bar.update(f) })
+        : runRsbench(runtime, devices, { size, lookups, kernelsBundle: bundle.path, data: rsData })
+      ).finally(() => bar.done());
+      const rows = devices.map((device, i) => [`  device ${device.id}`, device.info.name, `${share(lookups, devices.length, i)[1].toLocaleString('en-US')} lookups`]);
+      for (const line of table(rows)) console.log(line);
+      console.log(`transfer ${formatDuration(result.transferSeconds * 1000)} (moving the data to ${devices.length} device${devices.length === 1 ? '' : 's'})`);
+      console.log(`lookups  ${formatDuration(result.lookupSeconds * 1000)}: ${Math.round(result.lookupsPerSecond).toLocaleString('en-US')} lookups/s`);
+      const verdict = result.valid === undefined ? 'no published value for this lookup count' : result.valid ? 'VALID' : 'INVALID';
+      console.log(`checksum ${result.checksum}: ${verdict}`);
+      return result.valid === false ? 1 : 0;
+    } finally {
+      await runtime.shutdown();
+    }
+  } finally {
+    await local?.stop();
+  }
+}

@@ -3,6 +3,10 @@
  * devices, with their published checksums as the check. Lookups are split over the devices (one
  * queue each), and the figure of merit is lookups per second over the lookup kernels alone.
  */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Device } from '../api/device.js';
 import { Offload, type Runtime } from '../api/runtime.js';
@@ -28,6 +32,9 @@ Options:
   --devices <all|local|remote|ids>
                                 Devices to split the lookups over (default all; ids: 0,2,...)
   --proxies <N>                 Start N local proxies first and include their devices
+  --peers                       Then run the native peers (LLVM OpenMP offload and plain
+                                OpenMP, built by bench/peers/build.sh) with the same lookups
+                                and thread count, and print the ratios
   -h, --help                    Show this help`;
 
 /** Devices named by --devices. */
@@ -59,6 +66,42 @@ function progressBar(): { update(fraction: number): void; done(): void } {
   };
 }
 
+/** The peers' binaries, built by bench/peers/build.sh (only in a checkout of the repository). */
+const PEERS_DIR = fileURLToPath(new URL('../../bench/peers/build/', import.meta.url));
+
+interface PeerResult {
+  variant: string;
+  checksum: number;
+  lookups_per_s: number;
+  threads: number;
+}
+
+/** Runs `<app>_offload` and `<app>_host` with `threads` OpenMP threads and prints them beside offload-ts. */
+function runPeers(app: string, args: string[], threads: number, ours: number, checksum: number): void {
+  const header = ['  implementation', 'lookups/s', 'offload-ts / it', 'checksum'];
+  const rows = [['  offload-ts', Math.round(ours).toLocaleString('en-US'), '1.00', String(checksum)]];
+  for (const [variant, label, env] of [
+    ['offload', 'LLVM 16 OpenMP offload (libomptarget x86_64 plugin)', { LD_LIBRARY_PATH: '/usr/lib/llvm-16/lib', OMP_TARGET_OFFLOAD: 'MANDATORY' }],
+    ['host', 'gcc -O3 OpenMP host loop', {}],
+  ] as const) {
+    const binary = path.join(PEERS_DIR, `${app}_${variant}`);
+    if (!existsSync(binary)) {
+      console.log(`peer     ${binary} is missing: build the peers with bench/peers/build.sh`);
+      continue;
+    }
+    const run = spawnSync(binary, args, { encoding: 'utf8', env: { ...process.env, ...env, OMP_NUM_THREADS: String(threads) } });
+    const line = run.stdout.split('\n').find((l) => l.startsWith('{'));
+    if (!line) {
+      console.log(`peer     ${binary} failed: ${run.stderr.trim() || `status ${run.status}`}`);
+      continue;
+    }
+    const peer = JSON.parse(line) as PeerResult;
+    rows.push([`  ${label}, ${peer.threads} threads`, Math.round(peer.lookups_per_s).toLocaleString('en-US'), (ours / peer.lookups_per_s).toFixed(2), `${peer.checksum}${peer.checksum === checksum ? '' : ' (differs!)'}`]);
+  }
+  console.log('');
+  for (const line of table([header, ...rows])) console.log(line);
+}
+
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
@@ -69,6 +112,7 @@ export async function run(args: string[]): Promise<number> {
       lookups: { type: 'string' },
       devices: { type: 'string', default: 'all' },
       proxies: { type: 'string' },
+      peers: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -112,6 +156,11 @@ export async function run(args: string[]): Promise<number> {
       console.log(`lookups  ${formatDuration(result.lookupSeconds * 1000)}: ${Math.round(result.lookupsPerSecond).toLocaleString('en-US')} lookups/s`);
       const verdict = result.valid === undefined ? 'no published value for this lookup count' : result.valid ? 'VALID' : 'INVALID';
       console.log(`checksum ${result.checksum}: ${verdict}`);
+      if (values.peers) {
+        const threads = devices.filter((d) => d.info.location === 'local').reduce((sum, d) => sum + d.info.computeUnits, 0) || devices[0]!.info.computeUnits;
+        const peerArgs = app === 'xsbench' ? [String(lookups), grid, size] : [String(lookups), size];
+        runPeers(app, peerArgs, threads, result.lookupsPerSecond, result.checksum);
+      }
       return result.valid === false ? 1 : 0;
     } finally {
       await runtime.shutdown();

@@ -1,0 +1,212 @@
+/*
+ * XSBench (event-based lookups, unionized or hash grid) in C: the native peer of offload-ts's
+ * port (src/apps/xsbench.ts, examples/xsbench/kernels.ts), with the same data and checksums.
+ *
+ * Two builds (bench/peers/build.sh does both):
+ *   clang-16 -O3 -fopenmp -fopenmp-targets=x86_64-pc-linux-gnu -DOFFLOAD xsbench.c -o xsbench_offload
+ *     lookups in a `target teams distribute parallel for` through libomptarget's x86_64 plugin;
+ *     run with LD_LIBRARY_PATH=/usr/lib/llvm-16/lib OMP_TARGET_OFFLOAD=MANDATORY
+ *   gcc -O3 -fopenmp xsbench.c -o xsbench_host
+ *     the same loop as a plain host `parallel for`.
+ * Usage: <binary> <lookups> [unionized|hash] [small|large]. Prints one JSON line; the time is the
+ * lookup loop alone (the data is mapped before it).
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_GRIDPOINTS 11303
+#define HASH_BINS 10000
+#define CHECKSUM_MOD 999983
+#define FULL_LOOKUPS 17000000L
+
+#ifdef OFFLOAD
+#pragma omp declare target
+#endif
+static const uint64_t LCG_A = 2806196910506780709ULL;
+static const uint64_t MASK63 = 0x7fffffffffffffffULL;
+
+static inline double lcg_double(uint64_t *seed) {
+  *seed = (LCG_A * *seed + 1) & MASK63; /* the product wraps mod 2^64; its low 63 bits are the residue */
+  return (double)*seed / 9223372036854775808.0;
+}
+
+static uint64_t fast_forward(uint64_t seed, uint64_t n) {
+  uint64_t a = LCG_A, c = 1, a_new = 1, c_new = 0;
+  while (n > 0) {
+    if (n & 1) {
+      a_new *= a;
+      c_new = c_new * a + c;
+    }
+    c *= a + 1;
+    a *= a;
+    n >>= 1;
+  }
+  return (a_new * seed + c_new) & MASK63;
+}
+
+static int pick_mat(uint64_t *seed) {
+  const double dist[12] = {0.140, 0.052, 0.275, 0.134, 0.154, 0.064, 0.066, 0.055, 0.008, 0.015, 0.025, 0.013};
+  double roll = lcg_double(seed);
+  for (int i = 0; i < 12; i++) {
+    double running = 0;
+    for (int j = i; j > 0; j--) running += dist[j];
+    if (roll < running) return i;
+  }
+  return 0;
+}
+
+/* Largest lo with A[lo * stride] <= e, searching [lo, hi]. */
+static long search(const double *A, long stride, long lo, long hi, double e) {
+  long length = hi - lo;
+  while (length > 1) {
+    long mid = lo + length / 2;
+    if (A[mid * stride] > e) hi = mid;
+    else lo = mid;
+    length = hi - lo;
+  }
+  return lo;
+}
+
+static long verification(const double *m) {
+  double best = -1.0;
+  long index = 0;
+  for (int k = 0; k < 5; k++)
+    if (m[k] > best) {
+      best = m[k];
+      index = k + 1;
+    }
+  return index;
+}
+#ifdef OFFLOAD
+#pragma omp end declare target
+#endif
+
+static const int FUEL_SMALL[] = {58, 59, 60, 61, 40, 42, 43, 44, 45, 46, 1, 2, 3, 7, 8, 9, 10, 29, 57, 47, 48, 0, 62, 15, 33, 34, 52, 53, 54, 55, 56, 18, 23, 41};
+static const int M1[] = {63, 64, 65, 66, 67};
+static const int WATER[] = {24, 41, 4, 5};
+static const int ALLOY[] = {19, 20, 21, 22, 35, 36, 37, 38, 39, 25, 27, 28, 29, 30, 31, 32, 26, 49, 50, 51, 11, 12, 13, 14, 6, 16, 17};
+static const int STRUCT[] = {24, 41, 4, 5, 19, 20, 21, 22, 35, 36, 37, 38, 39, 25, 49, 50, 51, 11, 12, 13, 14};
+static const int BORON[] = {24, 41, 4, 5, 63, 64, 65, 66, 67};
+
+static int cmp_energy(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+  long lookups = argc > 1 ? atol(argv[1]) : FULL_LOOKUPS;
+  int hash = argc > 2 && strcmp(argv[2], "hash") == 0;
+  int large = argc > 3 && strcmp(argv[3], "large") == 0;
+  if (lookups < 1) {
+    fprintf(stderr, "usage: %s <lookups> [unionized|hash] [small|large]\n", argv[0]);
+    return 2;
+  }
+  const long n_iso = large ? 355 : 68, n_gp = N_GRIDPOINTS, points = n_iso * n_gp;
+
+  /* Nuclide grids: 6 doubles per point drawn in order from seed 42, each isotope sorted by energy. */
+  double *grid = malloc(sizeof(double) * 6 * points);
+  uint64_t seed = 42;
+  for (long i = 0; i < 6 * points; i++) grid[i] = lcg_double(&seed);
+  for (long iso = 0; iso < n_iso; iso++) qsort(grid + iso * n_gp * 6, n_gp, 6 * sizeof(double), cmp_energy);
+
+  long n_index = hash ? HASH_BINS * n_iso : points * n_iso;
+  double *unionized = malloc(sizeof(double) * (hash ? 1 : points));
+  int *index = malloc(sizeof(int) * n_index);
+  if (!hash) {
+    for (long p = 0; p < points; p++) unionized[p] = grid[p * 6];
+    qsort(unionized, points, sizeof(double), cmp_energy);
+    long *low = calloc(n_iso, sizeof(long));
+    double *high = malloc(sizeof(double) * n_iso);
+    for (long iso = 0; iso < n_iso; iso++) high[iso] = grid[(iso * n_gp + 1) * 6];
+    for (long u = 0; u < points; u++) {
+      for (long iso = 0; iso < n_iso; iso++) {
+        if (unionized[u] >= high[iso] && low[iso] != n_gp - 2) {
+          low[iso]++;
+          high[iso] = grid[(iso * n_gp + low[iso] + 1) * 6];
+        }
+        index[u * n_iso + iso] = (int)low[iso];
+      }
+    }
+    free(low);
+    free(high);
+  } else {
+    double du = 1.0 / HASH_BINS;
+    for (long e = 0; e < HASH_BINS; e++)
+      for (long iso = 0; iso < n_iso; iso++) index[e * n_iso + iso] = (int)search(grid + iso * n_gp * 6, 6, 0, n_gp - 1, e * du);
+  }
+
+  /* Materials and concentrations (seed 1070 * 1070, row by row). */
+  const int *lists[12] = {FUEL_SMALL, M1, WATER, WATER, ALLOY, STRUCT, STRUCT, STRUCT, STRUCT, STRUCT, BORON, BORON};
+  int num_nucs[12] = {34, 5, 4, 4, 27, 21, 21, 21, 21, 21, 9, 9};
+  if (large) num_nucs[0] = 321;
+  int max_nucs = num_nucs[0];
+  int *mats = calloc(12 * max_nucs, sizeof(int));
+  double *concs = calloc(12 * max_nucs, sizeof(double));
+  for (int m = 0; m < 12; m++)
+    for (int j = 0; j < num_nucs[m]; j++) mats[m * max_nucs + j] = (m == 0 && j >= 34) ? 68 + (j - 34) : lists[m][j];
+  seed = 1070 * 1070;
+  for (int m = 0; m < 12; m++)
+    for (int j = 0; j < num_nucs[m]; j++) concs[m * max_nucs + j] = lcg_double(&seed);
+
+  long n_union = hash ? 1 : points;
+  long sum = 0;
+  int threads = 1;
+#ifdef OFFLOAD
+#pragma omp target enter data map(to: grid[0:6 * points], unionized[0:n_union], index[0:n_index], num_nucs[0:12], mats[0:12 * max_nucs], concs[0:12 * max_nucs])
+#endif
+  double start = omp_get_wtime();
+#ifdef OFFLOAD
+#pragma omp target teams distribute parallel for reduction(+ : sum) map(tofrom: threads)
+#else
+#pragma omp parallel for reduction(+ : sum)
+#endif
+  for (long i = 0; i < lookups; i++) {
+    if (i == 0) threads = omp_get_num_threads();
+    uint64_t s = fast_forward(1070, 2 * (uint64_t)i);
+    double e = lcg_double(&s);
+    int mat = pick_mat(&s);
+    double m[5] = {0, 0, 0, 0, 0};
+    long idx = 0;
+    if (!hash) idx = search(unionized, 1, 0, n_union - 1, e);
+    else idx = (long)(e / (1.0 / HASH_BINS));
+    for (int j = 0; j < num_nucs[mat]; j++) {
+      long nuc = mats[mat * max_nucs + j];
+      double conc = concs[mat * max_nucs + j];
+      const double *g = grid + nuc * n_gp * 6;
+      long k;
+      if (!hash) {
+        k = index[idx * n_iso + nuc];
+      } else {
+        long lo = index[idx * n_iso + nuc];
+        long hi = idx == HASH_BINS - 1 ? n_gp - 1 : index[(idx + 1) * n_iso + nuc] + 1;
+        if (e <= g[lo * 6]) k = 0;
+        else if (e >= g[hi * 6]) k = n_gp - 1;
+        else k = search(g, 6, lo, hi, e);
+      }
+      if (k == n_gp - 1) k--;
+      const double *low = g + k * 6, *high = low + 6;
+      double f = (high[0] - e) / (high[0] - low[0]);
+      for (int c = 0; c < 5; c++) m[c] += (high[c + 1] - f * (high[c + 1] - low[c + 1])) * conc;
+    }
+    sum += verification(m);
+  }
+  double seconds = omp_get_wtime() - start;
+#ifdef OFFLOAD
+#pragma omp target exit data map(release: grid[0:6 * points], unionized[0:n_union], index[0:n_index], num_nucs[0:12], mats[0:12 * max_nucs], concs[0:12 * max_nucs])
+#endif
+  long checksum = sum % CHECKSUM_MOD;
+  long expected = lookups == FULL_LOOKUPS ? (large ? 952131 : 945990) : (!large && lookups == 1000 ? 3044 : -1);
+  const char *valid = expected < 0 ? "null" : checksum == expected ? "true" : "false";
+  printf("{\"app\":\"xsbench\",\"variant\":\"%s\",\"grid\":\"%s\",\"size\":\"%s\",\"lookups\":%ld,\"checksum\":%ld,\"valid\":%s,\"seconds\":%.6f,\"lookups_per_s\":%.0f,\"threads\":%d}\n",
+#ifdef OFFLOAD
+         "offload",
+#else
+         "host",
+#endif
+         hash ? "hash" : "unionized", large ? "large" : "small", lookups, checksum, valid, seconds, lookups / seconds, threads);
+  return expected >= 0 && checksum != expected;
+}

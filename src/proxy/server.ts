@@ -9,6 +9,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Offload, type Runtime } from '../api/runtime.js';
 import type { RuntimeOptions } from '../runtime/options.js';
+import { MpiHub } from '../transport/mpi.js';
 import { listenTcp, type TcpListener } from '../transport/tcp.js';
 import type { Transport } from '../transport/transport.js';
 import { ProxyConnection, type SessionDirectory } from './connection.js';
@@ -43,7 +44,7 @@ export class ProxyServer implements SessionDirectory {
   }
 
   static async start(options: ProxyServerOptions): Promise<ProxyServer> {
-    const runtime = await Offload.init({ ...options.runtime, proxies: [] });
+    const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
     const server = new ProxyServer(runtime, options.token);
     try {
       server.listener = await listenTcp(options.listen, (transport) => server.accept(transport));
@@ -54,9 +55,24 @@ export class ProxyServer implements SessionDirectory {
     return server;
   }
 
+  private mpiAddress = '';
+
+  /**
+   * Serves this rank's devices to the application ranks of an MPI job; `finished` resolves
+   * once every application rank has left (the proxy then shuts down and finalizes MPI).
+   */
+  static async startMpi(options: Omit<ProxyServerOptions, 'listen'>): Promise<{ server: ProxyServer; finished: Promise<void> }> {
+    const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
+    const server = new ProxyServer(runtime, options.token);
+    const hub = MpiHub.get('proxy');
+    server.mpiAddress = `mpi:${hub.rank}`;
+    const finished = new Promise<void>((resolve) => hub.serve((transport) => server.accept(transport), resolve));
+    return { server, finished };
+  }
+
   /** The address clients connect to. */
   get address(): string {
-    return this.listener?.address ?? '';
+    return this.listener?.address ?? this.mpiAddress;
   }
 
   /** How many clients have a session now. */

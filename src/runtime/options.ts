@@ -13,6 +13,11 @@ export interface RuntimeOptions {
    * (comma-separated). `[]` means none, whatever the environment says.
    */
   proxies?: string[];
+  /**
+   * Under mpirun: use the job's proxy ranks (`offload proxy --mpi`) as remote devices, after the
+   * named proxies. Default true; false ignores them.
+   */
+  mpi?: boolean;
   /** The proxies' shared secret. Default: OFFLOAD_TOKEN. Required when there are proxies. */
   token?: string;
   /** Write a Chrome trace (Perfetto) of queues, copies, launches and mapping to this file at shutdown. Default: OFFLOAD_TRACE. */

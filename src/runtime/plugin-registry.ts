@@ -8,6 +8,7 @@ import type { Plugin } from '../plugins/interface.js';
 import { errors } from '../errors.js';
 import { HostPlugin } from '../plugins/host/plugin.js';
 import { proxyList, RemotePlugin } from '../plugins/remote/plugin.js';
+import { inMpiJob, MPI_DEFAULT_TOKEN, mpiAddress, MpiHub, mpiUnavailable } from '../transport/mpi.js';
 import type { RuntimeOptions } from './options.js';
 
 export type PluginFactory = (options: RuntimeOptions) => Plugin | undefined | Promise<Plugin | undefined>;
@@ -38,14 +39,20 @@ registerPlugin('host', (options) => (options.host === false ? undefined : new Ho
 // Remote devices come after every local one.
 registerPlugin(
   'remote',
-  (options) => {
+  async (options) => {
     const proxies = proxyList(options.proxies);
-    if (proxies.length === 0) return undefined;
-    const token = options.token ?? process.env.OFFLOAD_TOKEN;
-    if (token === undefined || token === '') {
+    let token = options.token ?? process.env.OFFLOAD_TOKEN;
+    if (proxies.length > 0 && (token === undefined || token === '')) {
       throw errors.invalidArgument(`proxies ${proxies.join(', ')} are named but no token is given (options.token or OFFLOAD_TOKEN)`);
     }
-    return new RemotePlugin({ proxies, token });
+    // Under mpirun, the job's proxy ranks follow the named proxies (a job shares one trust domain).
+    if (options.mpi !== false && inMpiJob() && mpiUnavailable() === undefined) {
+      const ranks = await MpiHub.get('app').proxies();
+      proxies.push(...ranks.map(mpiAddress));
+      token ||= MPI_DEFAULT_TOKEN;
+    }
+    if (proxies.length === 0) return undefined;
+    return new RemotePlugin({ proxies, token: token! });
   },
   50,
 );

@@ -7,6 +7,7 @@
  */
 import { errors, type OffloadError } from '../../errors.js';
 import type { DeviceInfo } from '../interface.js';
+import { connectMpi, mpiRankOf } from '../../transport/mpi.js';
 import { connectTcp } from '../../transport/tcp.js';
 import type { Frame } from '../../transport/frame.js';
 import type { Transport } from '../../transport/transport.js';
@@ -57,7 +58,8 @@ export class RemoteConnection {
 
   /** Connects and says hello; rejects with UNAUTHORIZED for a wrong token, DEVICE_LOST if unreachable. */
   static async open(address: string, options: ConnectOptions): Promise<RemoteConnection> {
-    const transport = await connectTcp(address, { timeoutMs: options.timeoutMs });
+    // `mpi:N` is a proxy rank of this MPI job; anything else a TCP address.
+    const transport = mpiRankOf(address) === undefined ? await connectTcp(address, { timeoutMs: options.timeoutMs }) : connectMpi(address);
     const connection = new RemoteConnection(transport, address, options.token);
     const hello: Record<string, unknown> = { op: 'hello', version: PROTOCOL_VERSION, token: options.token };
     if (options.attach) hello.attach = options.attach;

@@ -1,0 +1,226 @@
+/*
+ * The MPI calls offload-ts's MPI transport needs, and nothing else, as a Node-API addon:
+ * init (MPI_THREAD_FUNNELED: only the JS thread calls MPI), rank/size, a non-blocking send of
+ * one byte message, a poll that completes sends and receives every message that has arrived
+ * (matched probes, so a message is received exactly once), a blocking send for the last words
+ * before exit, abort and finalize. Nothing here blocks the event loop for longer than a receive
+ * of a message that has already arrived.
+ */
+#include <mpi.h>
+#include <node_api.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CHECK(call)                                                           \
+  do {                                                                        \
+    if ((call) != napi_ok) {                                                  \
+      napi_throw_error(env, NULL, "offload_mpi: Node-API call failed: " #call); \
+      return NULL;                                                            \
+    }                                                                         \
+  } while (0)
+
+typedef struct {
+  MPI_Request request;
+  void *data;
+  double id;
+} Send;
+
+static Send *sends = NULL;
+static int send_count = 0, send_capacity = 0;
+static double next_send_id = 1;
+static int initialized = 0;
+
+static napi_value throw_mpi(napi_env env, const char *what, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  char message[MPI_MAX_ERROR_STRING + 64];
+  snprintf(message, sizeof message, "%s failed: %s", what, text);
+  napi_throw_error(env, "DEVICE_LOST", message);
+  return NULL;
+}
+
+static napi_value number(napi_env env, double value) {
+  napi_value result;
+  napi_create_double(env, value, &result);
+  return result;
+}
+
+static napi_value Init(napi_env env, napi_callback_info info) {
+  (void)info;
+  int provided = 0;
+  if (!initialized) {
+    int code = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    if (code != MPI_SUCCESS) return throw_mpi(env, "MPI_Init_thread", code);
+    /* Errors come back as codes (and become DEVICE_LOST), instead of aborting the job. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    initialized = 1;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  int rank = 0, size = 0, flag = 0;
+  int *tag_ub = NULL;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
+  napi_value result;
+  CHECK(napi_create_object(env, &result));
+  CHECK(napi_set_named_property(env, result, "rank", number(env, rank)));
+  CHECK(napi_set_named_property(env, result, "size", number(env, size)));
+  CHECK(napi_set_named_property(env, result, "threadLevel", number(env, provided)));
+  CHECK(napi_set_named_property(env, result, "tagUpperBound", number(env, flag && tag_ub ? *tag_ub : 32767)));
+  return result;
+}
+
+/* Reads (dest, tag, Uint8Array) arguments; copies the bytes so that the caller may reuse its array. */
+static int send_args(napi_env env, napi_callback_info info, int *dest, int *tag, void **copy, size_t *length) {
+  size_t argc = 3;
+  napi_value argv[3];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3) return 0;
+  if (napi_get_value_int32(env, argv[0], dest) != napi_ok || napi_get_value_int32(env, argv[1], tag) != napi_ok) return 0;
+  napi_typedarray_type type;
+  void *data;
+  napi_value buffer;
+  size_t offset;
+  if (napi_get_typedarray_info(env, argv[2], &type, length, &data, &buffer, &offset) != napi_ok || type != napi_uint8_array) return 0;
+  *copy = malloc(*length ? *length : 1);
+  if (!*copy) return 0;
+  memcpy(*copy, data, *length);
+  return 1;
+}
+
+static napi_value Isend(napi_env env, napi_callback_info info) {
+  int dest, tag;
+  void *copy;
+  size_t length;
+  if (!send_args(env, info, &dest, &tag, &copy, &length)) {
+    napi_throw_type_error(env, "INVALID_ARGUMENT", "isend(dest: number, tag: number, data: Uint8Array)");
+    return NULL;
+  }
+  if (send_count == send_capacity) {
+    send_capacity = send_capacity ? send_capacity * 2 : 64;
+    sends = realloc(sends, sizeof(Send) * send_capacity);
+  }
+  Send *send = &sends[send_count];
+  int code = MPI_Isend(copy, (int)length, MPI_BYTE, dest, tag, MPI_COMM_WORLD, &send->request);
+  if (code != MPI_SUCCESS) {
+    free(copy);
+    return throw_mpi(env, "MPI_Isend", code);
+  }
+  send->data = copy;
+  send->id = next_send_id++;
+  send_count++;
+  return number(env, send->id);
+}
+
+/* A blocking send, for the last message before finalize (no poll will run after it). */
+static napi_value Send_(napi_env env, napi_callback_info info) {
+  int dest, tag;
+  void *copy;
+  size_t length;
+  if (!send_args(env, info, &dest, &tag, &copy, &length)) {
+    napi_throw_type_error(env, "INVALID_ARGUMENT", "send(dest: number, tag: number, data: Uint8Array)");
+    return NULL;
+  }
+  int code = MPI_Send(copy, (int)length, MPI_BYTE, dest, tag, MPI_COMM_WORLD);
+  free(copy);
+  if (code != MPI_SUCCESS) return throw_mpi(env, "MPI_Send", code);
+  return NULL;
+}
+
+static void free_received(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  free(data);
+}
+
+/* { sent: ids of completed sends, received: [{ source, tag, data: Uint8Array }] }. */
+static napi_value Poll(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result, sent, received;
+  CHECK(napi_create_object(env, &result));
+  CHECK(napi_create_array(env, &sent));
+  CHECK(napi_create_array(env, &received));
+  uint32_t sent_n = 0, received_n = 0;
+  for (int i = 0; i < send_count;) {
+    int done = 0;
+    MPI_Status status;
+    int code = MPI_Test(&sends[i].request, &done, &status);
+    if (code != MPI_SUCCESS) return throw_mpi(env, "MPI_Test", code);
+    if (!done) {
+      i++;
+      continue;
+    }
+    free(sends[i].data);
+    CHECK(napi_set_element(env, sent, sent_n++, number(env, sends[i].id)));
+    sends[i] = sends[--send_count];
+  }
+  for (;;) {
+    int flag = 0;
+    MPI_Message message;
+    MPI_Status status;
+    int code = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &message, &status);
+    if (code != MPI_SUCCESS) return throw_mpi(env, "MPI_Improbe", code);
+    if (!flag) break;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    void *data = malloc(count ? count : 1);
+    code = MPI_Mrecv(data, count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS) {
+      free(data);
+      return throw_mpi(env, "MPI_Mrecv", code);
+    }
+    napi_value entry, buffer, view;
+    CHECK(napi_create_object(env, &entry));
+    CHECK(napi_create_external_arraybuffer(env, data, (size_t)count, free_received, NULL, &buffer));
+    CHECK(napi_create_typedarray(env, napi_uint8_array, (size_t)count, buffer, 0, &view));
+    CHECK(napi_set_named_property(env, entry, "source", number(env, status.MPI_SOURCE)));
+    CHECK(napi_set_named_property(env, entry, "tag", number(env, status.MPI_TAG)));
+    CHECK(napi_set_named_property(env, entry, "data", view));
+    CHECK(napi_set_element(env, received, received_n++, entry));
+  }
+  CHECK(napi_set_named_property(env, result, "sent", sent));
+  CHECK(napi_set_named_property(env, result, "received", received));
+  return result;
+}
+
+static napi_value Abort(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int code = 1;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 1) napi_get_value_int32(env, argv[0], &code);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  return NULL;
+}
+
+static napi_value Finalize(napi_env env, napi_callback_info info) {
+  (void)info;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) {
+    for (int i = 0; i < send_count; i++) {
+      MPI_Cancel(&sends[i].request);
+      MPI_Request_free(&sends[i].request);
+    }
+    send_count = 0;
+    int code = MPI_Finalize();
+    if (code != MPI_SUCCESS) return throw_mpi(env, "MPI_Finalize", code);
+  }
+  return NULL;
+}
+
+static napi_value Module(napi_env env, napi_value exports) {
+  napi_property_descriptor properties[] = {
+      {"init", NULL, Init, NULL, NULL, NULL, napi_default, NULL},
+      {"isend", NULL, Isend, NULL, NULL, NULL, napi_default, NULL},
+      {"send", NULL, Send_, NULL, NULL, NULL, napi_default, NULL},
+      {"poll", NULL, Poll, NULL, NULL, NULL, napi_default, NULL},
+      {"abort", NULL, Abort, NULL, NULL, NULL, napi_default, NULL},
+      {"finalize", NULL, Finalize, NULL, NULL, NULL, napi_default, NULL},
+  };
+  if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok) return NULL;
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, Module)

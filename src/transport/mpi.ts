@@ -1,0 +1,385 @@
+/**
+ * The MPI transport: the same frames as TCP, one MPI message per frame, between the ranks of
+ * one `mpirun` job, through a small native addon (native/mpi). Every rank has one hub; a
+ * connection is a (peer rank, channel) pair whose channel is the MPI tag of its frames, and
+ * tag 0 carries the hub's own control messages:
+ *   role     each rank tells every other rank whether it is a proxy or an application
+ *   connect  an application opens a channel to a proxy (the proxy gets a Transport for it)
+ *   close    either side closed a channel
+ *   bye      an application rank is done; a proxy exits once every application rank said it
+ * Messages between two ranks are not overtaken (all are received through one wildcard probe),
+ * so a channel's frames arrive in order. Progress is polled from the event loop: every
+ * setImmediate while traffic is recent, every millisecond otherwise; nothing blocks.
+ */
+import { createRequire } from 'node:module';
+import { errors, OffloadError } from '../errors.js';
+import { encodeFrame, FrameDecoder, type Frame, type PayloadSink } from './frame.js';
+import type { Transport, TransportStats } from './transport.js';
+
+interface MpiAddon {
+  init(): { rank: number; size: number; threadLevel: number; tagUpperBound: number };
+  isend(dest: number, tag: number, data: Uint8Array): number;
+  send(dest: number, tag: number, data: Uint8Array): void;
+  poll(): { sent: number[]; received: { source: number; tag: number; data: Uint8Array }[] };
+  abort(code: number): void;
+  finalize(): void;
+}
+
+export type MpiRole = 'proxy' | 'app';
+
+/** The token of an MPI job's proxies when OFFLOAD_TOKEN is not set: only the job's ranks reach them. */
+export const MPI_DEFAULT_TOKEN = 'offload-mpi-job';
+
+const CONTROL_TAG = 0;
+/** Above this many bytes in flight on a channel, `send` asks the caller to wait for `drained()`. */
+const HIGH_WATER_BYTES = 8 * 1024 * 1024;
+/** Poll at every turn of the event loop for this long after the last traffic, then every ms. */
+const BUSY_MS = 2;
+const ROLES_TIMEOUT_MS = 30_000;
+
+let addon: MpiAddon | undefined;
+let addonError: string | undefined;
+
+/** The native addon, or undefined (with `mpiUnavailable()` saying why) when it was not built. */
+export function loadMpiAddon(): MpiAddon | undefined {
+  if (addon || addonError) return addon;
+  try {
+    addon = createRequire(import.meta.url)('../../native/mpi/build/Release/offload_mpi.node') as MpiAddon;
+  } catch (error) {
+    addonError = `the MPI addon is not built (${(error as Error).message.split('\n')[0]}); install OpenMPI (Debian: openmpi-bin libopenmpi-dev) and run 'npm run build:mpi'`;
+  }
+  return addon;
+}
+
+export function mpiUnavailable(): string | undefined {
+  loadMpiAddon();
+  return addonError;
+}
+
+/** Whether this process is a rank of an MPI job (started by mpirun). */
+export function inMpiJob(env: NodeJS.ProcessEnv = process.env): boolean {
+  return env.OMPI_COMM_WORLD_SIZE !== undefined || env.PMIX_RANK !== undefined || env.PMI_RANK !== undefined;
+}
+
+export function mpiAddress(rank: number): string {
+  return `mpi:${rank}`;
+}
+
+/** The rank of an `mpi:N` address, or undefined for any other address. */
+export function mpiRankOf(address: string): number | undefined {
+  const match = /^mpi:(\d+)$/.exec(address);
+  return match ? Number(match[1]) : undefined;
+}
+
+class MpiTransport implements Transport {
+  readonly stats: TransportStats = { framesSent: 0, framesReceived: 0, bytesSent: 0, bytesReceived: 0 };
+  onFrame: (frame: Frame) => void = () => {};
+  onClose: (reason: OffloadError | undefined) => void = () => {};
+  payloadSink?: PayloadSink;
+  inFlight = 0;
+  private readonly decoder = new FrameDecoder((meta, length) => this.payloadSink?.(meta, length));
+  private isClosed = false;
+  private drainWaiters: (() => void)[] = [];
+
+  constructor(
+    private readonly hub: MpiHub,
+    readonly rank: number,
+    readonly channel: number,
+  ) {}
+
+  get peer(): string {
+    return mpiAddress(this.rank);
+  }
+
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  send(meta: Record<string, unknown>, payload?: Uint8Array): boolean {
+    if (this.isClosed) return true;
+    const bytes = encodeFrame(meta, payload);
+    this.hub.post(this, bytes);
+    this.stats.framesSent++;
+    this.stats.bytesSent += bytes.length;
+    return this.inFlight < HIGH_WATER_BYTES;
+  }
+
+  drained(): Promise<void> {
+    if (this.isClosed || this.inFlight < HIGH_WATER_BYTES) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  /** @internal The hub reports completed sends. */
+  completed(bytes: number): void {
+    this.inFlight -= bytes;
+    if (this.inFlight < HIGH_WATER_BYTES) for (const wake of this.drainWaiters.splice(0)) wake();
+  }
+
+  /** @internal The hub delivers one message of this channel. */
+  receive(data: Uint8Array): void {
+    if (this.isClosed) return;
+    this.stats.bytesReceived += data.length;
+    let frames: Frame[];
+    try {
+      frames = this.decoder.push(data);
+    } catch (error) {
+      this.close(error as OffloadError);
+      return;
+    }
+    for (const frame of frames) {
+      if (this.isClosed) return;
+      this.stats.framesReceived++;
+      this.onFrame(frame);
+    }
+  }
+
+  close(reason?: OffloadError): void {
+    this.closeQuietly(reason, true);
+  }
+
+  /** @internal `tellPeer` false when the peer closed it (or is gone). */
+  closeQuietly(reason: OffloadError | undefined, tellPeer: boolean): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.hub.forget(this, tellPeer);
+    for (const wake of this.drainWaiters.splice(0)) wake();
+    this.onClose(reason);
+  }
+}
+
+/** One per process: this rank's view of the job. */
+export class MpiHub {
+  private static instance: MpiHub | undefined;
+  readonly rank: number;
+  readonly size: number;
+  private readonly tagLimit: number;
+  private readonly roles = new Map<number, MpiRole>();
+  private readonly channels = new Map<string, MpiTransport>();
+  private readonly sends = new Map<number, { transport: MpiTransport | undefined; bytes: number }>();
+  private readonly byes = new Set<number>();
+  private nextChannel = 1;
+  private timer: NodeJS.Immediate | NodeJS.Timeout | undefined;
+  private lastTraffic = 0;
+  private failure: OffloadError | undefined;
+  private finalized = false;
+  private roleWaiters: (() => void)[] = [];
+  private onAccept: ((transport: Transport) => void) | undefined;
+  private onAllAppsGone: (() => void) | undefined;
+
+  private constructor(
+    private readonly mpi: MpiAddon,
+    readonly role: MpiRole,
+  ) {
+    const { rank, size, tagUpperBound } = mpi.init();
+    this.rank = rank;
+    this.size = size;
+    this.tagLimit = tagUpperBound;
+    this.roles.set(rank, role);
+    for (let other = 0; other < size; other++) if (other !== rank) this.control(other, { op: 'role', role });
+    process.once('exit', () => this.finalize());
+    this.schedule();
+  }
+
+  /** The hub of this process; the first call says which role it plays. */
+  static get(role: MpiRole): MpiHub {
+    if (MpiHub.instance) {
+      if (MpiHub.instance.role !== role) throw errors.unsupported(`this MPI rank is already a${MpiHub.instance.role === 'app' ? 'n application' : ' proxy'}; it cannot also be a${role === 'app' ? 'n application' : ' proxy'}`);
+      return MpiHub.instance;
+    }
+    const mpi = loadMpiAddon();
+    if (!mpi) throw errors.unsupported(addonError!);
+    MpiHub.instance = new MpiHub(mpi, role);
+    return MpiHub.instance;
+  }
+
+  /** The proxy ranks of the job, once every rank has said what it is. */
+  async proxies(): Promise<number[]> {
+    const deadline = Date.now() + ROLES_TIMEOUT_MS;
+    while (this.roles.size < this.size) {
+      if (this.failure) throw this.failure;
+      if (Date.now() > deadline) {
+        const missing = Array.from({ length: this.size }, (_, r) => r).filter((r) => !this.roles.has(r));
+        throw errors.timeout(`MPI ranks ${missing.join(', ')} did not say whether they are proxies within ${ROLES_TIMEOUT_MS / 1000} s`);
+      }
+      await new Promise<void>((resolve) => {
+        this.roleWaiters.push(resolve);
+        setTimeout(resolve, 100).unref();
+      });
+    }
+    return [...this.roles].filter(([, role]) => role === 'proxy').map(([rank]) => rank).sort((a, b) => a - b);
+  }
+
+  /** Opens a channel to proxy `rank`. */
+  connect(rank: number): Transport {
+    if (this.failure) throw this.failure;
+    if (!Number.isInteger(rank) || rank < 0 || rank >= this.size || rank === this.rank) {
+      throw errors.invalidArgument(`mpi:${rank} is not another rank of this job (ranks 0 to ${this.size - 1}, this is ${this.rank})`);
+    }
+    if (this.nextChannel >= this.tagLimit) throw errors.unsupported(`out of MPI tags (${this.tagLimit}) for channels`);
+    const transport = new MpiTransport(this, rank, this.nextChannel++);
+    this.channels.set(`${rank}/${transport.channel}`, transport);
+    this.control(rank, { op: 'connect', channel: transport.channel });
+    this.schedule();
+    return transport;
+  }
+
+  /** As a proxy: `accept` gets a Transport per application channel; `allGone` runs when every application rank said bye. */
+  serve(accept: (transport: Transport) => void, allGone: () => void): void {
+    this.onAccept = accept;
+    this.onAllAppsGone = allGone;
+    this.checkAllGone();
+  }
+
+  /** @internal */
+  post(transport: MpiTransport, bytes: Uint8Array): void {
+    if (this.failure) return transport.closeQuietly(this.failure, false);
+    try {
+      const id = this.mpi.isend(transport.rank, transport.channel, bytes);
+      this.sends.set(id, { transport, bytes: bytes.length });
+      transport.inFlight += bytes.length;
+      this.lastTraffic = performance.now();
+      this.schedule();
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  /** @internal */
+  forget(transport: MpiTransport, tellPeer: boolean): void {
+    this.channels.delete(`${transport.rank}/${transport.channel}`);
+    if (tellPeer && !this.failure && !this.finalized) this.control(transport.rank, { op: 'close', channel: transport.channel });
+  }
+
+  private control(rank: number, meta: Record<string, unknown>): void {
+    try {
+      const id = this.mpi.isend(rank, CONTROL_TAG, encodeFrame(meta));
+      this.sends.set(id, { transport: undefined, bytes: 0 });
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  /** Keeps polling while anything could still arrive or leave; the timer holds the process only then. */
+  private schedule(): void {
+    if (this.finalized) return;
+    if (!this.timer) {
+      const busy = performance.now() - this.lastTraffic < BUSY_MS;
+      const tick = () => {
+        this.timer = undefined;
+        this.pollOnce();
+        if (this.active()) this.schedule();
+      };
+      this.timer = busy ? setImmediate(tick) : setTimeout(tick, 1);
+    }
+    // A proxy lives as long as it serves; an application only while it has channels or sends
+    // or still waits to hear what the other ranks are.
+    const holdsProcess = this.role === 'proxy' || this.channels.size > 0 || this.sends.size > 0 || this.roles.size < this.size;
+    if (holdsProcess) this.timer.ref();
+    else this.timer.unref();
+  }
+
+  private active(): boolean {
+    return !this.finalized && !this.failure;
+  }
+
+  private pollOnce(): void {
+    let result: ReturnType<MpiAddon['poll']>;
+    try {
+      result = this.mpi.poll();
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    for (const id of result.sent) {
+      const send = this.sends.get(id);
+      this.sends.delete(id);
+      send?.transport?.completed(send.bytes);
+    }
+    if (result.received.length > 0) this.lastTraffic = performance.now();
+    for (const { source, tag, data } of result.received) {
+      if (tag === CONTROL_TAG) this.onControl(source, data);
+      else this.channels.get(`${source}/${tag}`)?.receive(data);
+    }
+  }
+
+  private onControl(source: number, data: Uint8Array): void {
+    let meta: Record<string, unknown>;
+    try {
+      const frames = new FrameDecoder().push(data);
+      if (frames.length !== 1) throw errors.protocol('a control message must be one frame');
+      meta = frames[0]!.meta;
+    } catch {
+      return; // not ours to answer: a malformed control message from a rank is dropped
+    }
+    switch (meta.op) {
+      case 'role':
+        if (meta.role === 'proxy' || meta.role === 'app') this.roles.set(source, meta.role);
+        for (const wake of this.roleWaiters.splice(0)) wake();
+        this.checkAllGone();
+        return;
+      case 'connect': {
+        if (!this.onAccept || typeof meta.channel !== 'number') return;
+        const transport = new MpiTransport(this, source, meta.channel);
+        this.channels.set(`${source}/${meta.channel}`, transport);
+        this.onAccept(transport);
+        return;
+      }
+      case 'close':
+        this.channels.get(`${source}/${String(meta.channel)}`)?.closeQuietly(errors.deviceLost(`mpi:${source} closed the connection`), false);
+        return;
+      case 'bye':
+        this.byes.add(source);
+        for (const transport of [...this.channels.values()]) {
+          if (transport.rank === source) transport.closeQuietly(errors.deviceLost(`mpi:${source} left the job`), false);
+        }
+        this.checkAllGone();
+        return;
+    }
+  }
+
+  private checkAllGone(): void {
+    if (!this.onAllAppsGone || this.roles.size < this.size) return;
+    const apps = [...this.roles].filter(([, role]) => role === 'app').map(([rank]) => rank);
+    if (apps.every((rank) => this.byes.has(rank))) {
+      const done = this.onAllAppsGone;
+      this.onAllAppsGone = undefined;
+      done();
+    }
+  }
+
+  private fail(error: unknown): void {
+    if (this.failure) return;
+    this.failure = error instanceof OffloadError ? error : errors.deviceLost(`MPI failed: ${error instanceof Error ? error.message : String(error)}`);
+    for (const transport of [...this.channels.values()]) transport.closeQuietly(this.failure, false);
+  }
+
+  /**
+   * Leaves the job: an application tells every proxy it is done (blocking sends: nothing polls
+   * afterwards), then every rank finalizes. Runs at exit if nobody called it. Idempotent.
+   */
+  finalize(): void {
+    if (this.finalized) return;
+    this.finalized = true;
+    if (this.timer) {
+      clearTimeout(this.timer as NodeJS.Timeout);
+      clearImmediate(this.timer as NodeJS.Immediate);
+      this.timer = undefined;
+    }
+    try {
+      if (this.role === 'app') {
+        for (const [rank, role] of this.roles) if (role === 'proxy') this.mpi.send(rank, CONTROL_TAG, encodeFrame({ op: 'bye' }));
+      }
+      this.mpi.poll();
+      this.mpi.finalize();
+    } catch {
+      // The job is ending; a failure to say goodbye changes nothing for this rank.
+    }
+  }
+}
+
+/** Opens a transport to `mpi:N` from an application rank. */
+export function connectMpi(address: string): Transport {
+  const rank = mpiRankOf(address);
+  if (rank === undefined) throw errors.invalidArgument(`'${address}' is not an MPI address (mpi:<rank>)`);
+  return MpiHub.get('app').connect(rank);
+}

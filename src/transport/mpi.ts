@@ -180,6 +180,11 @@ export class MpiHub {
     this.schedule();
   }
 
+  /** The hub of this process, if it has one. */
+  static current(): MpiHub | undefined {
+    return MpiHub.instance;
+  }
+
   /** The hub of this process; the first call says which role it plays. */
   static get(role: MpiRole): MpiHub {
     if (MpiHub.instance) {
@@ -381,5 +386,6 @@ export class MpiHub {
 export function connectMpi(address: string): Transport {
   const rank = mpiRankOf(address);
   if (rank === undefined) throw errors.invalidArgument(`'${address}' is not an MPI address (mpi:<rank>)`);
-  return MpiHub.get('app').connect(rank);
+  // A proxy rank reuses its own hub (proxy-to-proxy links); anyone else becomes an application.
+  return MpiHub.current()?.connect(rank) ?? MpiHub.get('app').connect(rank);
 }

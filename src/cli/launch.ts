@@ -10,18 +10,22 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { constants, tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { errors } from '../errors.js';
 import { spawnProxy, type SpawnedProxy } from '../proxy/spawn.js';
+import { mpiUnavailable } from '../transport/mpi.js';
 import { usageError } from './format.js';
 
 export const summary = 'Start N local proxies and run a program wired to them';
 
-const HELP = `Usage: offload launch -np <N> <app.js> [app arguments...]
+const HELP = `Usage: offload launch [--mpi] -np <N> <app.js> [app arguments...]
 
 ${summary}. The program sees
 its local devices first, then the proxies' devices. The proxies stop when it exits.
 
 Options:
   -np, --np <N>  Number of proxies (1 to 64)
+  --mpi          Run proxies and program as one MPI job instead:
+                 mpirun --oversubscribe -np N offload proxy --mpi : -np 1 node app.js
   -h, --help     Show this help`;
 
 export async function run(args: string[]): Promise<number> {
@@ -29,7 +33,7 @@ export async function run(args: string[]): Promise<number> {
   const normalized = args.map((arg) => (arg === '-np' ? '--np' : arg));
   const appAt = normalized.findIndex((arg, i) => !arg.startsWith('-') && normalized[i - 1] !== '--np');
   const own = appAt < 0 ? normalized : normalized.slice(0, appAt);
-  const { values } = parseArgs({ args: own, options: { np: { type: 'string' }, help: { type: 'boolean', short: 'h' } } });
+  const { values } = parseArgs({ args: own, options: { np: { type: 'string' }, mpi: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
   if (values.help) {
     console.log(HELP);
     return 0;
@@ -40,6 +44,7 @@ export async function run(args: string[]): Promise<number> {
   }
   if (appAt < 0) return usageError('launch', 'no program given (expected: offload launch -np N app.js)');
   const [app, ...appArgs] = normalized.slice(appAt);
+  if (values.mpi) return launchMpi(count, app!, appArgs);
 
   const dir = await mkdtemp(path.join(tmpdir(), 'offload-launch-'));
   const token = randomBytes(24).toString('hex');
@@ -76,4 +81,25 @@ export async function run(args: string[]): Promise<number> {
     await Promise.all(proxies.map((proxy) => proxy.stop()));
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The MPI form: one `mpirun` job of N proxy ranks and the program's rank, which finds the
+ * proxies by itself; the proxies finish when the program has. The job's status is ours.
+ */
+function launchMpi(count: number, app: string, appArgs: string[]): Promise<number> {
+  const unavailable = mpiUnavailable();
+  if (unavailable) throw errors.unsupported(`offload launch --mpi: ${unavailable}`);
+  const node = [process.execPath, ...process.execArgv];
+  const args = ['--oversubscribe', '-np', String(count), ...node, process.argv[1]!, 'proxy', '--mpi', ':', '-np', '1', ...node, app, ...appArgs];
+  // mpirun refuses root unless told; containers and CI often run as root.
+  const env = { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' };
+  return new Promise((resolve) => {
+    const job = spawn('mpirun', args, { stdio: 'inherit', env });
+    job.once('error', (error) => {
+      console.error(`offload launch --mpi: cannot start mpirun: ${error.message}`);
+      resolve(1);
+    });
+    job.once('exit', (code, signal) => resolve(code ?? 128 + (signal ? constants.signals[signal] : 0)));
+  });
 }

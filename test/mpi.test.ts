@@ -1,0 +1,82 @@
+// The MPI transport under a real `mpirun` (OpenMPI): the conformance suite on a proxy rank's
+// device, a proxy-to-proxy copy between two proxy ranks, two application ranks sharing a proxy,
+// and `offload launch --mpi`. Without mpirun or the addon the tests say why and skip, unless
+// OFFLOAD_REQUIRE_MPI=1 (CI sets it), which makes them fail instead.
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { mpiUnavailable } from '../src/transport/mpi.js';
+
+const cli = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
+const app = fileURLToPath(new URL('./mpi/app.ts', import.meta.url));
+const node = [process.execPath, '--import', 'tsx'];
+
+function unavailable(): string | undefined {
+  try {
+    execFileSync('mpirun', ['--version'], { stdio: 'ignore' });
+  } catch {
+    return 'mpirun is not installed (Debian: openmpi-bin libopenmpi-dev)';
+  }
+  return mpiUnavailable();
+}
+
+const missing = unavailable();
+const skip = missing !== undefined && process.env.OFFLOAD_REQUIRE_MPI !== '1' ? missing : false;
+
+/** Runs one mpirun job: `proxies` proxy ranks and `apps` ranks of the test application. */
+function job(proxies: number, apps: number, scenario: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  if (missing) throw new Error(`MPI is required here (OFFLOAD_REQUIRE_MPI=1) but unavailable: ${missing}`);
+  const args = ['--oversubscribe', '-np', String(proxies), ...node, cli, 'proxy', '--mpi', ':', '-np', String(apps), ...node, app, scenario];
+  return new Promise((resolve) => {
+    // Without NODE_TEST_CONTEXT the application's node:test prints its own report, not the runner's protocol.
+    const { NODE_TEST_CONTEXT: _context, ...env } = process.env;
+    const child = spawn('mpirun', args, { env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OFFLOAD_HOST_THREADS: '1' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 240_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const lines = (stdout: string) => stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+
+describe('MPI transport', { skip, timeout: 300_000 }, () => {
+  it('passes the conformance suite on a proxy rank, and the job ends cleanly', async () => {
+    const { code, stdout, stderr } = await job(1, 1, 'conformance');
+    assert.match(stdout, /^(ℹ|#) fail 0$/m, `${stdout}\n${stderr}`);
+    const passed = Number(/^(?:ℹ|#) pass (\d+)$/m.exec(stdout)?.[1]);
+    assert.ok(passed >= 37, `${passed} conformance tests passed`);
+    assert.equal(code, 0, stderr);
+  });
+
+  it('copies between two proxy ranks without the bytes passing through the application', async () => {
+    const { code, stdout, stderr } = await job(2, 1, 'p2p');
+    assert.equal(code, 0, `${stdout}\n${stderr}`);
+    const [report] = lines(stdout);
+    assert.deepEqual(report!.locations, ['mpi:0', 'mpi:1']);
+    assert.ok((report!.carried as number) < 64 * 1024, `the application's channels carried ${report!.carried} bytes of a 16 MiB copy`);
+  });
+
+  it('lets two application ranks share one proxy, each with its own buffers', async () => {
+    const { code, stdout, stderr } = await job(1, 2, 'shared');
+    assert.equal(code, 0, `${stdout}\n${stderr}`);
+    assert.deepEqual(lines(stdout).map((r) => r.rank).sort(), [1, 2]);
+  });
+
+  it('runs a program with offload launch --mpi and returns its status', async () => {
+    const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', cli, 'launch', '--mpi', '-np', '2', app, 'p2p'], { env: { ...process.env, OFFLOAD_HOST_THREADS: '1' } });
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      child.once('exit', (exitCode) => resolve({ code: exitCode, stdout: out }));
+    });
+    assert.equal(code, 0, stdout);
+    assert.deepEqual(lines(stdout)[0]!.locations, ['mpi:0', 'mpi:1']);
+  });
+});

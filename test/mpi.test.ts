@@ -25,9 +25,11 @@ const missing = unavailable();
 const skip = missing !== undefined && process.env.OFFLOAD_REQUIRE_MPI !== '1' ? missing : false;
 
 /** Runs one mpirun job: `proxies` proxy ranks and `apps` ranks of the test application. */
-function job(proxies: number, apps: number, scenario: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function job(proxies: number, apps: number, scenario: string, appFirst = false): Promise<{ code: number | null; stdout: string; stderr: string }> {
   if (missing) throw new Error(`MPI is required here (OFFLOAD_REQUIRE_MPI=1) but unavailable: ${missing}`);
-  const args = ['--oversubscribe', '-np', String(proxies), ...node, cli, 'proxy', '--mpi', ':', '-np', String(apps), ...node, app, scenario];
+  const proxyPart = ['-np', String(proxies), ...node, cli, 'proxy', '--mpi'];
+  const appPart = ['-np', String(apps), ...node, app, scenario];
+  const args = ['--oversubscribe', ...(appFirst ? [...appPart, ':', ...proxyPart] : [...proxyPart, ':', ...appPart])];
   return new Promise((resolve) => {
     // Without NODE_TEST_CONTEXT the application's node:test prints its own report, not the runner's protocol.
     const { NODE_TEST_CONTEXT: _context, ...env } = process.env;
@@ -69,6 +71,17 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
     assert.deepEqual(lines(stdout).map((r) => r.rank).sort(), [1, 2]);
   });
 
+  it('lets the application be rank 0 (any rank may host it)', async () => {
+    const { code, stdout, stderr } = await job(2, 1, 'p2p', true);
+    assert.equal(code, 0, `${stdout}\n${stderr}`);
+    assert.deepEqual(lines(stdout)[0]!.locations, ['mpi:1', 'mpi:2']);
+  });
+
+  it('ends the job with the failure of the application, without hanging', async () => {
+    const { code, stderr } = await job(1, 1, 'fail');
+    assert.notEqual(code, 0, stderr);
+  });
+
   it('runs a program with offload launch --mpi and returns its status', async () => {
     const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
       const child = spawn(process.execPath, ['--import', 'tsx', cli, 'launch', '--mpi', '-np', '2', app, 'p2p'], { env: { ...process.env, OFFLOAD_HOST_THREADS: '1' } });
@@ -78,5 +91,20 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
     });
     assert.equal(code, 0, stdout);
     assert.deepEqual(lines(stdout)[0]!.locations, ['mpi:0', 'mpi:1']);
+  });
+
+  it('runs XSBench over MPI proxy ranks (offload bench --mpi) with the published checksum', async () => {
+    const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', cli, 'bench', 'xsbench', '--grid', 'hash', '--lookups', '1000', '--devices', 'remote', '--mpi', '2'], {
+        env: { ...process.env, OFFLOAD_HOST_THREADS: '1' },
+      });
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      child.once('exit', (exitCode) => resolve({ code: exitCode, stdout: out }));
+    });
+    assert.equal(code, 0, stdout);
+    assert.match(stdout, /@ mpi:0 +500 lookups/);
+    assert.match(stdout, /@ mpi:1 +500 lookups/);
+    assert.match(stdout, /^checksum 3044: VALID$/m);
   });
 });

@@ -2,6 +2,7 @@
 import type { Suite } from '../suite.js';
 import { hostSuite } from './host.js';
 import { mappingSuite } from './mapping.js';
+import { mpiSuite } from './mpi.js';
 import { remoteSuite } from './remote.js';
 
-export const suites: readonly Suite[] = [hostSuite, remoteSuite, mappingSuite];
+export const suites: readonly Suite[] = [hostSuite, remoteSuite, mappingSuite, mpiSuite];

@@ -16,6 +16,7 @@ import { generateXsbench, runXsbench, XSBENCH, xsbenchKernelsSource, type XsGrid
 import { errors } from '../errors.js';
 import { formatDuration, table, usageError } from './format.js';
 import { cachedBundle } from './kernel-cache.js';
+import { mpiJob } from './launch.js';
 import { startLocalProxies } from './local-proxies.js';
 
 export const summary = 'Run a proxy app (xsbench, rsbench) on any devices and verify its checksum';
@@ -32,6 +33,7 @@ Options:
   --devices <all|local|remote|ids>
                                 Devices to split the lookups over (default all; ids: 0,2,...)
   --proxies <N>                 Start N local proxies first and include their devices
+  --mpi <N>                     Run as one mpirun job with N proxy ranks (OpenMPI)
   --peers                       Then run the native peers (LLVM OpenMP offload and plain
                                 OpenMP, built by bench/peers/build.sh) with the same lookups
                                 and thread count, and print the ratios
@@ -113,6 +115,7 @@ export async function run(args: string[]): Promise<number> {
       devices: { type: 'string', default: 'all' },
       proxies: { type: 'string' },
       peers: { type: 'boolean' },
+      mpi: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -130,6 +133,14 @@ export async function run(args: string[]): Promise<number> {
   if (!/^\d+$/.test(values.lookups ?? '1') || lookups < 1 || lookups > 2 ** 31 - 1) return usageError('bench', `--lookups must be a positive integer, got '${values.lookups}'`);
   const proxyCount = values.proxies === undefined ? 0 : Number(values.proxies);
   if (!/^\d+$/.test(values.proxies ?? '0') || proxyCount > 16) return usageError('bench', `--proxies must be a number from 0 to 16, got '${values.proxies}'`);
+  if (values.mpi !== undefined) {
+    const ranks = Number(values.mpi);
+    if (!/^\d+$/.test(values.mpi) || ranks < 1 || ranks > 64) return usageError('bench', `--mpi must be a number of proxy ranks from 1 to 64, got '${values.mpi}'`);
+    // This same command again, as the application rank of the job (without --mpi).
+    const at = args.indexOf('--mpi');
+    const rest = at >= 0 ? [...args.slice(0, at), ...args.slice(at + 2)] : args.filter((arg) => !arg.startsWith('--mpi='));
+    return mpiJob(ranks, [process.argv[1]!, 'bench', ...rest]);
+  }
   const size = values.size as ProblemSize;
   const grid = values.grid as XsGrid;
 

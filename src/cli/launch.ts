@@ -44,7 +44,7 @@ export async function run(args: string[]): Promise<number> {
   }
   if (appAt < 0) return usageError('launch', 'no program given (expected: offload launch -np N app.js)');
   const [app, ...appArgs] = normalized.slice(appAt);
-  if (values.mpi) return launchMpi(count, app!, appArgs);
+  if (values.mpi) return mpiJob(count, [app!, ...appArgs]);
 
   const dir = await mkdtemp(path.join(tmpdir(), 'offload-launch-'));
   const token = randomBytes(24).toString('hex');
@@ -84,20 +84,21 @@ export async function run(args: string[]): Promise<number> {
 }
 
 /**
- * The MPI form: one `mpirun` job of N proxy ranks and the program's rank, which finds the
- * proxies by itself; the proxies finish when the program has. The job's status is ours.
+ * The MPI form: one `mpirun` job of N proxy ranks and the program's rank (`program` run by this
+ * node, with its flags), which finds the proxies by itself; the proxies finish when the program
+ * has. The job's status is ours.
  */
-function launchMpi(count: number, app: string, appArgs: string[]): Promise<number> {
+export function mpiJob(count: number, program: string[]): Promise<number> {
   const unavailable = mpiUnavailable();
-  if (unavailable) throw errors.unsupported(`offload launch --mpi: ${unavailable}`);
+  if (unavailable) throw errors.unsupported(`offload --mpi: ${unavailable}`);
   const node = [process.execPath, ...process.execArgv];
-  const args = ['--oversubscribe', '-np', String(count), ...node, process.argv[1]!, 'proxy', '--mpi', ':', '-np', '1', ...node, app, ...appArgs];
+  const args = ['--oversubscribe', '-np', String(count), ...node, process.argv[1]!, 'proxy', '--mpi', ':', '-np', '1', ...node, ...program];
   // mpirun refuses root unless told; containers and CI often run as root.
   const env = { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' };
   return new Promise((resolve) => {
     const job = spawn('mpirun', args, { stdio: 'inherit', env });
     job.once('error', (error) => {
-      console.error(`offload launch --mpi: cannot start mpirun: ${error.message}`);
+      console.error(`offload --mpi: cannot start mpirun: ${error.message}`);
       resolve(1);
     });
     job.once('exit', (code, signal) => resolve(code ?? 128 + (signal ? constants.signals[signal] : 0)));

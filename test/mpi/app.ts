@@ -6,6 +6,7 @@
  *                application's own channels carried meanwhile
  *   shared       several application ranks on one proxy: each writes its own pattern into its
  *                buffer id 1 and reads it back
+ *   fail         uses a proxy, then exits with status 3
  */
 import assert from 'node:assert/strict';
 import { Offload } from '../../src/index.js';
@@ -55,6 +56,11 @@ if (scenario === 'conformance') {
   }
   console.log(JSON.stringify({ rank, ok: true, devices: runtime.devices.length }));
   await runtime.shutdown();
+} else if (scenario === 'fail') {
+  // Uses a proxy, then fails: the job must end with a non-zero status.
+  const runtime = await Offload.init({ host: false });
+  await runtime.devices[0]!.alloc(64);
+  process.exit(3);
 } else {
   console.error(`unknown scenario '${scenario}'`);
   process.exitCode = 2;

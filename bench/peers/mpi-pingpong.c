@@ -1,0 +1,53 @@
+/*
+ * The physical limit of MPI on this machine, for `npm run bench -- mpi`: between ranks 0 and 1
+ * of one mpirun job, the round trip of a 1-byte message and the time to send 64 MiB (in 1 MiB
+ * messages, as offload-ts chunks) until the receiver acknowledges. Prints one JSON line (rank 0).
+ * Build: mpicc -O2 mpi-pingpong.c -o mpi-pingpong; run: mpirun -np 2 ./mpi-pingpong
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROUNDS 2000
+#define BYTES (64L * 1024 * 1024)
+#define CHUNK (1024 * 1024)
+#define REPS 5
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  char byte = 0;
+  char *data = malloc(BYTES);
+  memset(data, 0x5a, BYTES);
+  for (int warm = 0; warm < 2; warm++) {
+    double start = MPI_Wtime();
+    for (int i = 0; i < ROUNDS; i++) {
+      if (rank == 0) {
+        MPI_Send(&byte, 1, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+        MPI_Recv(&byte, 1, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Recv(&byte, 1, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(&byte, 1, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+      }
+    }
+    double rtt = (MPI_Wtime() - start) / ROUNDS;
+    double best = 1e9;
+    for (int r = 0; r < REPS; r++) {
+      start = MPI_Wtime();
+      for (long off = 0; off < BYTES; off += CHUNK) {
+        if (rank == 0) MPI_Send(data + off, CHUNK, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+        else MPI_Recv(data + off, CHUNK, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      }
+      if (rank == 0) MPI_Recv(&byte, 1, MPI_BYTE, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      else MPI_Send(&byte, 1, MPI_BYTE, 0, 2, MPI_COMM_WORLD);
+      double t = MPI_Wtime() - start;
+      if (t < best) best = t;
+    }
+    if (rank == 0 && warm == 1) printf("{\"rtt_us\":%.2f,\"write_64mib_s\":%.6f,\"write_gb_s\":%.3f}\n", rtt * 1e6, best, BYTES / best / 1e9);
+  }
+  free(data);
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,40 @@
+/**
+ * Measures the first remote device the runtime finds (an MPI proxy rank under mpirun, or
+ * OFFLOAD_PROXIES over TCP): the round trip of an empty launch and a 64 MiB write, medians.
+ * Prints one JSON line. Used by the `mpi` bench suite, on both transports, in the same run.
+ */
+import { Offload } from '../src/index.js';
+import { benchBundle } from './kernel-bundle.js';
+
+const ROUNDS = 1000;
+const REPS = 7;
+const BYTES = 64 * 1024 * 1024;
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1]!;
+
+const runtime = await Offload.init({ host: false });
+try {
+  const device = runtime.devices.find((d) => d.info.plugin === 'remote');
+  if (!device) throw new Error('no remote device');
+  const empty = await device.kernel(await runtime.register(await benchBundle()), 'empty');
+  const queue = device.queue();
+  const rtts: number[] = [];
+  for (let rep = 0; rep < REPS; rep++) {
+    const start = performance.now();
+    for (let i = 0; i < ROUNDS; i++) await queue.launch(empty, { teams: 1 }, []).done;
+    rtts.push(((performance.now() - start) / ROUNDS) * 1000);
+  }
+  const buffer = await device.alloc(BYTES);
+  const src = new Uint8Array(BYTES).fill(0xa5);
+  await queue.write(buffer, src).done; // first touch of the device memory, not timed
+  const writes: number[] = [];
+  for (let rep = 0; rep < REPS; rep++) {
+    const start = performance.now();
+    await queue.write(buffer, src).done;
+    writes.push((performance.now() - start) / 1000);
+  }
+  const write = median(writes);
+  console.log(JSON.stringify({ location: device.info.location, rtt_us: median(rtts), write_64mib_s: write, write_gb_s: BYTES / write / 1e9 }));
+} finally {
+  await runtime.shutdown();
+}

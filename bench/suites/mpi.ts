@@ -1,0 +1,84 @@
+/**
+ * The MPI transport against MPI itself and against TCP: an empty-kernel launch round trip and a
+ * 64 MiB write to a remote host device served by a proxy rank (`mpirun -np 1 offload proxy --mpi
+ * : -np 1 node bench/remote-client.ts`), beside a C ping-pong under the same mpirun
+ * (bench/peers/mpi-pingpong.c, the transport's physical limit here) and the same client over
+ * TCP. Each side reports medians of its own repetitions; the suite runs each once.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { spawnProxy } from '../../src/proxy/spawn.js';
+import { mpiUnavailable } from '../../src/transport/mpi.js';
+import type { Series } from '../measure.js';
+import type { Row, Suite } from '../suite.js';
+
+const MiB = 1024 * 1024;
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const cli = path.join(root, 'dist/cli/main.js');
+const client = path.join(root, 'bench/remote-client.ts');
+const env = { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OFFLOAD_HOST_THREADS: '1', OFFLOAD_PROXIES: '' };
+
+interface Figures {
+  rtt_us: number;
+  write_64mib_s: number;
+}
+
+function jsonLine(output: string, what: string): Figures {
+  const line = output.split('\n').find((l) => l.startsWith('{'));
+  if (!line) throw new Error(`${what} printed no result:\n${output}`);
+  return JSON.parse(line) as Figures;
+}
+
+function run(command: string, args: string[], what: string, extraEnv: NodeJS.ProcessEnv = {}): Figures {
+  const result = spawnSync(command, args, { encoding: 'utf8', env: { ...env, ...extraEnv }, timeout: 300_000 });
+  if (result.status !== 0) throw new Error(`${what} failed (${result.status}):\n${result.stdout}\n${result.stderr}`);
+  return jsonLine(result.stdout, what);
+}
+
+const rtt = (label: string, f: Figures): Series => ({ label, count: 1, seconds: [f.rtt_us / 1e6] });
+const write = (label: string, f: Figures): Series => ({ label, count: 64 * MiB, seconds: [f.write_64mib_s] });
+
+export const mpiSuite: Suite = {
+  name: 'mpi',
+  description: 'a remote device over the MPI transport against a C MPI ping-pong and against TCP',
+  async run(_plan, progress) {
+    const missing = mpiUnavailable() ?? (existsSync(cli) ? undefined : 'no dist/ build (npm run build)');
+    if (missing) {
+      progress(`mpi: skipped: ${missing}`);
+      return [];
+    }
+    const dir = mkdtempSync(path.join(tmpdir(), 'offload-bench-mpi-'));
+    try {
+      const pingpong = path.join(dir, 'mpi-pingpong');
+      execFileSync('mpicc', ['-O2', path.join(root, 'bench/peers/mpi-pingpong.c'), '-o', pingpong]);
+      progress('mpi: C ping-pong under mpirun');
+      const raw = run('mpirun', ['--oversubscribe', '-np', '2', pingpong], 'the MPI ping-pong');
+      progress('mpi: offload-ts over MPI');
+      const overMpi = run('mpirun', ['--oversubscribe', '-np', '1', process.execPath, cli, 'proxy', '--mpi', ':', '-np', '1', process.execPath, '--import', 'tsx', client], 'the MPI client');
+      progress('mpi: offload-ts over TCP');
+      const tokenFile = path.join(dir, 'token');
+      writeFileSync(tokenFile, 'bench');
+      const proxy = await spawnProxy({ cli: [cli], tokenFile, env, inheritStderr: true });
+      let overTcp: Figures;
+      try {
+        overTcp = run(process.execPath, ['--import', 'tsx', client], 'the TCP client', { OFFLOAD_PROXIES: proxy.address, OFFLOAD_TOKEN: 'bench' });
+      } finally {
+        await proxy.stop();
+      }
+      const launchMpi = rtt('await queue.launch(empty).done on a proxy rank, 1000 in a row (median of 7)', overMpi);
+      const writeMpi = write('queue.write(64 MiB) to a proxy rank + done (median of 7)', overMpi);
+      const rows: Row[] = [
+        { name: 'MPI: empty launch round trip vs C MPI ping-pong', unit: 'us', offload: launchMpi, baseline: rtt('1-byte MPI_Send/MPI_Recv ping-pong, C, same mpirun', raw) },
+        { name: 'MPI: 64 MiB write vs C MPI 64 MiB in 1 MiB messages', unit: 'GB/s', offload: writeMpi, baseline: write('64 x 1 MiB MPI_Send + ack, C, same mpirun', raw) },
+        { name: 'MPI vs TCP: empty launch round trip', unit: 'us', offload: launchMpi, baseline: rtt('the same client over TCP to an offload proxy', overTcp) },
+        { name: 'MPI vs TCP: 64 MiB write', unit: 'GB/s', offload: writeMpi, baseline: write('the same client over TCP to an offload proxy', overTcp) },
+      ];
+      return rows;
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+};

@@ -1,7 +1,8 @@
 /*
  * The MPI calls offload-ts's MPI transport needs, and nothing else, as a Node-API addon:
  * init (MPI_THREAD_FUNNELED: only the JS thread calls MPI), rank/size, a non-blocking send of
- * one byte message, a poll that completes sends and receives every message that has arrived
+ * one byte message straight from the caller's array (no copy: the array is referenced until the
+ * send completes, and the transport's contract says it stays unchanged until then), a poll that completes sends and receives every message that has arrived
  * (matched probes, so a message is received exactly once), a blocking send for the last words
  * before exit, abort and finalize. Nothing here blocks the event loop for longer than a receive
  * of a message that has already arrived.
@@ -22,7 +23,8 @@
 
 typedef struct {
   MPI_Request request;
-  void *data;
+  /* Keeps the sender's Uint8Array (and so its bytes) alive until the send completes. */
+  napi_ref ref;
   double id;
 } Send;
 
@@ -91,10 +93,16 @@ static int send_args(napi_env env, napi_callback_info info, int *dest, int *tag,
 }
 
 static napi_value Isend(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
   int dest, tag;
-  void *copy;
-  size_t length;
-  if (!send_args(env, info, &dest, &tag, &copy, &length)) {
+  napi_typedarray_type type;
+  size_t length, offset;
+  void *data;
+  napi_value buffer;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || napi_get_value_int32(env, argv[0], &dest) != napi_ok ||
+      napi_get_value_int32(env, argv[1], &tag) != napi_ok ||
+      napi_get_typedarray_info(env, argv[2], &type, &length, &data, &buffer, &offset) != napi_ok || type != napi_uint8_array) {
     napi_throw_type_error(env, "INVALID_ARGUMENT", "isend(dest: number, tag: number, data: Uint8Array)");
     return NULL;
   }
@@ -103,12 +111,13 @@ static napi_value Isend(napi_env env, napi_callback_info info) {
     sends = realloc(sends, sizeof(Send) * send_capacity);
   }
   Send *send = &sends[send_count];
-  int code = MPI_Isend(copy, (int)length, MPI_BYTE, dest, tag, MPI_COMM_WORLD, &send->request);
+  /* ArrayBuffer memory does not move; the reference keeps it from being collected meanwhile. */
+  CHECK(napi_create_reference(env, argv[2], 1, &send->ref));
+  int code = MPI_Isend(data, (int)length, MPI_BYTE, dest, tag, MPI_COMM_WORLD, &send->request);
   if (code != MPI_SUCCESS) {
-    free(copy);
+    napi_delete_reference(env, send->ref);
     return throw_mpi(env, "MPI_Isend", code);
   }
-  send->data = copy;
   send->id = next_send_id++;
   send_count++;
   return number(env, send->id);
@@ -152,7 +161,7 @@ static napi_value Poll(napi_env env, napi_callback_info info) {
       i++;
       continue;
     }
-    free(sends[i].data);
+    napi_delete_reference(env, sends[i].ref);
     CHECK(napi_set_element(env, sent, sent_n++, number(env, sends[i].id)));
     sends[i] = sends[--send_count];
   }
@@ -202,6 +211,7 @@ static napi_value Finalize(napi_env env, napi_callback_info info) {
     for (int i = 0; i < send_count; i++) {
       MPI_Cancel(&sends[i].request);
       MPI_Request_free(&sends[i].request);
+      napi_delete_reference(env, sends[i].ref);
     }
     send_count = 0;
     int code = MPI_Finalize();

@@ -1,5 +1,6 @@
 /**
- * The MPI transport: the same frames as TCP, one MPI message per frame, between the ranks of
+ * The MPI transport: the same frames as TCP (a head message, then the payload as its own
+ * message, sent from the caller's array without a copy), between the ranks of
  * one `mpirun` job, through a small native addon (native/mpi). Every rank has one hub; a
  * connection is a (peer rank, channel) pair whose channel is the MPI tag of its frames, and
  * tag 0 carries the hub's own control messages:
@@ -13,7 +14,7 @@
  */
 import { createRequire } from 'node:module';
 import { errors, OffloadError } from '../errors.js';
-import { encodeFrame, FrameDecoder, type Frame, type PayloadSink } from './frame.js';
+import { encodeFrame, encodeHead, FrameDecoder, type Frame, type PayloadSink } from './frame.js';
 import type { Transport, TransportStats } from './transport.js';
 
 interface MpiAddon {
@@ -97,10 +98,13 @@ class MpiTransport implements Transport {
 
   send(meta: Record<string, unknown>, payload?: Uint8Array): boolean {
     if (this.isClosed) return true;
-    const bytes = encodeFrame(meta, payload);
-    this.hub.post(this, bytes);
+    // Head and payload go as two messages (in order: same source and tag), the payload straight
+    // from the caller's array; the receiver's frame decoder reads them as one stream.
+    const head = encodeHead(meta, payload?.length ?? 0);
+    this.hub.post(this, head);
+    if (payload && payload.length > 0) this.hub.post(this, payload);
     this.stats.framesSent++;
-    this.stats.bytesSent += bytes.length;
+    this.stats.bytesSent += head.length + (payload?.length ?? 0);
     return this.inFlight < HIGH_WATER_BYTES;
   }
 

@@ -15,7 +15,7 @@
 import { createRequire } from 'node:module';
 import { errors, OffloadError } from '../errors.js';
 import { encodeFrame, encodeHead, FrameDecoder, type Frame, type PayloadSink } from './frame.js';
-import type { Transport, TransportStats } from './transport.js';
+import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
 
 interface MpiAddon {
   init(): { rank: number; size: number; threadLevel: number; tagUpperBound: number };
@@ -78,7 +78,7 @@ class MpiTransport implements Transport {
   onClose: (reason: OffloadError | undefined) => void = () => {};
   payloadSink?: PayloadSink;
   inFlight = 0;
-  private readonly decoder = new FrameDecoder((meta, length) => this.payloadSink?.(meta, length));
+  private readonly receiver = new FrameReceiver(this);
   private isClosed = false;
   private drainWaiters: (() => void)[] = [];
 
@@ -121,20 +121,7 @@ class MpiTransport implements Transport {
 
   /** @internal The hub delivers one message of this channel. */
   receive(data: Uint8Array): void {
-    if (this.isClosed) return;
-    this.stats.bytesReceived += data.length;
-    let frames: Frame[];
-    try {
-      frames = this.decoder.push(data);
-    } catch (error) {
-      this.close(error as OffloadError);
-      return;
-    }
-    for (const frame of frames) {
-      if (this.isClosed) return;
-      this.stats.framesReceived++;
-      this.onFrame(frame);
-    }
+    this.receiver.receive(data);
   }
 
   close(reason?: OffloadError): void {

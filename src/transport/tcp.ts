@@ -1,8 +1,8 @@
 /** The TCP transport: frames over a stream socket, with Nagle off and write back-pressure. */
 import net from 'node:net';
 import { errors, type OffloadError } from '../errors.js';
-import { encodeHead, FrameDecoder, type Frame, type PayloadSink } from './frame.js';
-import type { Transport, TransportStats } from './transport.js';
+import { encodeHead, type Frame, type PayloadSink } from './frame.js';
+import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
 
 /** Above this many queued bytes `send` returns false (bulk senders then await `drained()`). */
 export const HIGH_WATER_BYTES = 8 * 1024 * 1024;
@@ -30,7 +30,7 @@ class TcpTransport implements Transport {
   onFrame: (frame: Frame) => void = () => {};
   onClose: (reason: OffloadError | undefined) => void = () => {};
   payloadSink?: PayloadSink;
-  private readonly decoder = new FrameDecoder((meta, length) => this.payloadSink?.(meta, length));
+  private readonly receiver = new FrameReceiver(this);
   private isClosed = false;
 
   constructor(
@@ -39,7 +39,7 @@ class TcpTransport implements Transport {
   ) {
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 1000);
-    socket.on('data', (chunk: Buffer) => this.receive(chunk));
+    socket.on('data', (chunk: Buffer) => this.receiver.receive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length)));
     socket.on('error', (error) => this.close(errors.deviceLost(`connection to ${peer} failed: ${error.message}`)));
     socket.on('close', () => this.close(errors.deviceLost(`connection to ${peer} closed`)));
   }
@@ -78,23 +78,6 @@ class TcpTransport implements Transport {
     this.isClosed = true;
     this.socket.destroy();
     this.onClose(reason);
-  }
-
-  private receive(chunk: Buffer): void {
-    if (this.isClosed) return;
-    this.stats.bytesReceived += chunk.length;
-    let frames: Frame[];
-    try {
-      frames = this.decoder.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length));
-    } catch (error) {
-      this.close(error as OffloadError);
-      return;
-    }
-    for (const frame of frames) {
-      if (this.isClosed) return;
-      this.stats.framesReceived++;
-      this.onFrame(frame);
-    }
   }
 }
 

@@ -4,7 +4,7 @@
  * MPI are interchangeable.
  */
 import type { OffloadError } from '../errors.js';
-import type { Frame, PayloadSink } from './frame.js';
+import { FrameDecoder, type Frame, type PayloadSink } from './frame.js';
 
 export interface TransportStats {
   framesSent: number;
@@ -35,4 +35,35 @@ export interface Transport {
   onClose: (reason: OffloadError | undefined) => void;
   /** Closes at once; queued frames may be lost. Idempotent. */
   close(reason?: OffloadError): void;
+}
+
+/**
+ * The receiving half every transport shares: bytes in (any split), frames out to
+ * `transport.onFrame` in order, payloads landing where `transport.payloadSink` says; the first
+ * malformed byte closes the transport with PROTOCOL.
+ */
+export class FrameReceiver {
+  private readonly decoder: FrameDecoder;
+
+  constructor(private readonly transport: Transport) {
+    this.decoder = new FrameDecoder((meta, length) => transport.payloadSink?.(meta, length));
+  }
+
+  receive(bytes: Uint8Array): void {
+    const transport = this.transport;
+    if (transport.closed) return;
+    transport.stats.bytesReceived += bytes.length;
+    let frames: Frame[];
+    try {
+      frames = this.decoder.push(bytes);
+    } catch (error) {
+      transport.close(error as OffloadError);
+      return;
+    }
+    for (const frame of frames) {
+      if (transport.closed) return;
+      transport.stats.framesReceived++;
+      transport.onFrame(frame);
+    }
+  }
 }

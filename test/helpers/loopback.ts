@@ -4,8 +4,8 @@
  * run exactly as on a socket; `inject` delivers raw bytes as if they came off the wire.
  */
 import type { OffloadError } from '../../src/errors.js';
-import { encodeFrame, FrameDecoder, type Frame } from '../../src/transport/frame.js';
-import type { Transport, TransportStats } from '../../src/transport/transport.js';
+import { encodeFrame, type Frame, type PayloadSink } from '../../src/transport/frame.js';
+import { FrameReceiver, type Transport, type TransportStats } from '../../src/transport/transport.js';
 
 export class LoopbackTransport implements Transport {
   readonly stats: TransportStats = { framesSent: 0, framesReceived: 0, bytesSent: 0, bytesReceived: 0 };
@@ -13,7 +13,8 @@ export class LoopbackTransport implements Transport {
   onClose: (reason: OffloadError | undefined) => void = () => {};
   closeReason: OffloadError | undefined;
   other!: LoopbackTransport;
-  private readonly decoder = new FrameDecoder();
+  payloadSink?: PayloadSink;
+  private readonly receiver = new FrameReceiver(this);
   private isClosed = false;
 
   constructor(readonly peer: string) {}
@@ -45,22 +46,7 @@ export class LoopbackTransport implements Transport {
 
   /** Delivers `bytes` to this end on a later microtask, as a socket would. */
   inject(bytes: Uint8Array): void {
-    queueMicrotask(() => {
-      if (this.isClosed) return;
-      this.stats.bytesReceived += bytes.length;
-      let frames: Frame[];
-      try {
-        frames = this.decoder.push(bytes);
-      } catch (error) {
-        this.close(error as OffloadError);
-        return;
-      }
-      for (const frame of frames) {
-        if (this.isClosed) return;
-        this.stats.framesReceived++;
-        this.onFrame(frame);
-      }
-    });
+    queueMicrotask(() => this.receiver.receive(bytes));
   }
 
   close(reason?: OffloadError): void {

@@ -4,28 +4,10 @@
  * device. The bundle is built once per content into test/fixtures/build/.
  */
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { buildBundle } from '../src/build/compile.js';
 import { Offload, type Runtime } from '../src/index.js';
-import { generateRsbench, RSBENCH, rsbenchKernelsSource, runRsbench, type RsbenchData } from '../src/apps/rsbench.js';
-
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-
-/** The kernel bundle, rebuilt only when the kernel, the device library or the build tool changes. */
-async function rsbenchBundle(): Promise<string> {
-  const source = rsbenchKernelsSource();
-  const hash = createHash('sha256');
-  for (const file of [source, join(root, 'assembly/device.ts'), ...readdirSync(join(root, 'src/build')).map((f) => join(root, 'src/build', f))]) {
-    hash.update(readFileSync(file));
-  }
-  const output = join(root, 'test/fixtures/build', `rsbench-${hash.digest('hex').slice(0, 12)}`);
-  if (!existsSync(`${output}.offload`)) await buildBundle({ sources: [source], output });
-  return `${output}.offload`;
-}
+import { generateRsbench, RSBENCH, runRsbench, type RsbenchData } from '../src/apps/rsbench.js';
+import { fixtureBundle } from './helpers/fixtures.js';
 
 const A = 2806196910506780709n;
 const MASK63 = (1n << 63n) - 1n;
@@ -139,7 +121,7 @@ let bundle: string;
 let data: RsbenchData;
 
 before(async () => {
-  bundle = await rsbenchBundle();
+  bundle = await fixtureBundle('examples/rsbench/kernels.ts');
   data = generateRsbench('small');
   runtime = await Offload.init({ host: { threads: 2, memoryBytes: 256 * 1024 * 1024 } });
 });

@@ -144,7 +144,7 @@ export async function run(args: string[]): Promise<number> {
   const size = values.size as ProblemSize;
   const grid = values.grid as XsGrid;
 
-  const bundle = await cachedBundle(app === 'xsbench' ? xsbenchKernelsSource() : rsbenchKernelsSource(), app);
+  const bundle = await cachedBundle(app === 'xsbench' ? xsbenchKernelsSource() : rsbenchKernelsSource(), { label: `offload-${app}`, name: app });
   const initStart = performance.now();
   const xsData = app === 'xsbench' ? generateXsbench(size, grid) : undefined;
   const rsData = app === 'rsbench' ? generateRsbench(size) : undefined;

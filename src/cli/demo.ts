@@ -73,7 +73,7 @@ export async function run(args: string[]): Promise<number> {
   }
 
   const started = performance.now();
-  const bundle = await cachedBundle(KERNELS_SOURCE, 'demo');
+  const bundle = await cachedBundle(KERNELS_SOURCE, { label: 'offload-demo', name: 'kernels' });
   const how = bundle.compileMs === undefined ? 'cached' : `compiled in ${formatDuration(bundle.compileMs)}`;
   console.log(`kernels  ${path.relative(process.cwd(), KERNELS_SOURCE) || KERNELS_SOURCE}: ${how} -> ${bundle.path}`);
 

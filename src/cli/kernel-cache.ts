@@ -1,32 +1,47 @@
 /**
- * Kernels the `offload` commands compile for themselves (the demo's, the proxy apps'), cached
- * under the system's temporary directory by a hash of the sources and the device library, so
- * only the first run pays the compiler.
+ * Kernel bundles built on demand and cached by content: the `offload` commands' own kernels (the
+ * demo's, the proxy apps'), the benchmarks' and the tests'. A bundle is keyed by a hash of its
+ * sources, the device library and the build tool, so it is rebuilt exactly when one of them
+ * changes and only the first run pays the compiler.
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildBundle } from '../build/compile.js';
 
 const DEVICE_LIBRARY = fileURLToPath(new URL('../../assembly/device.ts', import.meta.url));
+/** The build tool's own files (src/build or dist/build): a compiler change invalidates the cache. */
+const BUILD_TOOL = fileURLToPath(new URL('../build/', import.meta.url));
 
-/** The bundle of `source`; `compileMs` is set when it was compiled now. */
-export async function cachedBundle(source: string, name: string): Promise<{ path: string; compileMs?: number }> {
+export interface CacheOptions {
+  /** Names the cached file: `<label>-<hash>.offload`. */
+  label: string;
+  /** The bundle's name in its manifest (OFFLOAD_INFO shows it). Default: `<label>-<hash>`. */
+  name?: string;
+  /** Where the bundles are kept. Default: the system's temporary directory. */
+  dir?: string;
+}
+
+/** The bundle of `sources`; `compileMs` is set when it was compiled now. */
+export async function cachedBundle(sources: string | readonly string[], options: CacheOptions): Promise<{ path: string; compileMs?: number }> {
+  const list = typeof sources === 'string' ? [sources] : [...sources];
+  const tool = (await readdir(BUILD_TOOL)).sort().map((file) => path.join(BUILD_TOOL, file));
   const hash = createHash('sha256');
-  for (const file of [source, DEVICE_LIBRARY]) hash.update(await readFile(file));
-  const dir = path.join(os.tmpdir(), `offload-${name}-${hash.digest('hex').slice(0, 12)}`);
-  const bundlePath = path.join(dir, 'kernels.offload');
+  for (const file of [...list, DEVICE_LIBRARY, ...tool]) hash.update(await readFile(file));
+  const key = `${options.label}-${hash.digest('hex').slice(0, 12)}`;
+  const dir = options.dir ?? os.tmpdir();
+  const bundlePath = path.join(dir, `${key}.offload`);
   if (existsSync(bundlePath)) return { path: bundlePath };
 
   await mkdir(dir, { recursive: true });
   const started = performance.now();
   // Built under a private name and renamed, so a concurrent run never reads a partial file.
-  const built = await buildBundle({ sources: [source], output: path.join(dir, `kernels-${process.pid}`), name });
+  const built = await buildBundle({ sources: list, output: path.join(dir, `${key}-${process.pid}`), name: options.name ?? key });
   await rename(built.path, bundlePath);
-  // The commands launch through the API, not the typed wrappers buildBundle writes beside the bundle.
+  // Callers launch through the API, not the typed wrappers buildBundle writes beside the bundle.
   await Promise.all([rm(built.wrappers.js, { force: true }), rm(built.wrappers.dts, { force: true })]);
   return { path: bundlePath, compileMs: performance.now() - started };
 }

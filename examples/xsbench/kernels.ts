@@ -87,12 +87,30 @@ function verification(m0: f64, m1: f64, m2: f64, m3: f64, m4: f64): i64 {
   return index;
 }
 
+/** The nuclide's grid point below e by the unionized grid: one load from the union point's row. */
+@inline
+function unionizedPoint(indexRow: usize, nuc: i32): i32 {
+  return load<i32>(indexRow + (<usize>nuc << 2));
+}
+
+/** The nuclide's grid point below e by the hash grid: a binary search between the bin's bounds. */
+@inline
+function hashedPoint(indexGrid: usize, bin: i32, hashBins: i32, nIsotopes: i32, nGridpoints: i32, grid: usize, nuc: i32, e: f64): i32 {
+  const uLow = load<i32>(indexGrid + ((<usize>bin * <usize>nIsotopes + <usize>nuc) << 2));
+  const uHigh = bin == hashBins - 1 ? nGridpoints - 1 : load<i32>(indexGrid + ((<usize>(bin + 1) * <usize>nIsotopes + <usize>nuc) << 2)) + 1;
+  if (e <= load<f64>(grid + <usize>uLow * POINT)) return 0;
+  if (e >= load<f64>(grid + <usize>uHigh * POINT)) return nGridpoints - 1;
+  return searchGrid(grid, POINT, uLow, uHigh, e);
+}
+
 /**
- * Lookups first .. first+count-1 with the unionized grid, in contiguous blocks per team; each
- * team stores the sum of its verification values at partials + 8 * teamId.
+ * Lookups first .. first+count-1 in contiguous blocks per team; each team stores the sum of its
+ * verification values at partials + 8 * teamId. `hashBins` 0 means the unionized grid. Inlined
+ * into each kernel with `hashBins` known there, so the grid choice costs nothing per lookup.
  */
-export function xs_lookups_unionized(
-  first: i64, count: i32, nIsotopes: i32, nGridpoints: i32,
+@inline
+function lookups(
+  first: i64, count: i32, nIsotopes: i32, nGridpoints: i32, hashBins: i32,
   unionGrid: usize, indexGrid: usize, nuclideGrid: usize,
   numNucs: usize, mats: usize, concs: usize, maxNumNucs: i32, partials: usize,
 ): void {
@@ -101,7 +119,8 @@ export function xs_lookups_unionized(
   const block = (count + teams - 1) / teams;
   const start = team * block;
   const end = min(count, start + block);
-  const nUnion = nIsotopes * nGridpoints;
+  const hashed = hashBins > 0;
+  const du = hashed ? 1.0 / <f64>hashBins : 0.0;
   let sum: i64 = 0;
   for (let i = start; i < end; i++) {
     let seed = fastForward(1070, <u64>(first + <i64>i) * 2);
@@ -109,50 +128,8 @@ export function xs_lookups_unionized(
     const e = asDouble(seed);
     seed = nextDouble(seed);
     const mat = pickMaterial(asDouble(seed));
-    const idx = searchGrid(unionGrid, 8, 0, nUnion - 1, e);
-    const row = indexGrid + ((<usize>idx * <usize>nIsotopes) << 2);
-    let m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0;
-    const nucs = load<i32>(numNucs + (<usize>mat << 2));
-    for (let j = 0; j < nucs; j++) {
-      const at = <usize>(mat * maxNumNucs + j);
-      const nuc = load<i32>(mats + (at << 2));
-      const conc = load<f64>(concs + (at << 3));
-      let k = load<i32>(row + (<usize>nuc << 2));
-      if (k == nGridpoints - 1) k--;
-      const low = nuclideGrid + (<usize>nuc * <usize>nGridpoints + <usize>k) * POINT;
-      const high = low + POINT;
-      const f = (load<f64>(high) - e) / (load<f64>(high) - load<f64>(low));
-      m0 += (load<f64>(high, 8) - f * (load<f64>(high, 8) - load<f64>(low, 8))) * conc;
-      m1 += (load<f64>(high, 16) - f * (load<f64>(high, 16) - load<f64>(low, 16))) * conc;
-      m2 += (load<f64>(high, 24) - f * (load<f64>(high, 24) - load<f64>(low, 24))) * conc;
-      m3 += (load<f64>(high, 32) - f * (load<f64>(high, 32) - load<f64>(low, 32))) * conc;
-      m4 += (load<f64>(high, 40) - f * (load<f64>(high, 40) - load<f64>(low, 40))) * conc;
-    }
-    sum += verification(m0, m1, m2, m3, m4);
-  }
-  store<i64>(partials + (<usize>team << 3), sum);
-}
-
-/** The same lookups with the hash grid: hashBins bins over [0, 1), each holding per-isotope search bounds. */
-export function xs_lookups_hash(
-  first: i64, count: i32, nIsotopes: i32, nGridpoints: i32, hashBins: i32,
-  indexGrid: usize, nuclideGrid: usize,
-  numNucs: usize, mats: usize, concs: usize, maxNumNucs: i32, partials: usize,
-): void {
-  const teams = numTeams();
-  const team = teamId();
-  const block = (count + teams - 1) / teams;
-  const start = team * block;
-  const end = min(count, start + block);
-  const du = 1.0 / <f64>hashBins;
-  let sum: i64 = 0;
-  for (let i = start; i < end; i++) {
-    let seed = fastForward(1070, <u64>(first + <i64>i) * 2);
-    seed = nextDouble(seed);
-    const e = asDouble(seed);
-    seed = nextDouble(seed);
-    const mat = pickMaterial(asDouble(seed));
-    const bin = <i32>(e / du);
+    const bin = hashed ? <i32>(e / du) : 0;
+    const indexRow = hashed ? 0 : indexGrid + ((<usize>searchGrid(unionGrid, 8, 0, nIsotopes * nGridpoints - 1, e) * <usize>nIsotopes) << 2);
     let m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0;
     const nucs = load<i32>(numNucs + (<usize>mat << 2));
     for (let j = 0; j < nucs; j++) {
@@ -160,14 +137,7 @@ export function xs_lookups_hash(
       const nuc = load<i32>(mats + (at << 2));
       const conc = load<f64>(concs + (at << 3));
       const grid = nuclideGrid + <usize>nuc * <usize>nGridpoints * POINT;
-      const uLow = load<i32>(indexGrid + ((<usize>bin * <usize>nIsotopes + <usize>nuc) << 2));
-      const uHigh = bin == hashBins - 1 ? nGridpoints - 1 : load<i32>(indexGrid + ((<usize>(bin + 1) * <usize>nIsotopes + <usize>nuc) << 2)) + 1;
-      const eLow = load<f64>(grid + <usize>uLow * POINT);
-      const eHigh = load<f64>(grid + <usize>uHigh * POINT);
-      let k: i32;
-      if (e <= eLow) k = 0;
-      else if (e >= eHigh) k = nGridpoints - 1;
-      else k = searchGrid(grid, POINT, uLow, uHigh, e);
+      let k = hashed ? hashedPoint(indexGrid, bin, hashBins, nIsotopes, nGridpoints, grid, nuc, e) : unionizedPoint(indexRow, nuc);
       if (k == nGridpoints - 1) k--;
       const low = grid + <usize>k * POINT;
       const high = low + POINT;
@@ -181,4 +151,22 @@ export function xs_lookups_hash(
     sum += verification(m0, m1, m2, m3, m4);
   }
   store<i64>(partials + (<usize>team << 3), sum);
+}
+
+/** The lookups with the unionized grid. */
+export function xs_lookups_unionized(
+  first: i64, count: i32, nIsotopes: i32, nGridpoints: i32,
+  unionGrid: usize, indexGrid: usize, nuclideGrid: usize,
+  numNucs: usize, mats: usize, concs: usize, maxNumNucs: i32, partials: usize,
+): void {
+  lookups(first, count, nIsotopes, nGridpoints, 0, unionGrid, indexGrid, nuclideGrid, numNucs, mats, concs, maxNumNucs, partials);
+}
+
+/** The same lookups with the hash grid: hashBins bins over [0, 1), each holding per-isotope search bounds. */
+export function xs_lookups_hash(
+  first: i64, count: i32, nIsotopes: i32, nGridpoints: i32, hashBins: i32,
+  indexGrid: usize, nuclideGrid: usize,
+  numNucs: usize, mats: usize, concs: usize, maxNumNucs: i32, partials: usize,
+): void {
+  lookups(first, count, nIsotopes, nGridpoints, max(hashBins, 1), 0, indexGrid, nuclideGrid, numNucs, mats, concs, maxNumNucs, partials);
 }

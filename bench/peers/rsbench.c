@@ -20,10 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Target pragmas only where a compiler that offloads was asked to (gcc builds the host loop). */
-#if defined(OFFLOAD) && defined(__clang__)
-#define USE_TARGET 1
-#endif
+#include "proxy_apps.h"
 
 #define NUM_L 4
 #define AVG_POLES 1000
@@ -35,42 +32,6 @@
 #ifdef USE_TARGET
 #pragma omp declare target
 #endif
-static const uint64_t LCG_A = 2806196910506780709ULL;
-static const uint64_t MASK63 = 0x7fffffffffffffffULL;
-
-/* randInt: the new 63-bit seed itself; the product wraps mod 2^64, its low 63 bits are the residue. */
-static inline uint64_t lcg_int(uint64_t *seed) {
-  *seed = (LCG_A * *seed + 1) & MASK63;
-  return *seed;
-}
-
-static inline double lcg_double(uint64_t *seed) { return (double)lcg_int(seed) / 9223372036854775808.0; }
-
-static uint64_t fast_forward(uint64_t seed, uint64_t n) {
-  uint64_t a = LCG_A, c = 1, a_new = 1, c_new = 0;
-  while (n > 0) {
-    if (n & 1) {
-      a_new *= a;
-      c_new = c_new * a + c;
-    }
-    c *= a + 1;
-    a *= a;
-    n >>= 1;
-  }
-  return (a_new * seed + c_new) & MASK63;
-}
-
-/* RSBench's pick_mat: dist[0] never enters the sum, which runs from dist[i] down to dist[1] (its rounding). */
-static int pick_mat(double roll) {
-  const double dist[12] = {0.140, 0.052, 0.275, 0.134, 0.154, 0.064, 0.066, 0.055, 0.008, 0.015, 0.025, 0.013};
-  for (int i = 0; i < 12; i++) {
-    double running = 0;
-    for (int j = i; j > 0; j--) running += dist[j];
-    if (roll < running) return i;
-  }
-  return 0;
-}
-
 /* RSBench's fast_exp: (1 + x/4096)^4096 by 12 squarings, not the library exp, so results match it. */
 static inline double fast_exp(double x) {
   x = 1.0 + x * 0.000244140625;
@@ -157,13 +118,6 @@ static long verification(const double *m) {
 #pragma omp end declare target
 #endif
 
-static const int FUEL_SMALL[] = {58, 59, 60, 61, 40, 42, 43, 44, 45, 46, 1, 2, 3, 7, 8, 9, 10, 29, 57, 47, 48, 0, 62, 15, 33, 34, 52, 53, 54, 55, 56, 18, 23, 41};
-static const int M1[] = {63, 64, 65, 66, 67};
-static const int WATER[] = {24, 41, 4, 5};
-static const int ALLOY[] = {19, 20, 21, 22, 35, 36, 37, 38, 39, 25, 27, 28, 29, 30, 31, 32, 26, 49, 50, 51, 11, 12, 13, 14, 6, 16, 17};
-static const int STRUCT[] = {24, 41, 4, 5, 19, 20, 21, 22, 35, 36, 37, 38, 39, 25, 49, 50, 51, 11, 12, 13, 14};
-static const int BORON[] = {24, 41, 4, 5, 63, 64, 65, 66, 67};
-
 /* avg * n items over n nuclides: each has one, and each further draw adds one to nuclide randInt % n. */
 static int *counts(uint64_t *seed, int n, int avg, int *max) {
   int *result = malloc(sizeof(int) * n);
@@ -185,14 +139,9 @@ int main(int argc, char **argv) {
   const int n_nuc = large ? 355 : 68;
 
   /* Materials; then one stream from seed 42 in RSBench's order: concentrations first. */
-  const int *lists[12] = {FUEL_SMALL, M1, WATER, WATER, ALLOY, STRUCT, STRUCT, STRUCT, STRUCT, STRUCT, BORON, BORON};
-  int num_nucs[12] = {34, 5, 4, 4, 27, 21, 21, 21, 21, 21, 9, 9};
-  if (large) num_nucs[0] = 321;
-  int max_nucs = num_nucs[0];
-  int *mats = calloc(12 * max_nucs, sizeof(int));
+  int num_nucs[12], max_nucs;
+  int *mats = materials(large, num_nucs, &max_nucs);
   double *concs = calloc(12 * max_nucs, sizeof(double));
-  for (int m = 0; m < 12; m++)
-    for (int j = 0; j < num_nucs[m]; j++) mats[m * max_nucs + j] = (m == 0 && j >= 34) ? 68 + (j - 34) : lists[m][j];
   uint64_t seed = 42;
   for (int m = 0; m < 12; m++)
     for (int j = 0; j < num_nucs[m]; j++) concs[m * max_nucs + j] = lcg_double(&seed);

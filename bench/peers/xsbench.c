@@ -18,47 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy_apps.h"
+
 #define N_GRIDPOINTS 11303
 #define HASH_BINS 10000
 #define CHECKSUM_MOD 999983
 #define FULL_LOOKUPS 17000000L
 
-#ifdef OFFLOAD
+#ifdef USE_TARGET
 #pragma omp declare target
 #endif
-static const uint64_t LCG_A = 2806196910506780709ULL;
-static const uint64_t MASK63 = 0x7fffffffffffffffULL;
-
-static inline double lcg_double(uint64_t *seed) {
-  *seed = (LCG_A * *seed + 1) & MASK63; /* the product wraps mod 2^64; its low 63 bits are the residue */
-  return (double)*seed / 9223372036854775808.0;
-}
-
-static uint64_t fast_forward(uint64_t seed, uint64_t n) {
-  uint64_t a = LCG_A, c = 1, a_new = 1, c_new = 0;
-  while (n > 0) {
-    if (n & 1) {
-      a_new *= a;
-      c_new = c_new * a + c;
-    }
-    c *= a + 1;
-    a *= a;
-    n >>= 1;
-  }
-  return (a_new * seed + c_new) & MASK63;
-}
-
-static int pick_mat(uint64_t *seed) {
-  const double dist[12] = {0.140, 0.052, 0.275, 0.134, 0.154, 0.064, 0.066, 0.055, 0.008, 0.015, 0.025, 0.013};
-  double roll = lcg_double(seed);
-  for (int i = 0; i < 12; i++) {
-    double running = 0;
-    for (int j = i; j > 0; j--) running += dist[j];
-    if (roll < running) return i;
-  }
-  return 0;
-}
-
 /* Largest lo with A[lo * stride] <= e, searching [lo, hi]. */
 static long search(const double *A, long stride, long lo, long hi, double e) {
   long length = hi - lo;
@@ -81,16 +50,9 @@ static long verification(const double *m) {
     }
   return index;
 }
-#ifdef OFFLOAD
+#ifdef USE_TARGET
 #pragma omp end declare target
 #endif
-
-static const int FUEL_SMALL[] = {58, 59, 60, 61, 40, 42, 43, 44, 45, 46, 1, 2, 3, 7, 8, 9, 10, 29, 57, 47, 48, 0, 62, 15, 33, 34, 52, 53, 54, 55, 56, 18, 23, 41};
-static const int M1[] = {63, 64, 65, 66, 67};
-static const int WATER[] = {24, 41, 4, 5};
-static const int ALLOY[] = {19, 20, 21, 22, 35, 36, 37, 38, 39, 25, 27, 28, 29, 30, 31, 32, 26, 49, 50, 51, 11, 12, 13, 14, 6, 16, 17};
-static const int STRUCT[] = {24, 41, 4, 5, 19, 20, 21, 22, 35, 36, 37, 38, 39, 25, 49, 50, 51, 11, 12, 13, 14};
-static const int BORON[] = {24, 41, 4, 5, 63, 64, 65, 66, 67};
 
 static int cmp_energy(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -140,14 +102,9 @@ int main(int argc, char **argv) {
   }
 
   /* Materials and concentrations (seed 1070 * 1070, row by row). */
-  const int *lists[12] = {FUEL_SMALL, M1, WATER, WATER, ALLOY, STRUCT, STRUCT, STRUCT, STRUCT, STRUCT, BORON, BORON};
-  int num_nucs[12] = {34, 5, 4, 4, 27, 21, 21, 21, 21, 21, 9, 9};
-  if (large) num_nucs[0] = 321;
-  int max_nucs = num_nucs[0];
-  int *mats = calloc(12 * max_nucs, sizeof(int));
+  int num_nucs[12], max_nucs;
+  int *mats = materials(large, num_nucs, &max_nucs);
   double *concs = calloc(12 * max_nucs, sizeof(double));
-  for (int m = 0; m < 12; m++)
-    for (int j = 0; j < num_nucs[m]; j++) mats[m * max_nucs + j] = (m == 0 && j >= 34) ? 68 + (j - 34) : lists[m][j];
   seed = 1070 * 1070;
   for (int m = 0; m < 12; m++)
     for (int j = 0; j < num_nucs[m]; j++) concs[m * max_nucs + j] = lcg_double(&seed);
@@ -155,11 +112,11 @@ int main(int argc, char **argv) {
   long n_union = hash ? 1 : points;
   long sum = 0;
   int threads = 1;
-#ifdef OFFLOAD
+#ifdef USE_TARGET
 #pragma omp target enter data map(to: grid[0:6 * points], unionized[0:n_union], index[0:n_index], num_nucs[0:12], mats[0:12 * max_nucs], concs[0:12 * max_nucs])
 #endif
   double start = omp_get_wtime();
-#ifdef OFFLOAD
+#ifdef USE_TARGET
 #pragma omp target teams distribute parallel for reduction(+ : sum) map(tofrom: threads)
 #else
 #pragma omp parallel for reduction(+ : sum)
@@ -168,7 +125,7 @@ int main(int argc, char **argv) {
     if (i == 0) threads = omp_get_num_threads();
     uint64_t s = fast_forward(1070, 2 * (uint64_t)i);
     double e = lcg_double(&s);
-    int mat = pick_mat(&s);
+    int mat = pick_mat(lcg_double(&s));
     double m[5] = {0, 0, 0, 0, 0};
     long idx = 0;
     if (!hash) idx = search(unionized, 1, 0, n_union - 1, e);
@@ -195,14 +152,14 @@ int main(int argc, char **argv) {
     sum += verification(m);
   }
   double seconds = omp_get_wtime() - start;
-#ifdef OFFLOAD
+#ifdef USE_TARGET
 #pragma omp target exit data map(release: grid[0:6 * points], unionized[0:n_union], index[0:n_index], num_nucs[0:12], mats[0:12 * max_nucs], concs[0:12 * max_nucs])
 #endif
   long checksum = sum % CHECKSUM_MOD;
   long expected = lookups == FULL_LOOKUPS ? (large ? 952131 : 945990) : (!large && lookups == 1000 ? 3044 : -1);
   const char *valid = expected < 0 ? "null" : checksum == expected ? "true" : "false";
   printf("{\"app\":\"xsbench\",\"variant\":\"%s\",\"grid\":\"%s\",\"size\":\"%s\",\"lookups\":%ld,\"checksum\":%ld,\"valid\":%s,\"seconds\":%.6f,\"lookups_per_s\":%.0f,\"threads\":%d}\n",
-#ifdef OFFLOAD
+#ifdef USE_TARGET
          "offload",
 #else
          "host",

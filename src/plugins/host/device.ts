@@ -20,6 +20,7 @@ import type {
   PluginQueue,
 } from '../interface.js';
 import { MEMORY_KINDS } from '../interface.js';
+import { PeerQueues } from '../peer-queues.js';
 import { SerialQueue } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
 import { ARG_KIND, type ArgKind } from './launch-ring.js';
@@ -294,7 +295,7 @@ class HostEvent implements PluginEvent {
 class HostQueue implements PluginQueue {
   private readonly serial: SerialQueue;
   /** Queues on other devices used by `exchange` towards them, one per peer. */
-  private readonly peerQueues = new Map<PluginDevice, PluginQueue>();
+  private readonly peers = new PeerQueues();
 
   constructor(private readonly device: HostDevice) {
     this.serial = new SerialQueue(() => {
@@ -339,18 +340,13 @@ class HostQueue implements PluginQueue {
       // it, so nothing else of ours touches those bytes meanwhile.
       if (srcDevice === this.device) {
         const start = this.address(src, srcOffset);
-        return this.peer(dstDevice).submit(dst, dstOffset, this.device.heap.subarray(start, start + bytes));
+        return this.peers.of(dstDevice).submit(dst, dstOffset, this.device.heap.subarray(start, start + bytes));
       }
       const start = this.address(dst, dstOffset);
-      return this.peer(srcDevice).retrieve(this.device.heap.subarray(start, start + bytes), src, srcOffset);
+      return this.peers.of(srcDevice).retrieve(this.device.heap.subarray(start, start + bytes), src, srcOffset);
     });
   }
 
-  private peer(device: PluginDevice): PluginQueue {
-    let queue = this.peerQueues.get(device);
-    if (!queue) this.peerQueues.set(device, (queue = device.createQueue()));
-    return queue;
-  }
 
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
     return this.serial.enqueue(() => this.device.launchOnPool(kernel as HostKernel, grid, args));
@@ -374,6 +370,6 @@ class HostQueue implements PluginQueue {
 
   async destroy(): Promise<void> {
     await this.serial.synchronize().catch(() => {});
-    await Promise.all([...this.peerQueues.values()].map((peer) => peer.destroy()));
+    await this.peers.destroy();
   }
 }

@@ -10,6 +10,7 @@
  * queue goes on (failing from there if the part failed).
  */
 import { errors } from '../../errors.js';
+import { PeerQueues } from '../peer-queues.js';
 import { asOffloadError } from '../serial-queue.js';
 import { CHUNK_BYTES, EAGER_BYTES, type WireArg } from '../../proxy/protocol.js';
 import type { Allocation, Grid, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue } from '../interface.js';
@@ -56,7 +57,7 @@ export class RemoteQueue implements PluginQueue {
   private readonly id: number;
   private pending = 0;
   /** Queues on other devices (and a second one on ours) for the client-side parts of copies. */
-  private readonly peerQueues = new Map<PluginDevice, PluginQueue>();
+  private readonly peers = new PeerQueues();
   private readonly created: Promise<unknown>;
 
   constructor(private readonly device: RemoteDevice) {
@@ -162,13 +163,13 @@ export class RemoteQueue implements PluginQueue {
     return this.gated(async () => {
       if (other instanceof RemoteDevice) {
         // Pulling from another proxy: that proxy's queue pushes the bytes here.
-        await this.peer(other).exchange(srcDevice, src, srcOffset, dstDevice, dst, dstOffset, bytes);
+        await this.peers.of(other).exchange(srcDevice, src, srcOffset, dstDevice, dst, dstOffset, bytes);
         return;
       }
       // A device of another plugin: through host memory.
       const staging = new Uint8Array(bytes);
-      await this.peer(srcDevice).retrieve(staging, src, srcOffset);
-      await this.peer(dstDevice).submit(dst, dstOffset, staging);
+      await this.peers.of(srcDevice).retrieve(staging, src, srcOffset);
+      await this.peers.of(dstDevice).submit(dst, dstOffset, staging);
     });
   }
 
@@ -193,11 +194,6 @@ export class RemoteQueue implements PluginQueue {
     this.connection.request({ op: 'signal', gate, error: failure && { code: failure.code, message: failure.message } }).catch(() => {});
   }
 
-  private peer(device: PluginDevice): PluginQueue {
-    let queue = this.peerQueues.get(device);
-    if (!queue) this.peerQueues.set(device, (queue = device.createQueue()));
-    return queue;
-  }
 
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
     const { name, image } = kernel as RemoteKernel;
@@ -231,7 +227,7 @@ export class RemoteQueue implements PluginQueue {
   }
 
   async destroy(): Promise<void> {
-    await Promise.all([...this.peerQueues.values()].map((queue) => queue.destroy()));
+    await this.peers.destroy();
     if (this.connection.lost) return;
     await this.connection.request({ op: 'queue-destroy', queue: this.id }).catch(() => {});
   }

@@ -159,6 +159,9 @@ export async function runXsbench(runtime: Runtime, devices: readonly Device[], d
       map.to(data.concs, 'concs'),
     ];
     if (data.grid === 'unionized') arrays.push(map.to(data.unionGrid, 'unionGrid'));
+    // The kernels' parameters after the lookup range and sizes: the grid's own, then the data.
+    const gridArgs = data.grid === 'unionized' ? [map.to(data.unionGrid)] : [XSBENCH.hashBins];
+    const dataArgs = [map.to(data.indexGrid), map.to(data.nuclideGrid), map.to(data.numNucs), map.to(data.mats), map.to(data.concs), data.maxNumNucs];
 
     const mapStart = performance.now();
     await Promise.all(devices.map((device) => runtime.enterData(device, arrays)));
@@ -178,11 +181,7 @@ export async function runXsbench(runtime: Runtime, devices: readonly Device[], d
           for (let b = 0; b < batches; b++) {
             const [offset, n] = share(count, batches, b);
             if (n === 0) continue;
-            const common = [data.nIsotopes, data.nGridpoints];
-            const args =
-              data.grid === 'unionized'
-                ? [BigInt(first + offset), n, ...common, map.to(data.unionGrid), map.to(data.indexGrid), map.to(data.nuclideGrid), map.to(data.numNucs), map.to(data.mats), map.to(data.concs), data.maxNumNucs, map.from(partials)]
-                : [BigInt(first + offset), n, ...common, XSBENCH.hashBins, map.to(data.indexGrid), map.to(data.nuclideGrid), map.to(data.numNucs), map.to(data.mats), map.to(data.concs), data.maxNumNucs, map.from(partials)];
+            const args = [BigInt(first + offset), n, data.nIsotopes, data.nGridpoints, ...gridArgs, ...dataArgs, map.from(partials)];
             await runtime.target(device, kernels[d]!, { teams }, args);
             for (const partial of partials) sum += partial;
             done += n;

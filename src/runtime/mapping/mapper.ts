@@ -70,8 +70,8 @@ export class Mapper {
 
   /** Runs `body` on a queue of `device`; resolves once everything it enqueued has completed. */
   private async onQueue<T>(device: Device, body: (queue: Queue) => Promise<T>): Promise<T> {
-    const idle = this.idleQueues.get(device) ?? [];
-    this.idleQueues.set(device, idle);
+    let idle = this.idleQueues.get(device);
+    if (!idle) this.idleQueues.set(device, (idle = []));
     const queue = idle.pop() ?? device.queue();
     let reusable = false;
     try {
@@ -263,14 +263,16 @@ export class Mapper {
     }));
   }
 
+  /** Runs `run` as a span of the device's mapping track; without a trace, just runs it (a hot path). */
   private async traced(device: Device, what: string, specs: readonly MapSpec[], run: () => Promise<void>): Promise<void> {
+    if (!this.tracer) return run();
     const clauses = specs.map((s) => `${s.always ? 'always ' : ''}${s.present ? 'present ' : ''}${s.type}${s.name === undefined ? '' : `(${s.name})`}`).join(', ');
     const bytes = specs.reduce((sum, s) => sum + s.view.byteLength, 0);
-    const span = this.tracer?.begin(device.id, 'mapping', what, { clauses, bytes }, device.info.name);
+    const span = this.tracer.begin(device.id, 'mapping', what, { clauses, bytes }, device.info.name);
     try {
       await run();
     } finally {
-      span?.end();
+      span.end();
     }
   }
 }

@@ -1,7 +1,13 @@
 /**
  * What XSBench and RSBench share (ANL-CESAR's proxy apps, ../shared/bench/PROXY-APPS.md): the
- * materials and their nuclides, the 63-bit LCG, and how lookups are split over devices.
+ * materials and their nuclides, the 63-bit LCG, and the driver that runs the lookups over devices.
  */
+
+import type { Device } from '../api/device.js';
+import type { Runtime } from '../api/runtime.js';
+import { errors } from '../errors.js';
+import { map, type MapSpec } from '../runtime/mapping/map.js';
+import type { TargetArgument } from '../runtime/mapping/mapper.js';
 
 export type ProblemSize = 'small' | 'large';
 
@@ -73,4 +79,89 @@ export function share(total: number, devices: number, index: number): [number, n
   const base = Math.floor(total / devices);
   const extra = total % devices;
   return [index * base + Math.min(index, extra), base + (index < extra ? 1 : 0)];
+}
+
+/** One proxy-app run: what `runLookups` needs to know of the app. */
+export interface LookupRun {
+  /** The app's name, for messages. */
+  app: string;
+  /** Path of the app's kernel bundle, and the kernel in it. */
+  bundle: string;
+  kernel: string;
+  lookups: number;
+  /** The data every device gets, mapped onto it before the lookups (timed as the transfer). */
+  data: readonly MapSpec[];
+  /** The kernel's arguments for lookups [first, first + count); `partials` receives each team's sum. */
+  args(first: bigint, count: number, partials: MapSpec): TargetArgument[];
+  checksumMod: number;
+  /** The published checksum of this run, if there is one. */
+  expected: number | undefined;
+  /** Called with the fraction of lookups done, after each batch. */
+  progress?: (done: number) => void;
+}
+
+export interface LookupResult {
+  checksum: number;
+  /** Whether the checksum is the published one; undefined for a lookup count without one. */
+  valid: boolean | undefined;
+  expected: number | undefined;
+  /** Mapping the data onto every device (all devices at once). */
+  transferSeconds: number;
+  /** The lookup kernels alone (all devices at once): the figure of merit's time. */
+  lookupSeconds: number;
+  lookupsPerSecond: number;
+  /** Lookups each device did. */
+  perDevice: number[];
+}
+
+/**
+ * Runs an app's lookups over `devices`: maps the data onto each (mapping layer), splits the
+ * lookups into contiguous shares, one queue each, in batches (for progress), sums the teams'
+ * partial checksums and compares the result with the published value.
+ */
+export async function runLookups(runtime: Runtime, devices: readonly Device[], run: LookupRun): Promise<LookupResult> {
+  if (!Number.isSafeInteger(run.lookups) || run.lookups < 1) throw errors.invalidArgument(`${run.app}: lookups must be a positive integer, got ${run.lookups}`);
+  if (devices.length === 0) throw errors.invalidArgument(`${run.app}: no devices to run on`);
+  const library = await runtime.register(run.bundle);
+  try {
+    const kernels = await Promise.all(devices.map((device) => device.kernel(library, run.kernel)));
+    const mapStart = performance.now();
+    await Promise.all(devices.map((device) => runtime.enterData(device, run.data)));
+    const transferSeconds = (performance.now() - mapStart) / 1000;
+    try {
+      const batches = run.lookups >= 1_000_000 ? 20 : 1;
+      let sum = 0n;
+      let done = 0;
+      const lookupStart = performance.now();
+      await Promise.all(
+        devices.map(async (device, d) => {
+          const [first, count] = share(run.lookups, devices.length, d);
+          const partials = new BigInt64Array(8 * device.info.computeUnits);
+          for (let b = 0; b < batches; b++) {
+            const [offset, n] = share(count, batches, b);
+            if (n === 0) continue;
+            await runtime.target(device, kernels[d]!, { teams: partials.length }, run.args(BigInt(first + offset), n, map.from(partials)));
+            for (const partial of partials) sum += partial;
+            done += n;
+            run.progress?.(done / run.lookups);
+          }
+        }),
+      );
+      const lookupSeconds = (performance.now() - lookupStart) / 1000;
+      const checksum = Number(sum % BigInt(run.checksumMod));
+      return {
+        checksum,
+        valid: run.expected === undefined ? undefined : checksum === run.expected,
+        expected: run.expected,
+        transferSeconds,
+        lookupSeconds,
+        lookupsPerSecond: run.lookups / lookupSeconds,
+        perDevice: devices.map((_, d) => share(run.lookups, devices.length, d)[1]),
+      };
+    } finally {
+      await Promise.all(devices.map((device) => runtime.exitData(device, run.data.map((spec) => map.release(spec.view)))));
+    }
+  } finally {
+    await library.unregister();
+  }
 }

@@ -1,12 +1,15 @@
 /**
  * RSBench (ANL-CESAR) on offload-ts: the host-side initialisation of the multipole data (poles,
- * windows, pseudo K0RS, materials and concentrations) in TypeScript, and a driver that copies it
- * to every given device, splits the event-based lookups over them (one queue each) and checks the
- * published checksum. Doppler broadening is on. Kernel: examples/rsbench/kernels.ts.
+ * windows, pseudo K0RS, materials and concentrations) in TypeScript; runLookups (proxy-apps.ts)
+ * maps it onto the devices, splits the event-based lookups over them and checks the published
+ * checksum. Doppler broadening is on. Kernel: examples/rsbench/kernels.ts.
  */
 import { fileURLToPath } from 'node:url';
-import { ErrorCode, OffloadError, type Buffer, type Device, type Runtime } from '../index.js';
-import { Lcg, materials, share, type ProblemSize } from './proxy-apps.js';
+import type { Device } from '../api/device.js';
+import type { Runtime } from '../api/runtime.js';
+import { errors } from '../errors.js';
+import { map } from '../runtime/mapping/map.js';
+import { Lcg, materials, runLookups, type LookupResult, type ProblemSize } from './proxy-apps.js';
 
 export type RsSize = ProblemSize;
 
@@ -137,17 +140,7 @@ export interface RsRunOptions {
   data?: RsbenchData;
 }
 
-export interface RsResult {
-  checksum: number;
-  /** Whether the checksum is the published one; undefined for a lookup count without one. */
-  valid: boolean | undefined;
-  /** The lookup kernels alone (all devices at once): the figure of merit's time. */
-  lookupSeconds: number;
-  /** Allocating and writing the data on every device (all devices at once). */
-  transferSeconds: number;
-  lookupsPerSecond: number;
-}
-
+export type RsResult = LookupResult;
 
 function expectedChecksum(size: RsSize, lookups: number): number | undefined {
   if (lookups === RSBENCH.lookups) return RSBENCH.expected[size];
@@ -155,59 +148,17 @@ function expectedChecksum(size: RsSize, lookups: number): number | undefined {
 }
 
 export async function runRsbench(runtime: Runtime, devices: readonly Device[], options: RsRunOptions): Promise<RsResult> {
-  if (!Number.isSafeInteger(options.lookups) || options.lookups < 1) throw new OffloadError(ErrorCode.INVALID_ARGUMENT, `rsbench: lookups must be a positive integer, got ${options.lookups}`);
-  if (devices.length === 0) throw new OffloadError(ErrorCode.INVALID_ARGUMENT, 'rsbench: no devices to run on');
   const data = options.data ?? generateRsbench(options.size);
-  if (data.size !== options.size) throw new OffloadError(ErrorCode.INVALID_ARGUMENT, `rsbench: data is for size '${data.size}', options say '${options.size}'`);
-  const arrays = [data.poles, data.poleL, data.windows, data.bounds, data.k0rs, data.nWindows, data.numNucs, data.mats, data.concs];
-  const teams = devices.map((device) => 8 * device.info.computeUnits);
-
-  const library = await runtime.register(options.kernelsBundle);
-  const allocated: Buffer[] = [];
-  try {
-    const kernels = await Promise.all(devices.map((device) => device.kernel(library, 'rsbench_lookups')));
-    const queues = devices.map((device) => device.queue());
-
-    const transferStart = performance.now();
-    const buffers = await Promise.all(
-      devices.map(async (device, d) => {
-        const own = await Promise.all([...arrays.map((array) => device.alloc(array.byteLength)), device.alloc(teams[d]! * 8)]);
-        allocated.push(...own);
-        arrays.forEach((array, i) => queues[d]!.write(own[i]!, array));
-        await queues[d]!.finish();
-        return own;
-      }),
-    );
-    const transferSeconds = (performance.now() - transferStart) / 1000;
-
-    const lookupStart = performance.now();
-    await Promise.all(
-      devices.map((_, d) => {
-        const [first, count] = share(options.lookups, devices.length, d);
-        if (count === 0) return Promise.resolve();
-        const own = buffers[d]!;
-        queues[d]!.launch(kernels[d]!, { teams: teams[d]! }, [BigInt(first), count, data.maxPoles, data.maxWindows, data.maxNucs, ...own]);
-        return queues[d]!.finish();
-      }),
-    );
-    const lookupSeconds = (performance.now() - lookupStart) / 1000;
-
-    let sum = 0n;
-    await Promise.all(
-      devices.map(async (_, d) => {
-        if (share(options.lookups, devices.length, d)[1] === 0) return;
-        const partials = new BigInt64Array(teams[d]!);
-        queues[d]!.read(buffers[d]![arrays.length]!, partials);
-        await queues[d]!.finish();
-        for (const partial of partials) sum += partial;
-      }),
-    );
-
-    const checksum = Number(sum % BigInt(RSBENCH.checksumMod));
-    const expected = expectedChecksum(options.size, options.lookups);
-    return { checksum, valid: expected === undefined ? undefined : checksum === expected, lookupSeconds, transferSeconds, lookupsPerSecond: options.lookups / lookupSeconds };
-  } finally {
-    await Promise.all(allocated.map((buffer) => buffer.free()));
-    await library.unregister();
-  }
+  if (data.size !== options.size) throw errors.invalidArgument(`rsbench: data is for size '${data.size}', options say '${options.size}'`);
+  const arrays = [data.poles, data.poleL, data.windows, data.bounds, data.k0rs, data.nWindows, data.numNucs, data.mats, data.concs].map((array) => map.to(array));
+  return runLookups(runtime, devices, {
+    app: 'rsbench',
+    bundle: options.kernelsBundle,
+    kernel: 'rsbench_lookups',
+    lookups: options.lookups,
+    data: arrays,
+    args: (first, count, partials) => [first, count, data.maxPoles, data.maxWindows, data.maxNucs, ...arrays, partials],
+    checksumMod: RSBENCH.checksumMod,
+    expected: expectedChecksum(options.size, options.lookups),
+  });
 }

@@ -1,15 +1,14 @@
 /**
  * XSBench (ANL-CESAR) on offload-ts: the host-side initialisation (nuclide grids, unionized or
- * hash acceleration grid, materials and concentrations) in TypeScript, and a driver that maps
- * the data onto any set of devices with the mapping layer, splits the lookups over them (one
- * queue each) and checks the published checksum. Kernels: examples/xsbench/kernels.ts.
+ * hash acceleration grid, materials and concentrations) in TypeScript; runLookups (proxy-apps.ts)
+ * maps it onto any set of devices, splits the lookups over them (one queue each) and checks the
+ * published checksum. Kernels: examples/xsbench/kernels.ts.
  */
 import { fileURLToPath } from 'node:url';
 import type { Device } from '../api/device.js';
 import type { Runtime } from '../api/runtime.js';
-import { errors } from '../errors.js';
 import { map, type MapSpec } from '../runtime/mapping/map.js';
-import { Lcg, materials, share, type ProblemSize } from './proxy-apps.js';
+import { Lcg, materials, runLookups, type LookupResult, type ProblemSize } from './proxy-apps.js';
 
 export type XsSize = ProblemSize;
 export type XsGrid = 'unionized' | 'hash';
@@ -129,74 +128,30 @@ export interface XsRunOptions {
   progress?: (done: number) => void;
 }
 
-export interface XsResult {
-  checksum: number;
-  /** Whether the checksum is the published one; undefined for a lookup count without one. */
-  valid: boolean | undefined;
-  expected: number | undefined;
-  /** Mapping the data onto every device (all devices at once). */
-  transferSeconds: number;
-  /** The lookup kernels alone (all devices at once): the figure of merit's time. */
-  lookupSeconds: number;
-  lookupsPerSecond: number;
-  /** Lookups each device did. */
-  perDevice: number[];
-}
-
+export type XsResult = LookupResult;
 
 export async function runXsbench(runtime: Runtime, devices: readonly Device[], data: XsData, options: XsRunOptions): Promise<XsResult> {
-  if (!Number.isSafeInteger(options.lookups) || options.lookups < 1) throw errors.invalidArgument(`xsbench: lookups must be a positive integer, got ${options.lookups}`);
-  if (devices.length === 0) throw errors.invalidArgument('xsbench: no devices to run on');
-  const library = await runtime.register(options.bundle);
-  try {
-    const name = data.grid === 'unionized' ? 'xs_lookups_unionized' : 'xs_lookups_hash';
-    const kernels = await Promise.all(devices.map((device) => device.kernel(library, name)));
-    const arrays: MapSpec[] = [
-      map.to(data.nuclideGrid, 'nuclideGrid'),
-      map.to(data.indexGrid, 'indexGrid'),
-      map.to(data.numNucs, 'numNucs'),
-      map.to(data.mats, 'mats'),
-      map.to(data.concs, 'concs'),
-    ];
-    if (data.grid === 'unionized') arrays.push(map.to(data.unionGrid, 'unionGrid'));
-    // The kernels' parameters after the lookup range and sizes: the grid's own, then the data.
-    const gridArgs = data.grid === 'unionized' ? [map.to(data.unionGrid)] : [XSBENCH.hashBins];
-    const dataArgs = [map.to(data.indexGrid), map.to(data.nuclideGrid), map.to(data.numNucs), map.to(data.mats), map.to(data.concs), data.maxNumNucs];
-
-    const mapStart = performance.now();
-    await Promise.all(devices.map((device) => runtime.enterData(device, arrays)));
-    const transferSeconds = (performance.now() - mapStart) / 1000;
-    try {
-      // Batches let a terminal show progress; each is one launch per device.
-      const batches = options.lookups >= 1_000_000 ? 20 : 1;
-      const perDevice = devices.map((_, d) => share(options.lookups, devices.length, d)[1]);
-      let sum = 0n;
-      let done = 0;
-      const lookupStart = performance.now();
-      await Promise.all(
-        devices.map(async (device, d) => {
-          const [first, count] = share(options.lookups, devices.length, d);
-          const teams = 8 * device.info.computeUnits;
-          const partials = new BigInt64Array(teams);
-          for (let b = 0; b < batches; b++) {
-            const [offset, n] = share(count, batches, b);
-            if (n === 0) continue;
-            const args = [BigInt(first + offset), n, data.nIsotopes, data.nGridpoints, ...gridArgs, ...dataArgs, map.from(partials)];
-            await runtime.target(device, kernels[d]!, { teams }, args);
-            for (const partial of partials) sum += partial;
-            done += n;
-            options.progress?.(done / options.lookups);
-          }
-        }),
-      );
-      const lookupSeconds = (performance.now() - lookupStart) / 1000;
-      const checksum = Number(sum % BigInt(XSBENCH.checksumMod));
-      const expected = options.lookups === XSBENCH.lookups ? XSBENCH.expected[data.size] : data.size === 'small' ? XSBENCH.smoke[options.lookups] : undefined;
-      return { checksum, valid: expected === undefined ? undefined : checksum === expected, expected, transferSeconds, lookupSeconds, lookupsPerSecond: options.lookups / lookupSeconds, perDevice };
-    } finally {
-      await Promise.all(devices.map((device) => runtime.exitData(device, arrays.map((spec) => map.release(spec.view)))));
-    }
-  } finally {
-    await library.unregister();
-  }
+  const unionized = data.grid === 'unionized';
+  const arrays: MapSpec[] = [
+    map.to(data.nuclideGrid, 'nuclideGrid'),
+    map.to(data.indexGrid, 'indexGrid'),
+    map.to(data.numNucs, 'numNucs'),
+    map.to(data.mats, 'mats'),
+    map.to(data.concs, 'concs'),
+  ];
+  if (unionized) arrays.push(map.to(data.unionGrid, 'unionGrid'));
+  // The kernels' parameters after the lookup range and sizes: the grid's own, then the data.
+  const gridArgs = unionized ? [map.to(data.unionGrid)] : [XSBENCH.hashBins];
+  const dataArgs = [map.to(data.indexGrid), map.to(data.nuclideGrid), map.to(data.numNucs), map.to(data.mats), map.to(data.concs), data.maxNumNucs];
+  return runLookups(runtime, devices, {
+    app: 'xsbench',
+    bundle: options.bundle,
+    kernel: unionized ? 'xs_lookups_unionized' : 'xs_lookups_hash',
+    lookups: options.lookups,
+    data: arrays,
+    args: (first, count, partials) => [first, count, data.nIsotopes, data.nGridpoints, ...gridArgs, ...dataArgs, partials],
+    checksumMod: XSBENCH.checksumMod,
+    expected: options.lookups === XSBENCH.lookups ? XSBENCH.expected[data.size] : data.size === 'small' ? XSBENCH.smoke[options.lookups] : undefined,
+    progress: options.progress,
+  });
 }

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Device } from '../api/device.js';
 import { Offload, type Runtime } from '../api/runtime.js';
-import { share, type ProblemSize } from '../apps/proxy-apps.js';
+import type { ProblemSize } from '../apps/proxy-apps.js';
 import { generateRsbench, RSBENCH, rsbenchKernelsSource, runRsbench } from '../apps/rsbench.js';
 import { generateXsbench, runXsbench, XSBENCH, xsbenchKernelsSource, type XsGrid } from '../apps/xsbench.js';
 import { errors } from '../errors.js';
@@ -161,7 +161,7 @@ export async function run(args: string[]): Promise<number> {
         ? runXsbench(runtime, devices, xsData, { bundle: bundle.path, lookups, progress: (f) => bar.update(f) })
         : runRsbench(runtime, devices, { size, lookups, kernelsBundle: bundle.path, data: rsData })
       ).finally(() => bar.done());
-      const rows = devices.map((device, i) => [`  device ${device.id}`, device.info.name, `${share(lookups, devices.length, i)[1].toLocaleString('en-US')} lookups`]);
+      const rows = devices.map((device, i) => [`  device ${device.id}`, device.info.name, `${result.perDevice[i]!.toLocaleString('en-US')} lookups`]);
       for (const line of table(rows)) console.log(line);
       console.log(`transfer ${formatDuration(result.transferSeconds * 1000)} (moving the data to ${devices.length} device${devices.length === 1 ? '' : 's'})`);
       console.log(`lookups  ${formatDuration(result.lookupSeconds * 1000)}: ${Math.round(result.lookupsPerSecond).toLocaleString('en-US')} lookups/s`);

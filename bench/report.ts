@@ -1,6 +1,6 @@
 /** A bench run's results, as a markdown table for people or as JSON for tools. */
 import type { Machine } from './machine.js';
-import { spread, type Plan, type Series, type Spread } from './measure.js';
+import { spread, type Plan, type Series } from './measure.js';
 import type { Goal, Row, Unit } from './suite.js';
 
 export interface Report {

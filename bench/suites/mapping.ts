@@ -6,7 +6,7 @@
 import { map, Offload } from '../../src/index.js';
 import { benchBundle } from '../kernel-bundle.js';
 import { measure } from '../measure.js';
-import type { Row, Suite } from '../suite.js';
+import type { Suite } from '../suite.js';
 
 const MiB = 1024 * 1024;
 

@@ -6,7 +6,7 @@
  * TCP. Each side reports medians of its own repetitions; the suite runs each once.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -59,9 +59,7 @@ export const mpiSuite: Suite = {
       progress('mpi: offload-ts over MPI');
       const overMpi = run('mpirun', ['--oversubscribe', '-np', '1', process.execPath, cli, 'proxy', '--mpi', ':', '-np', '1', process.execPath, '--import', 'tsx', client], 'the MPI client');
       progress('mpi: offload-ts over TCP');
-      const tokenFile = path.join(dir, 'token');
-      writeFileSync(tokenFile, 'bench');
-      const proxy = await spawnProxy({ cli: [cli], tokenFile, env, inheritStderr: true });
+      const proxy = await spawnProxy({ cli: [cli], token: 'bench', env, inheritStderr: true });
       let overTcp: Figures;
       try {
         overTcp = run(process.execPath, ['--import', 'tsx', client], 'the TCP client', { OFFLOAD_PROXIES: proxy.address, OFFLOAD_TOKEN: 'bench' });

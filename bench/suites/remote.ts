@@ -3,13 +3,10 @@
  * bare TCP socket to another Node process (bench/raw-tcp.ts): bulk transfers, launch round
  * trips, pipelined launches; and a launch-heavy loop over one proxy against two.
  */
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Offload, type Device, type Kernel, type Runtime } from '../../src/index.js';
-import { spawnProxy, type SpawnedProxy } from '../../src/proxy/spawn.js';
+import { startLocalProxies } from '../../src/cli/local-proxies.js';
 import { benchBundle } from '../kernel-bundle.js';
 import { measure, type Plan } from '../measure.js';
 import { RawTcpPeer } from '../raw-tcp.js';
@@ -26,15 +23,6 @@ const TILE = [64, 48, 256, -2.2, -1.125, 3 / 64] as const;
 const built = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 const cli = existsSync(built) ? [built] : ['--import', 'tsx', fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url))];
 
-async function startProxies(count: number, token: string): Promise<SpawnedProxy[]> {
-  const dir = mkdtempSync(path.join(tmpdir(), 'offload-bench-'));
-  const tokenFile = path.join(dir, 'token');
-  writeFileSync(tokenFile, token);
-  // One worker each: on a 2-vCPU machine, two proxies then use both cores between them.
-  const env = { ...process.env, OFFLOAD_HOST_THREADS: '1', OFFLOAD_HOST_MEMORY: '256M', OFFLOAD_PROXIES: '' };
-  // Proxies read the token file once, at start.
-  return Promise.all(Array.from({ length: count }, () => spawnProxy({ cli, tokenFile, env, inheritStderr: true }))).finally(() => rmSync(dir, { recursive: true, force: true }));
-}
 
 async function transfers(device: Device, raw: RawTcpPeer, plan: Plan): Promise<Row[]> {
   const buffer = await device.alloc(COPY_BYTES);
@@ -131,9 +119,10 @@ export const remoteSuite: Suite = {
   name: 'remote',
   description: 'a remote host device behind a real proxy process against bare TCP between two Node processes',
   async run(plan, progress) {
-    const token = randomBytes(16).toString('hex');
     progress(`remote: proxies run ${cli.length === 1 ? 'dist/cli/main.js (run npm run build after changing src/)' : 'src/cli/main.ts through tsx (no dist/ build)'}`);
-    const proxies = await startProxies(3, token);
+    // One worker each: on a 2-vCPU machine, two proxies then use both cores between them.
+    const local = (await startLocalProxies(3, { cli, env: { ...process.env, OFFLOAD_HOST_THREADS: '1', OFFLOAD_HOST_MEMORY: '256M', OFFLOAD_PROXIES: '' }, announce: false }))!;
+    const { proxies, token } = local;
     const raw = await RawTcpPeer.start();
     const runtimes: Runtime[] = [];
     try {
@@ -153,7 +142,7 @@ export const remoteSuite: Suite = {
     } finally {
       for (const runtime of runtimes) await runtime.shutdown();
       await raw.close();
-      await Promise.all(proxies.map((proxy) => proxy.stop()));
+      await local.stop();
     }
   },
 };

@@ -5,15 +5,12 @@
  * exits, and the command exits with the app's status.
  */
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { constants, tmpdir } from 'node:os';
-import path from 'node:path';
+import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { errors } from '../errors.js';
-import { spawnProxy, type SpawnedProxy } from '../proxy/spawn.js';
 import { mpiUnavailable } from '../transport/mpi.js';
 import { usageError } from './format.js';
+import { startLocalProxies } from './local-proxies.js';
 
 export const summary = 'Start N local proxies and run a program wired to them';
 
@@ -46,22 +43,12 @@ export async function run(args: string[]): Promise<number> {
   const [app, ...appArgs] = normalized.slice(appAt);
   if (values.mpi) return mpiJob(count, [app!, ...appArgs]);
 
-  const dir = await mkdtemp(path.join(tmpdir(), 'offload-launch-'));
-  const token = randomBytes(24).toString('hex');
-  const tokenFile = path.join(dir, 'token');
-  await writeFile(tokenFile, token, { mode: 0o600 });
-  const proxies: SpawnedProxy[] = [];
+  const local = (await startLocalProxies(count, { announce: false }))!;
   try {
-    // This command line again for the proxies: the same node flags (tsx when run from source) and script.
-    const cli = [...process.execArgv, process.argv[1]!];
-    const started = await Promise.allSettled(Array.from({ length: count }, () => spawnProxy({ cli, tokenFile, inheritStderr: true })));
-    for (const result of started) if (result.status === 'fulfilled') proxies.push(result.value);
-    const failed = started.find((result) => result.status === 'rejected');
-    if (failed) throw failed.reason;
-    const addresses = proxies.map((proxy) => proxy.address);
+    const addresses = local.proxies.map((proxy) => proxy.address);
     const appProcess = spawn(process.execPath, [...process.execArgv, app!, ...appArgs], {
       stdio: 'inherit',
-      env: { ...process.env, OFFLOAD_PROXIES: addresses.join(','), OFFLOAD_TOKEN: token },
+      env: { ...process.env, OFFLOAD_PROXIES: addresses.join(','), OFFLOAD_TOKEN: local.token },
     });
     const forward = (signal: NodeJS.Signals) => appProcess.kill(signal);
     process.on('SIGINT', forward);
@@ -78,8 +65,7 @@ export async function run(args: string[]): Promise<number> {
     process.off('SIGTERM', forward);
     return status;
   } finally {
-    await Promise.all(proxies.map((proxy) => proxy.stop()));
-    await rm(dir, { recursive: true, force: true });
+    await local.stop();
   }
 }
 

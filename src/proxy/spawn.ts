@@ -3,6 +3,9 @@
  * tests and the benchmarks: resolves once the proxy prints the address it listens on.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { errors } from '../errors.js';
 
@@ -20,15 +23,24 @@ export interface SpawnedProxy {
 export interface SpawnProxyOptions {
   /** Node arguments that run the `offload` CLI, e.g. `[...process.execArgv, process.argv[1]]`. */
   cli: string[];
-  tokenFile: string;
+  /** The shared secret; handed over in a private file that is removed once the proxy has read it. */
+  token: string;
   env?: NodeJS.ProcessEnv;
   /** Pass the proxy's stderr through to ours (default: collect it into output()). */
   inheritStderr?: boolean;
   timeoutMs?: number;
 }
 
-export function spawnProxy(options: SpawnProxyOptions): Promise<SpawnedProxy> {
-  const child = spawn(process.execPath, [...options.cli, 'proxy', '--listen', '127.0.0.1:0', '--token-file', options.tokenFile], {
+export async function spawnProxy(options: SpawnProxyOptions): Promise<SpawnedProxy> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'offload-proxy-'));
+  const tokenFile = path.join(dir, 'token');
+  await writeFile(tokenFile, options.token, { mode: 0o600 });
+  // The proxy reads the file before it says it listens: the file can go either way then.
+  return started(options, tokenFile).finally(() => rm(dir, { recursive: true, force: true }));
+}
+
+function started(options: SpawnProxyOptions, tokenFile: string): Promise<SpawnedProxy> {
+  const child = spawn(process.execPath, [...options.cli, 'proxy', '--listen', '127.0.0.1:0', '--token-file', tokenFile], {
     env: options.env ?? process.env,
     stdio: ['ignore', 'pipe', options.inheritStderr ? 'inherit' : 'pipe'],
   });

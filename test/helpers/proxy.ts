@@ -1,8 +1,5 @@
 /** Real `offload proxy` child processes on 127.0.0.1, for remote-device tests. */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnProxy, type SpawnedProxy } from '../../src/proxy/spawn.js';
 
@@ -20,14 +17,10 @@ export interface ProxyOptions {
 
 export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProcess> {
   const token = options.token ?? randomBytes(16).toString('hex');
-  const dir = mkdtempSync(path.join(tmpdir(), 'offload-proxy-'));
-  const tokenFile = path.join(dir, 'token');
-  writeFileSync(tokenFile, token);
-  // The proxy reads the token file once, at start; nothing needs it afterwards.
   const proxy = await spawnProxy({
     cli: ['--import', 'tsx', main],
-    tokenFile,
+    token,
     env: { ...process.env, OFFLOAD_HOST_THREADS: String(options.threads ?? 2), OFFLOAD_HOST_MEMORY: options.memory ?? '256M', OFFLOAD_PROXIES: '' },
-  }).finally(() => rmSync(dir, { recursive: true, force: true }));
+  });
   return { ...proxy, token };
 }

@@ -1,6 +1,6 @@
 /*
  * What the C peers of XSBench and RSBench share (as src/apps/proxy-apps.ts does for the ports):
- * the 63-bit LCG and its fast-forward, the material pick, the materials' nuclide lists. Each
+ * the 63-bit LCG and its fast-forward, the material pick, the verification value, the materials. Each
  * peer includes it once; the device functions are declared for the target when offloading.
  */
 #ifndef PROXY_APPS_H
@@ -50,6 +50,17 @@ static int pick_mat(double roll) {
     if (roll < running) return i;
   }
   return 0;
+}
+/* The verification value: 1-based index of the largest of n channels (strict >, from `floor`). */
+static long verification(const double *m, int n, double floor) {
+  double best = floor;
+  long index = 0;
+  for (int k = 0; k < n; k++)
+    if (m[k] > best) {
+      best = m[k];
+      index = k + 1;
+    }
+  return index;
 }
 #ifdef USE_TARGET
 #pragma omp end declare target

@@ -102,18 +102,6 @@ static inline void sig_t_factors(const double *k0rs, double sqrt_e, double *fr, 
     fi[l] = -sin(phi);
   }
 }
-
-/* 1-based argmax of (sigT, sigA, sigF, sigE), strict >, from the most negative double. */
-static long verification(const double *m) {
-  double best = -1.7976931348623157e308;
-  long index = 0;
-  for (int k = 0; k < 4; k++)
-    if (m[k] > best) {
-      best = m[k];
-      index = k + 1;
-    }
-  return index;
-}
 #ifdef USE_TARGET
 #pragma omp end declare target
 #endif
@@ -244,7 +232,7 @@ int main(int argc, char **argv) {
       m[2] += sf * conc;
       m[3] += (st - sa) * conc;
     }
-    sum += verification(m);
+    sum += verification(m, 4, -1.7976931348623157e308);
   }
   double seconds = omp_get_wtime() - start;
 #ifdef USE_TARGET

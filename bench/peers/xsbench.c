@@ -40,16 +40,6 @@ static long search(const double *A, long stride, long lo, long hi, double e) {
   return lo;
 }
 
-static long verification(const double *m) {
-  double best = -1.0;
-  long index = 0;
-  for (int k = 0; k < 5; k++)
-    if (m[k] > best) {
-      best = m[k];
-      index = k + 1;
-    }
-  return index;
-}
 #ifdef USE_TARGET
 #pragma omp end declare target
 #endif
@@ -149,7 +139,7 @@ int main(int argc, char **argv) {
       double f = (high[0] - e) / (high[0] - low[0]);
       for (int c = 0; c < 5; c++) m[c] += (high[c + 1] - f * (high[c + 1] - low[c + 1])) * conc;
     }
-    sum += verification(m);
+    sum += verification(m, 5, -1.0);
   }
   double seconds = omp_get_wtime() - start;
 #ifdef USE_TARGET

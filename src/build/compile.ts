@@ -1,13 +1,14 @@
 /**
- * The build tool: compiles AssemblyScript kernel sources into a one-image `wasm` bundle that
- * follows the kernel ABI (DESIGN section 4), and checks the result against that ABI.
+ * The build tool: compiles AssemblyScript kernel sources into a `wasm` image and reads a WGSL
+ * source into a `wgsl` image, each checked against its kernel ABI (DESIGN section 4,
+ * docs/wgsl-abi.md), and writes them as one bundle.
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { OffloadError, errors } from '../errors.js';
 import { BUNDLE_EXTENSION, encodeBundle } from '../image/bundle.js';
-import type { EntryInfo, Manifest } from '../image/manifest.js';
+import type { EntryInfo, ImageInfo, Manifest } from '../image/manifest.js';
 import {
   DEVICE_IMPORTS,
   DEVICE_IMPORT_MODULE,
@@ -23,9 +24,13 @@ import { kernelEntries } from './kernel-signatures.js';
 import { checkFitsWindow, fnv1a32, pickStaticBase, staticSizeOf } from './static-placement.js';
 import { readWasmModuleInfo, type MemoryLimits, type WasmModuleInfo } from './wasm-module-info.js';
 import { wrapperSource, wrapperTypes } from './wrappers.js';
+import { joinEntries, WGSL_TRIPLE, wgslKernels } from './wgsl-kernels.js';
 
 export interface BuildOptions {
-  /** AssemblyScript entry files (`.ts`); every exported function of them becomes a kernel. */
+  /**
+   * AssemblyScript entry files (`.ts`; every exported function of them becomes a kernel) and at
+   * most one WGSL file (`.wgsl`; every `@compute` entry point becomes a kernel).
+   */
   sources: string[];
   /**
    * Output path without extension; the bundle is written to `<output>.offload`, its typed host
@@ -91,7 +96,8 @@ interface CompiledImage {
 }
 
 /**
- * Compiles `options.sources` and writes the bundle to `<options.output>.offload` and its typed
+ * Compiles `options.sources` (AssemblyScript into a wasm image; one WGSL file, checked by the
+ * WGSL kernel ABI, into a wgsl image) and writes the bundle to `<options.output>.offload` and its typed
  * wrappers to `<options.output>.js` and `.d.ts`, creating their directory.
  * @returns the paths written, the manifest and the bundle bytes.
  * @throws (rejects) OffloadError NOT_FOUND when a source is missing; INVALID_ARGUMENT for bad
@@ -103,7 +109,58 @@ interface CompiledImage {
 export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
   checkOptions(options);
   const name = options.name ?? path.basename(options.output);
-  const sources = await readSources(options.sources);
+  const tsSources = options.sources.filter((source) => source.endsWith('.ts'));
+  const wgslSource = options.sources.find((source) => source.endsWith('.wgsl'));
+  const images: { info: ImageInfo; bytes: Uint8Array }[] = [];
+  let entries: EntryInfo[] = [];
+  const texts: Record<string, string> = {};
+  if (tsSources.length > 0) {
+    const wasm = await buildWasmImage(tsSources, name, options);
+    images.push(wasm.image);
+    entries = wasm.entries;
+    Object.assign(texts, wasm.texts);
+  }
+  if (wgslSource !== undefined) {
+    const file = path.resolve(wgslSource);
+    const text = await readSourceFile(file);
+    const shown = path.basename(file);
+    const joined = joinEntries(entries, wgslKernels(text, shown), shown);
+    entries = joined.entries;
+    texts[file] = text;
+    const bytes = new TextEncoder().encode(text);
+    images.push({
+      info: { format: 'wgsl', triple: WGSL_TRIPLE, offset: 0, size: bytes.length, staticBase: 0, staticSize: 0, minPages: 0, source: shown, kernels: joined.kernels },
+      bytes,
+    });
+  }
+  const manifest: Manifest = { name, images: images.map((image) => image.info), entries };
+  const bundle = encodeBundle(manifest, images.map((image) => image.bytes));
+  const file = options.output + BUNDLE_EXTENSION;
+  const wrappers = { js: `${options.output}.js`, dts: `${options.output}.d.ts` };
+  // The header names the sources relative to the wrapper, so the text does not depend on the working directory.
+  const shownSources = Object.keys(texts).map((source) => path.relative(path.dirname(file), source).split(path.sep).join('/'));
+  // Generated before anything is written: a kernel name the wrappers cannot take fails the whole build.
+  const outputs: [string, string | Uint8Array][] = [
+    [file, bundle],
+    [wrappers.js, wrapperSource(manifest, path.basename(file), shownSources)],
+    [wrappers.dts, wrapperTypes(manifest)],
+  ];
+  let target = path.dirname(file);
+  try {
+    await mkdir(target, { recursive: true });
+    for (const [output, contents] of outputs) {
+      target = output;
+      await writeFile(output, contents);
+    }
+  } catch (cause) {
+    throw new OffloadError('INVALID_ARGUMENT', `cannot write ${target}: ${(cause as Error).message}`, { cause });
+  }
+  return { path: file, manifest, bundle, wrappers };
+}
+
+/** Compiles the AssemblyScript sources into the bundle's wasm image. */
+async function buildWasmImage(files: string[], name: string, options: BuildOptions) {
+  const sources = await readSources(files);
   const hash = fnv1a32([name, ...Object.values(sources.texts)]);
   const compile = async (staticBase: number) => {
     const image = await compileImage(sources, staticBase, options);
@@ -124,57 +181,31 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
   checkAllocations(image.wat, sources);
   checkImports(info);
   checkExports(info, image.entries);
-
-  const manifest: Manifest = {
-    name,
-    images: [
-      {
-        format: 'wasm',
-        triple: WASM_TRIPLE,
-        offset: 0,
-        size: image.wasm.length,
-        staticBase,
-        staticSize,
-        minPages: memoryImportOf(info).minimum,
-      },
-    ],
-    entries: image.entries,
+  const imageInfo: ImageInfo = {
+    format: 'wasm',
+    triple: WASM_TRIPLE,
+    offset: 0,
+    size: image.wasm.length,
+    staticBase,
+    staticSize,
+    minPages: memoryImportOf(info).minimum,
   };
-  const bundle = encodeBundle(manifest, [image.wasm]);
-  const file = options.output + BUNDLE_EXTENSION;
-  const wrappers = { js: `${options.output}.js`, dts: `${options.output}.d.ts` };
-  // The header names the sources relative to the wrapper, so the text does not depend on the working directory.
-  const shownSources = Object.keys(sources.texts).map((source) => path.relative(path.dirname(file), source).split(path.sep).join('/'));
-  // Generated before anything is written: a kernel name the wrappers cannot take fails the whole build.
-  const outputs: [string, string | Uint8Array][] = [
-    [file, bundle],
-    [wrappers.js, wrapperSource(manifest, path.basename(file), shownSources)],
-    [wrappers.dts, wrapperTypes(manifest)],
-  ];
-  let target = path.dirname(file);
-  try {
-    await mkdir(target, { recursive: true });
-    for (const [output, contents] of outputs) {
-      target = output;
-      await writeFile(output, contents);
-    }
-  } catch (cause) {
-    throw new OffloadError('INVALID_ARGUMENT', `cannot write ${target}: ${(cause as Error).message}`, { cause });
-  }
-  return { path: file, manifest, bundle, wrappers };
+  return { image: { info: imageInfo, bytes: image.wasm }, entries: image.entries, texts: sources.texts };
 }
 
 function checkOptions(options: BuildOptions): void {
   if (typeof options !== 'object' || options === null) throw errors.invalidArgument('options must be an object');
   const { sources, output, name, staticBase, optimize, debug } = options;
   if (!Array.isArray(sources) || sources.length === 0) {
-    throw errors.invalidArgument('options.sources must be a non-empty array of .ts file paths');
+    throw errors.invalidArgument('options.sources must be a non-empty array of .ts and .wgsl file paths');
   }
   sources.forEach((source, i) => {
-    if (typeof source !== 'string' || !source.endsWith('.ts')) {
-      throw errors.invalidArgument(`options.sources[${i}] must be the path of a .ts file`);
+    if (typeof source !== 'string' || !(source.endsWith('.ts') || source.endsWith('.wgsl'))) {
+      throw errors.invalidArgument(`options.sources[${i}] must be the path of a .ts (AssemblyScript) or .wgsl file`);
     }
   });
+  const wgsl = sources.filter((source) => source.endsWith('.wgsl'));
+  if (wgsl.length > 1) throw errors.invalidArgument(`options.sources names ${wgsl.length} .wgsl files (${wgsl.join(', ')}); a bundle holds one WGSL image`);
   if (typeof output !== 'string' || output === '') throw errors.invalidArgument('options.output must be a non-empty path');
   if (name !== undefined && typeof name !== 'string') throw errors.invalidArgument('options.name must be a string');
   if (

@@ -1,14 +1,17 @@
-/** `offload build`: AssemblyScript kernel sources to a bundle, via buildBundle. */
+/** `offload build`: AssemblyScript and WGSL kernel sources to a bundle, via buildBundle. */
 import { parseArgs } from 'node:util';
 import { buildBundle } from '../build/compile.js';
 import { formatBytes, formatDuration, formatSignature, hex, usageError } from './format.js';
 
-export const summary = 'Compile AssemblyScript kernels into a bundle (<out>.offload)';
+export const summary = 'Compile AssemblyScript and WGSL kernels into a bundle (<out>.offload)';
 
-const HELP = `Usage: offload build <kernels.ts...> -o <out> [options]
+const HELP = `Usage: offload build <kernels.ts...> [kernels.wgsl] -o <out> [options]
 
 ${summary}. Every exported function of the
-sources becomes a kernel. Typed wrappers of the kernels go to <out>.js and
+.ts sources becomes a kernel of the wasm image (host device); every @compute
+entry point of the .wgsl file a kernel of the wgsl image (WebGPU device), by
+the ABI in docs/wgsl-abi.md. Each device loads the image it can run. Typed
+wrappers of the kernels go to <out>.js and
 <out>.d.ts:
   import { load } from './<out>.js';
   const k = await load(runtime);
@@ -41,7 +44,7 @@ export async function run(args: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  if (positionals.length === 0) return usageError('build', 'no kernel sources given (expected one or more .ts files)');
+  if (positionals.length === 0) return usageError('build', 'no kernel sources given (expected .ts files and at most one .wgsl file)');
   if (values.output === undefined) return usageError('build', 'the output path is required: -o <out> (writes <out>.offload)');
   let staticBase: number | undefined;
   if (values['static-base'] !== undefined) {
@@ -65,6 +68,10 @@ export async function run(args: string[]): Promise<number> {
   console.log(`wrote ${result.path} (${formatBytes(result.bundle.length)}, bundle '${manifest.name}') in ${formatDuration(elapsed)}`);
   console.log(`wrote ${result.wrappers.js}, ${result.wrappers.dts} (typed wrappers)`);
   for (const image of manifest.images) {
+    if (image.format === 'wgsl') {
+      console.log(`  image    ${image.triple}, ${formatBytes(image.size)}, ${image.kernels?.length ?? 0} kernels from ${image.source}`);
+      continue;
+    }
     const end = image.staticBase + image.staticSize;
     const data = image.staticSize === 0 ? `none (base ${hex(image.staticBase)})` : `[${hex(image.staticBase)}, ${hex(end)}), ${formatBytes(image.staticSize)}`;
     console.log(`  image    ${image.triple}, ${formatBytes(image.size)}, static data ${data}`);

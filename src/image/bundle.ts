@@ -19,6 +19,8 @@ import {
   type Manifest,
   type ParamInfo,
   type ParamType,
+  type WgslKernelInfo,
+  type WgslParamInfo,
 } from './manifest.js';
 
 /** The 8 magic bytes every bundle starts with. */
@@ -160,7 +162,7 @@ function parseImage(value: unknown, k: number): ImageInfo {
     }
     return n;
   };
-  return {
+  const info: ImageInfo = {
     format: format as ImageFormat,
     triple: value.triple,
     offset: count('offset'),
@@ -169,6 +171,39 @@ function parseImage(value: unknown, k: number): ImageInfo {
     staticSize: count('staticSize'),
     minPages: count('minPages'),
   };
+  if (format === 'wgsl') {
+    if (typeof value.source !== 'string') throw invalid(`missing or invalid field 'source' in ${where}`);
+    if (!Array.isArray(value.kernels)) throw invalid(`missing or invalid field 'kernels' in ${where}`);
+    info.source = value.source;
+    info.kernels = value.kernels.map((kernel: unknown, i: number) => parseWgslKernel(kernel, `kernel ${i} of ${where}`));
+  }
+  return info;
+}
+
+function parseWgslKernel(value: unknown, where: string): WgslKernelInfo {
+  if (!isRecord(value) || typeof value.name !== 'string' || value.name === '') throw invalid(`missing or invalid field 'name' in ${where}`);
+  where = `WGSL kernel '${value.name}'`;
+  const { workgroupSize, uniform } = value;
+  const isCount = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
+  if (!(typeof workgroupSize === 'string' || (isCount(workgroupSize) && workgroupSize > 0))) {
+    throw invalid(`missing or invalid field 'workgroupSize' in ${where}`);
+  }
+  if (uniform !== undefined && !(isRecord(uniform) && isCount(uniform.binding) && isCount(uniform.bytes))) {
+    throw invalid(`invalid field 'uniform' in ${where}`);
+  }
+  if (!Array.isArray(value.params)) throw invalid(`missing or invalid field 'params' in ${where}`);
+  const params = value.params.map((param: unknown, i: number): WgslParamInfo => {
+    if (isRecord(param) && typeof param.name === 'string') {
+      if (param.type === 'ptr' && isCount(param.binding) && typeof param.readOnly === 'boolean') {
+        return { name: param.name, type: 'ptr', binding: param.binding, readOnly: param.readOnly };
+      }
+      if ((param.type === 'i32' || param.type === 'f32') && isCount(param.offset) && uniform !== undefined) {
+        return { name: param.name, type: param.type, offset: param.offset };
+      }
+    }
+    throw invalid(`invalid parameter ${i} of ${where}`);
+  });
+  return { name: value.name, params, workgroupSize, ...(uniform === undefined ? {} : { uniform: uniform as WgslKernelInfo['uniform'] }) };
 }
 
 function parseEntry(value: unknown, k: number): EntryInfo {

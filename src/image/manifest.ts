@@ -18,7 +18,7 @@ export interface EntryInfo {
   params: ParamInfo[];
 }
 
-/** Image formats a device may load. Only `wasm` exists today. */
+/** Image formats a device may load: `wasm` (host device), `wgsl` (WebGPU device). */
 export type ImageFormat = 'wasm' | 'wgsl' | 'ptx';
 
 export interface ImageInfo {
@@ -38,7 +38,31 @@ export interface ImageInfo {
   staticSize: number;
   /** wasm only: the smallest device memory, in 64 KiB pages, the module's memory import accepts. */
   minPages: number;
+  /** wgsl only: the source file the image came from, for compiler messages. */
+  source?: string;
+  /** wgsl only: how each kernel of the image takes its arguments (the WGSL kernel ABI, docs/wgsl-abi.md). */
+  kernels?: WgslKernelInfo[];
 }
+
+/**
+ * A WGSL kernel: a `@compute` entry point whose group-0 storage buffers are its pointer
+ * parameters and whose group-0 uniform buffer holds its scalar parameters.
+ */
+export interface WgslKernelInfo {
+  /** The entry point (and kernel) name. */
+  name: string;
+  /** The parameters in launch order (the manifest entry's order), each with where it goes. */
+  params: WgslParamInfo[];
+  /** The uniform buffer of the scalars: its binding and byte size; absent without scalars. */
+  uniform?: { binding: number; bytes: number };
+  /** A fixed workgroup size, or the name of the override constant the device sets to `threads`. */
+  workgroupSize: number | string;
+}
+
+export type WgslParamInfo =
+  | { name: string; type: 'ptr'; binding: number; readOnly: boolean }
+  /** A scalar at `offset` in the uniform buffer; `i32` stands for WGSL i32 and u32 (the bits travel). */
+  | { name: string; type: 'i32' | 'f32'; offset: number };
 
 export interface Manifest {
   /** A name for diagnostics (the build's output name). */

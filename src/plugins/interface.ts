@@ -36,6 +36,8 @@ export interface DeviceInfo {
   memoryKinds: MemoryKind[];
   /** Where the device lives: `local`, or `host:port` for a remote one. */
   location: string;
+  /** Hardware limits behind the figures above, by their API's names (a WebGPU adapter's limits). */
+  limits?: Record<string, number>;
 }
 
 /** A live allocation. Plugins subclass or extend it with their own fields. */

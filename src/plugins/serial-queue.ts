@@ -4,6 +4,7 @@
  * failure state and the bookkeeping, once.
  */
 import { OffloadError } from '../errors.js';
+import type { PluginEvent, PluginQueue } from './interface.js';
 
 const noop = (): void => {};
 
@@ -61,4 +62,24 @@ export function asOffloadError(error: unknown): OffloadError {
   if (error instanceof OffloadError) return error;
   const message = error instanceof Error ? error.message : String(error);
   return new OffloadError('DEVICE_LOST', `internal failure: ${message}`, { cause: error });
+}
+
+/** An event of a queue built on SerialQueue: `done` settles with the op it was recorded as. */
+export class SerialEvent implements PluginEvent {
+  private settled = false;
+  readonly done: Promise<void>;
+
+  constructor(
+    readonly queue: PluginQueue,
+    done: Promise<void>,
+  ) {
+    this.done = done.finally(() => {
+      this.settled = true;
+    });
+    this.done.catch(noop);
+  }
+
+  query(): boolean {
+    return this.settled;
+  }
 }

@@ -1,5 +1,6 @@
 /** Options of `Offload.init`, with their environment fallbacks. */
 import type { HostDeviceOptions } from '../plugins/host/device.js';
+import type { WebGpuOptions } from '../plugins/webgpu/adapter.js';
 
 export interface RuntimeOptions {
   /**
@@ -8,6 +9,12 @@ export interface RuntimeOptions {
    * (device memory, e.g. `512M`; default 1 GiB).
    */
   host?: Partial<HostDeviceOptions> | false;
+  /**
+   * The WebGPU device (after the host device, before remote ones), or `false` for none. By
+   * default a hardware adapter only; OFFLOAD_WEBGPU=fallback also takes a software one
+   * (lavapipe), OFFLOAD_WEBGPU=off none.
+   */
+  webgpu?: WebGpuOptions | false;
   /**
    * Proxies whose devices follow the local ones, `host:port` each. Default: OFFLOAD_PROXIES
    * (comma-separated). `[]` means none, whatever the environment says.

@@ -8,6 +8,8 @@ import type { Plugin } from '../plugins/interface.js';
 import { errors } from '../errors.js';
 import { HostPlugin } from '../plugins/host/plugin.js';
 import { proxyList, RemotePlugin } from '../plugins/remote/plugin.js';
+import { findAdapter, noteUnavailable, webgpuOptionsFromEnv } from '../plugins/webgpu/adapter.js';
+import { WebGpuPlugin } from '../plugins/webgpu/plugin.js';
 import { inMpiJob, MPI_DEFAULT_TOKEN, mpiAddress, MpiHub, mpiUnavailable } from '../transport/mpi.js';
 import type { RuntimeOptions } from './options.js';
 
@@ -35,6 +37,22 @@ export function registeredPlugins(): readonly Registration[] {
 
 // The host plugin is always there: local devices come first in the device table.
 registerPlugin('host', (options) => (options.host === false ? undefined : new HostPlugin(options.host ?? {})), 100);
+
+// The WebGPU device follows the host device.
+registerPlugin(
+  'webgpu',
+  async (options) => {
+    const settings = options.webgpu ?? webgpuOptionsFromEnv();
+    if (settings === false) {
+      noteUnavailable('the WebGPU plugin is turned off (OFFLOAD_WEBGPU=off or { webgpu: false })');
+      return undefined;
+    }
+    const found = await findAdapter(settings);
+    noteUnavailable('reason' in found ? found.reason : undefined);
+    return 'adapter' in found ? new WebGpuPlugin(found.adapter) : undefined;
+  },
+  75,
+);
 
 // Remote devices come after every local one.
 registerPlugin(

@@ -21,7 +21,7 @@ import type {
 } from '../interface.js';
 import { MEMORY_KINDS } from '../interface.js';
 import { PeerQueues } from '../peer-queues.js';
-import { SerialQueue } from '../serial-queue.js';
+import { SerialEvent, SerialQueue } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
 import { ARG_KIND, type ArgKind } from './launch-ring.js';
 import { WorkerPool } from './worker-pool.js';
@@ -275,23 +275,6 @@ export class HostDevice implements PluginDevice {
   }
 }
 
-class HostEvent implements PluginEvent {
-  private settled = false;
-  readonly done: Promise<void>;
-  constructor(
-    readonly queue: HostQueue,
-    done: Promise<void>,
-  ) {
-    this.done = done.finally(() => {
-      this.settled = true;
-    });
-    this.done.catch(() => {});
-  }
-  query(): boolean {
-    return this.settled;
-  }
-}
-
 class HostQueue implements PluginQueue {
   private readonly serial: SerialQueue;
   /** Queues on other devices used by `exchange` towards them, one per peer. */
@@ -357,7 +340,7 @@ class HostQueue implements PluginQueue {
   }
 
   record(): PluginEvent {
-    return new HostEvent(this, this.serial.enqueue(() => {}));
+    return new SerialEvent(this, this.serial.enqueue(() => {}));
   }
 
   synchronize(): Promise<void> {

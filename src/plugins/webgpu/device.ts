@@ -1,0 +1,295 @@
+/**
+ * The WebGPU device: GPU buffers as allocations, wgsl images as loaded kernels, and the memory
+ * operations and launches its queues run (queue.ts orders them). WebGPU has one queue per
+ * device and runs its work in submission order; each operation here is submitted and awaited
+ * as a whole, so a queue's promise means "done on the GPU".
+ *
+ * WebGPU copies move 4-byte words at 4-byte offsets; byte-exact writes, reads and copies at any
+ * offset are made of aligned ones (reading the partial edge words first when writing).
+ */
+import { OffloadError, errors } from '../../errors.js';
+import type { Allocation, DeviceImage, DeviceInfo, Grid, LaunchArg, LoadedImage, MemoryKind, PluginDevice, PluginQueue } from '../interface.js';
+import { isFallback } from './adapter.js';
+import { loadWgslImage, type WgslKernel } from './kernels.js';
+import { WebGpuQueue } from './queue.js';
+
+/** The adapter limits a kernel's launch and memory depend on, asked of the device at their maximum. */
+const LIMITS = [
+  'maxBufferSize',
+  'maxStorageBufferBindingSize',
+  'maxStorageBuffersPerShaderStage',
+  'maxUniformBufferBindingSize',
+  'maxComputeWorkgroupsPerDimension',
+  'maxComputeInvocationsPerWorkgroup',
+  'maxComputeWorkgroupSizeX',
+  'maxComputeWorkgroupStorageSize',
+  'minStorageBufferOffsetAlignment',
+  'minUniformBufferOffsetAlignment',
+] as const;
+
+/** Workgroup size a kernel's pipeline is first made with, at load (to check it compiles). */
+const DEFAULT_THREADS = 64;
+
+export class WebGpuAllocation implements Allocation {
+  constructor(
+    readonly bytes: number,
+    readonly buffer: GPUBuffer,
+  ) {}
+  get kind(): MemoryKind {
+    return 'device';
+  }
+}
+
+const align4Down = (n: number): number => n - (n % 4);
+const align4Up = (n: number): number => Math.ceil(n / 4) * 4;
+
+export class WebGpuDevice implements PluginDevice {
+  readonly info: DeviceInfo;
+  private gpu: Promise<GPUDevice> | undefined;
+  private lostError: OffloadError | undefined;
+  private closing = false;
+  private readonly limits: Record<(typeof LIMITS)[number], number>;
+  /** Bound for a pointer one past the end of its buffer (WebGPU binds no empty ranges). */
+  private scratch: GPUBuffer | undefined;
+
+  constructor(private readonly adapter: GPUAdapter) {
+    const limits = adapter.limits as unknown as Record<string, number>;
+    this.limits = Object.fromEntries(LIMITS.map((name) => [name, limits[name]])) as WebGpuDevice['limits'];
+    const info = adapter.info;
+    const description = info.description || [info.vendor, info.architecture, info.device].filter(Boolean).join(' ') || 'WebGPU adapter';
+    this.info = {
+      name: `${description} (WebGPU${isFallback(adapter) ? ', software' : ''})`,
+      kind: 'gpu',
+      vendor: info.vendor || 'unknown',
+      plugin: 'webgpu',
+      // WebGPU does not tell how much memory a device has; one buffer can be this large.
+      memoryBytes: align4Down(this.limits.maxBufferSize),
+      maxThreadsPerTeam: Math.min(this.limits.maxComputeInvocationsPerWorkgroup, this.limits.maxComputeWorkgroupSizeX),
+      maxTeams: this.limits.maxComputeWorkgroupsPerDimension,
+      // Nor how many compute units it has.
+      computeUnits: 1,
+      imageFormats: ['wgsl'],
+      memoryKinds: ['device'],
+      location: 'local',
+      limits: { ...this.limits },
+    };
+  }
+
+  get lost(): OffloadError | undefined {
+    return this.lostError;
+  }
+
+  /** The GPU device, requested on first use (so that listing devices makes none). */
+  private device(): Promise<GPUDevice> {
+    if (this.lostError) return Promise.reject(this.lostError);
+    this.gpu ??= this.adapter.requestDevice({ label: 'offload-ts', requiredLimits: this.limits }).then(
+      (gpu) => {
+        void gpu.lost.then((lost) => {
+          if (!this.closing) this.lostError ??= errors.deviceLost(`the WebGPU device was lost (${lost.reason}): ${lost.message}`);
+        });
+        this.scratch = gpu.createBuffer({ label: 'one past the end', size: 16, usage: GPUBufferUsage.STORAGE });
+        return gpu;
+      },
+      (error: Error) => {
+        throw (this.lostError ??= errors.deviceLost(`the WebGPU adapter gave no device: ${error.message}`));
+      },
+    );
+    return this.gpu;
+  }
+
+  private check(): void {
+    if (this.lostError) throw this.lostError;
+  }
+
+  async loadImage(image: DeviceImage): Promise<LoadedImage> {
+    this.check();
+    if (image.info.format !== 'wgsl') throw errors.incompatibleImage(`a WebGPU device runs wgsl images, not ${image.info.format}`);
+    return loadWgslImage(await this.device(), image, Math.min(DEFAULT_THREADS, this.info.maxThreadsPerTeam), 'webgpu');
+  }
+
+  async unloadImage(): Promise<void> {
+    // Pipelines and shader modules have no destroy(); they go with the last reference.
+  }
+
+  async alloc(bytes: number, kind: MemoryKind): Promise<Allocation> {
+    this.check();
+    if (kind !== 'device') throw errors.unsupported(`a WebGPU device has no ${kind} memory`);
+    if (bytes > this.info.memoryBytes) {
+      throw errors.outOfMemory(`${bytes} bytes is more than one WebGPU buffer can hold (the adapter's maxBufferSize is ${this.limits.maxBufferSize})`);
+    }
+    const gpu = await this.device();
+    const buffer = await scoped(gpu, `allocating ${bytes} bytes`, () =>
+      gpu.createBuffer({ size: Math.max(4, align4Up(bytes)), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST }),
+    );
+    return new WebGpuAllocation(bytes, buffer);
+  }
+
+  async free(alloc: Allocation): Promise<void> {
+    // Work already submitted that uses the buffer completes first (WebGPU defers the destroy).
+    (alloc as WebGpuAllocation).buffer.destroy();
+  }
+
+  createQueue(): PluginQueue {
+    return new WebGpuQueue(this);
+  }
+
+  /** Host to device, `src` at `offset` of `dst`, done when the GPU has it. */
+  async write(dst: GPUBuffer, offset: number, src: Uint8Array): Promise<void> {
+    if (src.byteLength === 0) return;
+    const gpu = await this.device();
+    const start = align4Down(offset);
+    const end = align4Up(offset + src.byteLength);
+    let data = src;
+    if (start !== offset || end !== offset + src.byteLength) {
+      // Keep the bytes of the edge words that lie outside the range.
+      data = new Uint8Array(end - start);
+      await this.read(dst, start, data.subarray(0, 4));
+      await this.read(dst, end - 4, data.subarray(end - start - 4));
+      data.set(src, offset - start);
+    } else if (src.buffer instanceof SharedArrayBuffer) {
+      // Dawn takes views of ArrayBuffers only (the host device's memory is shared).
+      data = src.slice();
+    }
+    await scoped(gpu, `writing ${src.byteLength} bytes`, () => gpu.queue.writeBuffer(dst, start, data as Uint8Array<ArrayBuffer>));
+    await this.settled(gpu);
+  }
+
+  /** Device to host: `dst.byteLength` bytes of `src` at `offset` into `dst`. */
+  async read(src: GPUBuffer, offset: number, dst: Uint8Array): Promise<void> {
+    if (dst.byteLength === 0) return;
+    const gpu = await this.device();
+    const start = align4Down(offset);
+    const size = align4Up(offset + dst.byteLength) - start;
+    const staging = gpu.createBuffer({ label: 'read staging', size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    try {
+      await scoped(gpu, `reading ${dst.byteLength} bytes`, () => {
+        const encoder = gpu.createCommandEncoder();
+        encoder.copyBufferToBuffer(src, start, staging, 0, size);
+        gpu.queue.submit([encoder.finish()]);
+      });
+      await staging.mapAsync(GPUMapMode.READ).catch((error: Error) => {
+        throw this.lostError ?? errors.deviceLost(`reading from the WebGPU device failed: ${error.message}`);
+      });
+      dst.set(new Uint8Array(staging.getMappedRange(), offset - start, dst.byteLength));
+    } finally {
+      staging.destroy();
+    }
+  }
+
+  /** Device to device within this device. */
+  async copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, bytes: number): Promise<void> {
+    if (bytes === 0) return;
+    if (srcOffset % 4 !== 0 || dstOffset % 4 !== 0 || bytes % 4 !== 0) {
+      const staged = new Uint8Array(bytes);
+      await this.read(src, srcOffset, staged);
+      return this.write(dst, dstOffset, staged);
+    }
+    const gpu = await this.device();
+    await scoped(gpu, `copying ${bytes} bytes`, () => {
+      const encoder = gpu.createCommandEncoder();
+      encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, bytes);
+      gpu.queue.submit([encoder.finish()]);
+    });
+    await this.settled(gpu);
+  }
+
+  /**
+   * Runs `kernel` with `grid.teams` workgroups of its workgroup size: pointers become storage
+   * buffer bindings at their offsets, scalars fill the uniform buffer.
+   * @throws OffloadError INVALID_ARGUMENT for a pointer offset WebGPU cannot bind.
+   */
+  async launch(kernel: WgslKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
+    const gpu = await this.device();
+    const pipeline = await kernel.pipeline(grid.threads);
+    const entries: GPUBindGroupEntry[] = [];
+    const { uniform } = kernel.info;
+    const scalars = uniform ? new DataView(new ArrayBuffer(Math.ceil(uniform.bytes / 16) * 16)) : undefined;
+    kernel.info.params.forEach((param, index) => {
+      const arg = args[index];
+      if (param.type === 'ptr' && arg.type === 'ptr') {
+        entries.push({ binding: param.binding, resource: this.binding(kernel, param.name, arg.alloc as WebGpuAllocation, arg.offset) });
+      } else if (param.type === 'i32' && arg.type === 'i32') {
+        scalars!.setUint32(param.offset, arg.value >>> 0, true);
+      } else if (param.type === 'f32' && arg.type === 'f32') {
+        scalars!.setFloat32(param.offset, arg.value, true);
+      }
+    });
+    let uniformBuffer: GPUBuffer | undefined;
+    if (uniform && scalars) {
+      uniformBuffer = gpu.createBuffer({ label: `${kernel.name} scalars`, size: scalars.byteLength, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+      gpu.queue.writeBuffer(uniformBuffer, 0, new Uint8Array(scalars.buffer as ArrayBuffer));
+      entries.push({ binding: uniform.binding, resource: { buffer: uniformBuffer } });
+    }
+    try {
+      await scoped(gpu, `launch of '${kernel.name}'`, () => {
+        const bindGroup = gpu.createBindGroup({ layout: kernel.layout, entries });
+        const encoder = gpu.createCommandEncoder();
+        const pass = encoder.beginComputePass();
+        pass.setPipeline(pipeline);
+        pass.setBindGroup(0, bindGroup);
+        pass.dispatchWorkgroups(grid.teams);
+        pass.end();
+        gpu.queue.submit([encoder.finish()]);
+      });
+      await this.settled(gpu);
+    } finally {
+      uniformBuffer?.destroy();
+    }
+  }
+
+  /** The storage binding of a pointer: from its offset to the end of the buffer, as far as a binding reaches. */
+  private binding(kernel: WgslKernel, name: string, alloc: WebGpuAllocation, offset: number): GPUBufferBinding {
+    const alignment = this.limits.minStorageBufferOffsetAlignment;
+    if (offset % alignment !== 0) {
+      throw errors.invalidArgument(
+        `launch of '${kernel.name}': pointer '${name}' is at offset ${offset} of its buffer; a WebGPU device binds buffers at ` +
+          `multiples of the adapter's minStorageBufferOffsetAlignment (${alignment})`,
+      );
+    }
+    const size = Math.min(alloc.buffer.size - offset, align4Down(this.limits.maxStorageBufferBindingSize));
+    if (size <= 0) return { buffer: this.scratch! };
+    return { buffer: alloc.buffer, offset, size };
+  }
+
+  /** Waits until the GPU has done everything submitted so far. */
+  private async settled(gpu: GPUDevice): Promise<void> {
+    await gpu.queue.onSubmittedWorkDone();
+    this.check();
+  }
+
+  /** Stops the device; later operations reject with DEVICE_LOST. */
+  async close(): Promise<void> {
+    this.closing = true;
+    this.lostError ??= errors.deviceLost('the WebGPU device was shut down');
+    const gpu = await this.gpu?.catch(() => undefined);
+    gpu?.destroy();
+  }
+
+  /** Destroys the GPU device as a driver reset would (tests of DEVICE_LOST). @internal */
+  async simulateLoss(): Promise<void> {
+    (await this.device()).destroy();
+  }
+}
+
+/**
+ * Runs `body` (synchronous WebGPU calls) inside error scopes and turns what they catch into an
+ * OffloadError naming `what`: validation errors are INVALID_ARGUMENT, out-of-memory errors
+ * OUT_OF_MEMORY, internal errors UNSUPPORTED. Scopes are pushed and popped with no await between,
+ * so concurrent operations never see each other's scopes.
+ */
+async function scoped<T>(gpu: GPUDevice, what: string, body: () => T): Promise<T> {
+  gpu.pushErrorScope('internal');
+  gpu.pushErrorScope('out-of-memory');
+  gpu.pushErrorScope('validation');
+  let result: T;
+  try {
+    result = body();
+  } finally {
+    const popped = Promise.all([gpu.popErrorScope(), gpu.popErrorScope(), gpu.popErrorScope()]);
+    const [validation, memory, internal] = await popped;
+    if (memory) throw errors.outOfMemory(`${what}: the WebGPU device is out of memory: ${memory.message}`);
+    if (validation) throw errors.invalidArgument(`${what}: WebGPU refused it: ${validation.message.trim()}`);
+    if (internal) throw errors.unsupported(`${what}: WebGPU internal error: ${internal.message}`);
+  }
+  return result;
+}

@@ -8,8 +8,13 @@ import { cachedBundle } from '../../src/cli/kernel-cache.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** Path of the bundle built from `source` (relative to the repository root). */
-export async function fixtureBundle(source = 'test/fixtures/kernels.ts'): Promise<string> {
-  const bundle = await cachedBundle(join(root, source), { label: basename(source, '.ts'), dir: join(root, 'test/fixtures/build') });
+/**
+ * Path of the bundle built from `sources` (relative to the repository root). The default is the
+ * conformance suite's bundle: a wasm and a wgsl image of the same kernels.
+ */
+export async function fixtureBundle(sources: string | string[] = ['test/fixtures/kernels.ts', 'test/fixtures/kernels.wgsl']): Promise<string> {
+  const list = typeof sources === 'string' ? [sources] : sources;
+  const label = basename(list[0]!).replace(/\.(ts|wgsl)$/, '');
+  const bundle = await cachedBundle(list.map((source) => join(root, source)), { label, dir: join(root, 'test/fixtures/build') });
   return bundle.path;
 }

@@ -17,6 +17,7 @@ function values(series: Series, unit: Unit): number[] {
     case 'GB/s':
       return series.seconds.map((s) => series.count / s / 1e9);
     case 'launches/s':
+    case 'lookups/s':
       return series.seconds.map((s) => series.count / s);
     case 'Mpixels/s':
       return series.seconds.map((s) => series.count / s / 1e6);
@@ -75,6 +76,8 @@ function formatValue(series: Series, unit: Unit): string {
       return `${median.toFixed(2)} GB/s (${formatSeconds(spread(series.seconds).median)})`;
     case 'launches/s':
       return `${Math.round(median).toLocaleString('en-US')}/s`;
+    case 'lookups/s':
+      return `${Math.round(median).toLocaleString('en-US')}/s (${formatSeconds(spread(series.seconds).median)})`;
     case 'Mpixels/s':
       return `${median.toFixed(2)} Mpixels/s (${formatSeconds(spread(series.seconds).median)})`;
     case 'us':
@@ -115,7 +118,7 @@ export function markdownReport(report: Report): string {
       const baseline = row.baseline ? formatValue(row.baseline, row.unit) : '';
       lines.push(`| ${row.name} | ${formatValue(row.offload, row.unit)} | ${baseline} | ${value?.toFixed(2) ?? ''} | ${formatGoal(row.goal, value)} |`);
     }
-    lines.push('', 'ratio = offload-ts / baseline, both medians in the row\'s unit: higher is better for GB/s and launches/s, lower for us.', '');
+    lines.push('', 'ratio = offload-ts / baseline, both medians in the row\'s unit: higher is better for rates (per second), lower for us.', '');
     for (const row of rows) {
       lines.push(`- ${row.name}: offload-ts = ${row.offload.label}${row.baseline ? `; baseline = ${row.baseline.label}` : ''}`);
     }

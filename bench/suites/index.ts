@@ -4,5 +4,6 @@ import { hostSuite } from './host.js';
 import { mappingSuite } from './mapping.js';
 import { mpiSuite } from './mpi.js';
 import { remoteSuite } from './remote.js';
+import { webgpuSuite } from './webgpu.js';
 
-export const suites: readonly Suite[] = [hostSuite, remoteSuite, mappingSuite, mpiSuite];
+export const suites: readonly Suite[] = [hostSuite, remoteSuite, mappingSuite, mpiSuite, webgpuSuite];

@@ -185,7 +185,15 @@ export class Queue {
       if (library.unregistered) throw errors.invalidArgument(`launch: the library '${library.name}' of kernel '${kernel.name}' was unregistered`, device);
       const info = this.device.info;
       const shape = checkOptions(grid, `launch of '${kernel.name}': grid`);
-      const teams = checkInteger(shape.teams, `launch of '${kernel.name}': grid.teams`, 1, info.maxTeams, device);
+      const teams = checkInteger(shape.teams, `launch of '${kernel.name}': grid.teams`, 1, 2 ** 31 - 1, device);
+      if (teams > info.maxTeams) {
+        const named = info.limitNames?.maxTeams;
+        throw errors.invalidArgument(
+          `launch of '${kernel.name}': grid.teams ${teams} is more than device ${device} runs in one launch ` +
+            `(maxTeams ${info.maxTeams}${named ? `, the adapter's ${named}` : ''})`,
+          device,
+        );
+      }
       const threads = Math.min(checkInteger(shape.threads ?? 1, `launch of '${kernel.name}': grid.threads`, 1, 2 ** 31 - 1, device), info.maxThreadsPerTeam);
       if (!Array.isArray(args)) throw errors.invalidArgument(`launch of '${kernel.name}': args must be an array, got ${describe(args)}`, device);
       const params = kernel.params;

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { Offload } from '../api/runtime.js';
 import type { DeviceInfo } from '../plugins/interface.js';
+import { webgpuUnavailable } from '../plugins/webgpu/adapter.js';
 import { formatBytes, table } from './format.js';
 import { readToken } from './token.js';
 
@@ -9,8 +10,10 @@ export const summary = 'List the devices the runtime finds, with their propertie
 
 const HELP = `Usage: offload devices [--json] [--proxies <host:port,...>] [--token-file <file>]
 
-${summary}: local devices first, then
-those of each proxy (OFFLOAD_PROXIES unless --proxies is given), with where they live.
+${summary}: local devices first (the host
+device, then a WebGPU device when Dawn finds an adapter; OFFLOAD_WEBGPU=fallback also
+takes a software one, OFFLOAD_WEBGPU=off none), then those of each proxy
+(OFFLOAD_PROXIES unless --proxies is given), with where they live.
 
 Options:
   --json                 Print a JSON array of { id, ...info } instead of a table
@@ -59,7 +62,13 @@ export async function run(args: string[]): Promise<number> {
       const header = ['device', ...infos.map((info) => String(info.id))];
       const rows = PROPERTIES.map(([label, show]) => [label, ...infos.map(show)]);
       for (const line of table([header, ...rows], 3)) console.log(line);
+      for (const info of infos.filter((candidate) => candidate.limits)) {
+        const limits = Object.entries(info.limits!).map(([name, value]) => `${name} ${value}`);
+        console.log(`\ndevice ${info.id} limits: ${limits.join(', ')}`);
+      }
     }
+    const noGpu = webgpuUnavailable();
+    if (!values.json && noGpu) console.log(`\nno WebGPU device: ${noGpu}`);
     return 0;
   } finally {
     await runtime.shutdown();

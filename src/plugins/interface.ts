@@ -38,6 +38,8 @@ export interface DeviceInfo {
   location: string;
   /** Hardware limits behind the figures above, by their API's names (a WebGPU adapter's limits). */
   limits?: Record<string, number>;
+  /** Which of `limits` gives maxTeams and maxThreadsPerTeam, for error messages. */
+  limitNames?: { maxTeams?: string; maxThreadsPerTeam?: string };
 }
 
 /** A live allocation. Plugins subclass or extend it with their own fields. */

@@ -277,7 +277,12 @@ export class ProxyConnection {
     const device = this.device(meta);
     const kernels = [];
     for (const entry of image.kernels) {
-      const kernel = await device.kernel(image, entry.name);
+      // A bundle's entries are every image's kernels; the device's image may have fewer.
+      const kernel = await device.kernel(image, entry.name).catch((error: unknown) => {
+        if (OffloadError.is(error, 'NOT_FOUND')) return undefined;
+        throw error;
+      });
+      if (!kernel) continue;
       session.kernels.set(`${imageId}/${device.id}/${entry.name}`, kernel);
       kernels.push({ name: entry.name, params: kernel.params });
     }

@@ -72,6 +72,10 @@ export class WebGpuDevice implements PluginDevice {
       memoryKinds: ['device'],
       location: 'local',
       limits: { ...this.limits },
+      limitNames: {
+        maxTeams: 'maxComputeWorkgroupsPerDimension',
+        maxThreadsPerTeam: this.limits.maxComputeInvocationsPerWorkgroup <= this.limits.maxComputeWorkgroupSizeX ? 'maxComputeInvocationsPerWorkgroup' : 'maxComputeWorkgroupSizeX',
+      },
     };
   }
 

@@ -112,6 +112,10 @@ export function markdownReport(report: Report): string {
   const lines = [`# offload-ts bench, ${report.date}`, '', ...formatMachine(report)];
   for (const { name, description, rows } of report.suites) {
     lines.push('', `## ${name}: ${description}`, '');
+    if (rows.length === 0) {
+      lines.push('No rows: the suite was skipped (its reason is on stderr).');
+      continue;
+    }
     lines.push('| measurement | offload-ts | baseline | ratio | goal |', '|---|---|---|---|---|');
     for (const row of rows) {
       const value = ratio(row);

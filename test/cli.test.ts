@@ -7,6 +7,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { startProxy } from './helpers/proxy.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const main = path.join(root, 'src/cli/main.ts');
@@ -116,14 +117,51 @@ describe('offload command', () => {
   });
 
   it('runs the demo and checks every result', async () => {
-    const { code, stdout, stderr } = await offload(['demo', '--size', '10000']);
+    const { code, stdout, stderr } = await offload(['demo', '--size', '10000'], { OFFLOAD_WEBGPU: 'off' });
     assert.equal(code, 0, stderr);
     for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} .*checked: OK$`, 'm'));
     assert.match(stdout, /all 3 kernels checked OK/);
   });
 
+  it('runs the demo on a WebGPU device too: the kernels its WGSL image has', async (t) => {
+    const reason = await webgpuSkipReason();
+    if (reason) return t.skip(reason);
+    const { code, stdout, stderr } = await offload(['demo', '--size', '10000'], { OFFLOAD_WEBGPU: 'fallback' });
+    assert.equal(code, 0, stderr);
+    assert.match(stdout, /^saxpy +1 .*\(WebGPU.* x 64 .*checked: OK$/m);
+    assert.match(stdout, /not in the device's image \(WGSL has no f64\): dot_partial on device 1, mandelbrot on device 1/);
+    assert.match(stdout, /all 4 kernels checked OK on 2 devices/);
+  });
+
+  it('lists the WebGPU device with its adapter limits, or says why there is none', async (t) => {
+    const off = await offload(['devices'], { OFFLOAD_WEBGPU: 'off' });
+    assert.equal(off.code, 0, off.stderr);
+    assert.match(off.stdout, /^no WebGPU device: the WebGPU plugin is turned off/m);
+    const reason = await webgpuSkipReason();
+    if (reason) return t.skip(reason);
+    const { code, stdout, stderr } = await offload(['devices'], { OFFLOAD_WEBGPU: 'fallback' });
+    assert.equal(code, 0, stderr);
+    assert.match(stdout, /^plugin +host +webgpu$/m);
+    assert.match(stdout, /^image formats +wasm +wgsl$/m);
+    assert.match(stdout, /^device 1 limits: .*maxComputeWorkgroupsPerDimension \d+/m);
+    const json = await offload(['devices', '--json'], { OFFLOAD_WEBGPU: 'fallback' });
+    const devices = JSON.parse(json.stdout) as { plugin: string; limits?: Record<string, number> }[];
+    assert.ok(devices[1]!.plugin === 'webgpu' && devices[1]!.limits!.maxBufferSize > 0);
+  });
+
+  it('builds a bundle with a wasm and a wgsl image', async () => {
+    const output = path.join(dir, 'both');
+    const { code, stdout, stderr } = await offload(['build', 'test/fixtures/kernels.ts', 'test/fixtures/kernels.wgsl', '-o', output]);
+    assert.equal(code, 0, stderr);
+    assert.match(stdout, /image {4}wasm32-unknown-offload/);
+    assert.match(stdout, /image {4}wgsl-unknown-webgpu, .*, 7 kernels from kernels\.wgsl/);
+    const twoWgsl = await offload(['build', 'test/fixtures/kernels.wgsl', 'examples/kernels.wgsl', '-o', output]);
+    assert.equal(twoWgsl.code, 1);
+    assert.match(twoWgsl.stderr, /INVALID_ARGUMENT.*one WGSL image/);
+  });
+
   it('runs the demo on a local proxy too, and lists the proxy devices with where they live', async () => {
-    const { code, stdout, stderr } = await offload(['demo', '--size', '1000', '--proxies', '1'], { OFFLOAD_HOST_THREADS: '1' });
+    const { code, stdout, stderr } = await offload(['demo', '--size', '1000', '--proxies', '1'], { OFFLOAD_HOST_THREADS: '1', OFFLOAD_WEBGPU: 'off' });
     assert.equal(code, 0, stderr);
     const proxy = /^proxy +(\S+) /m.exec(stdout)![1]!;
     for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} +1 host .* @ ${proxy.replace(/\./g, '\\.')} .*checked: OK$`, 'm'));

@@ -32,7 +32,7 @@ const NUM_NUCS = [34, 5, 4, 4, 27, 21, 21, 21, 21, 21, 9, 9];
 const MATERIALS = NUM_NUCS.length;
 const MAX_NUCS = Math.max(...NUM_NUCS);
 const CHANNELS = 5;
-const LOOKUPS = 2 ** 20;
+const LOOKUPS = 2 ** 18;
 const LOOKUP_SEED = 0x2545f491;
 const LOOKUP_THREADS = 64;
 /** Every how many lookups one is recomputed in TypeScript. */

@@ -1,14 +1,15 @@
 /**
- * `offload demo`: compiles examples/kernels.ts (cached by content), runs saxpy, a dot product and
- * mandelbrot on every device (with `--proxies N`, also on N local proxies it starts), and checks
- * every result against a plain TypeScript reference.
+ * `offload demo`: compiles examples/kernels.ts and kernels.wgsl (cached by content), runs saxpy, a
+ * dot product and mandelbrot on every device whose image has them (with `--proxies N`, also on N
+ * local proxies it starts), and checks every result against a plain TypeScript reference.
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Buffer } from '../api/buffer.js';
 import type { Device } from '../api/device.js';
-import type { Library } from '../api/library.js';
+import type { Kernel } from '../api/kernel.js';
+import { OffloadError } from '../errors.js';
 import type { Event, Queue } from '../api/queue.js';
 import { Offload } from '../api/runtime.js';
 import { formatDuration, table, usageError } from './format.js';
@@ -24,7 +25,7 @@ const HELP = `Usage: offload demo [--size N] [--proxies N]
 
 ${summary}:
 saxpy and a dot product over N floats, and a 256x192 mandelbrot, on every device the runtime
-finds (OFFLOAD_PROXIES included).
+finds (OFFLOAD_PROXIES included; a WebGPU device runs saxpy, the one WGSL kernel).
 
 Options:
   --size <N>     Vector length of saxpy and the dot product (default ${DEFAULT_SIZE})
@@ -33,6 +34,9 @@ Options:
 
 // src/cli and dist/cli sit at the same depth below the package root.
 const KERNELS_SOURCE = fileURLToPath(new URL('../../examples/kernels.ts', import.meta.url));
+const WGSL_SOURCE = fileURLToPath(new URL('../../examples/kernels.wgsl', import.meta.url));
+/** Threads per team on devices that run teams of threads (GPUs); the host device runs 1. */
+const GPU_THREADS = 64;
 
 /** f32 results may differ from the f64 reference by a few ulps (2^-23 relative each). */
 const F32_TOLERANCE = 1e-6;
@@ -49,6 +53,7 @@ interface Outcome {
   kernel: string;
   problem: string;
   teams: number;
+  threads: number;
   launchMs: number;
   roundTripMs: number;
   mismatch: Mismatch | undefined;
@@ -73,9 +78,10 @@ export async function run(args: string[]): Promise<number> {
   }
 
   const started = performance.now();
-  const bundle = await cachedBundle(KERNELS_SOURCE, { label: 'offload-demo', name: 'kernels' });
+  const bundle = await cachedBundle([KERNELS_SOURCE, WGSL_SOURCE], { label: 'offload-demo', name: 'kernels' });
   const how = bundle.compileMs === undefined ? 'cached' : `compiled in ${formatDuration(bundle.compileMs)}`;
-  console.log(`kernels  ${path.relative(process.cwd(), KERNELS_SOURCE) || KERNELS_SOURCE}: ${how} -> ${bundle.path}`);
+  const shown = [KERNELS_SOURCE, WGSL_SOURCE].map((source) => path.relative(process.cwd(), source) || source).join(' + ');
+  console.log(`kernels  ${shown}: ${how} -> ${bundle.path}`);
 
   const local = await startLocalProxies(proxyCount);
   try {
@@ -83,14 +89,21 @@ export async function run(args: string[]): Promise<number> {
     try {
       const library = await runtime.register(bundle.path);
       const outcomes: (Outcome & { device: Device })[] = [];
+      const skipped: string[] = [];
       for (const device of runtime.devices) {
-        const teams = 4 * device.info.computeUnits;
-        for (const outcome of [
-          await saxpy(device, library, size, teams),
-          await dot(device, library, size, teams),
-          await mandelbrot(device, library, teams),
-        ]) {
-          outcomes.push({ ...outcome, device });
+        const gpu = device.info.kind === 'gpu';
+        const grid = { teams: gpu ? Math.min(device.info.maxTeams, Math.ceil(size / GPU_THREADS)) : 4 * device.info.computeUnits, threads: gpu ? GPU_THREADS : 1 };
+        for (const [name, run] of [
+          ['saxpy', saxpy],
+          ['dot_partial', dot],
+          ['mandelbrot', mandelbrot],
+        ] as const) {
+          const kernel = await device.kernel(library, name).catch((error: unknown) => {
+            if (OffloadError.is(error, 'NOT_FOUND')) return undefined;
+            throw error;
+          });
+          if (kernel) outcomes.push({ ...(await run(device, kernel, size, grid)), device });
+          else skipped.push(`${name} on device ${device.id}`);
         }
       }
 
@@ -98,7 +111,7 @@ export async function run(args: string[]): Promise<number> {
       const rows = outcomes.map((o) => [
         o.kernel,
         `${o.device.id} ${o.device.info.name}`,
-        `${o.teams} x 1`,
+        `${o.teams} x ${o.threads}`,
         o.problem,
         formatDuration(o.launchMs),
         formatDuration(o.roundTripMs),
@@ -106,6 +119,7 @@ export async function run(args: string[]): Promise<number> {
       ]);
       console.log('');
       for (const line of table([header, ...rows])) console.log(line);
+      if (skipped.length > 0) console.log(`not in the device's image (WGSL has no f64): ${skipped.join(', ')}`);
       console.log('');
 
       const failed = outcomes.filter((o) => o.mismatch !== undefined).length;
@@ -171,8 +185,9 @@ async function freeAll(buffers: Buffer[]): Promise<void> {
   await Promise.all(buffers.map((buffer) => buffer.free()));
 }
 
-async function saxpy(device: Device, library: Library, n: number, teams: number): Promise<Outcome> {
-  const kernel = await device.kernel(library, 'saxpy');
+type Grid = { teams: number; threads: number };
+
+async function saxpy(device: Device, kernel: Kernel, n: number, grid: Grid): Promise<Outcome> {
   const a = 2.5;
   const { x, y } = inputs(n);
   const result = new Float32Array(n);
@@ -184,19 +199,19 @@ async function saxpy(device: Device, library: Library, n: number, teams: number)
       q.write(xBuf, x);
       q.write(yBuf, y);
     },
-    (q) => q.launch(kernel, { teams }, [n, a, xBuf, yBuf]),
+    (q) => q.launch(kernel, grid, [n, a, xBuf, yBuf]),
     (q) => q.read(yBuf, result),
   );
   await freeAll([xBuf, yBuf]);
 
   const expected = new Float32Array(n);
   for (let i = 0; i < n; i++) expected[i] = a * x[i] + y[i];
-  return { kernel: 'saxpy', problem: `n = ${n}, f32`, teams, ...times, mismatch: firstMismatch(result, expected, F32_TOLERANCE) };
+  return { kernel: 'saxpy', problem: `n = ${n}, f32`, ...grid, ...times, mismatch: firstMismatch(result, expected, F32_TOLERANCE) };
 }
 
 /** dot_partial leaves one f64 partial per team; the host adds them. Checked: each partial, then the sum. */
-async function dot(device: Device, library: Library, n: number, teams: number): Promise<Outcome> {
-  const kernel = await device.kernel(library, 'dot_partial');
+async function dot(device: Device, kernel: Kernel, n: number, grid: Grid): Promise<Outcome> {
+  const { teams } = grid;
   const { x, y } = inputs(n);
   const partials = new Float64Array(teams);
   const xBuf = await device.alloc(n * 4);
@@ -208,7 +223,7 @@ async function dot(device: Device, library: Library, n: number, teams: number): 
       q.write(xBuf, x);
       q.write(yBuf, y);
     },
-    (q) => q.launch(kernel, { teams }, [n, xBuf, yBuf, partialsBuf]),
+    (q) => q.launch(kernel, grid, [n, xBuf, yBuf, partialsBuf]),
     (q) => q.read(partialsBuf, partials),
   );
   await freeAll([xBuf, yBuf, partialsBuf]);
@@ -221,18 +236,17 @@ async function dot(device: Device, library: Library, n: number, teams: number): 
     expected[Math.floor(i / block)] += x[i] * y[i];
     expected[teams] += x[i] * y[i];
   }
-  return { kernel: 'dot_partial', problem: `n = ${n}, f32 -> f64`, teams, ...times, mismatch: firstMismatch(got, expected, F32_TOLERANCE) };
+  return { kernel: 'dot_partial', problem: `n = ${n}, f32 -> f64`, ...grid, ...times, mismatch: firstMismatch(got, expected, F32_TOLERANCE) };
 }
 
-async function mandelbrot(device: Device, library: Library, teams: number): Promise<Outcome> {
-  const kernel = await device.kernel(library, 'mandelbrot');
+async function mandelbrot(device: Device, kernel: Kernel, _n: number, grid: Grid): Promise<Outcome> {
   const { width, height, maxIter, x0, y0, dx } = MANDELBROT;
   const counts = new Uint32Array(width * height);
   const out = await device.alloc(counts.byteLength);
   const times = await roundTrip(
     device,
     () => {},
-    (q) => q.launch(kernel, { teams }, [width, height, maxIter, x0, y0, dx, out]),
+    (q) => q.launch(kernel, grid, [width, height, maxIter, x0, y0, dx, out]),
     (q) => q.read(out, counts),
   );
   await freeAll([out]);
@@ -254,5 +268,5 @@ async function mandelbrot(device: Device, library: Library, teams: number): Prom
       expected[row * width + col] = iter;
     }
   }
-  return { kernel: 'mandelbrot', problem: `${width} x ${height}, ${maxIter} iterations`, teams, ...times, mismatch: firstMismatch(counts, expected, 0) };
+  return { kernel: 'mandelbrot', problem: `${width} x ${height}, ${maxIter} iterations`, ...grid, ...times, mismatch: firstMismatch(counts, expected, 0) };
 }

@@ -15,6 +15,8 @@ export interface MappingTarget {
   device(runtime: Runtime): Device;
   bundle: string;
   cleanup?: () => Promise<void>;
+  /** Set when the device's kernels cannot trap: the reason the trap case is skipped. */
+  noTraps?: string;
 }
 
 interface Copies {
@@ -156,12 +158,13 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
     });
 
     it('maps a sub-array inside a mapped array at its offset, and refuses partial overlaps', async () => {
-      const data = new Int32Array([0, 0, 0, 0, 0, 0, 0, 0]);
+      // The tail starts 256 bytes in: the largest pointer alignment a device may ask for (WebGPU's bound).
+      const data = new Int32Array(68);
       await runtime.targetData(device, [map.tofrom(data, 'data')], async () => {
-        const tail = data.subarray(4);
+        const tail = data.subarray(64);
         await runtime.target(device, add, { teams: 1 }, [4, 3, map.tofrom(tail, 'tail')]);
       });
-      assert.deepEqual([...data], [0, 0, 0, 0, 3, 3, 3, 3]);
+      assert.deepEqual([...data], [...new Array(64).fill(0), 3, 3, 3, 3]);
       assert.equal(copies.toDevice, 1);
 
       const head = data.subarray(0, 4);
@@ -203,7 +206,8 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
       assert.equal(runtime.mappedRanges(device), 0);
     });
 
-    it('fails a target whose kernel traps, and still unmaps', async () => {
+    it('fails a target whose kernel traps, and still unmaps', async (t) => {
+      if (target.noTraps) return t.skip(target.noTraps);
       const library = await runtime.register(target.bundle);
       const trap = await device.kernel(library, 'trap_unreachable');
       const data = new Int32Array(4);

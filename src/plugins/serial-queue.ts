@@ -4,7 +4,8 @@
  * failure state and the bookkeeping, once.
  */
 import { OffloadError } from '../errors.js';
-import type { PluginEvent, PluginQueue } from './interface.js';
+import type { Allocation, Grid, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue } from './interface.js';
+import { PeerQueues } from './peer-queues.js';
 
 const noop = (): void => {};
 
@@ -81,5 +82,56 @@ export class SerialEvent implements PluginEvent {
 
   query(): boolean {
     return this.settled;
+  }
+}
+
+/**
+ * A plugin queue whose operations run here, in order, on a SerialQueue (the host and WebGPU
+ * queues): subclasses say how to copy and launch; events, waits and synchronisation are here.
+ */
+export abstract class SerialPluginQueue implements PluginQueue {
+  protected readonly serial: SerialQueue;
+  /** Queues on other devices used by `exchange` towards them, one per peer. */
+  protected readonly peers = new PeerQueues();
+
+  constructor(device: PluginDevice) {
+    this.serial = new SerialQueue(() => {
+      const lost = device.lost;
+      if (lost) throw lost;
+    });
+  }
+
+  abstract submit(dst: Allocation, dstOffset: number, src: Uint8Array): Promise<void>;
+  abstract retrieve(dst: Uint8Array, src: Allocation, srcOffset: number): Promise<void>;
+  abstract exchange(
+    srcDevice: PluginDevice,
+    src: Allocation,
+    srcOffset: number,
+    dstDevice: PluginDevice,
+    dst: Allocation,
+    dstOffset: number,
+    bytes: number,
+  ): Promise<void>;
+  abstract launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void>;
+
+  waitEvent(event: PluginEvent): Promise<void> {
+    return this.serial.enqueue(() => event.done);
+  }
+
+  record(): PluginEvent {
+    return new SerialEvent(this, this.serial.enqueue(() => {}));
+  }
+
+  synchronize(): Promise<void> {
+    return this.serial.synchronize();
+  }
+
+  query(): boolean {
+    return this.serial.idle();
+  }
+
+  async destroy(): Promise<void> {
+    await this.serial.synchronize().catch(() => {});
+    await this.peers.destroy();
   }
 }

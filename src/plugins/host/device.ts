@@ -16,12 +16,10 @@ import type {
   LoadedKernel,
   MemoryKind,
   PluginDevice,
-  PluginEvent,
   PluginQueue,
 } from '../interface.js';
 import { MEMORY_KINDS } from '../interface.js';
-import { PeerQueues } from '../peer-queues.js';
-import { SerialEvent, SerialQueue } from '../serial-queue.js';
+import { SerialPluginQueue } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
 import { ARG_KIND, type ArgKind } from './launch-ring.js';
 import { WorkerPool } from './worker-pool.js';
@@ -275,16 +273,9 @@ export class HostDevice implements PluginDevice {
   }
 }
 
-class HostQueue implements PluginQueue {
-  private readonly serial: SerialQueue;
-  /** Queues on other devices used by `exchange` towards them, one per peer. */
-  private readonly peers = new PeerQueues();
-
+class HostQueue extends SerialPluginQueue {
   constructor(private readonly device: HostDevice) {
-    this.serial = new SerialQueue(() => {
-      const lost = device.lost;
-      if (lost) throw lost;
-    });
+    super(device);
   }
 
   private address(alloc: Allocation, offset: number): number {
@@ -333,26 +324,5 @@ class HostQueue implements PluginQueue {
 
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
     return this.serial.enqueue(() => this.device.launchOnPool(kernel as HostKernel, grid, args));
-  }
-
-  waitEvent(event: PluginEvent): Promise<void> {
-    return this.serial.enqueue(() => event.done);
-  }
-
-  record(): PluginEvent {
-    return new SerialEvent(this, this.serial.enqueue(() => {}));
-  }
-
-  synchronize(): Promise<void> {
-    return this.serial.synchronize();
-  }
-
-  query(): boolean {
-    return this.serial.idle();
-  }
-
-  async destroy(): Promise<void> {
-    await this.serial.synchronize().catch(() => {});
-    await this.peers.destroy();
   }
 }

@@ -1,25 +1,18 @@
 /**
- * A WebGPU device's queue: in order, with sticky failures (SerialQueue). Copies to and from
+ * A WebGPU device's queue: in order, with sticky failures (SerialPluginQueue). Copies to and from
  * other devices go through host memory: in place when the other device's memory is host
  * addressable (the host device), through a staging array and that device's queue otherwise.
  */
-import type { Allocation, Grid, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue } from '../interface.js';
-import { PeerQueues } from '../peer-queues.js';
-import { SerialEvent, SerialQueue } from '../serial-queue.js';
+import type { Allocation, Grid, LaunchArg, LoadedKernel, PluginDevice } from '../interface.js';
+import { SerialPluginQueue } from '../serial-queue.js';
 import type { WebGpuAllocation, WebGpuDevice } from './device.js';
 import type { WgslKernel } from './kernels.js';
 
 const bufferOf = (alloc: Allocation): GPUBuffer => (alloc as WebGpuAllocation).buffer;
 
-export class WebGpuQueue implements PluginQueue {
-  private readonly serial: SerialQueue;
-  private readonly peers = new PeerQueues();
-
+export class WebGpuQueue extends SerialPluginQueue {
   constructor(private readonly device: WebGpuDevice) {
-    this.serial = new SerialQueue(() => {
-      const lost = device.lost;
-      if (lost) throw lost;
-    });
+    super(device);
   }
 
   submit(dst: Allocation, dstOffset: number, src: Uint8Array): Promise<void> {
@@ -58,26 +51,5 @@ export class WebGpuQueue implements PluginQueue {
 
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
     return this.serial.enqueue(() => this.device.launch(kernel as WgslKernel, grid, args));
-  }
-
-  waitEvent(event: PluginEvent): Promise<void> {
-    return this.serial.enqueue(() => event.done);
-  }
-
-  record(): PluginEvent {
-    return new SerialEvent(this, this.serial.enqueue(() => {}));
-  }
-
-  synchronize(): Promise<void> {
-    return this.serial.synchronize();
-  }
-
-  query(): boolean {
-    return this.serial.idle();
-  }
-
-  async destroy(): Promise<void> {
-    await this.serial.synchronize().catch(() => {});
-    await this.peers.destroy();
   }
 }

@@ -259,6 +259,14 @@ describe('WebGPU device behind a proxy', { skip, timeout: 120_000 }, () => {
     const alignment = remoteGpu.info.limits!.minStorageBufferOffsetAlignment;
     if (alignment > 4) await rejectsWith(q.launch(saxpy, { teams: 1 }, [4, 1, x.at(4), y]).done, 'INVALID_ARGUMENT', /minStorageBufferOffsetAlignment/);
     await q.finish().catch(() => {});
-    await Promise.all([x.free(), y.free(), landed.free()]);
+    // Beyond the eager size: streamed in chunks both ways, at an unaligned offset.
+    const big = await remoteGpu.alloc(3 * 1024 * 1024 + 8);
+    const data = Uint8Array.from({ length: 3 * 1024 * 1024 }, (_, i) => (i * 31) & 0xff);
+    q.write(big, data, { offset: 3 });
+    const back = new Uint8Array(data.length);
+    q.read(big, back, { offset: 3 });
+    await q.finish();
+    assert.ok(back.every((value, i) => value === data[i]), 'a streamed write and read round-trip');
+    await Promise.all([x.free(), y.free(), landed.free(), big.free()]);
   });
 });

@@ -62,7 +62,7 @@ export function isFallback(adapter: GPUAdapter): boolean {
   return (adapter.info as GPUAdapterInfo & { isFallbackAdapter?: boolean }).isFallbackAdapter === true;
 }
 
-/** Why the last search found nothing, per options kind; shown by `offload devices`. */
+/** Why the last runtime made in this process has no WebGPU device; shown by `offload devices`. */
 let lastReason: string | undefined;
 
 export function noteUnavailable(reason: string | undefined): void {

@@ -136,6 +136,8 @@ interface Side {
   saxpyGrid: { teams: number; threads?: number };
   lookupGrid: { teams: number; threads?: number };
   what: string;
+  /** The rows' goal column: none, and why, where the adapter is a software one. */
+  goal?: string;
 }
 
 async function saxpy(gpu: Side, host: Side, plan: Plan): Promise<Row> {
@@ -200,7 +202,7 @@ async function saxpy(gpu: Side, host: Side, plan: Plan): Promise<Row> {
     unit: 'GB/s',
     offload: onGpu!,
     baseline: onHost!,
-    goal: 'none: see the suite notes',
+    ...(gpu.goal ? { goal: gpu.goal } : {}),
   };
 }
 
@@ -280,7 +282,7 @@ async function lookups(gpu: Side, host: Side, plan: Plan, progress: (line: strin
     unit: 'lookups/s',
     offload: onGpu!,
     baseline: onHost!,
-    goal: 'none: see the suite notes',
+    ...(gpu.goal ? { goal: gpu.goal } : {}),
   };
 }
 
@@ -308,6 +310,8 @@ export const webgpuSuite: Suite = {
         saxpyGrid: { teams: Math.min(gpuDevice.info.maxTeams, Math.ceil(SAXPY_N / 4 / gpuThreads(SAXPY_THREADS))), threads: gpuThreads(SAXPY_THREADS) },
         lookupGrid: { teams: Math.min(gpuDevice.info.maxTeams, Math.ceil(LOOKUPS / gpuThreads(LOOKUP_THREADS))), threads: gpuThreads(LOOKUP_THREADS) },
         what: `WebGPU device (${gpuDevice.info.name})`,
+        // The device's name ends in "(WebGPU, software)" on a fallback adapter (lavapipe, SwiftShader).
+        ...(gpuDevice.info.name.endsWith(', software)') ? { goal: 'none: a software GPU, i.e. this CPU (a correctness run)' } : {}),
       };
       const host: Side = {
         device: hostDevice,

@@ -62,8 +62,9 @@ export class WebGpuDevice implements PluginDevice {
       kind: 'gpu',
       vendor: info.vendor || 'unknown',
       plugin: 'webgpu',
-      // WebGPU does not tell how much memory a device has; one buffer can be this large.
-      memoryBytes: align4Down(this.limits.maxBufferSize),
+      // WebGPU does not tell how much memory a device has. This is the largest buffer a kernel
+      // can bind whole (so no kernel ever sees only part of a buffer).
+      memoryBytes: align4Down(Math.min(this.limits.maxBufferSize, this.limits.maxStorageBufferBindingSize)),
       maxThreadsPerTeam: Math.min(this.limits.maxComputeInvocationsPerWorkgroup, this.limits.maxComputeWorkgroupSizeX),
       maxTeams: this.limits.maxComputeWorkgroupsPerDimension,
       // Nor how many compute units it has.
@@ -119,7 +120,10 @@ export class WebGpuDevice implements PluginDevice {
     this.check();
     if (kind !== 'device') throw errors.unsupported(`a WebGPU device has no ${kind} memory`);
     if (bytes > this.info.memoryBytes) {
-      throw errors.outOfMemory(`${bytes} bytes is more than one WebGPU buffer can hold (the adapter's maxBufferSize is ${this.limits.maxBufferSize})`);
+      throw errors.outOfMemory(
+        `${bytes} bytes is more than one buffer of this WebGPU device holds: ${this.info.memoryBytes} bytes, what a kernel can ` +
+          `bind (the adapter's maxStorageBufferBindingSize ${this.limits.maxStorageBufferBindingSize}, maxBufferSize ${this.limits.maxBufferSize})`,
+      );
     }
     const gpu = await this.device();
     const buffer = await scoped(gpu, `allocating ${bytes} bytes`, () =>
@@ -208,6 +212,7 @@ export class WebGpuDevice implements PluginDevice {
     const entries: GPUBindGroupEntry[] = [];
     const { uniform } = kernel.info;
     const scalars = uniform ? new DataView(new ArrayBuffer(Math.ceil(uniform.bytes / 16) * 16)) : undefined;
+    checkAliasing(kernel, args);
     kernel.info.params.forEach((param, index) => {
       const arg = args[index];
       if (param.type === 'ptr' && arg.type === 'ptr') {
@@ -250,7 +255,8 @@ export class WebGpuDevice implements PluginDevice {
           `multiples of the adapter's minStorageBufferOffsetAlignment (${alignment})`,
       );
     }
-    const size = Math.min(alloc.buffer.size - offset, align4Down(this.limits.maxStorageBufferBindingSize));
+    // Buffers are never larger than a binding reaches (info.memoryBytes), so this is the whole rest.
+    const size = alloc.buffer.size - offset;
     if (size <= 0) return { buffer: this.scratch! };
     return { buffer: alloc.buffer, offset, size };
   }
@@ -273,6 +279,27 @@ export class WebGpuDevice implements PluginDevice {
   async simulateLoss(): Promise<void> {
     (await this.device()).destroy();
   }
+}
+
+/**
+ * WebGPU refuses a dispatch that binds a buffer as writable storage and binds it again: said
+ * here with the parameters' names (WebGPU's message names no argument).
+ */
+function checkAliasing(kernel: WgslKernel, args: readonly LaunchArg[]): void {
+  const seen = new Map<GPUBuffer, { name: string; writable: boolean }>();
+  kernel.info.params.forEach((param, index) => {
+    const arg = args[index];
+    if (param.type !== 'ptr' || arg?.type !== 'ptr') return;
+    const buffer = (arg.alloc as WebGpuAllocation).buffer;
+    const earlier = seen.get(buffer);
+    if (earlier && (earlier.writable || !param.readOnly)) {
+      throw errors.invalidArgument(
+        `launch of '${kernel.name}': pointers '${earlier.name}' and '${param.name}' are into the same buffer, and one of them is ` +
+          `writable (read_write): a WebGPU device cannot bind a buffer it writes twice in one launch; pass separate buffers`,
+      );
+    }
+    seen.set(buffer, { name: param.name, writable: (earlier?.writable ?? false) || !param.readOnly });
+  });
 }
 
 /**

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DeviceAllocator } from '../src/plugins/host/allocator.js';
 import { OffloadError, type ErrorCode } from '../src/errors.js';
+import { seededRandom } from './helpers/random.js';
 
 /** Asserts that `fn` throws an OffloadError with `code` whose message matches every pattern. */
 function assertOffloadError(fn: () => unknown, code: ErrorCode, ...patterns: RegExp[]): void {
@@ -18,18 +19,6 @@ function filled(count: number): { allocator: DeviceAllocator; blocks: number[] }
   const blocks = Array.from({ length: count }, () => allocator.alloc(64));
   assert.equal(allocator.freeBytes, 0);
   return { allocator, blocks };
-}
-
-/** Deterministic PRNG (mulberry32) so a failing stress run can be replayed. */
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
 }
 
 const roundUp = (bytes: number, alignment: number) => Math.max(1, Math.ceil(bytes / alignment)) * alignment;

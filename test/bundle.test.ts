@@ -6,6 +6,7 @@ import path from 'node:path';
 import { BUNDLE_MAGIC, decodeBundle, encodeBundle, readBundleFile } from '../src/image/bundle.js';
 import type { Manifest } from '../src/image/manifest.js';
 import { OffloadError, type ErrorCode } from '../src/errors.js';
+import { seededRandom } from './helpers/random.js';
 
 const HEADER_BYTES = 16;
 
@@ -195,14 +196,7 @@ test('every truncation of a valid bundle fails with INCOMPATIBLE_IMAGE only', ()
 test('random byte flips in the header and manifest never throw anything but OffloadError', () => {
   const original = sampleBundle();
   const manifestEnd = HEADER_BYTES + new DataView(original.buffer).getUint32(12, true);
-  // A fixed-seed generator (mulberry32) keeps failures reproducible.
-  let seed = 0x5eed;
-  const random = () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
+  const random = seededRandom(0x5eed);
   for (let round = 0; round < 3000; round++) {
     const bytes = original.slice();
     const flips = 1 + Math.floor(random() * 3);

@@ -14,6 +14,7 @@ import { Offload, type Device, type Library } from '../../src/index.js';
 import { webgpuUnavailable } from '../../src/plugins/webgpu/adapter.js';
 import { measure, type Plan } from '../measure.js';
 import type { Row, Suite } from '../suite.js';
+import { seededRandom } from '../../test/helpers/random.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const MiB = 1024 * 1024;
@@ -41,18 +42,6 @@ const REFERENCE_STRIDE = 997;
 const RTOL = 1e-4;
 const ATOL = 1e-6;
 
-/** A deterministic generator for the input data (mulberry32). */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
-
 interface LookupData {
   energy: Float32Array;
   xs: Float32Array;
@@ -63,7 +52,7 @@ interface LookupData {
 
 /** Sorted energy grids from 0 to 1 (random spacing), random cross sections, XSBench's material sizes. */
 function lookupData(): LookupData {
-  const next = random(42);
+  const next = seededRandom(42);
   const energy = new Float32Array(NUCLIDES * GRID_POINTS);
   const steps = new Float64Array(GRID_POINTS);
   for (let nuc = 0; nuc < NUCLIDES; nuc++) {

@@ -155,7 +155,8 @@ export class WebGpuDevice implements PluginDevice {
       await this.read(dst, end - 4, data.subarray(end - start - 4));
       data.set(src, offset - start);
     } else if (src.buffer instanceof SharedArrayBuffer) {
-      // Dawn takes views of ArrayBuffers only (the host device's memory is shared).
+      // Dawn takes views of ArrayBuffers only: a SharedArrayBuffer (the host device's memory)
+      // crashes the process (seen with webgpu 0.6.2), so shared bytes are copied first.
       data = src.slice();
     }
     await scoped(gpu, `writing ${src.byteLength} bytes`, () => gpu.queue.writeBuffer(dst, start, data as Uint8Array<ArrayBuffer>));

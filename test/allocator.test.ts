@@ -23,7 +23,7 @@ function filled(count: number): { allocator: DeviceAllocator; blocks: number[] }
 
 const roundUp = (bytes: number, alignment: number) => Math.max(1, Math.ceil(bytes / alignment)) * alignment;
 
-test('blocks of many odd sizes are aligned and sized up to the alignment', () => {
+test('blocks of many odd sizes are aligned and sized up to the alignment', { timeout: 60_000 }, () => {
   for (const alignment of [16, 64, 4096]) {
     const allocator = new DeviceAllocator({ start: 0, end: 64 << 20, alignment });
     let expectedUsed = 0;
@@ -40,7 +40,7 @@ test('blocks of many odd sizes are aligned and sized up to the alignment', () =>
   }
 });
 
-test('zero-byte allocations get distinct blocks of alignment bytes', () => {
+test('zero-byte allocations get distinct blocks of alignment bytes', { timeout: 60_000 }, () => {
   const allocator = new DeviceAllocator({ start: 0, end: 4096, alignment: 16 });
   const addresses = Array.from({ length: 10 }, () => allocator.alloc(0));
   assert.equal(new Set(addresses).size, 10);
@@ -48,7 +48,7 @@ test('zero-byte allocations get distinct blocks of alignment bytes', () => {
   assert.equal(allocator.usedBytes, 160);
 });
 
-test('a freed block is reused by the next allocation that fits', () => {
+test('a freed block is reused by the next allocation that fits', { timeout: 60_000 }, () => {
   const allocator = new DeviceAllocator({ start: 0, end: 1 << 20 });
   const first = allocator.alloc(100);
   allocator.alloc(100);
@@ -56,7 +56,7 @@ test('a freed block is reused by the next allocation that fits', () => {
   assert.equal(allocator.alloc(128), first);
 });
 
-test('best fit: the smallest free block that fits wins over a lower, larger one', () => {
+test('best fit: the smallest free block that fits wins over a lower, larger one', { timeout: 60_000 }, () => {
   const allocator = new DeviceAllocator({ start: 0, end: 1 << 20 });
   const large = allocator.alloc(256);
   allocator.alloc(64);
@@ -68,7 +68,7 @@ test('best fit: the smallest free block that fits wins over a lower, larger one'
   assert.equal(allocator.alloc(200), large);
 });
 
-test('a freed block coalesces with the free block before it', () => {
+test('a freed block coalesces with the free block before it', { timeout: 60_000 }, () => {
   const { allocator, blocks } = filled(4);
   allocator.free(blocks[1]!);
   allocator.free(blocks[2]!);
@@ -76,7 +76,7 @@ test('a freed block coalesces with the free block before it', () => {
   assert.equal(allocator.alloc(128), blocks[1]);
 });
 
-test('a freed block coalesces with the free block after it', () => {
+test('a freed block coalesces with the free block after it', { timeout: 60_000 }, () => {
   const { allocator, blocks } = filled(4);
   allocator.free(blocks[2]!);
   allocator.free(blocks[1]!);
@@ -84,7 +84,7 @@ test('a freed block coalesces with the free block after it', () => {
   assert.equal(allocator.alloc(128), blocks[1]);
 });
 
-test('a freed block coalesces with free blocks on both sides', () => {
+test('a freed block coalesces with free blocks on both sides', { timeout: 60_000 }, () => {
   const { allocator, blocks } = filled(5);
   allocator.free(blocks[1]!);
   allocator.free(blocks[3]!);
@@ -95,7 +95,7 @@ test('a freed block coalesces with free blocks on both sides', () => {
   assert.equal(allocator.freeBytes, 0);
 });
 
-test('blocks at both ends of the range coalesce with their one neighbour', () => {
+test('blocks at both ends of the range coalesce with their one neighbour', { timeout: 60_000 }, () => {
   const { allocator, blocks } = filled(3);
   allocator.free(blocks[0]!);
   allocator.free(blocks[2]!);
@@ -104,7 +104,7 @@ test('blocks at both ends of the range coalesce with their one neighbour', () =>
   assert.equal(allocator.alloc(allocator.capacity), allocator.start);
 });
 
-test('filling the range exactly works and one more byte is OUT_OF_MEMORY naming the sizes', () => {
+test('filling the range exactly works and one more byte is OUT_OF_MEMORY naming the sizes', { timeout: 60_000 }, () => {
   const allocator = new DeviceAllocator({ start: 4096, end: 4096 + 1024 });
   assert.equal(allocator.alloc(1024 - 64), 4096);
   assert.equal(allocator.alloc(64), 4096 + 1024 - 64);
@@ -123,7 +123,7 @@ test('filling the range exactly works and one more byte is OUT_OF_MEMORY naming 
   assert.equal(empty.alloc(1024), 0);
 });
 
-test('OUT_OF_MEMORY under fragmentation names the largest free block and the total free', () => {
+test('OUT_OF_MEMORY under fragmentation names the largest free block and the total free', { timeout: 60_000 }, () => {
   const { allocator, blocks } = filled(4);
   allocator.free(blocks[0]!);
   allocator.free(blocks[2]!);
@@ -137,7 +137,7 @@ test('OUT_OF_MEMORY under fragmentation names the largest free block and the tot
   assert.equal(allocator.alloc(64), blocks[0]);
 });
 
-test('freeing twice is INVALID_BUFFER naming the address', () => {
+test('freeing twice is INVALID_BUFFER naming the address', { timeout: 60_000 }, () => {
   const allocator = new DeviceAllocator({ start: 0x1000, end: 0x10000 });
   const address = allocator.alloc(100);
   allocator.alloc(100);
@@ -146,7 +146,7 @@ test('freeing twice is INVALID_BUFFER naming the address', () => {
   assert.equal(allocator.usedBytes, 128);
 });
 
-test('interior and foreign addresses are INVALID_BUFFER naming the address and change nothing', () => {
+test('interior and foreign addresses are INVALID_BUFFER naming the address and change nothing', { timeout: 60_000 }, () => {
   const allocator = new DeviceAllocator({ start: 0x1000, end: 0x10000 });
   const address = allocator.alloc(256);
   assertOffloadError(() => allocator.free(address + 16), 'INVALID_BUFFER', /0x1010\b/, /16 bytes into the live block at 0x1000/);
@@ -160,7 +160,7 @@ test('interior and foreign addresses are INVALID_BUFFER naming the address and c
   assert.equal(allocator.free(address), 256);
 });
 
-test('sizes that are not non-negative safe integers are INVALID_ARGUMENT', () => {
+test('sizes that are not non-negative safe integers are INVALID_ARGUMENT', { timeout: 60_000 }, () => {
   const allocator = new DeviceAllocator({ start: 0, end: 4096 });
   for (const bytes of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, '8' as unknown as number]) {
     assertOffloadError(() => allocator.alloc(bytes), 'INVALID_ARGUMENT', /bytes must be a non-negative safe integer/);
@@ -168,7 +168,7 @@ test('sizes that are not non-negative safe integers are INVALID_ARGUMENT', () =>
   assert.equal(allocator.usedBytes, 0);
 });
 
-test('invalid options are INVALID_ARGUMENT naming the option', () => {
+test('invalid options are INVALID_ARGUMENT naming the option', { timeout: 60_000 }, () => {
   const cases: [ConstructorParameters<typeof DeviceAllocator>[0], RegExp][] = [
     [{ start: 0, end: 4096, alignment: 8 }, /options\.alignment/],
     [{ start: 0, end: 4096, alignment: 48 }, /options\.alignment/],
@@ -183,7 +183,7 @@ test('invalid options are INVALID_ARGUMENT naming the option', () => {
   }
 });
 
-test('an unaligned end is rounded down so every block stays aligned', () => {
+test('an unaligned end is rounded down so every block stays aligned', { timeout: 60_000 }, () => {
   const allocator = new DeviceAllocator({ start: 0, end: 1000 });
   assert.equal(allocator.end, 960);
   assert.equal(allocator.capacity, 960);
@@ -192,7 +192,7 @@ test('an unaligned end is rounded down so every block stays aligned', () => {
   assert.equal(allocator.alloc(960), 0);
 });
 
-test('contains is true only for ranges inside one live block', () => {
+test('contains is true only for ranges inside one live block', { timeout: 60_000 }, () => {
   const allocator = new DeviceAllocator({ start: 0, end: 4096 });
   const first = allocator.alloc(100);
   const second = allocator.alloc(64);
@@ -208,7 +208,7 @@ test('contains is true only for ranges inside one live block', () => {
   assert.equal(allocator.contains(first, 1), false, 'freed block');
 });
 
-test('reset frees every block and leaves one free block over the range', () => {
+test('reset frees every block and leaves one free block over the range', { timeout: 60_000 }, () => {
   const allocator = new DeviceAllocator({ start: 0, end: 1 << 16 });
   const addresses = Array.from({ length: 50 }, (_, i) => allocator.alloc(i * 13));
   allocator.reset();
@@ -219,7 +219,7 @@ test('reset frees every block and leaves one free block over the range', () => {
   assert.equal(allocator.alloc(1 << 16), 0);
 });
 
-test('addresses above 2 GiB up to 4 GiB work without 32-bit overflow', () => {
+test('addresses above 2 GiB up to 4 GiB work without 32-bit overflow', { timeout: 60_000 }, () => {
   const top = 2 ** 32;
   const allocator = new DeviceAllocator({ start: top - (1 << 20), end: top, alignment: 4096 });
   const addresses = Array.from({ length: 256 }, () => allocator.alloc(4096));
@@ -316,10 +316,10 @@ function stress(seed: number, options: { start: number; end: number; alignment: 
   assert.equal(allocator.alloc(allocator.capacity), allocator.start);
 }
 
-test('20k seeded random allocs and frees match a reference model (alignment 64)', () => {
+test('20k seeded random allocs and frees match a reference model (alignment 64)', { timeout: 60_000 }, () => {
   stress(0xc0ffee, { start: 4096, end: 4096 + (1 << 20), alignment: 64 });
 });
 
-test('20k seeded random allocs and frees match a reference model (alignment 16, high addresses)', () => {
+test('20k seeded random allocs and frees match a reference model (alignment 16, high addresses)', { timeout: 60_000 }, () => {
   stress(42, { start: 2 ** 32 - (1 << 20), end: 2 ** 32, alignment: 16 });
 });

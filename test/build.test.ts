@@ -78,7 +78,7 @@ function readString(memory: WebAssembly.Memory, pointer: number): string {
   return Buffer.from(new Uint8Array(memory.buffer, pointer, bytes)).toString('utf16le');
 }
 
-test('the fixtures build lists every exported kernel with its parameter names and types', () => {
+test('the fixtures build lists every exported kernel with its parameter names and types', { timeout: 120_000 }, () => {
   const { manifest } = fixtures;
   assert.equal(manifest.name, 'fixtures');
   assert.deepEqual(
@@ -108,7 +108,7 @@ test('the fixtures build lists every exported kernel with its parameter names an
   assert.deepEqual(params('empty'), []);
 });
 
-test('the bundle file holds one wasm image and decodes to the returned manifest', async () => {
+test('the bundle file holds one wasm image and decodes to the returned manifest', { timeout: 120_000 }, async () => {
   assert.equal(fixtures.path, path.join(dir, 'out', 'fixtures.offload'));
   const { manifest, images } = await readBundleFile(fixtures.path);
   assert.deepEqual(manifest, fixtures.manifest);
@@ -117,7 +117,7 @@ test('the bundle file holds one wasm image and decodes to the returned manifest'
   assert.equal(manifest.images[0]!.triple, WASM_TRIPLE);
 });
 
-test('the image imports a shared env.memory with the ABI maximum, and only device imports', () => {
+test('the image imports a shared env.memory with the ABI maximum, and only device imports', { timeout: 120_000 }, () => {
   const image = decodeBundle(fixtures.bundle).images[0]!;
   const info = readWasmModuleInfo(image.bytes);
   const memory = info.imports.find((i) => i.module === 'env' && i.name === 'memory');
@@ -127,13 +127,13 @@ test('the image imports a shared env.memory with the ABI maximum, and only devic
   for (const { module, name } of info.imports) assert.ok(allowed.includes(`${module}.${name}`), `${module}.${name}`);
 });
 
-test('kernels import the device library as offload-ts/device', () => {
+test('kernels import the device library as offload-ts/device', { timeout: 120_000 }, () => {
   const info = readWasmModuleInfo(decodeBundle(fixtures.bundle).images[0]!.bytes);
   const device = info.imports.filter((i) => i.module === 'offload').map((i) => i.name);
   assert.deepEqual(device.sort(), ['num_teams', 'num_threads', 'team_id', 'thread_id']);
 });
 
-test('saxpy computes y = a * x + y over a grid of teams, on data above 1 MiB', () => {
+test('saxpy computes y = a * x + y over a grid of teams, on data above 1 MiB', { timeout: 120_000 }, () => {
   const { memory, grid, kernels } = instantiateFixtures();
   const n = 100;
   const x = 1 * MiB;
@@ -149,7 +149,7 @@ test('saxpy computes y = a * x + y over a grid of teams, on data above 1 MiB', (
   for (let i = 0; i < n; i++) assert.equal(ys[i], 2 * i + 1000 + i);
 });
 
-test('i64, f32 and f64 arguments arrive whole', () => {
+test('i64, f32 and f64 arguments arrive whole', { timeout: 120_000 }, () => {
   const { memory, kernels } = instantiateFixtures();
   const out = 1 * MiB;
   kernels.sum_i64!(2n ** 40n, -(2n ** 33n), out);
@@ -162,7 +162,7 @@ test('i64, f32 and f64 arguments arrive whole', () => {
   assert.equal(view.getFloat64(out + 24, true), Math.PI);
 });
 
-test("trap_abort's message lies in the image's static data, inside the static window", () => {
+test("trap_abort's message lies in the image's static data, inside the static window", { timeout: 120_000 }, () => {
   const { memory, aborts, kernels } = instantiateFixtures();
   const { staticBase, staticSize } = fixtures.manifest.images[0]!;
   assert.ok(staticBase >= STATIC_WINDOW_START && staticBase + staticSize <= STATIC_WINDOW_END);
@@ -174,14 +174,14 @@ test("trap_abort's message lies in the image's static data, inside the static wi
   assert.ok(message >= staticBase && message < staticBase + staticSize, `message at ${message}`);
 });
 
-test('out-of-bounds and unreachable kernels trap', () => {
+test('out-of-bounds and unreachable kernels trap', { timeout: 120_000 }, () => {
   const { memory, kernels } = instantiateFixtures();
   kernels.trap_oob!(1 * MiB);
   assert.throws(() => kernels.trap_oob!(memory.buffer.byteLength), WebAssembly.RuntimeError);
   assert.throws(() => kernels.trap_unreachable!(), WebAssembly.RuntimeError);
 });
 
-test('an explicit static base is used as given', async () => {
+test('an explicit static base is used as given', { timeout: 120_000 }, async () => {
   const staticBase = 512 * 1024;
   const { manifest } = await buildBundle({ sources: [FIXTURES], output: path.join(dir, 'based'), staticBase });
   assert.equal(manifest.images[0]!.staticBase, staticBase);
@@ -189,13 +189,13 @@ test('an explicit static base is used as given', async () => {
   assert.equal(manifest.images[0]!.minPages, Math.ceil((staticBase + manifest.images[0]!.staticSize) / 65536));
 });
 
-test('a static base outside the window or off the alignment is INVALID_ARGUMENT', async () => {
+test('a static base outside the window or off the alignment is INVALID_ARGUMENT', { timeout: 120_000 }, async () => {
   for (const staticBase of [0, STATIC_WINDOW_END, STATIC_WINDOW_START + 16]) {
     await assertBuildFails({ sources: [FIXTURES], output: path.join(dir, 'x'), staticBase }, 'INVALID_ARGUMENT', /options\.staticBase/);
   }
 });
 
-test('a kernel that allocates fails, naming the file and the way out', async () => {
+test('a kernel that allocates fails, naming the file and the way out', { timeout: 120_000 }, async () => {
   const source = await kernelSource(
     'alloc.ts',
     `import { teamId } from "offload-ts/device";
@@ -209,17 +209,17 @@ export function make(n: i32, out: usize): void {
   await assertBuildFails({ sources: [source], output: path.join(dir, 'alloc') }, 'INVALID_ARGUMENT', /alloc\.ts \(function 'make'\)/, /allocates managed memory/, /load<T>\/store<T>/);
 });
 
-test('a kernel with a string parameter fails, naming the kernel and the parameter', async () => {
+test('a kernel with a string parameter fails, naming the kernel and the parameter', { timeout: 120_000 }, async () => {
   const source = await kernelSource('strings.ts', 'export function greet(n: i32, who: string): void {}\n');
   await assertBuildFails({ sources: [source], output: path.join(dir, 'strings') }, 'INVALID_ARGUMENT', /kernel 'greet'/, /parameter 'who' has type 'string'/);
 });
 
-test('a syntax error reports file:line:column', async () => {
+test('a syntax error reports file:line:column', { timeout: 120_000 }, async () => {
   const source = await kernelSource('syntax.ts', 'export function ok(n: i32): void {\n  let x = ;\n}\n');
   await assertBuildFails({ sources: [source], output: path.join(dir, 'syntax') }, 'INVALID_ARGUMENT', /syntax\.ts:2:\d+: error TS\d+/);
 });
 
-test('a missing source file is NOT_FOUND naming it', async () => {
+test('a missing source file is NOT_FOUND naming it', { timeout: 120_000 }, async () => {
   const missing = path.join(dir, 'missing.ts');
   await assertBuildFails({ sources: [missing], output: path.join(dir, 'missing') }, 'NOT_FOUND', /missing\.ts/);
 });

@@ -63,7 +63,7 @@ function bundleWithManifest(mutate: (manifest: Record<string, any>) => void, pay
   return bundleWithManifestText(JSON.stringify(manifest), new Uint8Array(payloadBytes));
 }
 
-test('a bundle round-trips its manifest and image bytes', () => {
+test('a bundle round-trips its manifest and image bytes', { timeout: 60_000 }, () => {
   const bytes = sampleBundle();
   const { manifest, images } = decodeBundle(bytes);
   const expected = sampleManifest();
@@ -78,7 +78,7 @@ test('a bundle round-trips its manifest and image bytes', () => {
   assert.equal(images[1]!.info, manifest.images[1]);
 });
 
-test('encodeBundle lays out the header, padded manifest and padded images', () => {
+test('encodeBundle lays out the header, padded manifest and padded images', { timeout: 60_000 }, () => {
   const bytes = sampleBundle();
   assert.deepEqual([...bytes.subarray(0, 8)], [0x7f, ...new TextEncoder().encode('OFFLOAD')]);
   const view = new DataView(bytes.buffer, bytes.byteOffset);
@@ -90,17 +90,17 @@ test('encodeBundle lays out the header, padded manifest and padded images', () =
   assert.deepEqual([...bytes.subarray(payloadStart + 13, payloadStart + 16)], [0, 0, 0]);
 });
 
-test('encodeBundle leaves the manifest passed in unchanged', () => {
+test('encodeBundle leaves the manifest passed in unchanged', { timeout: 60_000 }, () => {
   const manifest = sampleManifest();
   encodeBundle(manifest, sampleImages());
   assert.deepEqual(manifest, sampleManifest());
 });
 
-test('encodeBundle rejects an image count that differs from the manifest', () => {
+test('encodeBundle rejects an image count that differs from the manifest', { timeout: 60_000 }, () => {
   assertOffloadError(() => encodeBundle(sampleManifest(), [new Uint8Array(4)]), 'INVALID_ARGUMENT', /2 image\(s\) but 1/);
 });
 
-test('decoded image bytes are views into the bundle, not copies', () => {
+test('decoded image bytes are views into the bundle, not copies', { timeout: 60_000 }, () => {
   const bytes = sampleBundle();
   const { images } = decodeBundle(bytes);
   assert.equal(images[0]!.bytes.buffer, bytes.buffer);
@@ -108,7 +108,7 @@ test('decoded image bytes are views into the bundle, not copies', () => {
   assert.equal(images[1]!.bytes[0], 42);
 });
 
-test('a bundle inside a larger buffer decodes from its own offset', () => {
+test('a bundle inside a larger buffer decodes from its own offset', { timeout: 60_000 }, () => {
   const bytes = sampleBundle();
   const larger = new Uint8Array(bytes.length + 24);
   larger.set(bytes, 24);
@@ -116,20 +116,20 @@ test('a bundle inside a larger buffer decodes from its own offset', () => {
   assert.deepEqual([...images[0]!.bytes], [...sampleImages()[0]!]);
 });
 
-test('bad magic is INCOMPATIBLE_IMAGE naming the magic', () => {
+test('bad magic is INCOMPATIBLE_IMAGE naming the magic', { timeout: 60_000 }, () => {
   const bytes = sampleBundle();
   bytes[1] = 'X'.charCodeAt(0);
   assertOffloadError(() => decodeBundle(bytes), 'INCOMPATIBLE_IMAGE', /bad magic/);
   assertOffloadError(() => decodeBundle(new TextEncoder().encode('\0asm')), 'INCOMPATIBLE_IMAGE', /bad magic/);
 });
 
-test('an unsupported version is INCOMPATIBLE_IMAGE naming the version', () => {
+test('an unsupported version is INCOMPATIBLE_IMAGE naming the version', { timeout: 60_000 }, () => {
   const bytes = sampleBundle();
   new DataView(bytes.buffer).setUint32(8, 7, true);
   assertOffloadError(() => decodeBundle(bytes), 'INCOMPATIBLE_IMAGE', /unsupported bundle version 7/);
 });
 
-test('truncation in the header, the manifest and an image is named as such', () => {
+test('truncation in the header, the manifest and an image is named as such', { timeout: 60_000 }, () => {
   const bytes = sampleBundle();
   const manifestBytes = new DataView(bytes.buffer).getUint32(12, true);
   assertOffloadError(() => decodeBundle(new Uint8Array(0)), 'INCOMPATIBLE_IMAGE', /truncated header/);
@@ -145,7 +145,7 @@ test('truncation in the header, the manifest and an image is named as such', () 
   assertOffloadError(() => decodeBundle(bytes.subarray(0, bytes.length - 20)), 'INCOMPATIBLE_IMAGE', /truncated image 0/);
 });
 
-test('a manifest that is not JSON, or not UTF-8, is INCOMPATIBLE_IMAGE', () => {
+test('a manifest that is not JSON, or not UTF-8, is INCOMPATIBLE_IMAGE', { timeout: 60_000 }, () => {
   assertOffloadError(() => decodeBundle(bundleWithManifestText('{"name": ')), 'INCOMPATIBLE_IMAGE', /manifest is not JSON/);
   assertOffloadError(() => decodeBundle(bundleWithManifestText('[1, 2]')), 'INCOMPATIBLE_IMAGE', /not a JSON object/);
   const bytes = bundleWithManifestText('{"name": "x"}');
@@ -153,7 +153,7 @@ test('a manifest that is not JSON, or not UTF-8, is INCOMPATIBLE_IMAGE', () => {
   assertOffloadError(() => decodeBundle(bytes), 'INCOMPATIBLE_IMAGE', /not valid UTF-8/);
 });
 
-test('missing or invalid manifest fields are named with the image or entry they belong to', () => {
+test('missing or invalid manifest fields are named with the image or entry they belong to', { timeout: 60_000 }, () => {
   const cases: [(m: Record<string, any>) => void, RegExp][] = [
     [(m) => delete m.name, /field 'name' in manifest/],
     [(m) => (m.images = {}), /field 'images' in manifest/],
@@ -174,26 +174,26 @@ test('missing or invalid manifest fields are named with the image or entry they 
   }
 });
 
-test('an unknown param type is INCOMPATIBLE_IMAGE naming the type, parameter and entry', () => {
+test('an unknown param type is INCOMPATIBLE_IMAGE naming the type, parameter and entry', { timeout: 60_000 }, () => {
   const bytes = bundleWithManifest((m) => (m.entries[1].params[0].type = 'u64'));
   assertOffloadError(() => decodeBundle(bytes), 'INCOMPATIBLE_IMAGE', /unknown param type "u64" of parameter 'a' in entry 'sum_i64'/);
 });
 
-test('an image range outside the payload is INCOMPATIBLE_IMAGE naming the image', () => {
+test('an image range outside the payload is INCOMPATIBLE_IMAGE naming the image', { timeout: 60_000 }, () => {
   const beyond = bundleWithManifest((m) => (m.images[1].offset = 1000));
   assertOffloadError(() => decodeBundle(beyond), 'INCOMPATIBLE_IMAGE', /image 1 lies outside the payload/);
   const tooLong = bundleWithManifest((m) => (m.images[0].size = 33));
   assertOffloadError(() => decodeBundle(tooLong), 'INCOMPATIBLE_IMAGE', /image 0/, /\[0, 33\) of a 32-byte payload/);
 });
 
-test('every truncation of a valid bundle fails with INCOMPATIBLE_IMAGE only', () => {
+test('every truncation of a valid bundle fails with INCOMPATIBLE_IMAGE only', { timeout: 60_000 }, () => {
   const bytes = sampleBundle();
   for (let length = 0; length < bytes.length; length++) {
     assertOffloadError(() => decodeBundle(bytes.subarray(0, length)), 'INCOMPATIBLE_IMAGE');
   }
 });
 
-test('random byte flips in the header and manifest never throw anything but OffloadError', () => {
+test('random byte flips in the header and manifest never throw anything but OffloadError', { timeout: 60_000 }, () => {
   const original = sampleBundle();
   const manifestEnd = HEADER_BYTES + new DataView(original.buffer).getUint32(12, true);
   const random = seededRandom(0x5eed);
@@ -211,7 +211,7 @@ test('random byte flips in the header and manifest never throw anything but Offl
   }
 });
 
-test('readBundleFile decodes a file and reports a missing one as NOT_FOUND', async () => {
+test('readBundleFile decodes a file and reports a missing one as NOT_FOUND', { timeout: 60_000 }, async () => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'offload-bundle-'));
   try {
     const file = path.join(dir, 'sample.offload');

@@ -84,7 +84,7 @@ const SAMPLE: Frame[] = [
 ];
 const SAMPLE_STREAM = concat(...SAMPLE.map((frame) => encodeFrame(frame.meta, frame.payload)));
 
-test('the encoding is the documented prefix followed by meta and payload', () => {
+test('the encoding is the documented prefix followed by meta and payload', { timeout: 60_000 }, () => {
   const frame = encodeFrame({ a: 1 }, bytes(5));
   const view = new DataView(frame.buffer);
   assert.equal(new TextDecoder().decode(frame.subarray(0, 4)), 'OFL1');
@@ -95,7 +95,7 @@ test('the encoding is the documented prefix followed by meta and payload', () =>
   assert.deepEqual(encodeHead({ a: 1 }, 5), frame.subarray(0, PREFIX_BYTES + 7));
 });
 
-test('frames round trip with an empty payload and payloads of many sizes', () => {
+test('frames round trip with an empty payload and payloads of many sizes', { timeout: 60_000 }, () => {
   assertFrames(decodeAll([encodeFrame({ empty: true })]), [{ meta: { empty: true }, payload: new Uint8Array(0) }]);
   for (const size of [0, 1, 2, 15, 16, 17, 255, 256, 4095, 4096, 65535, 65536, 65537, 1 << 20, (3 << 20) + 7]) {
     const frame = { meta: { size }, payload: bytes(size, size) };
@@ -103,12 +103,12 @@ test('frames round trip with an empty payload and payloads of many sizes', () =>
   }
 });
 
-test('unicode meta round trips, lone surrogates included', () => {
+test('unicode meta round trips, lone surrogates included', { timeout: 60_000 }, () => {
   const meta = { text: 'ünïcødé ✓ 🚀 \u0000 "quoted" \\', lone: '\ud800x\udfff', 'ключ 値': ['é', { '🚀': '' }] };
   assertFrames(decodeAll([encodeFrame(meta)]), [{ meta, payload: new Uint8Array(0) }]);
 });
 
-test('meta of exactly MAX_META_BYTES is accepted; one byte more is refused by encodeHead', () => {
+test('meta of exactly MAX_META_BYTES is accepted; one byte more is refused by encodeHead', { timeout: 60_000 }, () => {
   const meta = { s: 'x'.repeat(MAX_META_BYTES - '{"s":""}'.length) };
   assertFrames(decodeAll([encodeFrame(meta, bytes(2))]), [{ meta, payload: bytes(2) }]);
   assertOffloadError(() => encodeHead({ s: `${meta.s}x` }, 0), 'INVALID_ARGUMENT', /meta/, new RegExp(`${MAX_META_BYTES + 1} bytes`));
@@ -116,18 +116,18 @@ test('meta of exactly MAX_META_BYTES is accepted; one byte more is refused by en
   assertOffloadError(() => encodeHead({ s: 'é'.repeat(MAX_META_BYTES / 2) }, 0), 'INVALID_ARGUMENT', /meta/);
 });
 
-test('encodeHead refuses a payload over MAX_PAYLOAD_BYTES without needing the payload', () => {
+test('encodeHead refuses a payload over MAX_PAYLOAD_BYTES without needing the payload', { timeout: 60_000 }, () => {
   assert.equal(encodeHead({}, MAX_PAYLOAD_BYTES).length, PREFIX_BYTES + 2);
   assertOffloadError(() => encodeHead({}, MAX_PAYLOAD_BYTES + 1), 'INVALID_ARGUMENT', /payload/, new RegExp(`${MAX_PAYLOAD_BYTES + 1}`));
 });
 
-test('the stream split at every position decodes to the same frames', () => {
+test('the stream split at every position decodes to the same frames', { timeout: 60_000 }, () => {
   for (let at = 0; at <= SAMPLE_STREAM.length; at++) {
     assertFrames(decodeAll([SAMPLE_STREAM.subarray(0, at), SAMPLE_STREAM.subarray(at)]), SAMPLE);
   }
 });
 
-test('the stream fed one byte at a time decodes to the same frames, each as soon as it completes', () => {
+test('the stream fed one byte at a time decodes to the same frames, each as soon as it completes', { timeout: 60_000 }, () => {
   const decoder = new FrameDecoder();
   const frames: Frame[] = [];
   const ends = new Set<number>();
@@ -142,7 +142,7 @@ test('the stream fed one byte at a time decodes to the same frames, each as soon
   assertFrames(frames, SAMPLE);
 });
 
-test('the stream cut at random positions (empty chunks included) decodes to the same frames', () => {
+test('the stream cut at random positions (empty chunks included) decodes to the same frames', { timeout: 60_000 }, () => {
   const random = xorshift(0x5eed);
   for (let round = 0; round < 500; round++) {
     const cuts = Array.from({ length: 1 + Math.floor(random() * 12) }, () => Math.floor(random() * (SAMPLE_STREAM.length + 1)));
@@ -152,7 +152,7 @@ test('the stream cut at random positions (empty chunks included) decodes to the 
   }
 });
 
-test('several frames in one chunk all come out of one push', () => {
+test('several frames in one chunk all come out of one push', { timeout: 60_000 }, () => {
   const decoder = new FrameDecoder();
   assertFrames(decoder.push(SAMPLE_STREAM), SAMPLE);
   assert.equal(decoder.pending, 0);
@@ -163,7 +163,7 @@ test('several frames in one chunk all come out of one push', () => {
   assertFrames(decoder.push(SAMPLE_STREAM.subarray(first + 5)), SAMPLE.slice(1));
 });
 
-test('a payload that lies in one chunk is a view of it, not a copy', () => {
+test('a payload that lies in one chunk is a view of it, not a copy', { timeout: 60_000 }, () => {
   const chunk = concat(encodeFrame({ a: 1 }, bytes(100)), encodeFrame({ b: 2 }, bytes(50, 3)));
   const frames = new FrameDecoder().push(chunk);
   assert.equal(frames.length, 2);
@@ -181,21 +181,21 @@ test('a payload that lies in one chunk is a view of it, not a copy', () => {
   assert.equal(late!.payload.buffer, payloadChunk.buffer);
 });
 
-test('a bad magic is PROTOCOL naming the magic, as soon as the prefix is in', () => {
+test('a bad magic is PROTOCOL naming the magic, as soon as the prefix is in', { timeout: 60_000 }, () => {
   const decoder = new FrameDecoder();
   assert.deepEqual(decoder.push(rawFrame('{}', 0n, { magic: 0xdeadbeef }).subarray(0, PREFIX_BYTES - 1)), []);
   assertOffloadError(() => decoder.push(new Uint8Array([0])), 'PROTOCOL', /magic/, /0xdeadbeef/);
   assertOffloadError(() => new FrameDecoder().push(new TextEncoder().encode('GET / HTTP/1.1\r\nHost: x\r\n\r\n')), 'PROTOCOL', /magic/);
 });
 
-test('a meta length of 0 or over MAX_META_BYTES is PROTOCOL naming the length, before the meta arrives', () => {
+test('a meta length of 0 or over MAX_META_BYTES is PROTOCOL naming the length, before the meta arrives', { timeout: 60_000 }, () => {
   assertOffloadError(() => new FrameDecoder().push(rawFrame('', 0n)), 'PROTOCOL', /meta length 0\b/);
   const over = rawFrame('', 0n, { metaLength: MAX_META_BYTES + 1 });
   assertOffloadError(() => new FrameDecoder().push(over), 'PROTOCOL', new RegExp(`meta length ${MAX_META_BYTES + 1}\\b`));
   assertOffloadError(() => new FrameDecoder().push(rawFrame('', 0n, { metaLength: 0xffffffff })), 'PROTOCOL', /meta length 4294967295\b/);
 });
 
-test('a payload length over MAX_PAYLOAD_BYTES is PROTOCOL naming the length, before the payload arrives', () => {
+test('a payload length over MAX_PAYLOAD_BYTES is PROTOCOL naming the length, before the payload arrives', { timeout: 60_000 }, () => {
   const over = BigInt(MAX_PAYLOAD_BYTES) + 1n;
   assertOffloadError(() => new FrameDecoder().push(rawFrame('{}', over)), 'PROTOCOL', /payload length/, new RegExp(`${over}`));
   // Lengths beyond 2^53 must not be rounded into range.
@@ -206,7 +206,7 @@ test('a payload length over MAX_PAYLOAD_BYTES is PROTOCOL naming the length, bef
   assert.deepEqual(decoder.push(rawFrame('{}', BigInt(MAX_PAYLOAD_BYTES))), []);
 });
 
-test('meta that is not UTF-8 or not JSON is PROTOCOL saying so', () => {
+test('meta that is not UTF-8 or not JSON is PROTOCOL saying so', { timeout: 60_000 }, () => {
   for (const meta of [new Uint8Array([0x7b, 0xff, 0x7d]), new Uint8Array([0xc3]), new Uint8Array([0xed, 0xa0, 0x80])]) {
     assertOffloadError(() => new FrameDecoder().push(rawFrame(meta)), 'PROTOCOL', /not UTF-8 JSON/);
   }
@@ -215,13 +215,13 @@ test('meta that is not UTF-8 or not JSON is PROTOCOL saying so', () => {
   }
 });
 
-test('meta that is JSON but not an object is PROTOCOL saying so', () => {
+test('meta that is JSON but not an object is PROTOCOL saying so', { timeout: 60_000 }, () => {
   for (const meta of ['[]', '[{"a":1}]', 'null', '0', '"text"', 'true']) {
     assertOffloadError(() => new FrameDecoder().push(rawFrame(meta)), 'PROTOCOL', /not a JSON object/);
   }
 });
 
-test('fuzz: mutated frames decode to plain-object metas or fail with PROTOCOL only', () => {
+test('fuzz: mutated frames decode to plain-object metas or fail with PROTOCOL only', { timeout: 60_000 }, () => {
   const seed = process.env.FRAME_FUZZ_SEED ? Number(process.env.FRAME_FUZZ_SEED) : Date.now() >>> 0;
   const random = xorshift(seed);
   const int = (below: number) => Math.floor(random() * below);
@@ -307,7 +307,7 @@ test('fuzz: mutated frames decode to plain-object metas or fail with PROTOCOL on
   assert.ok(performance.now() - started < 5000, `fuzz took ${Math.round(performance.now() - started)} ms`);
 });
 
-test('a payload sink receives the payload in place, however the stream is split', () => {
+test('a payload sink receives the payload in place, however the stream is split', { timeout: 60_000 }, () => {
   const payload = new Uint8Array(5000).map((_, i) => i * 7);
   const stream = encodeFrame({ op: 'data', id: 3 }, payload);
   const landing = new Uint8Array(6000);
@@ -326,7 +326,7 @@ test('a payload sink receives the payload in place, however the stream is split'
   assert.equal(decoder.pending, 0);
 });
 
-test('a sink view of the wrong length is ignored: the payload gets its own array', () => {
+test('a sink view of the wrong length is ignored: the payload gets its own array', { timeout: 60_000 }, () => {
   const payload = new Uint8Array(64).fill(9);
   const decoder = new FrameDecoder(() => new Uint8Array(10));
   const [frame] = decoder.push(encodeFrame({ op: 'data' }, payload));

@@ -10,7 +10,7 @@ import { fuzzProxy } from './helpers/proxy-fuzz.js';
 
 const token = 'fuzz-token';
 
-describe('proxy under malformed frames', () => {
+describe('proxy under malformed frames', { timeout: 240_000 }, () => {
   let server: ProxyServer;
   before(async () => {
     server = await ProxyServer.start({ listen: '127.0.0.1:0', token, runtime: { host: { threads: 1, memoryBytes: 64 * 1024 * 1024 } } });

@@ -130,14 +130,14 @@ after(async () => {
   await runtime?.shutdown();
 });
 
-test('the TypeScript reference reproduces the 1,000-lookup checksum', () => {
+test('the TypeScript reference reproduces the 1,000-lookup checksum', { timeout: 300_000 }, () => {
   let sum = 0;
   for (let i = 0; i < 1000; i++) sum += referenceLookup(data, i);
   assert.equal(sum % RSBENCH.checksumMod, RSBENCH.smoke[1000]);
 });
 
 for (const lookups of [1000, 20_000]) {
-  test(`the kernel reproduces the ${lookups}-lookup checksum on the host device`, async () => {
+  test(`the kernel reproduces the ${lookups}-lookup checksum on the host device`, { timeout: 300_000 }, async () => {
     const result = await runRsbench(runtime, [runtime.devices[0]!], { size: 'small', lookups, kernelsBundle: bundle, data });
     assert.equal(result.checksum, RSBENCH.smoke[lookups]);
     assert.equal(result.valid, true);

@@ -73,7 +73,7 @@ async function pair(): Promise<{ client: Transport; server: Transport; listener:
   return { client, server, listener, done };
 }
 
-test('parseAddress reads host:port and [v6]:port', () => {
+test('parseAddress reads host:port and [v6]:port', { timeout: 60_000 }, () => {
   assert.deepEqual(parseAddress('127.0.0.1:7000'), { host: '127.0.0.1', port: 7000 });
   assert.deepEqual(parseAddress('localhost:0'), { host: 'localhost', port: 0 });
   assert.deepEqual(parseAddress('  node-7.cluster:65535 '), { host: 'node-7.cluster', port: 65535 });
@@ -83,7 +83,7 @@ test('parseAddress reads host:port and [v6]:port', () => {
   assert.equal(formatAddress(parseAddress('127.0.0.1:7000')), '127.0.0.1:7000');
 });
 
-test('parseAddress rejects junk with INVALID_ARGUMENT naming the text', () => {
+test('parseAddress rejects junk with INVALID_ARGUMENT naming the text', { timeout: 60_000 }, () => {
   for (const text of ['', 'localhost', '127.0.0.1', ':7000', 'host:', 'host:port', 'host:65536', 'host:123456', '::1:7000', '[::1]', '[::1]7000', '[zz]:1', 'a b:1', 'host:-1', 'host:1.5']) {
     assert.throws(
       () => parseAddress(text),
@@ -179,7 +179,7 @@ test('connecting to a closed port rejects with DEVICE_LOST naming the address wi
   assert.ok(performance.now() - started < 1000, `took ${Math.round(performance.now() - started)} ms`);
 });
 
-test('a bad address rejects (not throws) with INVALID_ARGUMENT; a busy port rejects listenTcp', async () => {
+test('a bad address rejects (not throws) with INVALID_ARGUMENT; a busy port rejects listenTcp', { timeout: 60_000 }, async () => {
   // Passing the promise itself: a synchronous throw would escape assert.rejects and fail here.
   const check = (error: unknown) => {
     assertOffloadError(error, 'INVALID_ARGUMENT', /'nonsense'/);

@@ -24,7 +24,7 @@ async function readTrace(file: string): Promise<TraceEvent[]> {
   return parsed.traceEvents;
 }
 
-describe('trace', () => {
+describe('trace', { timeout: 180_000 }, () => {
   let dir: string;
   before(async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'offload-trace-'));

@@ -36,7 +36,7 @@ function manifestOf(entries: Manifest['entries']): Manifest {
   return { name: 'm', images: [], entries };
 }
 
-test('buildBundle writes the wrappers next to the bundle', async () => {
+test('buildBundle writes the wrappers next to the bundle', { timeout: 120_000 }, async () => {
   assert.deepEqual(built.wrappers, { js: path.join(dir, 'kernels.js'), dts: path.join(dir, 'kernels.d.ts') });
   const js = await readFile(built.wrappers.js, 'utf8');
   const dts = await readFile(built.wrappers.dts, 'utf8');
@@ -61,7 +61,7 @@ test('buildBundle writes the wrappers next to the bundle', async () => {
   }
 });
 
-test('parameter names become distinct identifiers apart from device and grid', () => {
+test('parameter names become distinct identifiers apart from device and grid', { timeout: 120_000 }, () => {
   const dts = wrapperTypes(
     manifestOf([
       {
@@ -87,12 +87,12 @@ test('parameter names become distinct identifiers apart from device and grid', (
   assert.ok(!dts.includes('counter'), 'globals get no wrapper');
 });
 
-test('the bundle URL keeps special characters of its file name', () => {
+test('the bundle URL keeps special characters of its file name', { timeout: 120_000 }, () => {
   const js = wrapperSource(manifestOf([]), 'a #1?.offload', ['k.ts']);
   assert.match(js, /new URL\("\.\/a%20%231%3F\.offload", import\.meta\.url\)/);
 });
 
-test('a kernel named like a member of the wrapper object is rejected', () => {
+test('a kernel named like a member of the wrapper object is rejected', { timeout: 120_000 }, () => {
   for (const name of ['library', 'unload', 'then']) {
     const manifest = manifestOf([{ name, kind: 'kernel', params: [] }]);
     for (const generate of [() => wrapperTypes(manifest), () => wrapperSource(manifest, 'k.offload', [])]) {
@@ -179,7 +179,7 @@ const data = new Int32Array(4);
   );
 });
 
-test('the wrapper launches a kernel with mapped arguments', async (t) => {
+test('the wrapper launches a kernel with mapped arguments', { timeout: 120_000 }, async (t) => {
   const runtime: Runtime = await Offload.init({ host: { threads: 2, memoryBytes: 16 * 1024 * 1024 } });
   try {
     if (typeof runtime.target !== 'function') return t.skip('runtime.target not available yet');

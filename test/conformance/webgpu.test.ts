@@ -10,7 +10,7 @@ import { WEBGPU_LACKS, webgpuSkipReason } from '../helpers/webgpu.js';
 
 const skip = await webgpuSkipReason();
 if (skip) {
-  describe('conformance: WebGPU device', { skip }, () => {});
+  describe('conformance: WebGPU device', { skip, timeout: 1000 }, () => {});
 } else {
   conformance('WebGPU device', async () => {
     const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * 1024 * 1024 }, webgpu: { fallback: true }, proxies: [] });

@@ -7,7 +7,7 @@ import { mappingSuite } from './suite.js';
 
 const skip = await webgpuSkipReason();
 if (skip) {
-  describe('mapping: WebGPU device', { skip }, () => {});
+  describe('mapping: WebGPU device', { skip, timeout: 1000 }, () => {});
 } else {
   mappingSuite('WebGPU device', async () => ({
     runtime: (info) => Offload.init({ host: { threads: 1, memoryBytes: 16 * 1024 * 1024 }, webgpu: { fallback: true }, proxies: [], info }),

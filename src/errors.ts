@@ -72,6 +72,14 @@ export class OffloadError extends Error {
 }
 Object.defineProperty(OffloadError.prototype, BRAND, { value: true });
 
+/**
+ * A value that came from outside (an environment variable, a frame, a file), quoted for a
+ * message and cut short: messages never echo unbounded input.
+ */
+export function quoted(text: string, max = 40): string {
+  return `'${text.length > max ? `${text.slice(0, max)}...' (${text.length} characters)` : `${text}'`}`;
+}
+
 /** Shorthand constructors, one per code, so call sites read as sentences. */
 export const errors = {
   invalidArgument: (msg: string, device?: number) => new OffloadError('INVALID_ARGUMENT', msg, { device }),

@@ -9,7 +9,7 @@ import { RemoteConnection } from '../src/plugins/remote/connection.js';
 import type { RemoteDevice } from '../src/plugins/remote/device.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
-import { startProxy, type ProxyProcess } from './helpers/proxy.js';
+import { proxyStats, proxyStatsUntil, startProxy, type ProxyProcess } from './helpers/proxy.js';
 
 const MiB = 1024 * 1024;
 
@@ -24,7 +24,7 @@ function pattern(bytes: number, seed: number): Uint8Array {
   return data;
 }
 
-describe('two proxies', () => {
+describe('two proxies', { timeout: 180_000 }, () => {
   let proxies: ProxyProcess[];
   let runtime: Runtime;
   let a: Device;
@@ -92,7 +92,7 @@ describe('two proxies', () => {
   });
 });
 
-describe('bulk transfers', () => {
+describe('bulk transfers', { timeout: 180_000 }, () => {
   it('streams a large write at an offset intact, without holding up another queue for its duration', async () => {
     const proxy = await startProxy({ threads: 1, memory: '128M' });
     const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
@@ -124,7 +124,7 @@ describe('bulk transfers', () => {
   });
 });
 
-describe('one proxy, several clients', () => {
+describe('one proxy, several clients', { timeout: 180_000 }, () => {
   let proxy: ProxyProcess;
   before(async () => {
     proxy = await startProxy({ threads: 1, memory: '64M' });
@@ -163,43 +163,39 @@ describe('one proxy, several clients', () => {
     await runtime.shutdown();
   });
 
-  it('frees the memory of a client that is killed', async () => {
-    // The child takes 48 of the proxy's 64 MiB and is killed without shutting down.
+  it('frees the context of a client that is killed: its memory, buffers and queues', async () => {
+    const idle = await proxyStatsUntil(proxy, (stats) => stats.sessions === 0);
+    // The child fills 48 MiB of its context's memory and is killed without shutting down.
     const script = `
       import { Offload } from ${JSON.stringify(new URL('../src/index.ts', import.meta.url).href)};
       const runtime = await Offload.init({ host: false, proxies: [${JSON.stringify(proxy.address)}], token: ${JSON.stringify(proxy.token)} });
-      await runtime.devices[0].alloc(48 * 1024 * 1024);
+      const device = runtime.devices[0];
+      const buffer = await device.alloc(48 * 1024 * 1024);
+      const q = device.queue();
+      await q.write(buffer, new Uint8Array(48 * 1024 * 1024).fill(7)).done;
       console.log('allocated');
       setInterval(() => {}, 1000);
     `;
     const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-    await new Promise<void>((resolve, reject) => {
-      child.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('allocated') && resolve());
-      child.once('exit', (code) => reject(new Error(`the client exited early (${code})`)));
-    });
-    const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
     try {
-      const device = runtime.devices[0]!;
-      await rejectsWith(device.alloc(48 * MiB), 'OUT_OF_MEMORY');
+      await new Promise<void>((resolve, reject) => {
+        child.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('allocated') && resolve());
+        child.once('exit', (code) => reject(new Error(`the client exited early (${code})`)));
+      });
+      const busy = await proxyStats(proxy);
+      assert.deepEqual([busy.sessions, busy.buffers, busy.contexts], [1, 1, 1]);
+      assert.ok(busy.rssBytes > idle.rssBytes + 40 * MiB, `the child's 48 MiB are resident (${busy.rssBytes - idle.rssBytes} bytes more)`);
       child.kill('SIGKILL');
-      const deadline = Date.now() + 5000;
-      for (;;) {
-        try {
-          await (await device.alloc(48 * MiB)).free();
-          break;
-        } catch (error) {
-          if (Date.now() > deadline) throw error;
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
-      }
+      const freed = await proxyStatsUntil(proxy, (stats) => stats.sessions === 0 && stats.rssBytes < idle.rssBytes + 16 * MiB);
+      assert.deepEqual([freed.sessions, freed.connections, freed.queues, freed.buffers, freed.images, freed.contexts], [0, 0, 0, 0, 0, 0]);
+      assert.ok(freed.rssBytes < idle.rssBytes + 16 * MiB, `the memory went back (${freed.rssBytes - idle.rssBytes} bytes above idle)`);
     } finally {
       child.kill('SIGKILL');
-      await runtime.shutdown();
     }
   });
 });
 
-describe('a proxy killed mid-queue', () => {
+describe('a proxy killed mid-queue', { timeout: 180_000 }, () => {
   it('fails pending and later operations with DEVICE_LOST within a second; local devices go on', async () => {
     const proxy = await startProxy({ threads: 1 });
     const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * MiB }, proxies: [proxy.address], token: proxy.token });
@@ -245,7 +241,7 @@ describe('a proxy killed mid-queue', () => {
   });
 });
 
-describe('offload launch', () => {
+describe('offload launch', { timeout: 180_000 }, () => {
   it('starts N proxies wired to the app and stops them when it exits', async () => {
     const app = fileURLToPath(new URL('./fixtures/launch-app.ts', import.meta.url));
     const main = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));

@@ -39,6 +39,11 @@ export class Buffer {
     await this.device.release(this);
   }
 
+  /** `await using buffer = await device.alloc(n)` frees it at the end of the block (unless freed already). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (!this.isFreed && !this.device.context.isClosed) await this.free();
+  }
+
   /** @internal Keeps the memory alive until `done` settles. */
   use(done: Promise<unknown>): void {
     this.uses++;

@@ -2,15 +2,18 @@
  * Argument checks of the public API, done once, before anything reaches a device. Every
  * failure names the argument that was wrong.
  */
-import { errors } from '../errors.js';
+import { errors, quoted } from '../errors.js';
 import type { ParamInfo } from '../image/manifest.js';
 
 export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'bigint') return `bigint ${value}n`;
+  if (typeof value === 'bigint') {
+    const digits = String(value);
+    return digits.length > 40 ? `bigint of ${digits.length} digits ${digits.slice(0, 20)}...n` : `bigint ${digits}n`;
+  }
   if (typeof value === 'number') return `number ${value}`;
-  if (typeof value === 'string') return `string '${value.length > 40 ? `${value.slice(0, 40)}...` : value}'`;
+  if (typeof value === 'string') return `string ${quoted(value)}`;
   if (typeof value === 'object') return (value as object).constructor?.name ?? 'an object';
   return typeof value;
 }

@@ -1,6 +1,7 @@
 /**
  * State shared by every object of one runtime: whether it is open, its image registry, its
- * OFFLOAD_INFO log, and what shutdown must wait for. Internal; not exported from the package.
+ * OFFLOAD_INFO log, its default launch time limit, and what shutdown must wait for. Internal;
+ * not exported from the package.
  */
 import { errors } from '../errors.js';
 import type { ImageRegistry } from '../runtime/image-registry.js';
@@ -15,13 +16,19 @@ export interface Drainable {
 export class RuntimeContext {
   private closed = false;
   private nextQueueId = 0;
-  readonly queues = new Set<Drainable>();
+  /**
+   * Queues with work pending, which shutdown waits for. Only those: an idle queue is the
+   * program's alone, so a queue it drops can be collected (and its device queue released).
+   */
+  readonly busy = new Set<Drainable>();
 
   constructor(
     readonly registry: ImageRegistry,
     readonly info: InfoLog,
     /** Set when OFFLOAD_TRACE or `Offload.init({ trace })` asks for a trace. */
-    readonly tracer?: Tracer,
+    readonly tracer: Tracer | undefined,
+    /** Time limit of launches that give none (OFFLOAD_LAUNCH_TIMEOUT); undefined: none. */
+    readonly launchTimeoutMs: number | undefined,
   ) {}
 
   get isClosed(): boolean {

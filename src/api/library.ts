@@ -31,4 +31,9 @@ export class Library {
     this.context.checkOpen();
     await this.context.registry.unregister(this.record);
   }
+
+  /** `await using library = await runtime.register(path)` unregisters it at the end of the block. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (!this.context.isClosed) await this.unregister();
+  }
 }

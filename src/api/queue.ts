@@ -1,4 +1,4 @@
-import { errors } from '../errors.js';
+import { errors, type OffloadError } from '../errors.js';
 import type { LaunchArg, PluginEvent, PluginQueue } from '../plugins/interface.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
 import { Buffer, DevicePointer } from './buffer.js';
@@ -53,7 +53,24 @@ export interface Grid {
   teams: number;
   /** Threads per team; default 1; clamped to `device.info.maxThreadsPerTeam` as OpenMP's thread_limit. */
   threads?: number;
+  /**
+   * Time limit in milliseconds: a launch still running after it fails with TIMEOUT, naming the
+   * kernel and the limit, and the device stops it and goes on (on the host device the workers
+   * running it are replaced). Default: OFFLOAD_LAUNCH_TIMEOUT, or none.
+   */
+  timeoutMs?: number;
 }
+
+/** The longest time limit a launch takes (about 24 days, what a Node timer can wait). */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/**
+ * Device queues of Queue objects the program dropped without destroying them: released when the
+ * Queue is collected (its device queue never holds on to the Queue object).
+ */
+const abandoned = new FinalizationRegistry<PluginQueue>((plugin) => {
+  plugin.destroy().catch(() => {});
+});
 
 /** A kernel argument: a number (i32, f32, f64), a bigint (i64), a Buffer or a DevicePointer (ptr). */
 export type KernelArgument = number | bigint | Buffer | DevicePointer;
@@ -67,16 +84,20 @@ export type KernelArgument = number | bigint | Buffer | DevicePointer;
 export class Queue {
   /** @internal */ readonly plugin: PluginQueue;
   /** @internal */ readonly id: number;
+  /** Operations enqueued and not yet settled. */
+  private pending = 0;
+  private destroyed: Promise<void> | undefined;
 
   /** @internal Use `device.queue()`. */
   constructor(readonly device: Device) {
     this.plugin = device.plugin.createQueue();
     this.id = device.context.queueId();
-    device.context.queues.add(this);
+    abandoned.register(this, this.plugin, this);
   }
 
   /** Runs `enqueue` after checks; a check failure becomes a failed operation of this queue. */
   private op(enqueue: () => Promise<void>): Event {
+    if (this.destroyed) return this.refused();
     let done: Promise<void>;
     try {
       this.device.checkUsable();
@@ -87,7 +108,29 @@ export class Queue {
       failed.catch(() => {});
       done = this.plugin.waitEvent({ done: failed, queue: this.plugin, query: () => true });
     }
+    this.track(done);
     return new Event(operationEvent(this.plugin, done, this.device.id), this.device);
+  }
+
+  /** Counts an operation as pending (the runtime's shutdown waits for busy queues only). */
+  private track(done: Promise<unknown>): void {
+    const busy = this.device.context.busy;
+    if (this.pending++ === 0) busy.add(this);
+    const settle = (): void => {
+      if (--this.pending === 0) busy.delete(this);
+    };
+    done.then(settle, settle);
+  }
+
+  private destroyedError(): OffloadError {
+    return errors.invalidArgument(`queue ${this.id} of device ${this.device.id} was destroyed; make a new one with device.queue()`, this.device.id);
+  }
+
+  /** The event an operation on a destroyed queue gets. */
+  private refused(): Event {
+    const done = Promise.reject(this.destroyedError());
+    done.catch(() => {});
+    return new Event({ done, queue: this.plugin, query: () => true }, this.device);
   }
 
   private trace(name: string, args: Record<string, unknown>, done: Promise<unknown>): void {
@@ -195,6 +238,16 @@ export class Queue {
         );
       }
       const threads = Math.min(checkInteger(shape.threads ?? 1, `launch of '${kernel.name}': grid.threads`, 1, 2 ** 31 - 1, device), info.maxThreadsPerTeam);
+      let timeoutMs: number | undefined;
+      if (shape.timeoutMs !== undefined) {
+        timeoutMs = checkInteger(shape.timeoutMs, `launch of '${kernel.name}': grid.timeoutMs`, 1, MAX_TIMEOUT_MS, device);
+        if (!info.launchTimeouts) {
+          throw errors.unsupported(`launch of '${kernel.name}': device ${device} (${info.name}) cannot stop a running launch, so it takes no grid.timeoutMs`, device);
+        }
+      } else if (info.launchTimeouts) {
+        // The runtime's default (OFFLOAD_LAUNCH_TIMEOUT) applies where a device can honour it.
+        timeoutMs = this.device.context.launchTimeoutMs;
+      }
       if (!Array.isArray(args)) throw errors.invalidArgument(`launch of '${kernel.name}': args must be an array, got ${describe(args)}`, device);
       const params = kernel.params;
       if (args.length !== params.length) {
@@ -221,7 +274,7 @@ export class Queue {
         return param.type === 'i64' ? { type: 'i64', value: value as bigint } : { type: param.type, value: value as number };
       });
       const started = performance.now();
-      const done = this.plugin.launch(kernel.loaded, { teams, threads }, lowered);
+      const done = this.plugin.launch(kernel.loaded, { teams, threads, timeoutMs }, lowered);
       this.trace(kernel.name, { kernel: kernel.name, teams, threads }, done);
       for (const buffer of buffers) buffer.use(done);
       library.track(done);
@@ -236,9 +289,12 @@ export class Queue {
 
   /** An event that completes when everything enqueued so far on this queue has completed. */
   record(): Event {
+    if (this.destroyed) return this.refused();
     try {
       this.device.checkUsable();
-      return new Event(this.plugin.record(), this.device);
+      const event = this.plugin.record();
+      this.track(event.done);
+      return new Event(event, this.device);
     } catch (error) {
       return this.op(() => Promise.reject(error));
     }
@@ -272,6 +328,7 @@ export class Queue {
    * since the previous `finish()` (and clears it, so the queue can be used again).
    */
   async finish(): Promise<void> {
+    if (this.destroyed) throw this.destroyedError();
     try {
       await this.plugin.synchronize();
     } catch (error) {
@@ -285,12 +342,22 @@ export class Queue {
   }
 
   /**
-   * @internal Releases a queue the runtime made for itself (the mapping layer's, one per call),
-   * once its operations are done, so such queues do not pile up until shutdown.
+   * Releases the queue: work already enqueued completes first (its failures are not reported
+   * here; `finish()` first to see them), then the device queue is gone (on a proxy too).
+   * Afterwards every operation on it fails with INVALID_ARGUMENT. Idempotent. A queue the
+   * program drops without destroying it is released when it is garbage collected.
    */
-  async dispose(): Promise<void> {
-    await this.drain();
-    this.device.context.queues.delete(this);
-    await this.plugin.destroy().catch(() => {});
+  destroy(): Promise<void> {
+    this.destroyed ??= (async () => {
+      abandoned.unregister(this);
+      await this.drain();
+      await this.plugin.destroy().catch(() => {});
+    })();
+    return this.destroyed;
+  }
+
+  /** `await using queue = device.queue()` destroys it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.destroy();
   }
 }

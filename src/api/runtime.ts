@@ -14,7 +14,19 @@ import { RuntimeContext } from './context.js';
 import { Device } from './device.js';
 import { Kernel } from './kernel.js';
 import { Library } from './library.js';
-import type { Grid } from './queue.js';
+import { MAX_TIMEOUT_MS, type Grid } from './queue.js';
+import { asOffloadError } from '../plugins/serial-queue.js';
+
+/** Options of `runtime.shutdown()`. */
+export interface ShutdownOptions {
+  /**
+   * How long to wait for work already enqueued before stopping the devices anyway (what is left
+   * then fails with DEVICE_LOST; a kernel still running is stopped). Default 5000 ms.
+   */
+  graceMs?: number;
+}
+
+const DEFAULT_GRACE_MS = 5000;
 
 /**
  * One offloading runtime: its devices (local first, then remote), registered libraries and
@@ -24,15 +36,48 @@ export class Runtime {
   readonly devices: readonly Device[];
   private shutdownPromise: Promise<void> | undefined;
   private readonly mapper: Mapper;
+  /** Contexts made from this runtime; shut down before it. */
+  private readonly children = new Set<Runtime>();
 
   /** @internal Use `Offload.init()`. */
   constructor(
     private readonly context: RuntimeContext,
     private readonly plugins: readonly Plugin[],
     devices: Device[],
+    private readonly parent?: Runtime,
   ) {
     this.devices = Object.freeze(devices);
     this.mapper = new Mapper(context.info, context.tracer);
+  }
+
+  /**
+   * A context: a runtime over the same devices (the same ids, the same hardware) whose device
+   * memory, libraries, buffers and queues are its own, as a CUDA context is. A kernel launched
+   * in one context reaches only that context's memory, whatever address it computes; memory a
+   * context gets is zeroed. A server that runs kernels for several clients gives each client
+   * one (`offload proxy` does). `shutdown()` of a context frees everything it made and leaves
+   * the devices to this runtime; shutting this runtime down shuts its contexts down first.
+   */
+  async createContext(): Promise<Runtime> {
+    this.context.checkOpen();
+    const { info, tracer, launchTimeoutMs } = this.context;
+    const context = new RuntimeContext(new ImageRegistry(info), info, tracer, launchTimeoutMs);
+    const plugins: Plugin[] = [];
+    const devices: Device[] = [];
+    try {
+      for (const parent of this.plugins) {
+        const plugin = await parent.createContext();
+        plugins.push(plugin);
+        const count = await plugin.init();
+        for (let index = 0; index < count; index++) devices.push(new Device(devices.length, plugin.device(index), context));
+      }
+    } catch (error) {
+      for (const plugin of plugins.reverse()) await plugin.deinit().catch(() => {});
+      throw asOffloadError(error);
+    }
+    const child = new Runtime(context, plugins, devices, this);
+    this.children.add(child);
+    return child;
   }
 
   private ownDevice(device: unknown, what: string): Device {
@@ -82,6 +127,16 @@ export class Runtime {
     await this.mapper.target(own, kernel, grid, args);
   }
 
+  /** @internal Contexts made from this runtime and not shut down (diagnostics). */
+  get contextCount(): number {
+    return this.children.size;
+  }
+
+  /** @internal Queues this runtime and its contexts hold on to (those with work pending; diagnostics). */
+  get queuesHeld(): number {
+    return [...this.children].reduce((sum, child) => sum + child.queuesHeld, this.context.busy.size);
+  }
+
   /** @internal The mapping table of a device (tests and diagnostics). */
   mappedRanges(device: Device): number {
     return this.mapper.table(device).size;
@@ -117,22 +172,82 @@ export class Runtime {
   }
 
   /**
-   * Waits for every queue to drain, unregisters every library (last registered first), and
-   * stops every plugin. Idempotent; afterwards every call on this runtime's objects rejects
-   * with DEVICE_LOST.
+   * Waits for the work enqueued on every queue (for at most `graceMs`), unregisters every
+   * library (last registered first), and stops every plugin; contexts made from this runtime
+   * first. Work still unfinished after the grace period fails with DEVICE_LOST, and a kernel
+   * still running is stopped, so shutdown ends even while a kernel loops. Idempotent;
+   * afterwards every call on this runtime's objects rejects with DEVICE_LOST.
    */
-  shutdown(): Promise<void> {
-    this.shutdownPromise ??= this.close();
+  shutdown(options?: ShutdownOptions): Promise<void> {
+    if (!this.shutdownPromise) {
+      const opts = checkOptions(options, 'shutdown: options');
+      const graceMs = opts.graceMs === undefined ? DEFAULT_GRACE_MS : checkInteger(opts.graceMs, 'shutdown: options.graceMs', 0, MAX_TIMEOUT_MS);
+      this.shutdownPromise = this.close(graceMs);
+    }
     return this.shutdownPromise;
   }
 
-  private async close(): Promise<void> {
-    await Promise.all([...this.context.queues].map((queue) => queue.drain()));
+  /** `await using runtime = await Offload.init()` shuts it down at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.shutdown();
+  }
+
+  private async close(graceMs: number): Promise<void> {
+    await Promise.all([...this.children].map((child) => child.shutdown({ graceMs })));
+    const drained = await settlesWithin(Promise.all([...this.context.busy].map((queue) => queue.drain())), graceMs);
+    if (!drained) {
+      // Stop the devices first: what is still running fails, and the libraries are then idle.
+      this.context.close();
+      await this.stopPlugins();
+    }
     await this.context.registry.unregisterAll();
     this.context.close();
-    for (const plugin of [...this.plugins].reverse()) await plugin.deinit().catch(() => {});
-    this.context.tracer?.write();
+    await this.stopPlugins();
+    this.parent?.children.delete(this);
+    if (!this.parent) this.context.tracer?.write();
   }
+
+  private stopped: Promise<void> | undefined;
+
+  private stopPlugins(): Promise<void> {
+    this.stopped ??= (async () => {
+      for (const plugin of [...this.plugins].reverse()) await plugin.deinit().catch(() => {});
+    })();
+    return this.stopped;
+  }
+}
+
+/** Whether `promise` settles within `ms` milliseconds (the timer does not hold the process). */
+function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    timer.unref();
+    promise.then(
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+    );
+  });
+}
+
+/** OFFLOAD_LAUNCH_TIMEOUT: the default time limit of launches, in milliseconds. */
+export function launchTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const text = env.OFFLOAD_LAUNCH_TIMEOUT;
+  return text === undefined || text === '' ? undefined : parseMilliseconds(text, 'OFFLOAD_LAUNCH_TIMEOUT');
+}
+
+/** A time limit given as text (an environment variable, a command-line option) named `name`. */
+export function parseMilliseconds(text: string, name: string): number {
+  const value = /^\d{1,10}$/.test(text.trim()) ? Number(text) : NaN;
+  if (!(value >= 1 && value <= MAX_TIMEOUT_MS)) {
+    throw errors.invalidArgument(`${name} must be a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}, not ${describe(text)}`);
+  }
+  return value;
 }
 
 async function init(options?: RuntimeOptions): Promise<Runtime> {
@@ -150,9 +265,11 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   if (opts.trace !== undefined && typeof opts.trace !== 'string') {
     throw errors.invalidArgument(`Offload.init: options.trace must be a file path, got ${describe(opts.trace)}`);
   }
+  const launchTimeoutMs =
+    opts.launchTimeoutMs === undefined ? launchTimeoutFromEnv() : checkInteger(opts.launchTimeoutMs, 'Offload.init: options.launchTimeoutMs', 1, MAX_TIMEOUT_MS);
   const log = typeof info === 'function' ? new InfoLog(true, info) : new InfoLog(info);
   const file = traceFile(opts.trace);
-  const context = new RuntimeContext(new ImageRegistry(log), log, file === undefined ? undefined : new Tracer(file));
+  const context = new RuntimeContext(new ImageRegistry(log), log, file === undefined ? undefined : new Tracer(file), launchTimeoutMs);
   const plugins: Plugin[] = [];
   const devices: Device[] = [];
   try {

@@ -36,6 +36,11 @@ export interface DeviceInfo {
   memoryKinds: MemoryKind[];
   /** Where the device lives: `local`, or `host:port` for a remote one. */
   location: string;
+  /**
+   * Whether the device can stop a launch that runs past its time limit (`grid.timeoutMs`) and go
+   * on. A device that cannot (a GPU cannot preempt a dispatch) refuses launches that ask for one.
+   */
+  launchTimeouts: boolean;
   /** Hardware limits behind the figures above, by their API's names (a WebGPU adapter's limits). */
   limits?: Record<string, number>;
   /** Which of `limits` gives maxTeams and maxThreadsPerTeam, for error messages. */
@@ -72,6 +77,8 @@ export interface LoadedImage {
 export interface Grid {
   teams: number;
   threads: number;
+  /** The launch fails with TIMEOUT after running this long (the device stops it and goes on). */
+  timeoutMs?: number;
 }
 
 /** One lowered kernel argument, aligned with the kernel's parameters. */
@@ -144,6 +151,11 @@ export interface PluginDevice {
   hostView?(alloc: Allocation, offset: number, bytes: number): Uint8Array;
   /** Set once the device is gone; every later operation rejects with it. */
   readonly lost: OffloadError | undefined;
+  /**
+   * Optional, for diagnostics and leak tests: counts of what the device holds now, across all
+   * its contexts (contexts, images loaded, buffers: whatever the plugin keeps).
+   */
+  census?(): Record<string, number>;
 }
 
 export interface Plugin {
@@ -153,6 +165,13 @@ export interface Plugin {
   device(index: number): PluginDevice;
   /** Whether a device of this plugin can run `image`. */
   isCompatible(image: ImageInfo): boolean;
-  /** Stops every device and frees everything. Idempotent. */
+  /**
+   * A plugin over the same devices whose device memory, images and queues are its own (a
+   * context, as CUDA and liboffload have): nothing a kernel of one context computes reaches
+   * another's memory. Its `deinit()` frees what the context made and leaves the devices (and
+   * the other contexts) running. Call `init()` on it before use, as on any plugin.
+   */
+  createContext(): Promise<Plugin>;
+  /** Stops every device and frees everything (for a context: everything the context made). Idempotent. */
   deinit(): Promise<void>;
 }

@@ -22,10 +22,16 @@ import type { PeerLinks } from './peer-links.js';
 export interface SessionDirectory {
   /** Constant-time token check. */
   tokenMatches(token: string): boolean;
-  open(client: string): Session;
+  /** A new session, in a context of its own. */
+  open(client: string): Promise<Session>;
   find(secret: string): Session | undefined;
   close(session: Session): Promise<void>;
+  /** The proxy-wide cap on a launch's run time, if any. */
+  readonly launchTimeoutMs: number | undefined;
 }
+
+/** Frames a client may send behind its `hello` before the reply (its session is being made). */
+const MAX_EARLY_FRAMES = 256;
 
 interface Deferred {
   promise: Promise<void>;
@@ -58,6 +64,8 @@ interface IncomingWrite {
 
 export class ProxyConnection {
   private session: Session | undefined;
+  /** Frames that arrived while the session of a `hello` was being made, handled once it is. */
+  private early: Frame[] | undefined;
   /** True when this connection is a peer proxy attached to another client's session. */
   private attached = false;
   private readonly queues = new Map<number, Queue>();
@@ -70,6 +78,7 @@ export class ProxyConnection {
 
   constructor(
     private readonly transport: Transport,
+    /** The proxy's runtime: what the devices are (each session works in a context of it). */
     private readonly runtime: Runtime,
     private readonly directory: SessionDirectory,
     private readonly peers: PeerLinks,
@@ -81,7 +90,22 @@ export class ProxyConnection {
     transport.onClose = () => void this.closed();
   }
 
+  /** Queues this connection holds (its client's and its own for chunked transfers). */
+  get queueCount(): number {
+    return this.queues.size + this.sideQueues.size;
+  }
+
   private onFrame(frame: Frame): void {
+    if (this.early) {
+      // Requests may be pipelined behind the hello; they wait for its session (a few at most).
+      if (this.early.length >= MAX_EARLY_FRAMES) {
+        const error = errors.protocol(`more than ${MAX_EARLY_FRAMES} frames arrived before the reply to 'hello'; wait for it`);
+        this.transport.send({ op: 'reply', id: 0, error: toWireError(error) });
+        return this.transport.close(error);
+      }
+      this.early.push(frame);
+      return;
+    }
     const meta = new Meta(frame);
     let id = 0;
     try {
@@ -127,11 +151,34 @@ export class ProxyConnection {
       this.session = session;
       this.attached = true;
       session.attached.add(this.transport);
-    } else {
-      this.session = this.directory.open(this.transport.peer);
+      this.welcome(id, session);
+      return;
     }
+    this.early = [];
+    this.directory.open(this.transport.peer).then(
+      (session) => {
+        const early = this.early ?? [];
+        this.early = undefined;
+        if (this.transport.closed) {
+          // The client left while its context was being made.
+          void this.directory.close(session);
+          return;
+        }
+        this.session = session;
+        this.welcome(id, session);
+        for (const frame of early) this.onFrame(frame);
+      },
+      (error: unknown) => {
+        this.early = undefined;
+        this.transport.send({ op: 'reply', id, error: toWireError(error) });
+        this.transport.close();
+      },
+    );
+  }
+
+  private welcome(id: number, session: Session): void {
     const devices = this.runtime.devices.map((device) => device.info);
-    this.transport.send({ op: 'reply', id, session: this.session.secret, devices });
+    this.transport.send({ op: 'reply', id, session: session.secret, devices });
   }
 
   private dispatch(op: string, meta: Meta, id: number): void {
@@ -162,7 +209,7 @@ export class ProxyConnection {
       case 'queue-destroy': {
         const queue = this.queue(meta);
         this.queues.delete(meta.uint('queue'));
-        return this.reply(id, queue.finish().catch(() => {}));
+        return this.reply(id, queue.destroy());
       }
       case 'write':
         return this.write(meta, id);
@@ -237,7 +284,7 @@ export class ProxyConnection {
 
   private device(meta: Meta): Device {
     const index = meta.uint('device');
-    const device = this.runtime.devices[index];
+    const device = this.session!.runtime.devices[index];
     if (!device) throw errors.notFound(`this proxy has no device ${index}`);
     return device;
   }
@@ -268,7 +315,7 @@ export class ProxyConnection {
     // The image travels alone; the proxy wraps it in a one-image bundle, which the bundle
     // decoder then validates field by field like any bundle from disk.
     const bundle = encodeBundle({ name: meta.string('name'), images: [{ ...info, offset: 0, size: 0 }], entries }, [meta.frame.payload]);
-    session.images.set(imageId, await this.runtime.register(bundle));
+    session.images.set(imageId, await session.runtime.register(bundle));
   }
 
   private async load(meta: Meta, session: Session): Promise<{ name: string; params: unknown }[]> {
@@ -319,7 +366,12 @@ export class ProxyConnection {
       const buffer = session.buffer(arg.buffer);
       return arg.offset ? buffer.at(arg.offset) : buffer;
     });
-    return queue.launch(kernel, { teams: meta.uint('teams'), threads: meta.uint('threads') }, args);
+    // The client's time limit, capped by the proxy's where the device can stop a launch: no
+    // client holds a shared device forever.
+    const asked = meta.optional('timeoutMs', meta.uint);
+    const cap = queue.device.info.launchTimeouts ? this.directory.launchTimeoutMs : undefined;
+    const timeoutMs = asked === undefined ? cap : Math.min(asked, cap ?? asked);
+    return queue.launch(kernel, { teams: meta.uint('teams'), threads: meta.uint('threads'), timeoutMs }, args);
   }
 
   private write(meta: Meta, id: number): void {
@@ -455,7 +507,8 @@ export class ProxyConnection {
     this.queues.clear();
     this.sideQueues.clear();
     this.events.clear();
-    await Promise.all(queues.map((queue) => queue.finish().catch(() => {})));
+    // A peer link's queues are its own; the owner's context shutdown (below) drains the rest.
+    if (this.attached) await Promise.all(queues.map((queue) => queue.destroy()));
     if (!session) return;
     if (this.attached) session.attached.delete(this.transport);
     else await this.directory.close(session);

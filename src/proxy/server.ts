@@ -7,6 +7,7 @@
  * closes every connection, frees every session and shuts the runtime down.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { errors } from '../errors.js';
 import { Offload, type Runtime } from '../api/runtime.js';
 import type { RuntimeOptions } from '../runtime/options.js';
 import { MpiHub } from '../transport/mpi.js';
@@ -22,15 +23,36 @@ export interface ProxyServerOptions {
   token: string;
   /** Options of the proxy's own runtime (its local devices); `proxies` is always empty. */
   runtime?: Omit<RuntimeOptions, 'proxies' | 'token'>;
+  /**
+   * The longest any client's launch may run, in milliseconds (a client's own limit applies when
+   * it is shorter): one client's endless loop cannot hold a shared device forever.
+   */
+  launchTimeoutMs?: number;
 }
 
 function digest(text: string): Buffer {
   return createHash('sha256').update(text).digest();
 }
 
+/** What `ProxyServer.stats()` reports. */
+export interface ProxyStats {
+  sessions: number;
+  connections: number;
+  /** Queues clients made (and the proxy's own per-connection queues for chunked transfers), and any queue the runtime holds. */
+  queues: number;
+  buffers: number;
+  images: number;
+  /** Contexts of the proxy's runtime (one per session). */
+  contexts: number;
+  /** Per device, what its plugin counts (contexts, images on the host workers, GPU buffers). */
+  devices: Record<string, number>[];
+  rssBytes: number;
+}
+
 export class ProxyServer implements SessionDirectory {
   private readonly sessions = new Map<string, Session>();
   private readonly transports = new Set<Transport>();
+  private readonly connections = new Set<ProxyConnection>();
   private readonly tokenDigest: Buffer;
   private listener: TcpListener | undefined;
   private closing: Promise<void> | undefined;
@@ -38,6 +60,7 @@ export class ProxyServer implements SessionDirectory {
   private constructor(
     readonly runtime: Runtime,
     token: string,
+    readonly launchTimeoutMs: number | undefined,
   ) {
     // Digests have equal lengths, so timingSafeEqual compares them without leaking the length.
     this.tokenDigest = digest(token);
@@ -45,7 +68,7 @@ export class ProxyServer implements SessionDirectory {
 
   static async start(options: ProxyServerOptions): Promise<ProxyServer> {
     const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
-    const server = new ProxyServer(runtime, options.token);
+    const server = new ProxyServer(runtime, options.token, options.launchTimeoutMs);
     try {
       server.listener = await listenTcp(options.listen, (transport) => server.accept(transport));
     } catch (error) {
@@ -63,7 +86,7 @@ export class ProxyServer implements SessionDirectory {
    */
   static async startMpi(options: Omit<ProxyServerOptions, 'listen'>): Promise<{ server: ProxyServer; finished: Promise<void> }> {
     const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
-    const server = new ProxyServer(runtime, options.token);
+    const server = new ProxyServer(runtime, options.token, options.launchTimeoutMs);
     const hub = MpiHub.get('proxy');
     server.mpiAddress = `mpi:${hub.rank}`;
     const finished = new Promise<void>((resolve) => hub.serve((transport) => server.accept(transport), resolve));
@@ -83,15 +106,43 @@ export class ProxyServer implements SessionDirectory {
   private accept(transport: Transport): void {
     if (this.closing) return transport.close();
     this.transports.add(transport);
-    new ProxyConnection(transport, this.runtime, this, new PeerLinks(), () => this.transports.delete(transport));
+    const connection = new ProxyConnection(transport, this.runtime, this, new PeerLinks(), () => {
+      this.transports.delete(transport);
+      this.connections.delete(connection);
+    });
+    this.connections.add(connection);
+  }
+
+  /**
+   * What the proxy holds now, for operators and leak tests (`kill -USR2` on `offload proxy`
+   * prints it): its clients' sessions and what they made, its devices' own counts, its memory.
+   */
+  stats(): ProxyStats {
+    const sessions = [...this.sessions.values()];
+    const devices = this.runtime.devices.map((device) => ({ device: device.id, ...device.plugin.census?.() }));
+    const count = (of: (session: Session) => number): number => sessions.reduce((sum, session) => sum + of(session), 0);
+    return {
+      sessions: sessions.length,
+      connections: this.connections.size,
+      queues: [...this.connections].reduce((sum, connection) => sum + connection.queueCount, this.runtime.queuesHeld),
+      buffers: count((session) => session.buffers.size),
+      images: count((session) => session.images.size),
+      contexts: this.runtime.contextCount,
+      devices,
+      rssBytes: process.memoryUsage().rss,
+    };
   }
 
   tokenMatches(token: string): boolean {
     return timingSafeEqual(digest(token), this.tokenDigest);
   }
 
-  open(client: string): Session {
-    const session = new Session(client);
+  async open(client: string): Promise<Session> {
+    const session = new Session(client, await this.runtime.createContext());
+    if (this.closing) {
+      await session.release();
+      throw errors.deviceLost('the proxy is shutting down');
+    }
     this.sessions.set(session.secret, session);
     return session;
   }

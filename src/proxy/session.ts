@@ -1,27 +1,37 @@
 /**
- * What one client owns on a proxy: its buffers, images and kernels, by the ids it chose. A
- * session outlives none of its client's connections: when the client's main connection closes,
- * everything is freed and every peer link attached to the session is closed too.
+ * What one client owns on a proxy: a context of the proxy's runtime (its own device memory,
+ * libraries, buffers and queues; see Runtime.createContext) and the names its client gave them.
+ * A session outlives none of its client's connections: when the client's main connection
+ * closes, however it closes, every peer link attached to the session is closed and the context
+ * is shut down, which frees everything the client made.
  */
 import { randomBytes } from 'node:crypto';
 import { errors } from '../errors.js';
 import type { Buffer } from '../api/buffer.js';
 import type { Kernel } from '../api/kernel.js';
 import type { Library } from '../api/library.js';
+import type { Runtime } from '../api/runtime.js';
 import type { Transport } from '../transport/transport.js';
+
+/** How long a leaving client's work may still run before its context is stopped anyway. */
+const LEAVING_GRACE_MS = 2000;
 
 export class Session {
   /** The capability a peer proxy presents to write into this session's buffers. */
   readonly secret = randomBytes(24).toString('hex');
   readonly buffers = new Map<number, Buffer>();
-  /** Images by client id; each is a one-image library registered on the proxy's runtime. */
+  /** Images by client id; each is a one-image library registered in the session's context. */
   readonly images = new Map<number, Library>();
   /** Loaded kernels by `${image}/${device}/${name}`. */
   readonly kernels = new Map<string, Kernel>();
   /** Connections attached to the session besides the owner's (peer proxies). */
   readonly attached = new Set<Transport>();
 
-  constructor(readonly client: string) {}
+  constructor(
+    readonly client: string,
+    /** The session's context: everything the client makes lives in it. */
+    readonly runtime: Runtime,
+  ) {}
 
   buffer(id: number): Buffer {
     const buffer = this.buffers.get(id);
@@ -39,12 +49,9 @@ export class Session {
   async release(): Promise<void> {
     for (const link of this.attached) link.close();
     this.attached.clear();
-    const buffers = [...this.buffers.values()];
     this.buffers.clear();
     this.kernels.clear();
-    await Promise.all(buffers.map((buffer) => buffer.free().catch(() => {})));
-    const images = [...this.images.values()].reverse();
     this.images.clear();
-    for (const image of images) await image.unregister().catch(() => {});
+    await this.runtime.shutdown({ graceMs: LEAVING_GRACE_MS }).catch(() => {});
   }
 }

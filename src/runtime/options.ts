@@ -31,4 +31,9 @@ export interface RuntimeOptions {
   trace?: string;
   /** Print one line per load, copy and launch to stderr. Default: OFFLOAD_INFO. */
   info?: boolean | ((line: string) => void);
+  /**
+   * Time limit of launches that give none (`grid.timeoutMs`), in milliseconds. Default:
+   * OFFLOAD_LAUNCH_TIMEOUT, or none.
+   */
+  launchTimeoutMs?: number;
 }

@@ -604,6 +604,132 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
       });
     });
 
+    describe('exact execution', () => {
+      it('runs every team of mixed launches exactly once: 1-5 teams, pipelined and awaited, two queues', async () => {
+        const countTeam = await kernel('count_team');
+        await withBuffer(5 * 4, async (counts) => {
+          const queues = [device.queue(), device.queue()];
+          await queues[0]!.write(counts, new Int32Array(5)).done;
+          const expected = new Array<number>(5).fill(0);
+          for (let i = 0; i < 600; i++) {
+            const teams = 1 + (i % 5);
+            for (let t = 0; t < teams; t++) expected[t]!++;
+            // One queue's launches may run beside the other's: the kernel adds atomically.
+            const event = queues[i % 2]!.launch(countTeam, { teams }, [counts]);
+            if (i % 7 === 0) await event.done;
+          }
+          await Promise.all(queues.map((q) => q.finish()));
+          const out = new Int32Array(5);
+          await queues[0]!.read(counts, out).done;
+          assert.deepEqual([...out], expected);
+          await Promise.all(queues.map((q) => q.destroy()));
+        });
+      });
+    });
+
+    describe('time limits', () => {
+      it('fails a runaway launch with TIMEOUT naming the kernel and the limit; the device goes on with its memory intact', async (t) => {
+        if (!device.info.launchTimeouts) return t.skip(`device ${device.id} (${device.info.name}) cannot stop a running launch (info.launchTimeouts is false)`);
+        const spin = await kernel('spin');
+        const iota = await kernel('iota_i32');
+        await withBuffer(64, async (kept) => {
+          const q = device.queue();
+          const data = Int32Array.from({ length: 16 }, (_, i) => 1000 + i);
+          q.write(kept, data);
+          await withBuffer(4, async (flag) => {
+            q.write(flag, new Int32Array(1));
+            const started = performance.now();
+            await rejectsWith(q.launch(spin, { teams: 2, timeoutMs: 100 }, [flag]).done, 'TIMEOUT', /kernel 'spin' .*time limit of 100 ms/);
+            const took = performance.now() - started;
+            assert.ok(took >= 100 && took < 10_000, `it failed after ${took.toFixed(0)} ms`);
+            await rejectsWith(q.finish(), 'TIMEOUT');
+          });
+          const out = new Int32Array(16);
+          q.read(kept, out);
+          await q.finish();
+          assert.deepEqual(out, data, 'device memory is intact');
+          await withBuffer(64, async (fresh) => {
+            q.launch(iota, { teams: 4 }, [16, fresh]);
+            q.read(fresh, out);
+            await q.finish();
+            assert.deepEqual([...out], Array.from({ length: 16 }, (_, i) => i), 'the next launch runs');
+          });
+        });
+      });
+
+      it('refuses timeoutMs where the device cannot stop a launch, and bad limits anywhere', async () => {
+        const iota = await kernel('iota_i32');
+        await withBuffer(64, async (buffer) => {
+          const q = device.queue();
+          for (const bad of [0, -5, 1.5, 2 ** 31, '100']) {
+            await rejectsWith(q.launch(iota, { teams: 1, timeoutMs: bad as never }, [16, buffer]).done, 'INVALID_ARGUMENT', /timeoutMs/);
+            await q.finish().catch(() => {});
+          }
+          const limited = q.launch(iota, { teams: 1, timeoutMs: 60_000 }, [16, buffer]);
+          if (device.info.launchTimeouts) await limited.done;
+          else await rejectsWith(limited.done, 'UNSUPPORTED', /cannot stop a running launch/);
+          await q.finish().catch(() => {});
+        });
+      });
+    });
+
+    describe('lifetimes', () => {
+      it('destroy() lets a queue finish its work, then refuses more with INVALID_ARGUMENT', async () => {
+        const iota = await kernel('iota_i32');
+        await withBuffer(64, async (buffer) => {
+          const q = device.queue();
+          q.launch(iota, { teams: 2 }, [16, buffer]);
+          const out = new Int32Array(16);
+          const read = q.read(buffer, out);
+          await q.destroy();
+          assert.equal(read.query(), true, 'the work enqueued before destroy() completed first');
+          assert.deepEqual([...out], Array.from({ length: 16 }, (_, i) => i));
+          await q.destroy(); // idempotent
+          await rejectsWith(q.write(buffer, new Int32Array(1)).done, 'INVALID_ARGUMENT', /destroyed/);
+          await rejectsWith(q.record().done, 'INVALID_ARGUMENT', /destroyed/);
+          await rejectsWith(q.finish(), 'INVALID_ARGUMENT', /destroyed/);
+        });
+      });
+
+      it('releases queues, buffers and libraries at the end of an `await using` block', async () => {
+        let kept: { q: Queue; b: Buffer; lib: Library };
+        {
+          await using lib = await runtime.register(target.bundle);
+          await using b = await device.alloc(16);
+          await using q = device.queue();
+          await q.write(b, new Uint8Array(16)).done;
+          kept = { q, b, lib };
+        }
+        assert.equal(kept.b.freed, true);
+        assert.equal(kept.lib.unregistered, true);
+        await rejectsWith(kept.q.record().done, 'INVALID_ARGUMENT', /destroyed/);
+      });
+
+      it('keeps contexts apart: each has its own memory, libraries and buffers, and ends on its own', async () => {
+        const context = await runtime.createContext();
+        const other = context.devices[device.id]!;
+        assert.equal(other.info.name, device.info.name);
+        const lib = await context.register(target.bundle);
+        const iota = await other.kernel(lib, 'iota_i32');
+        const mine = await device.alloc(64);
+        const theirs = await other.alloc(64);
+        const q = other.queue();
+        q.launch(iota, { teams: 2 }, [16, theirs]);
+        await rejectsWith(q.write(mine, new Uint8Array(4)).done, 'INVALID_BUFFER', /another runtime/);
+        await q.finish().catch(() => {});
+        await rejectsWith(q.launch(iota, { teams: 1 }, [16, mine]).done, 'INVALID_BUFFER');
+        await q.finish().catch(() => {});
+        const out = new Int32Array(16);
+        await other.queue().read(theirs, out).done;
+        assert.equal(out[15], 15);
+        await context.shutdown();
+        await rejectsWith(other.alloc(8), 'DEVICE_LOST', /shut down/);
+        // The parent and its buffer live on.
+        await device.queue().write(mine, new Uint8Array(64).fill(3)).done;
+        await mine.free();
+      });
+    });
+
     describe('shutdown', () => {
       it('is idempotent and makes every later call reject with DEVICE_LOST', async () => {
         const own = await setup();

@@ -1,6 +1,7 @@
 /** Real `offload proxy` child processes on 127.0.0.1, for remote-device tests. */
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import type { ProxyStats } from '../../src/proxy/server.js';
 import { spawnProxy, type SpawnedProxy } from '../../src/proxy/spawn.js';
 
 const main = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
@@ -25,4 +26,28 @@ export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProce
     env: { ...process.env, OFFLOAD_HOST_THREADS: String(options.threads ?? 2), OFFLOAD_HOST_MEMORY: options.memory ?? '256M', OFFLOAD_PROXIES: '', OFFLOAD_WEBGPU: options.webgpu ?? 'off' },
   });
   return { ...proxy, token };
+}
+
+/** What the proxy holds now: sends it SIGUSR2 and reads the `stats {json}` line it prints. */
+export async function proxyStats(proxy: ProxyProcess, timeoutMs = 10_000): Promise<ProxyStats> {
+  const count = (): number => proxy.output().split('\n').filter((line) => line.startsWith('stats ')).length;
+  const before = count();
+  proxy.child.kill('SIGUSR2');
+  const deadline = Date.now() + timeoutMs;
+  while (count() === before) {
+    if (Date.now() > deadline) throw new Error(`the proxy printed no stats within ${timeoutMs} ms:\n${proxy.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const lines = proxy.output().split('\n').filter((line) => line.startsWith('stats '));
+  return JSON.parse(lines[lines.length - 1]!.slice('stats '.length)) as ProxyStats;
+}
+
+/** Polls the proxy's stats until `done` holds for them (or the time runs out); returns the last. */
+export async function proxyStatsUntil(proxy: ProxyProcess, done: (stats: ProxyStats) => boolean, timeoutMs = 15_000): Promise<ProxyStats> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const stats = await proxyStats(proxy);
+    if (done(stats) || Date.now() > deadline) return stats;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }

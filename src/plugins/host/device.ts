@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { availableParallelism, cpus } from 'node:os';
-import { errors, type OffloadError } from '../../errors.js';
+import { errors, quoted, type OffloadError } from '../../errors.js';
 import { DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END } from '../../image/wasm-abi.js';
 import type {
   Allocation,
@@ -21,7 +21,8 @@ import type {
 import { MEMORY_KINDS } from '../interface.js';
 import { SerialPluginQueue } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
-import { ARG_KIND, type ArgKind } from './launch-ring.js';
+import { collectGarbageSoon } from './garbage.js';
+import { ARG_KIND, type ArgKind, MAX_WORKERS } from './launch-ring.js';
 import { WorkerPool } from './worker-pool.js';
 
 export interface HostDeviceOptions {
@@ -36,8 +37,8 @@ export const MAX_HOST_MEMORY = 65535 * PAGE_BYTES;
 
 export function defaultHostOptions(env: NodeJS.ProcessEnv = process.env): HostDeviceOptions {
   const threads = env.OFFLOAD_HOST_THREADS === undefined ? availableParallelism() : Number(env.OFFLOAD_HOST_THREADS);
-  if (!Number.isInteger(threads) || threads < 1 || threads > 256) {
-    throw errors.invalidArgument(`OFFLOAD_HOST_THREADS must be an integer from 1 to 256, not '${env.OFFLOAD_HOST_THREADS}'`);
+  if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKERS) {
+    throw errors.invalidArgument(`OFFLOAD_HOST_THREADS must be an integer from 1 to ${MAX_WORKERS}, not ${quoted(String(env.OFFLOAD_HOST_THREADS))}`);
   }
   const memoryBytes = env.OFFLOAD_HOST_MEMORY === undefined ? 1024 * 1024 * 1024 : parseBytes(env.OFFLOAD_HOST_MEMORY);
   return { threads, memoryBytes };
@@ -46,7 +47,7 @@ export function defaultHostOptions(env: NodeJS.ProcessEnv = process.env): HostDe
 /** Parses `512M`, `1G`, `1048576`: sizes in the environment. */
 function parseBytes(text: string): number {
   const match = /^(\d+)\s*([KMG]?)i?B?$/i.exec(text.trim());
-  if (!match) throw errors.invalidArgument(`OFFLOAD_HOST_MEMORY must be a size such as 512M or 2G, not '${text}'`);
+  if (!match) throw errors.invalidArgument(`OFFLOAD_HOST_MEMORY must be a size such as 512M or 2G, not ${quoted(text)}`);
   const unit = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3 }[match[2]!.toUpperCase() as '' | 'K' | 'M' | 'G'];
   return Number(match[1]) * unit;
 }
@@ -92,39 +93,54 @@ const allowedImports = new Set([
   ...DEVICE_IMPORTS.map((name) => `${DEVICE_IMPORT_MODULE}.${name}`),
 ]);
 
+/**
+ * One context of the host device: a memory of its own, with its allocator, static ranges and
+ * images; the worker pool is shared by every context (a worker holds an instance of each image
+ * over its context's memory). A kernel's pointers are offsets into its context's memory, so
+ * nothing it computes reaches another context's bytes.
+ */
 export class HostDevice implements PluginDevice {
-  readonly info: DeviceInfo;
-  readonly memory: WebAssembly.Memory;
-  /** A view of all device memory; never stale because the memory never grows. */
-  readonly heap: Uint8Array;
+  /** The context's memory, dropped when the context ends (so that it can be collected). */
+  private memory: WebAssembly.Memory | undefined;
+  /** A view of all device memory (empty once the context ended); never stale: the memory never grows. */
+  heap: Uint8Array;
   private readonly allocator: DeviceAllocator;
-  private readonly pool: WorkerPool;
   private readonly images = new Map<number, HostImage>();
   private readonly staticRanges: StaticRange[] = [];
-  private nextImageId = 1;
   private lostError: OffloadError | undefined;
+  private closed = false;
 
-  constructor(options: HostDeviceOptions) {
+  private constructor(
+    readonly info: DeviceInfo,
+    private readonly pool: WorkerPool,
+    /** True for the device's first context, which owns the pool. */
+    private readonly ownsPool: boolean,
+  ) {
+    const pages = (info.memoryBytes + STATIC_WINDOW_END) / PAGE_BYTES;
+    // initial = maximum: the memory never grows, so views never go stale; the OS commits
+    // pages only when they are touched, so an untouched device costs no RAM.
+    this.memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
+    this.heap = new Uint8Array(this.memory.buffer);
+    this.allocator = new DeviceAllocator({ start: STATIC_WINDOW_END, end: this.heap.length, alignment: 64 });
+    pool.contexts++;
+  }
+
+  census(): Record<string, number> {
+    return this.pool.census();
+  }
+
+  /** The host device: its workers and its first context. */
+  static create(options: HostDeviceOptions): HostDevice {
     const { threads, memoryBytes } = options;
-    if (!Number.isInteger(threads) || threads < 1 || threads > 256) {
-      throw errors.invalidArgument(`host device threads must be an integer from 1 to 256, not ${threads}`);
+    if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKERS) {
+      throw errors.invalidArgument(`host device threads must be an integer from 1 to ${MAX_WORKERS}, not ${threads}`);
     }
     if (!Number.isInteger(memoryBytes) || memoryBytes % PAGE_BYTES !== 0 || memoryBytes <= STATIC_WINDOW_END || memoryBytes > MAX_HOST_MEMORY) {
       throw errors.invalidArgument(
         `host device memory must be a multiple of 64 KiB between ${STATIC_WINDOW_END + PAGE_BYTES} and ${MAX_HOST_MEMORY} bytes, not ${memoryBytes}`,
       );
     }
-    const pages = memoryBytes / PAGE_BYTES;
-    // initial = maximum: the memory never grows, so views never go stale; the OS commits
-    // pages only when they are touched, so an untouched device costs no RAM.
-    this.memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
-    this.heap = new Uint8Array(this.memory.buffer);
-    this.allocator = new DeviceAllocator({ start: STATIC_WINDOW_END, end: memoryBytes, alignment: 64 });
-    this.pool = new WorkerPool(threads, this.memory);
-    this.pool.onLost = (error) => {
-      this.lostError ??= error;
-    };
-    this.info = {
+    const info: DeviceInfo = {
       name: `host (${threads} wasm worker${threads === 1 ? '' : 's'})`,
       kind: 'cpu',
       vendor: cpus()[0]?.model.trim() || 'unknown',
@@ -136,7 +152,20 @@ export class HostDevice implements PluginDevice {
       imageFormats: ['wasm'],
       memoryKinds: [...MEMORY_KINDS],
       location: 'local',
+      launchTimeouts: true,
     };
+    const pool = new WorkerPool(threads);
+    const device = new HostDevice(info, pool, true);
+    pool.onLost = (error) => {
+      device.lostError ??= error;
+    };
+    return device;
+  }
+
+  /** Another context of this device: the same workers, a memory (and images) of its own. */
+  context(): HostDevice {
+    this.checkAlive();
+    return new HostDevice(this.info, this.pool, false);
   }
 
   get lost(): OffloadError | undefined {
@@ -159,6 +188,7 @@ export class HostDevice implements PluginDevice {
     } catch (error) {
       throw errors.incompatibleImage(`image of '${image.name}' is not a valid wasm module: ${(error as Error).message}`, undefined, error);
     }
+    this.checkAlive(); // the context may have ended while the module compiled
     for (const imp of WebAssembly.Module.imports(module)) {
       if (!allowedImports.has(`${imp.module}.${imp.name}`)) {
         throw errors.incompatibleImage(
@@ -170,7 +200,7 @@ export class HostDevice implements PluginDevice {
       throw errors.incompatibleImage(`image of '${image.name}' needs ${image.info.minPages} pages of memory; the device has ${this.heap.length / PAGE_BYTES}`);
     }
     const staticRange = this.reserveStatic(image);
-    const id = this.nextImageId++;
+    const id = this.pool.imageId();
     const hostImage = new HostImage(id, image.name, staticRange);
     const kernels = image.entries.filter((entry) => entry.kind === 'kernel');
     kernels.forEach((entry, index) => {
@@ -180,9 +210,9 @@ export class HostDevice implements PluginDevice {
     // Registered before the workers answer, so that a concurrent load sees the static range.
     this.images.set(id, hostImage);
     const kernelList = [...hostImage.kernels.values()].map(({ name, kinds }) => ({ name, kinds: [...kinds] }));
-    const replies = await this.pool.broadcast({ type: 'load', image: id, module, kernels: kernelList }, `load:${id}`);
+    const replies = await this.pool.load(id, module, this.memory!, kernelList);
     const failed = replies.find((reply) => reply.type === 'load-failed');
-    if (failed?.type === 'load-failed' || replies.length < this.pool.size) {
+    if (failed?.type === 'load-failed' || replies.length === 0) {
       await this.unloadImage(hostImage);
       this.checkAlive();
       throw errors.incompatibleImage(`image of '${image.name}' failed to instantiate: ${failed?.type === 'load-failed' ? failed.message : 'no reply'}`);
@@ -229,7 +259,7 @@ export class HostDevice implements PluginDevice {
     const hostImage = image as HostImage;
     if (!this.images.has(hostImage.id)) return;
     this.images.delete(hostImage.id);
-    if (!this.lost) await this.pool.broadcast({ type: 'unload', image: hostImage.id }, `unload:${hostImage.id}`);
+    if (!this.pool.lost) await this.pool.unload(hostImage.id);
     this.releaseStatic(hostImage);
   }
 
@@ -256,20 +286,37 @@ export class HostDevice implements PluginDevice {
   launchOnPool(kernel: HostKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
     const values = args.map((arg) => (arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value));
     return this.pool.launch({
+      name: kernel.name,
       image: kernel.image.id,
       kernel: kernel.index,
       teams: grid.teams,
       threads: grid.threads,
       kinds: kernel.kinds,
       values,
+      timeoutMs: grid.timeoutMs,
     });
   }
 
-  /** Stops the workers; in-flight and later operations reject with DEVICE_LOST. */
+  /**
+   * Ends this context: its images are unloaded from the workers and its memory is dropped (and
+   * collected); later operations reject with `reason`. The first context also stops the workers.
+   */
   async close(reason = errors.deviceLost('the host device was shut down')): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.pool.contexts--;
     this.lostError ??= reason;
+    if (this.ownsPool) {
+      this.images.clear();
+      await this.pool.close(reason);
+      return;
+    }
+    const images = [...this.images.values()];
     this.images.clear();
-    await this.pool.close(reason);
+    this.memory = undefined;
+    this.heap = new Uint8Array(0);
+    if (!this.pool.lost) await Promise.all(images.map((image) => this.pool.unload(image.id)));
+    collectGarbageSoon();
   }
 }
 

@@ -1,19 +1,12 @@
 /**
- * The shared-memory protocol between the host device (main thread) and its workers.
+ * The shared memory between the host device (main thread) and its workers: a header, one cell
+ * per worker and a ring of launch slots, all in one SharedArrayBuffer. launch-protocol.ts says
+ * who writes what, in which order, and why that is exact; this file only lays the memory out.
  *
- * Launches travel through a ring of slots in a SharedArrayBuffer, not through postMessage:
- * the main thread writes a slot and bumps EPOCH (Atomics.notify wakes sleeping workers); the
- * workers take teams from the slot with an atomic ticket counter; the worker that finishes the
- * last team marks the slot DONE and bumps DONE_COUNT (Atomics.notify wakes the main thread's
- * Atomics.waitAsync). Every wait on either side is bounded, so a lost wake-up costs time,
- * never a hang. postMessage carries only the slow path: loading and unloading images.
- *
- * Tickets: each slot has a 64-bit counter whose high half is the slot's generation (bumped at
- * every publication) and whose low half counts the teams handed out. A worker that grabs a
- * ticket from a slot that was meanwhile republished gets a ticket of the old generation and
- * knows it is stale; one 64-bit atomic add both claims a team and says which launch it belongs to.
+ * Launches travel through the ring, not through postMessage, because a postMessage round trip
+ * costs an event-loop turn on both sides (~200 us on a 2-vCPU VM); postMessage carries only the
+ * slow path (loading and unloading images).
  */
-
 import type { MessagePort } from 'node:worker_threads';
 
 /** Header fields (Int32 indices). */
@@ -25,23 +18,23 @@ const HEADER_INTS = 16;
 
 export const SLOT_COUNT = 64;
 export const MAX_ARGS = 32;
+/** The most workers a ring has cells for (OFFLOAD_HOST_THREADS is at most this). */
+export const MAX_WORKERS = 256;
 
 /** Slot fields (Int32 offsets within a slot). */
 export const S_STATE = 0;
-export const S_GEN = 1;
-export const S_IMAGE = 2;
-export const S_KERNEL = 3;
-export const S_TEAMS = 4;
-export const S_THREADS = 5;
-export const S_FINISHED = 6;
-export const S_TRAPPED = 7;
-export const S_ERROR_LENGTH = 8;
-export const S_NARGS = 9;
-/** 64-bit ticket counter at Int32 offset 10..11 (8-byte aligned because slots are). */
+export const S_FINISHED = 1;
+export const S_TRAPPED = 2;
+export const S_ERROR_LENGTH = 3;
+export const S_IMAGE = 4;
+export const S_KERNEL = 5;
+export const S_THREADS = 6;
+export const S_NARGS = 7;
+/** 64-bit words at Int32 offsets 8..9 and 10..11 (8-byte aligned because slots are). */
+export const S_LIMIT = 8;
 export const S_TICKET = 10;
 /** Arguments, 8 bytes each, from Int32 offset 16. */
 export const S_ARGS = 16;
-export const SLOT_INTS = S_ARGS + MAX_ARGS * 2;
 
 export const STATE_FREE = 0;
 export const STATE_READY = 1;
@@ -50,7 +43,28 @@ export const STATE_DONE = 2;
 /** Bytes of trap message kept per slot (UTF-8, truncated). */
 export const ERROR_BYTES = 1024;
 
-export const RING_BYTES = (HEADER_INTS + SLOT_COUNT * SLOT_INTS) * 4 + SLOT_COUNT * ERROR_BYTES;
+/** How big a ring is: the model test makes small ones, the host device the full size. */
+export interface RingShape {
+  slots: number;
+  /** Worker cells (the most workers that will ever run on this ring at once). */
+  workers: number;
+  maxArgs: number;
+  errorBytes: number;
+}
+
+export const FULL_RING: RingShape = { slots: SLOT_COUNT, workers: MAX_WORKERS, maxArgs: MAX_ARGS, errorBytes: ERROR_BYTES };
+
+/**
+ * Where things lie: the header, then the worker cells, then the slots. Slots start on an even
+ * index (their 64-bit words stay aligned) and are whole 64-byte cache lines, so two slots never
+ * share a line; the trap messages follow the slots.
+ */
+function ringLayout(shape: RingShape): { slotBase: number; slotInts: number; ints: number; bytes: number } {
+  const slotBase = HEADER_INTS + Math.ceil(shape.workers / 16) * 16;
+  const slotInts = Math.ceil((S_ARGS + shape.maxArgs * 2) / 16) * 16;
+  const ints = slotBase + shape.slots * slotInts;
+  return { slotBase, slotInts, ints, bytes: ints * 4 + shape.slots * shape.errorBytes };
+}
 
 /** Typed views over one ring buffer; both sides build the same views over the same memory. */
 export class LaunchRing {
@@ -58,44 +72,57 @@ export class LaunchRing {
   readonly f64: Float64Array;
   readonly i64: BigInt64Array;
   readonly errors: Uint8Array;
+  private readonly slotBase: number;
+  private readonly slotInts: number;
 
-  constructor(readonly buffer: SharedArrayBuffer) {
-    this.i32 = new Int32Array(buffer, 0, HEADER_INTS + SLOT_COUNT * SLOT_INTS);
-    this.f64 = new Float64Array(buffer, 0, this.i32.length / 2);
-    this.i64 = new BigInt64Array(buffer, 0, this.i32.length / 2);
-    this.errors = new Uint8Array(buffer, this.i32.byteLength, SLOT_COUNT * ERROR_BYTES);
+  constructor(
+    readonly buffer: SharedArrayBuffer,
+    readonly shape: RingShape = FULL_RING,
+  ) {
+    const layout = ringLayout(shape);
+    this.slotBase = layout.slotBase;
+    this.slotInts = layout.slotInts;
+    this.i32 = new Int32Array(buffer, 0, layout.ints);
+    this.f64 = new Float64Array(buffer, 0, layout.ints / 2);
+    this.i64 = new BigInt64Array(buffer, 0, layout.ints / 2);
+    this.errors = new Uint8Array(buffer, layout.ints * 4, shape.slots * shape.errorBytes);
   }
 
-  static create(): LaunchRing {
-    return new LaunchRing(new SharedArrayBuffer(RING_BYTES));
+  static create(shape: RingShape = FULL_RING): LaunchRing {
+    return new LaunchRing(new SharedArrayBuffer(ringLayout(shape).bytes), shape);
   }
 
   /** Int32 index of field `field` of slot `slot`. */
-  static at(slot: number, field: number): number {
-    return HEADER_INTS + slot * SLOT_INTS + field;
+  at(slot: number, field: number): number {
+    return this.slotBase + slot * this.slotInts + field;
+  }
+
+  /** Int32 index of worker `worker`'s cell (the slot it is working in, plus one; 0 for none). */
+  cell(worker: number): number {
+    return HEADER_INTS + worker;
   }
 
   /** Index into `f64`/`i64` of argument `arg` of slot `slot`. */
-  static arg(slot: number, arg: number): number {
-    return (HEADER_INTS + slot * SLOT_INTS + S_ARGS) / 2 + arg;
+  arg(slot: number, arg: number): number {
+    return (this.slotBase + slot * this.slotInts + S_ARGS) / 2 + arg;
   }
 
-  /** Index into `i64` of the ticket counter of slot `slot`. */
-  static ticket(slot: number): number {
-    return (HEADER_INTS + slot * SLOT_INTS + S_TICKET) / 2;
+  /** Index into `i64` of the 64-bit word at Int32 offset `field` (S_LIMIT, S_TICKET) of slot `slot`. */
+  word(slot: number, field: number): number {
+    return (this.slotBase + slot * this.slotInts + field) / 2;
   }
 
   errorText(slot: number): string {
-    const length = Atomics.load(this.i32, LaunchRing.at(slot, S_ERROR_LENGTH));
-    const start = slot * ERROR_BYTES;
+    const length = Math.min(Atomics.load(this.i32, this.at(slot, S_ERROR_LENGTH)), this.shape.errorBytes);
+    const start = slot * this.shape.errorBytes;
     // TextDecoder refuses views of shared memory; copy the few bytes out first.
     return new TextDecoder().decode(this.errors.slice(start, start + length));
   }
 
   writeErrorText(slot: number, text: string): void {
-    const encoded = new TextEncoder().encode(text).subarray(0, ERROR_BYTES);
-    this.errors.set(encoded, slot * ERROR_BYTES);
-    Atomics.store(this.i32, LaunchRing.at(slot, S_ERROR_LENGTH), encoded.length);
+    const encoded = new TextEncoder().encode(text).subarray(0, this.shape.errorBytes);
+    this.errors.set(encoded, slot * this.shape.errorBytes);
+    Atomics.store(this.i32, this.at(slot, S_ERROR_LENGTH), encoded.length);
   }
 }
 
@@ -105,7 +132,7 @@ export type ArgKind = (typeof ARG_KIND)[keyof typeof ARG_KIND];
 
 /** Messages on the slow path (postMessage), main -> worker. */
 export type ControlMessage =
-  | { type: 'load'; image: number; module: WebAssembly.Module; kernels: { name: string; kinds: ArgKind[] }[] }
+  | { type: 'load'; image: number; module: WebAssembly.Module; memory: WebAssembly.Memory; kernels: { name: string; kinds: ArgKind[] }[] }
   | { type: 'unload'; image: number };
 
 /** Messages worker -> main. */
@@ -117,7 +144,7 @@ export type WorkerReply =
 export interface WorkerData {
   index: number;
   ring: SharedArrayBuffer;
-  memory: WebAssembly.Memory;
+  shape: RingShape;
   control: MessagePort;
   waitBoundMs: number;
 }

@@ -1,22 +1,35 @@
-/** The host plugin: one host device per runtime (see device.ts). */
+/** The host plugin: one host device per runtime (see device.ts), and a context of it per runtime context. */
 import type { ImageInfo } from '../../image/manifest.js';
-import type { Plugin, PluginDevice } from '../interface.js';
+import type { Plugin } from '../interface.js';
 import { defaultHostOptions, HostDevice, type HostDeviceOptions } from './device.js';
 
 export class HostPlugin implements Plugin {
   readonly name = 'host';
   private hostDevice: HostDevice | undefined;
 
-  constructor(private readonly options: Partial<HostDeviceOptions> = {}) {}
+  /**
+   * @param options Worker count and memory size (defaults from the environment).
+   * @param parent For a context: the plugin whose device (and workers) it shares.
+   */
+  constructor(
+    private readonly options: Partial<HostDeviceOptions> = {},
+    private readonly parent?: HostPlugin,
+  ) {}
 
   async init(): Promise<number> {
-    if (!this.hostDevice) this.hostDevice = new HostDevice({ ...defaultHostOptions(), ...this.options });
+    if (!this.hostDevice) {
+      this.hostDevice = this.parent ? this.parent.device(0).context() : HostDevice.create({ ...defaultHostOptions(), ...this.options });
+    }
     return 1;
   }
 
-  device(index: number): PluginDevice {
+  device(index: number): HostDevice {
     if (index !== 0 || !this.hostDevice) throw new RangeError(`the host plugin has no device ${index}`);
     return this.hostDevice;
+  }
+
+  async createContext(): Promise<Plugin> {
+    return new HostPlugin(this.options, this);
   }
 
   isCompatible(image: ImageInfo): boolean {

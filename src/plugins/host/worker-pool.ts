@@ -1,41 +1,26 @@
 /**
- * The host device's workers and the main-thread side of the launch ring (see launch-ring.ts).
+ * The host device's workers, and the main thread's side of the launch protocol
+ * (launch-protocol.ts): publishing launches, collecting them, withdrawing those that run past
+ * their time limit, and replacing workers that are killed or die, so the device goes on.
  *
  * Ownership: the pool owns its workers, the ring and the control ports. `close()` stops the
- * workers and rejects every launch still in flight; the device memory is not the pool's.
+ * workers and rejects every launch still in flight. Device memories are not the pool's: each
+ * image load names the memory (the context) its instances run over.
  */
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
-import { errors, type OffloadError } from '../../errors.js';
-import { Fifo } from '../fifo.js';
-import {
-  ARG_KIND,
-  type ArgKind,
-  type ControlMessage,
-  H_DONE_COUNT,
-  H_EPOCH,
-  H_SLEEPERS,
-  H_STOP,
-  LaunchRing,
-  MAX_ARGS,
-  SLOT_COUNT,
-  STATE_DONE,
-  STATE_FREE,
-  STATE_READY,
-  S_FINISHED,
-  S_GEN,
-  S_IMAGE,
-  S_KERNEL,
-  S_NARGS,
-  S_STATE,
-  S_TEAMS,
-  S_THREADS,
-  S_TRAPPED,
-  type WorkerData,
-  type WorkerReply,
-} from './launch-ring.js';
+import { errors, quoted, type OffloadError } from '../../errors.js';
+import { type ArgKind, type ControlMessage, FULL_RING, H_DONE_COUNT, H_EPOCH, H_STOP, LaunchRing, MAX_ARGS, type WorkerData, type WorkerReply } from './launch-ring.js';
+import { HostAction, HostSide, type RingLaunch } from './launch-protocol.js';
 
-/** How long any single wait may sleep before it looks again (a lost wake-up costs this much). */
-const WAIT_BOUND_MS = 20;
+/**
+ * The longest any wait sleeps before it looks again. Progress never depends on it (the model
+ * test checks the protocol with unbounded waits); it caps what a bug would cost.
+ */
+const WAIT_BOUND_MS = 1000;
+
+/** Unexpected worker deaths within DEATH_WINDOW_MS that make the device give up as lost. */
+const DEATHS_BEFORE_LOST = 8;
+const DEATH_WINDOW_MS = 10_000;
 
 /**
  * Before the main thread sleeps on a completion it polls for this long. Waking the main thread
@@ -45,7 +30,7 @@ const WAIT_BOUND_MS = 20;
 export function spinMicros(env: NodeJS.ProcessEnv = process.env): number {
   const value = env.OFFLOAD_HOST_SPIN_US === undefined ? 50 : Number(env.OFFLOAD_HOST_SPIN_US);
   if (!Number.isFinite(value) || value < 0 || value > 100_000) {
-    throw errors.invalidArgument(`OFFLOAD_HOST_SPIN_US must be a number of microseconds from 0 to 100000, not '${env.OFFLOAD_HOST_SPIN_US}'`);
+    throw errors.invalidArgument(`OFFLOAD_HOST_SPIN_US must be a number of microseconds from 0 to 100000, not ${quoted(String(env.OFFLOAD_HOST_SPIN_US))}`);
   }
   return value;
 }
@@ -60,21 +45,31 @@ function pollChanged(array: Int32Array, index: number, seen: number, micros: num
   return false;
 }
 
-/** A launch as the pool sees it: everything already checked and lowered to numbers. */
-export interface RingLaunch {
-  image: number;
-  kernel: number;
-  teams: number;
-  threads: number;
-  kinds: readonly ArgKind[];
-  /** number for i32/f32/f64/ptr, bigint for i64, in parameter order. */
-  values: readonly (number | bigint)[];
+/** A launch as the pool takes it: lowered to numbers, with the kernel's name for messages. */
+export interface PoolLaunch extends RingLaunch {
+  name: string;
+  /** Fail the launch with TIMEOUT (and replace the workers running it) after this long running. */
+  timeoutMs?: number;
 }
 
-interface Pending {
-  launch: RingLaunch;
+interface Flight extends PoolLaunch {
+  deadline: number;
+  settled: boolean;
   resolve(): void;
   reject(error: OffloadError): void;
+}
+
+/** A control message in flight to every worker: done when each worker index has answered. */
+interface ControlWaiter {
+  pending: Set<number>;
+  replies: WorkerReply[];
+  done(replies: WorkerReply[]): void;
+}
+
+interface RegisteredImage {
+  module: WebAssembly.Module;
+  memory: WebAssembly.Memory;
+  kernels: { name: string; kinds: ArgKind[] }[];
 }
 
 // Built code runs dist/.../worker.js. Tests run the TypeScript source through tsx, whose loader
@@ -86,15 +81,19 @@ const workerScript: string | URL = fromSource
   : workerUrl;
 
 export class WorkerPool {
-  private readonly ring = LaunchRing.create();
+  private readonly ring: LaunchRing;
+  private readonly host: HostSide<Flight>;
   private readonly workers: Worker[] = [];
   private readonly controls: MessagePort[] = [];
-  private readonly freeSlots: number[] = [];
-  private readonly inFlight = new Map<number, Pending>();
-  /** Launches waiting for a free slot, in order. */
-  private readonly waitingForSlot = new Fifo<Pending>();
-  private readonly replyWaiters = new Map<string, { expected: number; replies: WorkerReply[]; done(r: WorkerReply[]): void }>();
-  private generation = 0;
+  /** Workers killed (their launch was withdrawn) whose threads have not exited yet. */
+  private readonly dying = new Set<number>();
+  /** The last error a worker reported before it exited, by index. */
+  private readonly failures = new Map<number, Error>();
+  private readonly deaths: number[] = [];
+  /** Images every worker holds, so that a new worker loads them before it takes a launch. */
+  private readonly images = new Map<number, RegisteredImage>();
+  private readonly waiters = new Map<string, ControlWaiter>();
+  private nextImage = 1;
   private pumping = false;
   private lostError: OffloadError | undefined;
   private closed = false;
@@ -106,82 +105,165 @@ export class WorkerPool {
   private readonly keepAlive = setInterval(() => {}, 1 << 30);
   private outstanding = 0;
 
-  /** Called once when a worker dies on its own. */
+  /** Called once if the device gives up (its workers keep dying). */
   onLost: (error: OffloadError) => void = () => {};
 
   constructor(
     readonly size: number,
-    memory: WebAssembly.Memory,
     private readonly spinUs: number = spinMicros(),
   ) {
     this.keepAlive.unref();
-    for (let slot = SLOT_COUNT - 1; slot >= 0; slot--) this.freeSlots.push(slot);
-    for (let index = 0; index < size; index++) {
-      const { port1, port2 } = new MessageChannel();
-      const data: WorkerData = { index, ring: this.ring.buffer, memory, control: port2, waitBoundMs: WAIT_BOUND_MS };
-      const worker = new Worker(workerScript, { eval: fromSource, workerData: data, transferList: [port2], name: `offload-host-${index}` });
-      worker.on('message', (reply: WorkerReply) => this.onReply(reply));
-      worker.on('error', (error) => this.fail(`host worker ${index} failed: ${error.message}`));
-      worker.on('exit', (code) => {
-        if (!this.closed) this.fail(`host worker ${index} exited with code ${code}`);
-      });
-      // Workers must not keep the process alive: an idle runtime that the user forgot to
-      // shut down should not hang the program at exit.
-      worker.unref();
-      this.workers.push(worker);
-      this.controls.push(port1);
-    }
+    this.ring = LaunchRing.create({ ...FULL_RING, workers: size });
+    this.host = new HostSide<Flight>(this.ring);
+    this.host.onSettled = (flight, trap) => (trap === undefined ? flight.resolve() : flight.reject(errors.kernelTrap(trap)));
+    this.host.onPublished = (flight) => {
+      if (flight.timeoutMs !== undefined) flight.deadline = performance.now() + flight.timeoutMs;
+    };
+    for (let index = 0; index < size; index++) this.spawn(index);
   }
 
   get lost(): OffloadError | undefined {
     return this.lostError;
   }
 
-  /** Sends a control message to every worker and resolves with all their replies. */
-  broadcast(message: ControlMessage, key: string): Promise<WorkerReply[]> {
+  /** Contexts (device memories) whose images this pool's workers may hold. */
+  contexts = 0;
+
+  /** What the pool holds now: live contexts, images loaded on the workers, workers running. */
+  census(): Record<string, number> {
+    return { contexts: this.contexts, images: this.images.size, workers: this.workers.length - this.dying.size, inFlight: this.host.inFlight.size };
+  }
+
+  /** A new image id, unique in this pool (images of every context share the workers). */
+  imageId(): number {
+    return this.nextImage++;
+  }
+
+  /** Instantiates `module` over `memory` on every worker (and on every worker started later). */
+  load(image: number, module: WebAssembly.Module, memory: WebAssembly.Memory, kernels: RegisteredImage['kernels']): Promise<WorkerReply[]> {
+    this.images.set(image, { module, memory, kernels });
+    return this.broadcast({ type: 'load', image, module, memory, kernels }, `load:${image}`);
+  }
+
+  /** Drops the image's instances on every worker. */
+  async unload(image: number): Promise<void> {
+    if (!this.images.delete(image)) return;
+    await this.broadcast({ type: 'unload', image }, `unload:${image}`);
+  }
+
+  private broadcast(message: ControlMessage, key: string): Promise<WorkerReply[]> {
     if (this.lostError) return Promise.reject(this.lostError);
     this.hold();
     const replies = new Promise<WorkerReply[]>((done) => {
-      this.replyWaiters.set(key, { expected: this.workers.length, replies: [], done });
+      this.waiters.set(key, { pending: new Set(this.workers.keys()), replies: [], done });
     }).finally(() => this.release());
     for (const port of this.controls) port.postMessage(message);
-    this.wakeWorkers(true);
+    this.wakeAll();
     return replies;
   }
 
   private onReply(reply: WorkerReply): void {
-    const key = `${reply.type === 'unloaded' ? 'unload' : 'load'}:${reply.image}`;
-    const waiter = this.replyWaiters.get(key);
-    if (!waiter) return;
-    waiter.replies.push(reply);
-    if (waiter.replies.length === waiter.expected) {
-      this.replyWaiters.delete(key);
+    this.answered(`${reply.type === 'unloaded' ? 'unload' : 'load'}:${reply.image}`, reply.worker, reply);
+  }
+
+  private answered(key: string, worker: number, reply?: WorkerReply): void {
+    const waiter = this.waiters.get(key);
+    if (!waiter?.pending.delete(worker)) return;
+    if (reply) waiter.replies.push(reply);
+    if (waiter.pending.size === 0) {
+      this.waiters.delete(key);
       waiter.done(waiter.replies);
     }
   }
 
+  /** Workers read their control port before every scan; waking them makes them read it now. */
+  private wakeAll(): void {
+    Atomics.add(this.ring.i32, H_EPOCH, 1);
+    Atomics.notify(this.ring.i32, H_EPOCH);
+  }
+
+  private spawn(index: number): void {
+    const { port1, port2 } = new MessageChannel();
+    const data: WorkerData = { index, ring: this.ring.buffer, shape: this.ring.shape, control: port2, waitBoundMs: WAIT_BOUND_MS };
+    const worker = new Worker(workerScript, { eval: fromSource, workerData: data, transferList: [port2], name: `offload-host-${index}` });
+    // Queued before its first scan, which reads them all: it holds every image before any launch.
+    for (const [image, { module, memory, kernels }] of this.images) port1.postMessage({ type: 'load', image, module, memory, kernels });
+    worker.on('message', (reply: WorkerReply) => this.onReply(reply));
+    worker.on('error', (error) => this.failures.set(index, error));
+    worker.on('exit', (code) => this.onExit(index, worker, code));
+    // Workers must not keep the process alive: an idle runtime that the user forgot to shut
+    // down should not hang the program at exit.
+    worker.unref();
+    this.workers[index] = worker;
+    this.controls[index] = port1;
+  }
+
+  /** A worker's thread has ended: killed by us, or dead on its own. Replace it and go on. */
+  private onExit(index: number, worker: Worker, code: number): void {
+    if (this.closed || this.workers[index] !== worker) return;
+    this.controls[index]!.close();
+    const killed = this.dying.delete(index);
+    const failure = this.failures.get(index);
+    this.failures.delete(index);
+    const slot = this.host.workerExited(index);
+    if (slot !== undefined) {
+      const flight = this.host.inFlight.get(slot)!.launch;
+      this.host.withdraw(slot);
+      const how = failure ? `failed (${failure.message})` : `exited with code ${code}`;
+      flight.reject(errors.kernelTrap(`kernel '${flight.name}' lost a team: host worker ${index} ${how} while running it; the worker was replaced`));
+    }
+    // Unloads need no answer from the new worker (it never loads the image); loads get one.
+    for (const [key, waiter] of this.waiters) if (key.startsWith('unload:') && waiter.pending.has(index)) this.answered(key, index);
+    if (!killed && this.tooManyDeaths(index, failure, code)) return;
+    this.spawn(index);
+    this.kick();
+  }
+
+  private tooManyDeaths(index: number, failure: Error | undefined, code: number): boolean {
+    const now = performance.now();
+    this.deaths.push(now);
+    while (this.deaths.length > 0 && this.deaths[0]! < now - DEATH_WINDOW_MS) this.deaths.shift();
+    if (this.deaths.length < DEATHS_BEFORE_LOST) return false;
+    const how = failure ? `failed: ${failure.message}` : `exited with code ${code}`;
+    this.fail(errors.deviceLost(`host workers keep dying (${this.deaths.length} in ${DEATH_WINDOW_MS / 1000} s; worker ${index} ${how})`));
+    return true;
+  }
+
+  /** Kills worker `index`, which may be running a withdrawn launch; its exit replaces it. */
+  private kill(index: number): void {
+    this.dying.add(index);
+    void this.workers[index]!.terminate();
+  }
+
+  /** Makes the pump look at the ring now: wakes it from its wait, or starts it. */
+  private kick(): void {
+    if (this.pumping) Atomics.notify(this.ring.i32, H_DONE_COUNT);
+    else void this.pump();
+  }
+
   /** Publishes a launch on the ring (or queues it until a slot frees); resolves when its last team has finished. */
-  launch(launch: RingLaunch): Promise<void> {
+  launch(launch: PoolLaunch): Promise<void> {
     if (this.lostError) return Promise.reject(this.lostError);
     if (launch.values.length > MAX_ARGS) {
       return Promise.reject(errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${launch.values.length}`));
     }
     this.hold();
     return new Promise<void>((resolve, reject) => {
-      const pending: Pending = {
-        launch,
-        resolve: () => {
-          this.release();
-          resolve();
-        },
-        reject: (error) => {
-          this.release();
-          reject(error);
-        },
+      const settle = (): boolean => {
+        if (flight.settled) return false;
+        flight.settled = true;
+        this.release();
+        return true;
       };
-      const slot = this.freeSlots.pop();
-      if (slot === undefined) this.waitingForSlot.push(pending);
-      else this.publish(slot, pending);
+      const flight: Flight = {
+        ...launch,
+        deadline: Infinity,
+        settled: false,
+        resolve: () => settle() && resolve(),
+        reject: (error) => settle() && reject(error),
+      };
+      this.host.submit(flight);
+      this.publish();
       if (!this.pumping) void this.pump();
     });
   }
@@ -194,111 +276,95 @@ export class WorkerPool {
     if (--this.outstanding === 0) this.keepAlive.unref();
   }
 
-  private publish(slot: number, pending: Pending): void {
-    const { launch } = pending;
-    this.inFlight.set(slot, pending);
-    const { i32, f64, i64 } = this.ring;
-    const at = (field: number) => LaunchRing.at(slot, field);
-    i32[at(S_IMAGE)] = launch.image;
-    i32[at(S_KERNEL)] = launch.kernel;
-    i32[at(S_TEAMS)] = launch.teams;
-    i32[at(S_THREADS)] = launch.threads;
-    i32[at(S_NARGS)] = launch.values.length;
-    i32[at(S_FINISHED)] = 0;
-    i32[at(S_TRAPPED)] = 0;
-    for (let a = 0; a < launch.values.length; a++) {
-      const value = launch.values[a]!;
-      if (launch.kinds[a] === ARG_KIND.i64) i64[LaunchRing.arg(slot, a)] = value as bigint;
-      else f64[LaunchRing.arg(slot, a)] = value as number;
+  /** Publishes queued launches while slots are free (a publication's steps run back to back). */
+  private publish(): void {
+    while (this.host.publishing) {
+      if (this.host.publishStep() === HostAction.WakeWorkers) Atomics.notify(this.ring.i32, H_EPOCH, this.host.wake);
     }
-    const gen = (this.generation = (this.generation + 1) | 0);
-    Atomics.store(i32, at(S_GEN), gen);
-    // Resetting the ticket counter with the new generation in one store makes any late ticket
-    // of the slot's previous launch recognisably stale.
-    Atomics.store(i64, LaunchRing.ticket(slot), BigInt(gen) << 32n);
-    Atomics.store(i32, at(S_STATE), STATE_READY);
-    this.wakeWorkers(false, launch.teams);
   }
 
-  /**
-   * Wakes sleeping workers: all of them for control messages and stop, otherwise no more than
-   * the launch has teams, so a one-team launch does not wake a worker that would only find no
-   * ticket left and compete for a core with the one that runs it.
-   */
-  private wakeWorkers(always: boolean, wanted = Infinity): void {
-    Atomics.add(this.ring.i32, H_EPOCH, 1);
-    if (always || Atomics.load(this.ring.i32, H_SLEEPERS) > 0) Atomics.notify(this.ring.i32, H_EPOCH, wanted);
+  /** Withdraws every launch in flight whose time limit has passed; returns the next deadline. */
+  private expire(): number {
+    const now = performance.now();
+    let next = Infinity;
+    for (const [slot, { launch }] of this.host.inFlight) {
+      if (launch.deadline > now) {
+        next = Math.min(next, launch.deadline);
+        continue;
+      }
+      this.host.withdraw(slot);
+      launch.reject(
+        errors.timeout(
+          `launch of kernel '${launch.name}' (${launch.teams} teams) ran past its time limit of ${launch.timeoutMs} ms; ` +
+            'the workers running it were stopped and replaced, and the device goes on',
+        ),
+      );
+    }
+    return next;
   }
 
-  /** Collects finished launches until none is in flight. One pump runs at a time. */
+  /** Runs the main thread's collection side until nothing is in flight. One pump runs at a time. */
   private async pump(): Promise<void> {
+    if (this.pumping) return;
     this.pumping = true;
     const { i32 } = this.ring;
     try {
-      while (this.inFlight.size > 0 && !this.lostError) {
-        const seen = Atomics.load(i32, H_DONE_COUNT);
-        if (this.collect() > 0) {
+      while (!this.lostError) {
+        const action = this.host.pumpStep();
+        if (action === HostAction.Continue) continue;
+        if (action === HostAction.Kill) {
+          this.kill(this.host.victim);
+          continue;
+        }
+        if (action === HostAction.Idle) return;
+        if (action === HostAction.Collected) {
           // Let the continuations of what just completed run first: they often publish the
           // next launches, which are worth more than polling an idle ring.
+          this.publish();
           await null;
           continue;
         }
-        if (pollChanged(i32, H_DONE_COUNT, seen, this.spinUs)) continue;
-        const wait = Atomics.waitAsync(i32, H_DONE_COUNT, seen, WAIT_BOUND_MS);
+        // HostAction.Wait: nothing completed in this round.
+        const deadline = this.expire();
+        if (pollChanged(i32, H_DONE_COUNT, this.host.seen, this.spinUs)) continue;
+        const wait = Atomics.waitAsync(i32, H_DONE_COUNT, this.host.seen, Math.max(0, Math.min(WAIT_BOUND_MS, deadline - performance.now())));
         if (wait.async) await wait.value;
+        this.expire();
       }
     } finally {
       this.pumping = false;
     }
   }
 
-  /** Settles every launch whose slot is done; returns how many. */
-  private collect(): number {
-    const { i32 } = this.ring;
-    let completed = 0;
-    for (const [slot, waiter] of this.inFlight) {
-      if (Atomics.load(i32, LaunchRing.at(slot, S_STATE)) !== STATE_DONE) continue;
-      const trapped = Atomics.load(i32, LaunchRing.at(slot, S_TRAPPED)) !== 0;
-      const message = trapped ? this.ring.errorText(slot) : '';
-      Atomics.store(i32, LaunchRing.at(slot, S_STATE), STATE_FREE);
-      this.inFlight.delete(slot);
-      if (trapped) waiter.reject(errors.kernelTrap(message));
-      else waiter.resolve();
-      const next = this.waitingForSlot.shift();
-      if (next) this.publish(slot, next);
-      else this.freeSlots.push(slot);
-      completed++;
-    }
-    return completed;
-  }
-
-  private fail(message: string): void {
+  private fail(error: OffloadError): void {
     if (this.lostError || this.closed) return;
-    this.lostError = errors.deviceLost(message);
-    this.rejectAll(this.lostError);
-    this.onLost(this.lostError);
+    this.lostError = error;
+    this.rejectAll(error);
+    this.onLost(error);
+    void this.stopWorkers();
   }
 
   private rejectAll(error: OffloadError): void {
-    for (const waiter of this.inFlight.values()) waiter.reject(error);
-    this.inFlight.clear();
-    for (const waiter of this.waitingForSlot.drain()) waiter.reject(error);
-    for (const waiter of this.replyWaiters.values()) {
-      waiter.done([]);
-    }
-    this.replyWaiters.clear();
+    for (const { launch } of this.host.inFlight.values()) launch.reject(error);
+    for (const launch of this.host.drainWaiting()) launch.reject(error);
+    for (const waiter of this.waiters.values()) waiter.done([]);
+    this.waiters.clear();
+  }
+
+  private async stopWorkers(): Promise<void> {
+    this.closed = true;
+    Atomics.store(this.ring.i32, H_STOP, 1);
+    this.wakeAll();
+    clearInterval(this.keepAlive);
+    await Promise.all(this.workers.map((worker) => worker.terminate()));
+    for (const port of this.controls) port.close();
   }
 
   /** Stops the workers. Launches still in flight reject with `reason`. */
   async close(reason: OffloadError): Promise<void> {
     if (this.closed) return;
-    this.closed = true;
     this.lostError ??= reason;
-    Atomics.store(this.ring.i32, H_STOP, 1);
-    this.wakeWorkers(true);
     this.rejectAll(this.lostError);
-    clearInterval(this.keepAlive);
-    await Promise.all(this.workers.map((worker) => worker.terminate()));
-    for (const port of this.controls) port.close();
+    await this.stopWorkers();
   }
 }

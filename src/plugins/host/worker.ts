@@ -1,40 +1,35 @@
 /**
- * A host-device worker: runs teams of kernel launches taken from the shared launch ring.
+ * A host-device worker: runs teams of kernel launches taken from the shared launch ring, by
+ * driving its side of the launch protocol (launch-protocol.ts) and doing what each step asks.
  *
- * It never returns to its event loop while the device lives: it sleeps in a bounded
- * Atomics.wait on the ring's EPOCH and polls its control port synchronously
- * (receiveMessageOnPort) for image loads and unloads, as piscina's workers do.
+ * It never returns to its event loop while it has launches to run: it sleeps in Atomics.wait on
+ * the ring's EPOCH and polls its control port synchronously (receiveMessageOnPort) for image
+ * loads and unloads, as piscina's workers do. After an unload it returns to its event loop once,
+ * when idle, to collect the instances (and the device memory they hold) that were dropped.
  */
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
+import { collectGarbage } from './garbage.js';
 import {
   ARG_KIND,
   type ArgKind,
   type ControlMessage,
   H_DONE_COUNT,
   H_EPOCH,
-  H_SLEEPERS,
-  H_STOP,
   LaunchRing,
-  SLOT_COUNT,
-  STATE_DONE,
-  STATE_READY,
-  S_FINISHED,
-  S_GEN,
   S_IMAGE,
   S_KERNEL,
   S_NARGS,
-  S_STATE,
-  S_TEAMS,
   S_THREADS,
   S_TRAPPED,
   type WorkerData,
   type WorkerReply,
 } from './launch-ring.js';
+import { WorkerAction, WorkerSide } from './launch-protocol.js';
 
 const data = workerData as WorkerData;
-const ring = new LaunchRing(data.ring);
+const ring = new LaunchRing(data.ring, data.shape);
 const { i32, f64, i64 } = ring;
-const memory = data.memory;
+const side = new WorkerSide(ring, data.index);
 
 type KernelFunction = (...args: unknown[]) => unknown;
 interface LoadedKernel {
@@ -42,7 +37,10 @@ interface LoadedKernel {
   fn: KernelFunction;
   kinds: ArgKind[];
 }
+/** Instances by image id; each image is instantiated over its own context's memory. */
 const images = new Map<number, LoadedKernel[]>();
+/** Set by an unload: collect garbage at the next idle moment. */
+let collectPending = false;
 
 // Grid position of the team being run, read by the device library's imports.
 let teamId = 0;
@@ -52,8 +50,8 @@ let numThreads = 1;
 /** Thrown by AssemblyScript's abort(): carries the assertion message and source position. */
 class KernelAbort extends Error {}
 
-/** Reads an AssemblyScript string (UTF-16, byte length stored just before it) from memory. */
-function readString(pointer: number): string {
+/** Reads an AssemblyScript string (UTF-16, byte length stored just before it) from `memory`. */
+function readString(memory: WebAssembly.Memory, pointer: number): string {
   if (pointer === 0) return '';
   const heap = new Uint8Array(memory.buffer);
   if (pointer < 4 || pointer > heap.length) return `<string at 0x${pointer.toString(16)}>`;
@@ -64,31 +62,33 @@ function readString(pointer: number): string {
   return text;
 }
 
-const imports = {
-  env: {
-    memory,
-    abort(message: number, file: number, line: number, column: number): never {
-      const where = file ? ` at ${readString(file)}:${line}:${column}` : '';
-      throw new KernelAbort(`abort: ${readString(message) || 'assertion failed'}${where}`);
+function importsFor(memory: WebAssembly.Memory): WebAssembly.Imports {
+  return {
+    env: {
+      memory,
+      abort(message: number, file: number, line: number, column: number): never {
+        const where = file ? ` at ${readString(memory, file)}:${line}:${column}` : '';
+        throw new KernelAbort(`abort: ${readString(memory, message) || 'assertion failed'}${where}`);
+      },
+      seed: () => Date.now() * Math.random(),
+      trace(message: number, count: number, ...values: number[]): void {
+        process.stderr.write(`offload trace: ${readString(memory, message)} ${values.slice(0, count).join(', ')}\n`);
+      },
     },
-    seed: () => Date.now() * Math.random(),
-    trace(message: number, count: number, ...values: number[]): void {
-      process.stderr.write(`offload trace: ${readString(message)} ${values.slice(0, count).join(', ')}\n`);
+    offload: {
+      team_id: () => teamId,
+      num_teams: () => numTeams,
+      thread_id: () => 0,
+      num_threads: () => numThreads,
     },
-  },
-  offload: {
-    team_id: () => teamId,
-    num_teams: () => numTeams,
-    thread_id: () => 0,
-    num_threads: () => numThreads,
-  },
-};
+  };
+}
 
 function handleControl(message: ControlMessage): void {
   let reply: WorkerReply;
   if (message.type === 'load') {
     try {
-      const instance = new WebAssembly.Instance(message.module, imports);
+      const instance = new WebAssembly.Instance(message.module, importsFor(message.memory));
       const kernels = message.kernels.map(({ name, kinds }) => {
         const fn = instance.exports[name];
         if (typeof fn !== 'function') throw new Error(`the module exports no function '${name}'`);
@@ -101,75 +101,10 @@ function handleControl(message: ControlMessage): void {
     }
   } else {
     images.delete(message.image);
+    collectPending = true;
     reply = { type: 'unloaded', image: message.image, worker: data.index };
   }
   parentPort!.postMessage(reply);
-}
-
-/** What a worker knows of the launch in one slot, cached per generation. */
-interface SlotView {
-  gen: number;
-  teams: number;
-  kernel: LoadedKernel | undefined;
-  args: unknown[];
-}
-const views: SlotView[] = Array.from({ length: SLOT_COUNT }, () => ({ gen: -1, teams: 0, kernel: undefined, args: [] }));
-
-/** Reads slot `slot`'s launch if it is still generation `gen`; false when the ticket is stale. */
-function readSlot(slot: number, gen: number): boolean {
-  if (Atomics.load(i32, LaunchRing.at(slot, S_GEN)) !== gen) return false;
-  const view = views[slot]!;
-  view.gen = gen;
-  view.teams = i32[LaunchRing.at(slot, S_TEAMS)]!;
-  const kernels = images.get(i32[LaunchRing.at(slot, S_IMAGE)]!);
-  view.kernel = kernels?.[i32[LaunchRing.at(slot, S_KERNEL)]!];
-  const nargs = i32[LaunchRing.at(slot, S_NARGS)]!;
-  const kinds = view.kernel?.kinds ?? [];
-  view.args = new Array(nargs);
-  for (let a = 0; a < nargs; a++) {
-    const index = LaunchRing.arg(slot, a);
-    view.args[a] = kinds[a] === ARG_KIND.i64 ? i64[index] : f64[index];
-  }
-  return true;
-}
-
-function runTeam(slot: number, view: SlotView, team: number): void {
-  const trapped = LaunchRing.at(slot, S_TRAPPED);
-  if (Atomics.load(i32, trapped) !== 0) return; // the launch already failed: skip its other teams
-  const kernel = view.kernel;
-  try {
-    if (!kernel) throw new Error('the image of this kernel is not loaded on the worker');
-    teamId = team;
-    numTeams = view.teams;
-    numThreads = i32[LaunchRing.at(slot, S_THREADS)]!;
-    kernel.fn(...view.args);
-  } catch (error) {
-    if (Atomics.compareExchange(i32, trapped, 0, 1) === 0) {
-      const reason = error instanceof Error ? error.message : String(error);
-      ring.writeErrorText(slot, `kernel '${kernel?.name ?? '?'}' trapped in team ${team}: ${reason}`);
-    }
-  }
-}
-
-/** Takes and runs teams of one slot until none are left. Returns whether it ran any. */
-function drainSlot(slot: number): boolean {
-  const ticketIndex = LaunchRing.ticket(slot);
-  const view = views[slot]!;
-  let ran = false;
-  for (;;) {
-    const ticket = Atomics.add(i64, ticketIndex, 1n);
-    const gen = Number(ticket >> 32n);
-    const team = Number(ticket & 0xffffffffn);
-    if (gen !== view.gen && !readSlot(slot, gen)) return ran;
-    if (team >= view.teams) return ran;
-    runTeam(slot, view, team);
-    ran = true;
-    if (Atomics.add(i32, LaunchRing.at(slot, S_FINISHED), 1) + 1 === view.teams) {
-      Atomics.store(i32, LaunchRing.at(slot, S_STATE), STATE_DONE);
-      Atomics.add(i32, H_DONE_COUNT, 1);
-      Atomics.notify(i32, H_DONE_COUNT);
-    }
-  }
 }
 
 function drainControl(): void {
@@ -178,22 +113,86 @@ function drainControl(): void {
   }
 }
 
+/** What this worker read of a slot's launch; valid for one entry into the slot and one generation. */
+interface SlotView {
+  entry: number;
+  gen: number;
+  kernel: LoadedKernel | undefined;
+  threads: number;
+  args: unknown[];
+}
+const views: SlotView[] = Array.from({ length: ring.shape.slots }, () => ({ entry: -1, gen: 0, kernel: undefined, threads: 1, args: [] }));
+
+/** Reads the payload of the slot the worker holds a claim in (it cannot change under a claim: I2). */
+function readPayload(slot: number, view: SlotView): void {
+  view.entry = side.entry;
+  view.gen = side.gen;
+  view.kernel = images.get(i32[ring.at(slot, S_IMAGE)]!)?.[i32[ring.at(slot, S_KERNEL)]!];
+  view.threads = i32[ring.at(slot, S_THREADS)]!;
+  const nargs = Math.min(i32[ring.at(slot, S_NARGS)]!, ring.shape.maxArgs);
+  const kinds = view.kernel?.kinds ?? [];
+  view.args = new Array(nargs);
+  for (let a = 0; a < nargs; a++) {
+    const index = ring.arg(slot, a);
+    view.args[a] = kinds[a] === ARG_KIND.i64 ? i64[index] : f64[index];
+  }
+}
+
+function runTeam(): void {
+  const slot = side.slot;
+  const view = views[slot]!;
+  if (view.entry !== side.entry || view.gen !== side.gen) readPayload(slot, view);
+  const trapped = ring.at(slot, S_TRAPPED);
+  if (Atomics.load(i32, trapped) !== 0) return; // the launch already failed: skip its other teams
+  const kernel = view.kernel;
+  try {
+    if (!kernel) throw new Error('the image of this kernel is not loaded on the worker');
+    teamId = side.team;
+    numTeams = side.teams;
+    numThreads = view.threads;
+    kernel.fn(...view.args);
+  } catch (error) {
+    if (Atomics.compareExchange(i32, trapped, 0, 1) === 0) {
+      const reason = error instanceof Error ? error.message : String(error);
+      ring.writeErrorText(slot, `kernel '${kernel?.name ?? '?'}' trapped in team ${side.team}: ${reason}`);
+    }
+  }
+}
+
 function run(): void {
   for (;;) {
-    const epoch = Atomics.load(i32, H_EPOCH);
-    drainControl();
-    if (Atomics.load(i32, H_STOP) !== 0) return;
-    let ran = false;
-    for (let slot = 0; slot < SLOT_COUNT; slot++) {
-      if (Atomics.load(i32, LaunchRing.at(slot, S_STATE)) === STATE_READY && drainSlot(slot)) ran = true;
-    }
-    if (!ran) {
-      Atomics.add(i32, H_SLEEPERS, 1);
-      Atomics.wait(i32, H_EPOCH, epoch, data.waitBoundMs);
-      Atomics.sub(i32, H_SLEEPERS, 1);
+    switch (side.step()) {
+      case WorkerAction.Continue:
+        break;
+      case WorkerAction.Scan:
+        drainControl();
+        break;
+      case WorkerAction.RunTeam:
+        runTeam();
+        break;
+      case WorkerAction.Sleep:
+        if (collectPending) {
+          // Idle after an unload: let V8 collect the dropped instances, then go on (a wake-up
+          // that came meanwhile is not lost: the next scan reads EPOCH again, I4).
+          collectPending = false;
+          const hold = setInterval(() => {}, 1 << 30); // keeps the thread alive until then
+          void collectGarbage().then(() => {
+            clearInterval(hold);
+            run();
+          });
+          return;
+        }
+        Atomics.wait(i32, H_EPOCH, side.epoch, data.waitBoundMs);
+        break;
+      case WorkerAction.WakeMain:
+        Atomics.notify(i32, H_DONE_COUNT);
+        break;
+      default:
+        // Stop: the pool is closing, or main killed this worker.
+        data.control.close();
+        return;
     }
   }
 }
 
 run();
-data.control.close();

@@ -47,6 +47,11 @@ export class RemotePlugin implements Plugin {
     return device;
   }
 
+  /** A context: a connection (a session of its own) to each proxy, which keeps the sessions apart. */
+  async createContext(): Promise<Plugin> {
+    return new RemotePlugin(this.options);
+  }
+
   isCompatible(image: ImageInfo): boolean {
     return this.devices.some((device) => device.info.imageFormats.includes(image.format));
   }

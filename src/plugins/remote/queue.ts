@@ -197,7 +197,8 @@ export class RemoteQueue implements PluginQueue {
 
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
     const { name, image } = kernel as RemoteKernel;
-    return this.op({ op: 'launch', image, kernel: name, teams: grid.teams, threads: grid.threads, args: args.map(wireArg) });
+    const limit = grid.timeoutMs === undefined ? {} : { timeoutMs: grid.timeoutMs };
+    return this.op({ op: 'launch', image, kernel: name, teams: grid.teams, threads: grid.threads, ...limit, args: args.map(wireArg) });
   }
 
   waitEvent(event: PluginEvent): Promise<void> {

@@ -43,18 +43,68 @@ export class WebGpuAllocation implements Allocation {
 const align4Down = (n: number): number => n - (n % 4);
 const align4Up = (n: number): number => Math.ceil(n / 4) * 4;
 
+/** The GPU device of one adapter, requested on first use and shared by every context of it. */
+class SharedGpu {
+  private gpu: Promise<GPUDevice> | undefined;
+  lostError: OffloadError | undefined;
+  closing = false;
+  /** Bound for a pointer one past the end of its buffer (WebGPU binds no empty ranges). */
+  scratch: GPUBuffer | undefined;
+  /** Live buffers and contexts, over every context (diagnostics). */
+  buffers = 0;
+  contexts = 0;
+
+  constructor(
+    private readonly adapter: GPUAdapter,
+    private readonly limits: Record<string, number>,
+  ) {}
+
+  device(): Promise<GPUDevice> {
+    if (this.lostError) return Promise.reject(this.lostError);
+    this.gpu ??= this.adapter.requestDevice({ label: 'offload-ts', requiredLimits: this.limits }).then(
+      (gpu) => {
+        void gpu.lost.then((lost) => {
+          if (!this.closing) this.lostError ??= errors.deviceLost(`the WebGPU device was lost (${lost.reason}): ${lost.message}`);
+        });
+        this.scratch = gpu.createBuffer({ label: 'one past the end', size: 16, usage: GPUBufferUsage.STORAGE });
+        return gpu;
+      },
+      (error: Error) => {
+        throw (this.lostError ??= errors.deviceLost(`the WebGPU adapter gave no device: ${error.message}`));
+      },
+    );
+    return this.gpu;
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    this.lostError ??= errors.deviceLost('the WebGPU device was shut down');
+    const gpu = await this.gpu?.catch(() => undefined);
+    gpu?.destroy();
+  }
+}
+
+/**
+ * One context of a WebGPU device: its own buffers (a kernel binds only the buffers passed to it,
+ * so it reaches no other context's), on the GPU device every context shares.
+ */
 export class WebGpuDevice implements PluginDevice {
   readonly info: DeviceInfo;
-  private gpu: Promise<GPUDevice> | undefined;
-  private lostError: OffloadError | undefined;
-  private closing = false;
   private readonly limits: Record<(typeof LIMITS)[number], number>;
-  /** Bound for a pointer one past the end of its buffer (WebGPU binds no empty ranges). */
-  private scratch: GPUBuffer | undefined;
+  private readonly shared: SharedGpu;
+  /** Live buffers of this context, destroyed when it ends. */
+  private readonly allocations = new Set<WebGpuAllocation>();
+  private closedError: OffloadError | undefined;
 
-  constructor(private readonly adapter: GPUAdapter) {
+  constructor(
+    private readonly adapter: GPUAdapter,
+    /** For a context: the device whose GPU it shares. */
+    parent?: WebGpuDevice,
+  ) {
     const limits = adapter.limits as unknown as Record<string, number>;
     this.limits = Object.fromEntries(LIMITS.map((name) => [name, limits[name]])) as WebGpuDevice['limits'];
+    this.shared = parent?.shared ?? new SharedGpu(adapter, this.limits);
+    this.shared.contexts++;
     const info = adapter.info;
     const description = info.description || [info.vendor, info.architecture, info.device].filter(Boolean).join(' ') || 'WebGPU adapter';
     this.info = {
@@ -72,6 +122,8 @@ export class WebGpuDevice implements PluginDevice {
       imageFormats: ['wgsl'],
       memoryKinds: ['device'],
       location: 'local',
+      // WebGPU cannot stop a dispatch short of losing the device.
+      launchTimeouts: false,
       limits: { ...this.limits },
       limitNames: {
         maxTeams: 'maxComputeWorkgroupsPerDimension',
@@ -80,30 +132,25 @@ export class WebGpuDevice implements PluginDevice {
     };
   }
 
+  /** Another context of this device: the same GPU, buffers of its own. */
+  context(): WebGpuDevice {
+    this.check();
+    return new WebGpuDevice(this.adapter, this);
+  }
+
   get lost(): OffloadError | undefined {
-    return this.lostError;
+    return this.closedError ?? this.shared.lostError;
   }
 
   /** The GPU device, requested on first use (so that listing devices makes none). */
   private device(): Promise<GPUDevice> {
-    if (this.lostError) return Promise.reject(this.lostError);
-    this.gpu ??= this.adapter.requestDevice({ label: 'offload-ts', requiredLimits: this.limits }).then(
-      (gpu) => {
-        void gpu.lost.then((lost) => {
-          if (!this.closing) this.lostError ??= errors.deviceLost(`the WebGPU device was lost (${lost.reason}): ${lost.message}`);
-        });
-        this.scratch = gpu.createBuffer({ label: 'one past the end', size: 16, usage: GPUBufferUsage.STORAGE });
-        return gpu;
-      },
-      (error: Error) => {
-        throw (this.lostError ??= errors.deviceLost(`the WebGPU adapter gave no device: ${error.message}`));
-      },
-    );
-    return this.gpu;
+    if (this.closedError) return Promise.reject(this.closedError);
+    return this.shared.device();
   }
 
   private check(): void {
-    if (this.lostError) throw this.lostError;
+    const lost = this.lost;
+    if (lost) throw lost;
   }
 
   async loadImage(image: DeviceImage): Promise<LoadedImage> {
@@ -129,12 +176,20 @@ export class WebGpuDevice implements PluginDevice {
     const buffer = await scoped(gpu, `allocating ${bytes} bytes`, () =>
       gpu.createBuffer({ size: Math.max(4, align4Up(bytes)), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST }),
     );
-    return new WebGpuAllocation(bytes, buffer);
+    const allocation = new WebGpuAllocation(bytes, buffer);
+    this.allocations.add(allocation);
+    this.shared.buffers++;
+    return allocation;
   }
 
   async free(alloc: Allocation): Promise<void> {
     // Work already submitted that uses the buffer completes first (WebGPU defers the destroy).
+    if (this.allocations.delete(alloc as WebGpuAllocation)) this.shared.buffers--;
     (alloc as WebGpuAllocation).buffer.destroy();
+  }
+
+  census(): Record<string, number> {
+    return { contexts: this.shared.contexts, buffers: this.shared.buffers };
   }
 
   createQueue(): PluginQueue {
@@ -177,7 +232,7 @@ export class WebGpuDevice implements PluginDevice {
         gpu.queue.submit([encoder.finish()]);
       });
       await staging.mapAsync(GPUMapMode.READ).catch((error: Error) => {
-        throw this.lostError ?? errors.deviceLost(`reading from the WebGPU device failed: ${error.message}`);
+        throw this.lost ?? errors.deviceLost(`reading from the WebGPU device failed: ${error.message}`);
       });
       dst.set(new Uint8Array(staging.getMappedRange(), offset - start, dst.byteLength));
     } finally {
@@ -258,7 +313,7 @@ export class WebGpuDevice implements PluginDevice {
     }
     // Buffers are never larger than a binding reaches (info.memoryBytes), so this is the whole rest.
     const size = alloc.buffer.size - offset;
-    if (size <= 0) return { buffer: this.scratch! };
+    if (size <= 0) return { buffer: this.shared.scratch! };
     return { buffer: alloc.buffer, offset, size };
   }
 
@@ -268,12 +323,18 @@ export class WebGpuDevice implements PluginDevice {
     this.check();
   }
 
-  /** Stops the device; later operations reject with DEVICE_LOST. */
-  async close(): Promise<void> {
-    this.closing = true;
-    this.lostError ??= errors.deviceLost('the WebGPU device was shut down');
-    const gpu = await this.gpu?.catch(() => undefined);
-    gpu?.destroy();
+  /**
+   * Ends this context (its buffers are destroyed; later operations reject with DEVICE_LOST). The
+   * device's first context also destroys the GPU device.
+   */
+  async close(owner: boolean): Promise<void> {
+    if (this.closedError) return;
+    this.closedError = errors.deviceLost(owner ? 'the WebGPU device was shut down' : 'the context of this WebGPU device was destroyed');
+    this.shared.contexts--;
+    for (const allocation of this.allocations) allocation.buffer.destroy();
+    this.shared.buffers -= this.allocations.size;
+    this.allocations.clear();
+    if (owner) await this.shared.close();
   }
 
   /** Destroys the GPU device as a driver reset would (tests of DEVICE_LOST). @internal */

@@ -1,4 +1,4 @@
-/** The WebGPU plugin: one device, on the adapter Dawn finds (see adapter.ts for which). */
+/** The WebGPU plugin: one device, on the adapter Dawn finds (see adapter.ts for which), and a context of it per runtime context. */
 import type { ImageInfo } from '../../image/manifest.js';
 import type { Plugin, PluginDevice } from '../interface.js';
 import { WebGpuDevice } from './device.js';
@@ -6,9 +6,13 @@ import { WebGpuDevice } from './device.js';
 export class WebGpuPlugin implements Plugin {
   readonly name = 'webgpu';
   private readonly gpuDevice: WebGpuDevice;
+  /** False for a context: its deinit leaves the GPU device to the plugin it came from. */
+  private readonly owner: boolean;
 
-  constructor(adapter: GPUAdapter) {
-    this.gpuDevice = new WebGpuDevice(adapter);
+  /** @param source An adapter, or (for a context) the device whose GPU the context shares. */
+  constructor(source: GPUAdapter | WebGpuDevice) {
+    this.owner = !(source instanceof WebGpuDevice);
+    this.gpuDevice = source instanceof WebGpuDevice ? source.context() : new WebGpuDevice(source);
   }
 
   async init(): Promise<number> {
@@ -20,11 +24,15 @@ export class WebGpuPlugin implements Plugin {
     return this.gpuDevice;
   }
 
+  async createContext(): Promise<Plugin> {
+    return new WebGpuPlugin(this.gpuDevice);
+  }
+
   isCompatible(image: ImageInfo): boolean {
     return image.format === 'wgsl';
   }
 
   async deinit(): Promise<void> {
-    await this.gpuDevice.close();
+    await this.gpuDevice.close(this.owner);
   }
 }

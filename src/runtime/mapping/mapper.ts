@@ -81,7 +81,7 @@ export class Mapper {
       return result;
     } finally {
       if (reusable) idle.push(queue);
-      else void queue.dispose();
+      else void queue.destroy();
     }
   }
 

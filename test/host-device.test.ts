@@ -92,6 +92,48 @@ describe('host device', { timeout: 180_000 }, () => {
     });
   });
 
+  it('shuts down within its grace period while a kernel loops, failing what is left with DEVICE_LOST', async () => {
+    const runtime = await Offload.init({ host: small });
+    const device = runtime.devices[0]!;
+    const spin = await device.kernel(await runtime.register(await fixtureBundle()), 'spin');
+    const flag = await device.alloc(4);
+    const q = device.queue();
+    q.write(flag, new Int32Array(1));
+    const looping = q.launch(spin, { teams: 2 }, [flag]);
+    const behind = q.read(flag, new Int32Array(1));
+    const started = performance.now();
+    await runtime.shutdown({ graceMs: 200 });
+    const took = performance.now() - started;
+    assert.ok(took >= 200 && took < 5000, `shutdown took ${took.toFixed(0)} ms`);
+    await rejectsWith(looping.done, 'DEVICE_LOST');
+    await rejectsWith(behind.done, 'DEVICE_LOST');
+    await rejectsWith(device.alloc(8), 'DEVICE_LOST', /shut down/);
+  });
+
+  it('takes a default time limit from OFFLOAD_LAUNCH_TIMEOUT, and refuses one that is not a number of milliseconds', async () => {
+    const previous = process.env.OFFLOAD_LAUNCH_TIMEOUT;
+    try {
+      for (const bad of ['0', '-1', '1.5', '10s', 'x'.repeat(10_000), String(2 ** 31)]) {
+        process.env.OFFLOAD_LAUNCH_TIMEOUT = bad;
+        const error = await rejectsWith(Offload.init({ host: small }), 'INVALID_ARGUMENT', /OFFLOAD_LAUNCH_TIMEOUT must be a whole number of milliseconds/);
+        assert.ok(error.message.length < 200, 'the message does not echo the value unbounded');
+      }
+      process.env.OFFLOAD_LAUNCH_TIMEOUT = '150';
+      await withRuntime(async (runtime) => {
+        const device = runtime.devices[0]!;
+        const spin = await device.kernel(await runtime.register(await fixtureBundle()), 'spin');
+        const flag = await device.alloc(4);
+        const q = device.queue();
+        q.write(flag, new Int32Array(1));
+        await rejectsWith(q.launch(spin, { teams: 1 }, [flag]).done, 'TIMEOUT', /time limit of 150 ms/);
+        await q.finish().catch(() => {});
+      });
+    } finally {
+      if (previous === undefined) delete process.env.OFFLOAD_LAUNCH_TIMEOUT;
+      else process.env.OFFLOAD_LAUNCH_TIMEOUT = previous;
+    }
+  });
+
   it('prints one OFFLOAD_INFO line per load, copy and launch', async () => {
     const lines: string[] = [];
     await withRuntime(

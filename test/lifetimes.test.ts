@@ -4,6 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Offload, type Buffer, type Queue } from '../src/index.js';
 import { collectGarbage } from '../src/plugins/host/garbage.js';
@@ -11,6 +14,7 @@ import type { RemoteDevice } from '../src/plugins/remote/device.js';
 import type { ProxyStats } from '../src/proxy/server.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 import { proxyStats, proxyStatsUntil, startProxy, type ProxyProcess } from './helpers/proxy.js';
+import { typeCheck } from './helpers/typecheck.js';
 
 const MiB = 1024 * 1024;
 const BUFFER_BYTES = 64 * 1024;
@@ -109,6 +113,45 @@ describe('lifetimes', { timeout: 600_000 }, () => {
       const grown = final.rssBytes - baseline.rssBytes;
       // 196 clients each wrote 6.25 MiB of buffers: a leak of their memory would be over 1 GiB.
       assert.ok(grown < 48 * MiB, `the proxy's RSS grew by ${(grown / MiB).toFixed(1)} MiB (baseline ${(baseline.rssBytes / MiB).toFixed(0)} MiB, last busy ${(busiest.rssBytes / MiB).toFixed(0)} MiB)`);
+    });
+  });
+
+  describe('await using', () => {
+    it('type-checks on the public handles (Runtime, Library, Buffer, Queue) and nowhere else', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'offload-using-'));
+      try {
+        await writeFile(join(dir, 'package.json'), JSON.stringify({ type: 'module' }));
+        await writeFile(
+          join(dir, 'use.ts'),
+          `import { Offload } from 'offload-ts';
+{
+  await using runtime = await Offload.init();
+  await using library = await runtime.register('kernels.offload');
+  const device = runtime.devices[0]!;
+  await using buffer = await device.alloc(16);
+  await using queue = device.queue();
+  queue.write(buffer, new Uint8Array(16));
+  await using context = await runtime.createContext();
+  void library;
+  void context;
+}
+`,
+        );
+        await writeFile(
+          join(dir, 'bad.ts'),
+          `import { Offload } from 'offload-ts';
+const runtime = await Offload.init();
+{
+  await using device = runtime.devices[0]!;
+}
+`,
+        );
+        const [use, bad] = await Promise.all([typeCheck(dir, 'use.ts'), typeCheck(dir, 'bad.ts')]);
+        assert.deepEqual(use, []);
+        assert.match(bad.join('\n'), /bad\.ts\(4,\d+\): error TS2851/, 'a Device is not disposable');
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
     });
   });
 

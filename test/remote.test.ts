@@ -195,6 +195,44 @@ describe('one proxy, several clients', { timeout: 180_000 }, () => {
   });
 });
 
+describe('a proxy with a launch time limit', { timeout: 180_000 }, () => {
+  it("stops a client's endless loop at --launch-timeout; its device and the client's memory go on", async () => {
+    const proxy = await startProxy({ threads: 2, args: ['--launch-timeout', '300'] });
+    const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
+    try {
+      const device = runtime.devices[0]!;
+      const library = await runtime.register(await fixtureBundle());
+      const spin = await device.kernel(library, 'spin');
+      const iota = await device.kernel(library, 'iota_i32');
+      const flag = await device.alloc(4);
+      const out = await device.alloc(64);
+      const q = device.queue();
+      q.write(flag, new Int32Array(1));
+      q.write(out, new Int32Array(16).fill(-1));
+      // No limit of its own: the proxy's applies; a longer one of its own is capped too.
+      await rejectsWith(q.launch(spin, { teams: 2 }, [flag]).done, 'TIMEOUT', /kernel 'spin' .*time limit of 300 ms/);
+      await q.finish().catch(() => {});
+      await rejectsWith(q.launch(spin, { teams: 1, timeoutMs: 60_000 }, [flag]).done, 'TIMEOUT', /time limit of 300 ms/);
+      await q.finish().catch(() => {});
+      const before = new Int32Array(16);
+      q.read(out, before);
+      q.launch(iota, { teams: 2 }, [8, out]);
+      const after = new Int32Array(16);
+      q.read(out, after);
+      await q.finish();
+      assert.deepEqual([...before], new Array(16).fill(-1), 'memory written before the runaway launches is intact');
+      assert.deepEqual([...after], [0, 1, 2, 3, 4, 5, 6, 7, ...new Array(8).fill(-1)], 'the next launch runs');
+    } finally {
+      await runtime.shutdown();
+      await proxy.stop();
+    }
+  });
+
+  it('refuses a bad --launch-timeout, naming it', async () => {
+    await assert.rejects(startProxy({ args: ['--launch-timeout', '5s'] }), /--launch-timeout must be a whole number of milliseconds/);
+  });
+});
+
 describe('a proxy killed mid-queue', { timeout: 180_000 }, () => {
   it('fails pending and later operations with DEVICE_LOST within a second; local devices go on', async () => {
     const proxy = await startProxy({ threads: 1 });

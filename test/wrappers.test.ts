@@ -2,20 +2,18 @@
 // correct calls and rejects wrong ones, and that they launch kernels for real.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { promisify } from 'node:util';
 import { buildBundle, type BuildResult } from '../src/build/compile.js';
 import { wrapperSource, wrapperTypes } from '../src/build/wrappers.js';
 import type { Manifest } from '../src/image/manifest.js';
 import { OffloadError, Offload, map, type Runtime } from '../src/index.js';
+import { typeCheck } from './helpers/typecheck.js';
 
 const ROOT = path.join(import.meta.dirname, '..');
 const FIXTURES = path.join(ROOT, 'test', 'fixtures', 'kernels.ts');
-const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 const POINTER = 'Buffer | DevicePointer | MapSpec';
 
 let dir: string;
@@ -101,34 +99,6 @@ test('a kernel named like a member of the wrapper object is rejected', { timeout
   }
 });
 
-/** Type-checks `file` (in the temp dir) against the generated .d.ts and src/index.ts; returns tsc's diagnostics of the temp dir's files. */
-async function typeCheck(file: string): Promise<string[]> {
-  const config = path.join(dir, `tsconfig.${path.basename(file, '.ts')}.json`);
-  await writeFile(
-    config,
-    JSON.stringify({
-      compilerOptions: {
-        target: 'ES2022',
-        lib: ['ES2022', 'ES2024.SharedMemory', 'DOM', 'DOM.Iterable'],
-        module: 'NodeNext',
-        moduleResolution: 'NodeNext',
-        strict: true,
-        noEmit: true,
-        typeRoots: [path.join(ROOT, 'node_modules', '@types')],
-        types: ['node'],
-        // The sources, not dist/: the package resolves to dist/ only after `npm run build`.
-        paths: { 'offload-ts': [path.join(ROOT, 'src', 'index.ts')] },
-      },
-      files: [file],
-    }),
-  );
-  const { stdout } = await promisify(execFile)(process.execPath, [TSC, '-p', config, '--pretty', 'false'], { cwd: dir }).catch(
-    (error: { stdout: string }) => error,
-  );
-  // tsc also checks src/, which may have errors of its own; only the files written here are under test.
-  return stdout.split('\n').filter((line) => /^(\w+)\.(d\.)?ts\(/.test(line));
-}
-
 test('TypeScript accepts correct calls and rejects wrong argument types', { timeout: 60_000 }, async () => {
   await writeFile(
     path.join(dir, 'use.ts'),
@@ -170,7 +140,7 @@ const data = new Int32Array(4);
   await writeFile(path.join(dir, 'bad.ts'), prelude + wrong.map(([call]) => call).join('\n') + '\n');
   const first = prelude.split('\n').length;
 
-  const [use, bad] = await Promise.all([typeCheck('use.ts'), typeCheck('bad.ts')]);
+  const [use, bad] = await Promise.all([typeCheck(dir, 'use.ts'), typeCheck(dir, 'bad.ts')]);
   assert.deepEqual(use, []);
   assert.deepEqual(
     bad.map((line) => /^bad\.ts\((\d+),\d+\): error (TS\d+)/.exec(line)?.slice(1, 3).join(' ') ?? line),

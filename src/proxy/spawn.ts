@@ -28,6 +28,8 @@ export interface SpawnProxyOptions {
   env?: NodeJS.ProcessEnv;
   /** Pass the proxy's stderr through to ours (default: collect it into output()). */
   inheritStderr?: boolean;
+  /** More `offload proxy` options, e.g. `['--launch-timeout', '500']`. */
+  args?: string[];
   timeoutMs?: number;
 }
 
@@ -40,7 +42,7 @@ export async function spawnProxy(options: SpawnProxyOptions): Promise<SpawnedPro
 }
 
 function started(options: SpawnProxyOptions, tokenFile: string): Promise<SpawnedProxy> {
-  const child = spawn(process.execPath, [...options.cli, 'proxy', '--listen', '127.0.0.1:0', '--token-file', tokenFile], {
+  const child = spawn(process.execPath, [...options.cli, 'proxy', '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...(options.args ?? [])], {
     env: options.env ?? process.env,
     stdio: ['ignore', 'pipe', options.inheritStderr ? 'inherit' : 'pipe'],
   });

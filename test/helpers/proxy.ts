@@ -16,6 +16,8 @@ export interface ProxyOptions {
   memory?: string;
   /** OFFLOAD_WEBGPU for the proxy (`fallback` serves a software WebGPU device too). Default: off. */
   webgpu?: string;
+  /** More `offload proxy` options. */
+  args?: string[];
 }
 
 export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProcess> {
@@ -23,6 +25,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProce
   const proxy = await spawnProxy({
     cli: ['--import', 'tsx', main],
     token,
+    args: options.args,
     env: { ...process.env, OFFLOAD_HOST_THREADS: String(options.threads ?? 2), OFFLOAD_HOST_MEMORY: options.memory ?? '256M', OFFLOAD_PROXIES: '', OFFLOAD_WEBGPU: options.webgpu ?? 'off' },
   });
   return { ...proxy, token };

@@ -83,7 +83,7 @@ test('the fixtures build lists every exported kernel with its parameter names an
   assert.equal(manifest.name, 'fixtures');
   assert.deepEqual(
     manifest.entries.map((entry) => entry.name),
-    ['empty', 'fill_f32', 'saxpy', 'iota_i32', 'add_i32', 'scale_f64', 'sum_i64', 'record_grid', 'trap_oob', 'trap_abort', 'trap_unreachable', 'busy', 'mixed', 'wait_flag'],
+    ['empty', 'fill_f32', 'saxpy', 'iota_i32', 'add_i32', 'scale_f64', 'sum_i64', 'record_grid', 'trap_oob', 'trap_abort', 'trap_unreachable', 'busy', 'mixed', 'wait_flag', 'count_team', 'scan_memory', 'spin'],
   );
   assert.ok(manifest.entries.every((entry) => entry.kind === 'kernel'));
   const params = (name: string) => manifest.entries.find((entry) => entry.name === name)?.params;

@@ -15,7 +15,7 @@ import { describeViolation, explore, type Exploration } from './helpers/interlea
 import { LaunchModel, type Protocol, type Scenario } from './helpers/launch-model.js';
 import { HostSideV1, PUBLICATION_V1, WorkerSideV1 } from './fixtures/launch-protocol-v1.js';
 
-const FIRST_PROTOCOL: Protocol = { Host: HostSideV1 as unknown as Protocol['Host'], Worker: WorkerSideV1 as unknown as Protocol['Worker'], publication: PUBLICATION_V1 };
+const FIRST_PROTOCOL: Protocol = { Host: HostSideV1, Worker: WorkerSideV1 as unknown as Protocol['Worker'], publication: PUBLICATION_V1 };
 
 function check(t: TestContext, scenario: Scenario, protocol?: Protocol): Exploration {
   const started = performance.now();

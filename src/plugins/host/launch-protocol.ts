@@ -327,15 +327,16 @@ interface Withdrawal {
  * the pool's launch record.
  */
 export class HostSide<L extends RingLaunch> {
-  private readonly free: number[] = [];
-  private readonly waiting = new Fifo<L>();
+  // Protected, not private: the model test's transcript of the first protocol overrides publishStep.
+  protected readonly free: number[] = [];
+  protected readonly waiting = new Fifo<L>();
   readonly inFlight = new Map<number, InFlight<L>>();
   /** Slots of withdrawn launches, reused once the workers killed for them have exited. */
   private readonly retiring = new Set<number>();
   private readonly withdrawals: Withdrawal[] = [];
-  private generation = 0;
+  protected generation = 0;
   /** The publication under way. */
-  private pub: { slot: number; launch: L; gen: number; pc: number } | undefined;
+  protected pub: { slot: number; launch: L; gen: number; pc: number } | undefined;
   private pumpPc: number = C.SEEN;
   private scan: number[] = [];
   private scanIndex = 0;

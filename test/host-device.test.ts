@@ -110,6 +110,32 @@ describe('host device', { timeout: 180_000 }, () => {
     await rejectsWith(device.alloc(8), 'DEVICE_LOST', /shut down/);
   });
 
+  it('ends a context while its kernel loops: that launch stops, the other contexts go on', async () => {
+    await withRuntime(async (runtime) => {
+      const bundle = await fixtureBundle();
+      const context = await runtime.createContext();
+      const looping = context.devices[0]!;
+      const spin = await looping.kernel(await context.register(bundle), 'spin');
+      const flag = await looping.alloc(4);
+      const q = looping.queue();
+      q.write(flag, new Int32Array(1));
+      const stuck = q.launch(spin, { teams: 2 }, [flag]);
+      const started = performance.now();
+      await context.shutdown({ graceMs: 100 });
+      assert.ok(performance.now() - started < 5000, 'the context ended although its kernel loops');
+      await rejectsWith(stuck.done, 'DEVICE_LOST', /context was shut down/);
+      const device = runtime.devices[0]!;
+      const iota = await device.kernel(await runtime.register(bundle), 'iota_i32');
+      const out = await device.alloc(64);
+      const result = new Int32Array(16);
+      const q2 = device.queue();
+      q2.launch(iota, { teams: 2 }, [16, out]);
+      q2.read(out, result);
+      await q2.finish();
+      assert.equal(result[15], 15, 'the device goes on for the other contexts');
+    });
+  });
+
   it('takes a default time limit from OFFLOAD_LAUNCH_TIMEOUT, and refuses one that is not a number of milliseconds', async () => {
     const previous = process.env.OFFLOAD_LAUNCH_TIMEOUT;
     try {

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { Offload, type Device, type Runtime } from '../src/index.js';
 import { RemoteConnection } from '../src/plugins/remote/connection.js';
 import type { RemoteDevice } from '../src/plugins/remote/device.js';
+import type { ProxyStats } from '../src/proxy/server.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 import { proxyStats, proxyStatsUntil, startProxy, type ProxyProcess } from './helpers/proxy.js';
@@ -161,6 +162,36 @@ describe('one proxy, several clients', { timeout: 180_000 }, () => {
     const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
     assert.equal(runtime.devices.length, 1);
     await runtime.shutdown();
+  });
+
+  it('stops the kernel of a client that leaves while it loops, frees its context, and serves the next client', async () => {
+    const leaving = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
+    const device = leaving.devices[0]!;
+    const spin = await device.kernel(await leaving.register(await fixtureBundle()), 'spin');
+    const flag = await device.alloc(4);
+    const q = device.queue();
+    q.write(flag, new Int32Array(1));
+    q.launch(spin, { teams: 2 }, [flag]).done.catch(() => {});
+    await proxyStatsUntil(proxy, (stats) => stats.devices[0]!.inFlight === 1);
+    (device.plugin as RemoteDevice).connection.close();
+    await leaving.shutdown();
+    const gone = (stats: ProxyStats): boolean =>
+      stats.sessions === 0 && stats.contexts === 0 && stats.devices[0]!.contexts === 1 && stats.devices[0]!.inFlight === 0 && stats.devices[0]!.images === 0;
+    const after = await proxyStatsUntil(proxy, gone);
+    assert.deepEqual([after.sessions, after.contexts, after.devices[0]!.inFlight, after.devices[0]!.images], [0, 0, 0, 0], JSON.stringify(after));
+    const next = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
+    try {
+      const iota = await next.devices[0]!.kernel(await next.register(await fixtureBundle()), 'iota_i32');
+      const out = await next.devices[0]!.alloc(64);
+      const result = new Int32Array(16);
+      const q2 = next.devices[0]!.queue();
+      q2.launch(iota, { teams: 2 }, [16, out]);
+      q2.read(out, result);
+      await q2.finish();
+      assert.equal(result[15], 15);
+    } finally {
+      await next.shutdown();
+    }
   });
 
   it('frees the context of a client that is killed: its memory, buffers and queues', async () => {

@@ -301,7 +301,7 @@ export class HostDevice implements PluginDevice {
    * Ends this context: its images are unloaded from the workers and its memory is dropped (and
    * collected); later operations reject with `reason`. The first context also stops the workers.
    */
-  async close(reason = errors.deviceLost('the host device was shut down')): Promise<void> {
+  async close(reason = errors.deviceLost(this.ownsPool ? 'the host device was shut down' : 'its context was shut down')): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.pool.contexts--;
@@ -315,7 +315,12 @@ export class HostDevice implements PluginDevice {
     this.images.clear();
     this.memory = undefined;
     this.heap = new Uint8Array(0);
-    if (!this.pool.lost) await Promise.all(images.map((image) => this.pool.unload(image.id)));
+    if (!this.pool.lost) {
+      // What still runs of this context stops now (a kernel that loops would never let the
+      // workers answer the unloads); the other contexts' launches go on.
+      this.pool.cancel(new Set(images.map((image) => image.id)), reason);
+      await Promise.all(images.map((image) => this.pool.unload(image.id)));
+    }
     collectGarbageSoon();
   }
 }

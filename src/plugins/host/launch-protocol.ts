@@ -386,9 +386,11 @@ export class HostSide<L extends RingLaunch> {
     return this.inFlight.size > 0 || this.withdrawals.length > 0 || !this.betweenRounds || (this.retiring.size > 0 && this.waiting.length > 0);
   }
 
-  /** Removes and returns every launch not yet published (the pool is closing). */
-  drainWaiting(): L[] {
-    return this.waiting.drain();
+  /** Removes and returns the launches not yet published that `match` (all of them by default). */
+  drainWaiting(match: (launch: L) => boolean = () => true): L[] {
+    const all = this.waiting.drain();
+    for (const launch of all) if (!match(launch)) this.waiting.push(launch);
+    return all.filter(match);
   }
 
   publishStep(): HostAction {

@@ -283,6 +283,23 @@ export class WorkerPool {
     }
   }
 
+  /**
+   * Fails every launch of `images` (a context that ends) with `reason`, those waiting and those
+   * running alike; the workers running them are stopped and replaced, so the context's images
+   * can then be unloaded even if a kernel of it loops.
+   */
+  cancel(images: ReadonlySet<number>, reason: OffloadError): void {
+    for (const launch of this.host.drainWaiting((launch) => images.has(launch.image))) launch.reject(reason);
+    let withdrawn = false;
+    for (const [slot, { launch }] of this.host.inFlight) {
+      if (!images.has(launch.image)) continue;
+      this.host.withdraw(slot);
+      launch.reject(reason);
+      withdrawn = true;
+    }
+    if (withdrawn) this.kick();
+  }
+
   /** Withdraws every launch in flight whose time limit has passed; returns the next deadline. */
   private expire(): number {
     const now = performance.now();

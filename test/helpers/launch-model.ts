@@ -260,7 +260,7 @@ export class LaunchModel implements InterleavedSystem<unknown> {
       const late = this.withdrawable();
       if (late) {
         // The launch's time limit passed: the pool settles it, withdraws it and wakes its pump.
-        const slot = this.host.slotOf(late)!;
+        const slot = [...this.host.inFlight].find(([, flight]) => flight.launch === late)![0];
         this.host.withdraw(slot);
         this.settleWithdrawn(late);
         this.unblock(PUMP);

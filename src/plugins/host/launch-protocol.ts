@@ -16,6 +16,9 @@
  * Main publishes launch L (generation g, T teams) into a FREE slot:
  *   P1 payload, FINISHED = 0, TRAPPED = 0 (plain writes)   P2 LIMIT = g:T   P3 STATE = READY
  *   P4 TICKET = g:0   P5 EPOCH += 1   P6 if SLEEPERS > 0: wake up to T workers waiting on EPOCH
+ *   (READY before TICKET: a worker still in the slot may claim every team and store DONE as soon
+ *   as TICKET opens them; a READY stored after that would overwrite DONE, and the launch would
+ *   never complete. The first protocol did that; it is one of the hangs the model test finds.)
  * A worker:
  *   W1 e = EPOCH, then for each slot whose STATE is READY:
  *   W2   cell = slot + 1
@@ -42,7 +45,7 @@
  *     g:t+1 at most once (it never moves back; only a new publication resets it, to a new
  *     generation), and never past g:T (W4). A stale worker's compare-exchange fails: the word
  *     carries the generation.
- *  I2 A claimed team runs with its own launch's payload: P1 precedes P2 and P3, and main writes
+ *  I2 A claimed team runs with its own launch's payload: P1 precedes P2 and P4, and main writes
  *     the payload again only after it collected the slot (STATE == DONE), which needs FINISHED ==
  *     T, which needs this claim's W7: the slot cannot change under a claim. (The first protocol
  *     read the payload after checking the generation but while holding a stale ticket, so a
@@ -50,11 +53,11 @@
  *  I3 A launch completes exactly once, after its last team: FINISHED counts finishes of claims of
  *     the current generation only, so exactly one W7 sees T and marks DONE.
  *  I4 No wake-up is lost. A worker sleeps only while EPOCH still has the value it read before its
- *     scan; every publication stores READY before it increments EPOCH. So either the scan saw the
- *     slot READY, or the increment came after W1 and the wait returns at once (EPOCH != e) or
- *     finds the worker counted in SLEEPERS (incremented before it waits) and wakes it. Main waits
- *     for DONE_COUNT the same way. Waits keep a bound, but only as a cap on the cost of a bug:
- *     the model test checks progress with unbounded waits.
+ *     scan; every publication stores READY and opens TICKET before it increments EPOCH. So
+ *     either the scan saw the slot claimable, or the increment came after W1 and the wait returns
+ *     at once (EPOCH != e) or finds the worker counted in SLEEPERS (incremented before it waits)
+ *     and wakes it. Main waits for DONE_COUNT the same way. Waits keep a bound, but only as a cap
+ *     on the cost of a bug: the model test checks progress with unbounded waits.
  *  I5 A withdrawn launch's slot is reused only when no worker can touch it. Only a worker that
  *     holds a claim writes a slot (FINISHED, TRAPPED, DONE), and it holds its cell at -(s + 1)
  *     from before its claim to after its last write. After the withdrawing compare-exchange no
@@ -141,13 +144,7 @@ const WORKER_STEP_NAMES = Object.keys(W);
  * `killed(s)` the worker can claim nothing more (its next compare-exchange fails and it stops).
  */
 const KILLED = 1 << 16;
-export const killedCell = (slot: number): number => -(slot + 1) - KILLED;
-/** The slot a cell names, whatever the form, or -1 for none. */
-export function cellSlot(cell: number): number {
-  if (cell > 0) return cell - 1;
-  if (cell < 0 && cell > -KILLED) return -cell - 1;
-  return cell < 0 ? -cell - 1 - KILLED : -1;
-}
+const killedCell = (slot: number): number => -(slot + 1) - KILLED;
 
 /** The worker's side of the protocol (W1-W9 above). */
 export class WorkerSide {
@@ -366,11 +363,6 @@ export class HostSide<L extends RingLaunch> {
     return this.pub !== undefined || (this.waiting.length > 0 && this.free.length > 0);
   }
 
-  /** Launches waiting for a slot. */
-  get backlog(): number {
-    return this.waiting.length;
-  }
-
   /** True when a publication has begun and not ended (its steps run back to back). */
   get midPublication(): boolean {
     return this.pub !== undefined;
@@ -450,12 +442,6 @@ export class HostSide<L extends RingLaunch> {
         return HostAction.WakeWorkers;
       }
     }
-  }
-
-  /** The slot launch `launch` is in flight in, if it is. */
-  slotOf(launch: L): number | undefined {
-    for (const [slot, flight] of this.inFlight) if (flight.launch === launch) return slot;
-    return undefined;
   }
 
   /**

@@ -97,7 +97,7 @@ export class LaunchRing {
     return this.slotBase + slot * this.slotInts + field;
   }
 
-  /** Int32 index of worker `worker`'s cell (the slot it is working in, plus one; 0 for none). */
+  /** Int32 index of worker `worker`'s cell: which slot it works in and how (launch-protocol.ts). */
   cell(worker: number): number {
     return HEADER_INTS + worker;
   }

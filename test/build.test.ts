@@ -127,6 +127,21 @@ test('the image imports a shared env.memory with the ABI maximum, and only devic
   for (const { module, name } of info.imports) assert.ok(allowed.includes(`${module}.${name}`), `${module}.${name}`);
 });
 
+test('the image has no start function, and its static data is what the manifest says', { timeout: 120_000 }, () => {
+  const image = decodeBundle(fixtures.bundle).images[0]!;
+  const info = readWasmModuleInfo(image.bytes);
+  assert.equal(info.hasStart, false);
+  // Devices read the range from the module; the manifest's copy must agree with it.
+  const start = Math.min(...info.dataSegments.map((s) => s.offset));
+  const end = Math.max(...info.dataSegments.map((s) => s.offset + s.size));
+  assert.ok(start >= image.info.staticBase && end <= image.info.staticBase + image.info.staticSize, `[${start}, ${end})`);
+});
+
+test('a kernel file with top-level code fails, naming the file and the way out', { timeout: 120_000 }, async () => {
+  const source = await kernelSource('toplevel.ts', 'let total: i32 = 0;\nfor (let i = 0; i < 8; i++) total += i;\nexport function k(p: usize): void { store<i32>(p, total); }\n');
+  await assertBuildFails({ sources: [source], output: path.join(dir, 'toplevel') }, 'INVALID_ARGUMENT', /toplevel\.ts: top-level code/, /into a kernel/);
+});
+
 test('kernels import the device library as offload-ts/device', { timeout: 120_000 }, () => {
   const info = readWasmModuleInfo(decodeBundle(fixtures.bundle).images[0]!.bytes);
   const device = info.imports.filter((i) => i.module === 'offload').map((i) => i.name);

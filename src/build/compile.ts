@@ -103,8 +103,8 @@ interface CompiledImage {
  * @throws (rejects) OffloadError NOT_FOUND when a source is missing; INVALID_ARGUMENT for bad
  *   options, compiler errors (as `file:line:col: error CODE: message` lines), kernels with
  *   unsupported signatures or named like a member of the wrappers (library, unload, then),
- *   kernels that allocate or import what a device does not provide, and static data that does
- *   not fit the static window.
+ *   kernels that allocate or import what a device does not provide, top-level code (a start
+ *   function), and static data that does not fit the static window.
  */
 export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
   checkOptions(options);
@@ -178,7 +178,8 @@ async function buildWasmImage(files: string[], name: string, options: BuildOptio
   }
   const { image, info, staticSize } = compiled;
   checkFitsWindow(staticBase, staticSize);
-  checkAllocations(image.wat, sources);
+  checkAllocations(image.wat, sources, info.hasStart);
+  if (info.hasStart) await refuseTopLevelCode(sources, staticBase, options, image.wat);
   checkImports(info);
   checkExports(info, image.entries);
   const imageInfo: ImageInfo = {
@@ -305,26 +306,61 @@ function displayPath(file: string): string {
  * device buffers, and no two workers would agree on its state. Any trace of the stub allocator
  * in the optimized module means some kernel code allocates.
  */
-function checkAllocations(wat: string, sources: SourceSet): void {
+function checkAllocations(wat: string, sources: SourceSet, hasStart: boolean): void {
   if (!wat.includes(`$${STUB_RUNTIME_PREFIX}`)) return;
   const allocating = new Set<string>();
   let current = '';
   for (const line of wat.split('\n')) {
     const func = /^ \(func \$(\S+)/.exec(line);
     if (func !== null) current = func[1];
-    // Skip module-level lines and compiler functions (`~start` runs top-level code).
-    else if (line.includes(`$${STUB_RUNTIME_PREFIX}`) && current !== '' && !current.startsWith('~')) allocating.add(current);
+    // Skip module-level lines, compiler functions and top-level code (`~start`, `start:<file>`).
+    else if (line.includes(`$${STUB_RUNTIME_PREFIX}`) && current !== '' && !current.startsWith('~') && !current.startsWith('start:')) {
+      allocating.add(current);
+    }
   }
   // Internal function names are `<source path without .ts>/<name>`.
   const places = [...allocating].map((internal) => {
     const slash = internal.lastIndexOf('/');
     return `${displaySource(sources.baseDir, `${internal.slice(0, slash)}.ts`)} (function '${internal.slice(slash + 1)}')`;
   });
-  const where =
-    places.length > 0 ? places.join(', ') : sources.entries.map((e) => displaySource(sources.baseDir, e)).join(', ');
-  throw errors.invalidArgument(
+  // No kernel names the allocator itself: the start function (top-level code, or the runtime's
+  // set-up for allocating code) does, and refuseTopLevelCode tells which.
+  if (places.length === 0 && hasStart) return;
+  throw allocationError(places.length > 0 ? places.join(', ') : entryFiles(sources));
+}
+
+function allocationError(where: string) {
+  return errors.invalidArgument(
     `kernel code allocates managed memory in ${where}: a device has no heap, so kernels must not use ` +
       `new, arrays, typed arrays, strings or closures; use device pointers (usize) with load<T>/store<T> instead`,
+  );
+}
+
+function entryFiles(sources: SourceSet): string {
+  return sources.entries.map((e) => displaySource(sources.baseDir, e)).join(', ');
+}
+
+/**
+ * A start function runs on every worker each time the image loads, outside any launch (no
+ * timeout can stop it), and devices refuse images that have one. AssemblyScript emits one for
+ * top-level code: a global initialised by a call, a top-level statement or loop. The optimized
+ * module inlines each file's part into `~start`; an unoptimized build keeps them as
+ * `start:<file>` functions, which name the files.
+ * @throws (rejects) OffloadError INVALID_ARGUMENT, always.
+ */
+async function refuseTopLevelCode(sources: SourceSet, staticBase: number, options: BuildOptions, wat: string): Promise<never> {
+  const plain = options.optimize === false ? wat : (await compileImage(sources, staticBase, { ...options, optimize: false })).wat;
+  // A file's `start:` function that only calls others' (its imports') has no code of its own.
+  const files = [...plain.matchAll(/^ \(func \$start:(\S+)\n((?: {2}.*\n)*) \)$/gm)]
+    .filter(([, file, body]) => !file.startsWith(LIBRARY_PREFIX) && !/^(?: {2}call \$start:\S+\n)*$/.test(body))
+    .map(([, file]) => displaySource(sources.baseDir, `${file}.ts`));
+  // No file has top-level code: the start function only sets up the allocator, for kernel code that allocates.
+  if (files.length === 0 && wat.includes(`$${STUB_RUNTIME_PREFIX}`)) throw allocationError(entryFiles(sources));
+  const where = files.length > 0 ? files.join(', ') : entryFiles(sources);
+  throw errors.invalidArgument(
+    `${where}: top-level code (a global initialised by a call, a top-level statement or loop) would run ` +
+      `each time the image loads, on every worker, outside any launch; devices refuse images with a start ` +
+      `function: move that code into a kernel, or make the value a constant (a literal)`,
   );
 }
 

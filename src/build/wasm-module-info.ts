@@ -1,6 +1,7 @@
 /**
  * Reads the few facts the build checks about a compiled wasm module straight from its binary:
- * imports (with memory limits), exports and active data segments. Everything else is skipped.
+ * imports (with memory limits), exports, active data segments and whether it has a start
+ * function. Everything else is skipped.
  */
 import { errors } from '../errors.js';
 
@@ -37,11 +38,17 @@ export interface WasmModuleInfo {
   exports: WasmExport[];
   /** Active segments only; passive ones write nothing on their own. */
   dataSegments: DataSegment[];
+  /**
+   * True when the module has a start section: a function that runs on every instantiation,
+   * before any export can be called (AssemblyScript emits one for top-level code).
+   */
+  hasStart: boolean;
 }
 
 const EXTERN_KINDS: readonly WasmExternKind[] = ['function', 'table', 'memory', 'global', 'tag'];
 const SECTION_IMPORT = 2;
 const SECTION_EXPORT = 7;
+const SECTION_START = 8;
 const SECTION_DATA = 11;
 const OP_I32_CONST = 0x41;
 const OP_END = 0x0b;
@@ -55,13 +62,14 @@ export function readWasmModuleInfo(bytes: Uint8Array): WasmModuleInfo {
   const reader = new ByteReader(bytes);
   if (reader.u32le() !== 0x6d736100) throw malformed('bad magic');
   if (reader.u32le() !== 1) throw malformed('unsupported binary version');
-  const info: WasmModuleInfo = { imports: [], exports: [], dataSegments: [] };
+  const info: WasmModuleInfo = { imports: [], exports: [], dataSegments: [], hasStart: false };
   while (!reader.atEnd()) {
     const id = reader.byte();
     const size = reader.leb();
     const section = reader.sub(size);
     if (id === SECTION_IMPORT) info.imports = section.vector(readImport);
     else if (id === SECTION_EXPORT) info.exports = section.vector(readExport);
+    else if (id === SECTION_START) info.hasStart = true;
     else if (id === SECTION_DATA) info.dataSegments = section.vector(readDataSegment).filter((s) => s !== null);
   }
   return info;

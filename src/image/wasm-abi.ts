@@ -24,7 +24,9 @@ export const PAGE_BYTES = 65536;
  * stray small pointer traps or hits nothing of value). Images keep their static data (strings
  * of abort messages, constant tables) at a fixed address chosen at build time inside
  * [STATIC_WINDOW_START, STATIC_WINDOW_END); a device reserves that range while the image is
- * loaded and allocates buffers only above STATIC_WINDOW_END.
+ * loaded and allocates buffers only above STATIC_WINDOW_END. The device reads the range from the
+ * module's active data segments, never from the manifest (an image may come from anyone), and
+ * refuses an image whose data segments leave the window.
  *
  * Why fixed addresses: AssemblyScript emits absolute addresses for static data and no
  * relocation information, so an image cannot be moved at load time.

@@ -149,6 +149,21 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         await rejectsWith(buffer.free(), 'INVALID_BUFFER', /already freed/);
       });
 
+      it('hands out zeroed memory: a new buffer never shows what a freed one held', async () => {
+        const q = device.queue();
+        for (const bytes of [64, 4096, 1 << 20]) {
+          const first = await device.alloc(bytes);
+          await q.write(first, new Uint8Array(bytes).fill(0xab)).done;
+          await first.free();
+          const second = await device.alloc(bytes);
+          const out = new Uint8Array(bytes);
+          await q.read(second, out).done;
+          assert.equal(out.findIndex((byte) => byte !== 0), -1, `a fresh ${bytes}-byte buffer holds the freed one's bytes`);
+          await second.free();
+        }
+        await q.destroy();
+      });
+
       it('allocates zero-byte buffers', async () => {
         await withBuffer(0, async (buffer) => assert.equal(buffer.byteLength, 0));
       });

@@ -5,7 +5,9 @@
 import { createHash } from 'node:crypto';
 import { availableParallelism, cpus } from 'node:os';
 import { errors, quoted, type OffloadError } from '../../errors.js';
-import { DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END } from '../../image/wasm-abi.js';
+import { parseBytes } from '../../units.js';
+import { readWasmModuleInfo, type DataSegment, type WasmModuleInfo } from '../../build/wasm-module-info.js';
+import { DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
 import type {
   Allocation,
   DeviceImage,
@@ -40,16 +42,8 @@ export function defaultHostOptions(env: NodeJS.ProcessEnv = process.env): HostDe
   if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKERS) {
     throw errors.invalidArgument(`OFFLOAD_HOST_THREADS must be an integer from 1 to ${MAX_WORKERS}, not ${quoted(String(env.OFFLOAD_HOST_THREADS))}`);
   }
-  const memoryBytes = env.OFFLOAD_HOST_MEMORY === undefined ? 1024 * 1024 * 1024 : parseBytes(env.OFFLOAD_HOST_MEMORY);
+  const memoryBytes = env.OFFLOAD_HOST_MEMORY === undefined ? 1024 * 1024 * 1024 : parseBytes(env.OFFLOAD_HOST_MEMORY, 'OFFLOAD_HOST_MEMORY');
   return { threads, memoryBytes };
-}
-
-/** Parses `512M`, `1G`, `1048576`: sizes in the environment. */
-function parseBytes(text: string): number {
-  const match = /^(\d+)\s*([KMG]?)i?B?$/i.exec(text.trim());
-  if (!match) throw errors.invalidArgument(`OFFLOAD_HOST_MEMORY must be a size such as 512M or 2G, not ${quoted(text)}`);
-  const unit = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3 }[match[2]!.toUpperCase() as '' | 'K' | 'M' | 'G'];
-  return Number(match[1]) * unit;
 }
 
 class HostAllocation implements Allocation {
@@ -86,6 +80,48 @@ class HostImage implements LoadedImage {
     readonly name: string,
     readonly staticRange: StaticRange | undefined,
   ) {}
+}
+
+/** Where an image's active data segments write: [start, end) of device memory. */
+interface StaticSpan {
+  start: number;
+  end: number;
+}
+
+const hex = (n: number) => `0x${n.toString(16)}`;
+
+/** The facts the device checks, read from the image's module (`shown` names the image). */
+function moduleInfoOf(image: DeviceImage, shown: string): WasmModuleInfo {
+  try {
+    return readWasmModuleInfo(image.bytes);
+  } catch (error) {
+    // E.g. a data segment whose address is not a constant: its range could not be reserved.
+    const reason = error instanceof Error ? error.message : String(error);
+    throw errors.incompatibleImage(`image of ${shown} cannot be loaded: ${reason}; rebuild it with 'offload build'`, undefined, error);
+  }
+}
+
+/**
+ * The range the module's active data segments write on every instantiation (on each worker,
+ * and again on a worker that replaces a dead one), or undefined when they write nothing. Each
+ * segment must lie wholly inside the static window: anywhere else it would overwrite buffers of
+ * this context, or null page bytes.
+ */
+function staticSpanOf(segments: readonly DataSegment[], shown: string): StaticSpan | undefined {
+  let span: StaticSpan | undefined;
+  for (const { offset, size } of segments) {
+    if (size === 0) continue; // writes nothing
+    const end = offset + size;
+    if (offset < STATIC_WINDOW_START || end > STATIC_WINDOW_END) {
+      throw errors.incompatibleImage(
+        `image of ${shown} has static data at [${hex(offset)}, ${hex(end)}), outside the static window ` +
+          `[${hex(STATIC_WINDOW_START)}, ${hex(STATIC_WINDOW_END)}) of device memory; rebuild it with 'offload build' ` +
+          `(and a --static-base inside the window, if given)`,
+      );
+    }
+    span = span === undefined ? { start: offset, end } : { start: Math.min(span.start, offset), end: Math.max(span.end, end) };
+  }
+  return span;
 }
 
 const allowedImports = new Set([
@@ -177,29 +213,45 @@ export class HostDevice implements PluginDevice {
     if (lost) throw lost;
   }
 
+  /**
+   * Loads a wasm image on every worker. The image is untrusted (a proxy loads what its clients
+   * send): what the device relies on (the static data range, no start function, the imports,
+   * the memory it needs) is read from the module itself, never from the manifest.
+   */
   async loadImage(image: DeviceImage): Promise<LoadedImage> {
     this.checkAlive();
+    const shown = quoted(image.name);
     if (image.info.format !== 'wasm') {
-      throw errors.unsupported(`the host device runs wasm images, not '${image.info.format}' (image of '${image.name}')`);
+      throw errors.unsupported(`the host device runs wasm images, not ${quoted(image.info.format)} (image of ${shown})`);
     }
     let module: WebAssembly.Module;
     try {
       module = await WebAssembly.compile(image.bytes as Uint8Array<ArrayBuffer>);
     } catch (error) {
-      throw errors.incompatibleImage(`image of '${image.name}' is not a valid wasm module: ${(error as Error).message}`, undefined, error);
+      throw errors.incompatibleImage(`image of ${shown} is not a valid wasm module: ${(error as Error).message}`, undefined, error);
     }
     this.checkAlive(); // the context may have ended while the module compiled
     for (const imp of WebAssembly.Module.imports(module)) {
       if (!allowedImports.has(`${imp.module}.${imp.name}`)) {
         throw errors.incompatibleImage(
-          `image of '${image.name}' imports '${imp.module}.${imp.name}', which the host device does not provide (it provides ${[...allowedImports].join(', ')})`,
+          `image of ${shown} imports ${quoted(`${imp.module}.${imp.name}`)}, which the host device does not provide (it provides ${[...allowedImports].join(', ')})`,
         );
       }
     }
-    if (image.info.minPages * PAGE_BYTES > this.heap.length) {
-      throw errors.incompatibleImage(`image of '${image.name}' needs ${image.info.minPages} pages of memory; the device has ${this.heap.length / PAGE_BYTES}`);
+    const info = moduleInfoOf(image, shown);
+    if (info.hasStart) {
+      // It would run on every worker at instantiation, before any launch could time it out: a
+      // loop there would hang the device for every context.
+      throw errors.incompatibleImage(
+        `image of ${shown} has a start function (code that runs when the image loads, on every worker); ` +
+          `kernels may only run in launches: rebuild it with 'offload build', which refuses top-level code`,
+      );
     }
-    const staticRange = this.reserveStatic(image);
+    const minPages = info.imports.find((imp) => imp.kind === 'memory')?.memory?.minimum ?? 0;
+    if (minPages * PAGE_BYTES > this.heap.length) {
+      throw errors.incompatibleImage(`image of ${shown} needs ${minPages} pages of memory; the device has ${this.heap.length / PAGE_BYTES}`);
+    }
+    const staticRange = this.reserveStatic(image, shown, staticSpanOf(info.dataSegments, shown));
     const id = this.pool.imageId();
     const hostImage = new HostImage(id, image.name, staticRange);
     const kernels = image.entries.filter((entry) => entry.kind === 'kernel');
@@ -215,21 +267,20 @@ export class HostDevice implements PluginDevice {
     if (failed?.type === 'load-failed' || replies.length === 0) {
       await this.unloadImage(hostImage);
       this.checkAlive();
-      throw errors.incompatibleImage(`image of '${image.name}' failed to instantiate: ${failed?.type === 'load-failed' ? failed.message : 'no reply'}`);
+      throw errors.incompatibleImage(`image of ${shown} failed to instantiate: ${failed?.type === 'load-failed' ? failed.message : 'no reply'}`);
     }
     return hostImage;
   }
 
   /**
-   * Reserves the image's static data range. Byte-identical images (the same bundle registered
+   * Reserves the image's static data range `span` (read from its module: the manifest's
+   * staticBase/staticSize are not trusted). Byte-identical images (the same bundle registered
    * twice) share one range, counted; any other overlap is refused, since AssemblyScript images
    * cannot be relocated (see wasm-abi.ts).
    */
-  private reserveStatic(image: DeviceImage): StaticRange | undefined {
-    const { staticBase, staticSize } = image.info;
-    if (staticSize === 0) return undefined;
-    const start = staticBase;
-    const end = staticBase + staticSize;
+  private reserveStatic(image: DeviceImage, shown: string, span: StaticSpan | undefined): StaticRange | undefined {
+    if (span === undefined) return undefined;
+    const { start, end } = span;
     const digest = createHash('sha256').update(image.bytes).digest('hex');
     for (const range of this.staticRanges) {
       if (start >= range.end || range.start >= end) continue;
@@ -238,8 +289,8 @@ export class HostDevice implements PluginDevice {
         return range;
       }
       throw errors.incompatibleImage(
-        `image of '${image.name}' keeps static data at [0x${start.toString(16)}, 0x${end.toString(16)}), ` +
-          `which overlaps image '${range.owner}' loaded on this device; rebuild one of them with another --static-base`,
+        `image of ${shown} keeps static data at [${hex(start)}, ${hex(end)}), ` +
+          `which overlaps image ${quoted(range.owner)} loaded on this device; rebuild one of them with another --static-base`,
       );
     }
     const range: StaticRange = { start, end, digest, owner: image.name, users: 1 };
@@ -275,7 +326,11 @@ export class HostDevice implements PluginDevice {
 
   async free(alloc: Allocation): Promise<void> {
     this.checkAlive();
-    this.allocator.free((alloc as HostAllocation).address);
+    const address = (alloc as HostAllocation).address;
+    const size = this.allocator.free(address);
+    // Zeroed before it is handed out again: a new buffer never shows what the last one held.
+    // (Zeroing at free touches only pages that were used; zeroing at alloc would commit fresh ones.)
+    this.heap.fill(0, address, address + size);
   }
 
   createQueue(): PluginQueue {

@@ -7,7 +7,9 @@
  * loads and unloads, as piscina's workers do. After an unload it returns to its event loop once,
  * when idle, to collect the instances (and the device memory they hold) that were dropped.
  */
+import { writeSync } from 'node:fs';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
+import { quoted } from '../../errors.js';
 import { collectGarbage } from './garbage.js';
 import {
   ARG_KIND,
@@ -50,16 +52,68 @@ let numThreads = 1;
 /** Thrown by AssemblyScript's abort(): carries the assertion message and source position. */
 class KernelAbort extends Error {}
 
-/** Reads an AssemblyScript string (UTF-16, byte length stored just before it) from `memory`. */
-function readString(memory: WebAssembly.Memory, pointer: number): string {
+/**
+ * Most characters read from a kernel's string: an abort's message and file name, cut so that
+ * the trap text still ends with the position within a slot's ERROR_BYTES.
+ */
+const MAX_MESSAGE_CHARS = 512;
+const MAX_FILE_CHARS = 256;
+/** Trace lines written per team run; the calls past them are only counted. */
+const MAX_TRACE_LINES = 64;
+/** Most characters of a trace message. */
+const MAX_TRACE_CHARS = 256;
+
+/**
+ * Reads an AssemblyScript string (UTF-16, byte length stored just before it) from `memory`.
+ * The length word is the kernel's to forge (a 2 GiB string would exhaust this worker's heap):
+ * at most `max` characters are read, never past the end of memory, and a cut text ends in '...'.
+ */
+function readString(memory: WebAssembly.Memory, address: number, max: number): string {
+  const pointer = address >>> 0; // wasm passes an i32: addresses from 2 GiB on arrive negative
   if (pointer === 0) return '';
   const heap = new Uint8Array(memory.buffer);
   if (pointer < 4 || pointer > heap.length) return `<string at 0x${pointer.toString(16)}>`;
-  const bytes = new DataView(memory.buffer).getUint32(pointer - 4, true);
-  const end = Math.min(pointer + bytes, heap.length);
+  const chars = new DataView(memory.buffer).getUint32(pointer - 4, true) >>> 1;
+  const read = Math.min(chars, max, (heap.length - pointer) >>> 1);
   let text = '';
-  for (let p = pointer; p + 1 < end; p += 2) text += String.fromCharCode(heap[p]! | (heap[p + 1]! << 8));
-  return text;
+  for (let p = pointer; p < pointer + 2 * read; p += 2) text += String.fromCharCode(heap[p]! | (heap[p + 1]! << 8));
+  return read < chars ? `${text}...` : text;
+}
+
+/**
+ * Trace lines of the team running now. A kernel that traces in a loop would flood stderr and,
+ * since a worker's stderr goes through the main thread, the main process's memory; so at most
+ * MAX_TRACE_LINES are written per team run, then one line with the count of the others. Per
+ * team run, since that is what a worker runs from start to end: a bound per launch would need a
+ * count shared by all the workers running its teams.
+ */
+let traceLines = 0;
+let traceDropped = 0;
+
+/**
+ * Writes a trace line straight to the process's stderr. Not through process.stderr: a worker's
+ * is relayed by the main thread and holds every write after the first until the worker returns
+ * to its event loop, which it does not while launches come (the lines would pile up in its heap,
+ * and be lost if the process exits first). One write of a short line is not torn by another's.
+ */
+function writeTrace(line: string): void {
+  try {
+    writeSync(2, `offload trace: ${line}\n`);
+  } catch {
+    // Debug output only: a closed or full stderr drops the line.
+  }
+}
+
+/** Ends the trace of a team run: says how many of its lines were dropped. */
+function endTrace(kernel: string): void {
+  if (traceDropped > 0) {
+    writeTrace(
+      `${traceDropped} more trace line${traceDropped === 1 ? '' : 's'} of kernel ${quoted(kernel)} (team ${teamId}) dropped; ` +
+        `at most ${MAX_TRACE_LINES} are written per team`,
+    );
+  }
+  traceLines = 0;
+  traceDropped = 0;
 }
 
 function importsFor(memory: WebAssembly.Memory): WebAssembly.Imports {
@@ -67,12 +121,19 @@ function importsFor(memory: WebAssembly.Memory): WebAssembly.Imports {
     env: {
       memory,
       abort(message: number, file: number, line: number, column: number): never {
-        const where = file ? ` at ${readString(memory, file)}:${line}:${column}` : '';
-        throw new KernelAbort(`abort: ${readString(memory, message) || 'assertion failed'}${where}`);
+        const where = file ? ` at ${readString(memory, file, MAX_FILE_CHARS)}:${line}:${column}` : '';
+        throw new KernelAbort(`abort: ${readString(memory, message, MAX_MESSAGE_CHARS) || 'assertion failed'}${where}`);
       },
       seed: () => Date.now() * Math.random(),
       trace(message: number, count: number, ...values: number[]): void {
-        process.stderr.write(`offload trace: ${readString(memory, message)} ${values.slice(0, count).join(', ')}\n`);
+        if (traceLines >= MAX_TRACE_LINES) {
+          traceDropped++;
+          return;
+        }
+        traceLines++;
+        // At most 5 values (AssemblyScript's trace takes 5), each a number: the line stays short.
+        const shown = values.slice(0, Math.max(0, Math.min(count, 5))).join(', ');
+        writeTrace(`${readString(memory, message, MAX_TRACE_CHARS)} ${shown}`);
       },
     },
     offload: {
@@ -157,6 +218,7 @@ function runTeam(): void {
       ring.writeErrorText(slot, `kernel '${kernel?.name ?? '?'}' trapped in team ${side.team}: ${reason}`);
     }
   }
+  endTrace(kernel?.name ?? '?');
 }
 
 function run(): void {

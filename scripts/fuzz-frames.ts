@@ -8,7 +8,7 @@ import { fuzzProxy } from '../test/helpers/proxy-fuzz.js';
 
 const frames = Number(process.argv[2] ?? 200_000);
 const seed = Number(process.argv[3] ?? Date.now() % 2 ** 31);
-const token = 'fuzz';
+const token = 'fuzz-token-0123456789';
 const server = await ProxyServer.start({ listen: '127.0.0.1:0', token, runtime: { host: { threads: 1, memoryBytes: 64 * 1024 * 1024 } } });
 const started = performance.now();
 try {

@@ -172,7 +172,7 @@ describe('offload command', { timeout: 300_000 }, () => {
     const proxy = await startProxy({ threads: 1 });
     try {
       const tokenFile = path.join(dir, 'token');
-      await writeFile(tokenFile, `${proxy.token}\n`);
+      await writeFile(tokenFile, `${proxy.token}\n`, { mode: 0o600 });
       const { code, stdout, stderr } = await offload(['devices', '--json', '--proxies', proxy.address, '--token-file', tokenFile]);
       assert.equal(code, 0, stderr);
       const devices = JSON.parse(stdout) as { plugin: string; location: string }[];

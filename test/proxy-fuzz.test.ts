@@ -8,7 +8,7 @@ import { ProxyServer } from '../src/proxy/server.js';
 import { FrameDecoder } from '../src/transport/frame.js';
 import { fuzzProxy } from './helpers/proxy-fuzz.js';
 
-const token = 'fuzz-token';
+const token = 'fuzz-token-0123456789';
 
 describe('proxy under malformed frames', { timeout: 240_000 }, () => {
   let server: ProxyServer;

@@ -2,15 +2,19 @@
 // proxies and clients that die. Every proxy is a real `offload proxy` child process.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Offload, type Device, type Runtime } from '../src/index.js';
 import { RemoteConnection } from '../src/plugins/remote/connection.js';
 import type { RemoteDevice } from '../src/plugins/remote/device.js';
 import type { ProxyStats } from '../src/proxy/server.js';
+import { PROTOCOL_VERSION } from '../src/proxy/protocol.js';
+import { encodeFrame, FrameDecoder } from '../src/transport/frame.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
-import { proxyStats, proxyStatsUntil, startProxy, type ProxyProcess } from './helpers/proxy.js';
+import { proxyStats, proxyStatsUntil, startPeeredProxies, startProxy, type ProxyProcess } from './helpers/proxy.js';
 
 const MiB = 1024 * 1024;
 
@@ -33,7 +37,7 @@ describe('two proxies', { timeout: 180_000 }, () => {
   const token = 'two-proxies-token';
 
   before(async () => {
-    proxies = await Promise.all([startProxy({ token, threads: 1 }), startProxy({ token, threads: 1 })]);
+    proxies = await startPeeredProxies(2, { token, threads: 1 });
     runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * MiB }, proxies: proxies.map((p) => p.address), token });
   });
   after(async () => {
@@ -261,6 +265,138 @@ describe('a proxy with a launch time limit', { timeout: 180_000 }, () => {
 
   it('refuses a bad --launch-timeout, naming it', async () => {
     await assert.rejects(startProxy({ args: ['--launch-timeout', '5s'] }), /--launch-timeout must be a whole number of milliseconds/);
+  });
+});
+
+describe('peer links', { timeout: 180_000 }, () => {
+  it("a link logs in with a buffer's write grant, no token, and may write into that buffer only", async () => {
+    const proxy = await startProxy({ threads: 1 });
+    const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
+    try {
+      const device = runtime.devices[0]!;
+      const target = await device.alloc(64);
+      const other = await device.alloc(64);
+      const grant = (target.allocation as unknown as { grant: string }).grant;
+      const ids = (buffer: typeof target): number => (buffer.allocation as unknown as { id: number }).id;
+      const link = await RemoteConnection.open(proxy.address, { grant });
+      try {
+        await link.request({ op: 'queue', queue: 1, device: 0 });
+        await link.request({ op: 'write', queue: 1, buffer: ids(target), offset: 0, bytes: 4 }, new Uint8Array([1, 2, 3, 4]));
+        const refused = [
+          { op: 'write', queue: 1, buffer: ids(other), offset: 0, bytes: 4 },
+          { op: 'read', queue: 1, buffer: ids(target), offset: 0, bytes: 4 },
+          { op: 'free', buffer: ids(target) },
+          { op: 'alloc', device: 0, buffer: 99, bytes: 8, kind: 'device' },
+          { op: 'copy', queue: 1, src: ids(other), dst: ids(target), srcOffset: 0, dstOffset: 0, bytes: 4 },
+        ];
+        for (const request of refused) {
+          const payload = request.op === 'write' ? new Uint8Array(4) : undefined;
+          await rejectsWith(link.request(request, payload), 'UNAUTHORIZED', /a peer link may only write into the buffer it was granted/);
+        }
+      } finally {
+        link.close();
+      }
+      const out = new Uint8Array(4);
+      await device.queue().read(target, out).done;
+      assert.deepEqual([...out], [1, 2, 3, 4], 'the granted write landed');
+      await target.free();
+      await rejectsWith(RemoteConnection.open(proxy.address, { grant }), 'UNAUTHORIZED', /no such grant/);
+    } finally {
+      await runtime.shutdown();
+      await proxy.stop();
+    }
+  });
+
+  it('refuses to link to an address that is not one of its --peers, without connecting to it', async () => {
+    let knocks = 0;
+    const bystander = net.createServer((socket) => {
+      knocks++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => bystander.listen(0, '127.0.0.1', resolve));
+    const bystanderAddress = `127.0.0.1:${(bystander.address() as net.AddressInfo).port}`;
+    const proxy = await startProxy({ threads: 1 });
+    const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
+    try {
+      const device = runtime.devices[0]!;
+      const src = await device.alloc(16);
+      const connection = (device.plugin as RemoteDevice).connection;
+      await connection.request({ op: 'queue', queue: 77, device: 0 });
+      const id = (src.allocation as unknown as { id: number }).id;
+      const request = { op: 'send-peer', queue: 77, src: id, srcOffset: 0, bytes: 16, peer: bystanderAddress, grant: 'x', device: 0, dst: 1, dstOffset: 0 };
+      await rejectsWith(connection.request(request), 'UNAUTHORIZED', /links only to its peers .* is not one of them/);
+      assert.equal(knocks, 0, 'the proxy did not connect to the address it was given');
+    } finally {
+      await runtime.shutdown();
+      await proxy.stop();
+      bystander.close();
+    }
+  });
+
+  it('copies between two proxies that are not peers through the client, correctly', async () => {
+    const token = randomBytes(16).toString('hex');
+    const proxies = await Promise.all([startProxy({ token, threads: 1 }), startProxy({ token, threads: 1 })]);
+    const runtime = await Offload.init({ host: false, proxies: proxies.map((proxy) => proxy.address), token });
+    try {
+      const [a, b] = runtime.devices as [Device, Device];
+      const data = pattern(3 * MiB, 5);
+      const src = await a.alloc(data.byteLength);
+      const dst = await b.alloc(data.byteLength);
+      await a.queue().write(src, data).done;
+      await a.queue().copy(dst, src).done;
+      const back = new Uint8Array(data.byteLength);
+      await b.queue().read(dst, back).done;
+      assert.ok(globalThis.Buffer.from(back).equals(globalThis.Buffer.from(data)));
+    } finally {
+      await runtime.shutdown();
+      await Promise.all(proxies.map((proxy) => proxy.stop()));
+    }
+  });
+});
+
+describe('a peer that stops answering', { timeout: 180_000 }, () => {
+  it('a stopped proxy (SIGSTOP) is DEVICE_LOST within the peer timeout: pending and later calls fail, shutdown ends', async () => {
+    const proxy = await startProxy({ threads: 1 });
+    const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token, peerTimeoutMs: 1000 });
+    try {
+      const device = runtime.devices[0]!;
+      const buffer = await device.alloc(16);
+      const q = device.queue();
+      await q.write(buffer, new Uint8Array(16)).done;
+      proxy.child.kill('SIGSTOP');
+      const started = Date.now();
+      const pending = q.read(buffer, new Uint8Array(16));
+      await rejectsWith(pending.done, 'DEVICE_LOST', /sent nothing for 1000 ms \(OFFLOAD_PEER_TIMEOUT\)/);
+      const took = Date.now() - started;
+      assert.ok(took >= 900 && took < 5000, `took ${took} ms`);
+      await rejectsWith(q.finish(), 'DEVICE_LOST');
+      await rejectsWith(device.alloc(8), 'DEVICE_LOST');
+      const stopping = Date.now();
+      await runtime.shutdown();
+      assert.ok(Date.now() - stopping < 5000, 'shutdown ended');
+    } finally {
+      proxy.child.kill('SIGCONT');
+      await proxy.stop();
+    }
+  });
+
+  it('a client that logs in and then says nothing loses its session after --peer-timeout', async () => {
+    const proxy = await startProxy({ threads: 1, args: ['--peer-timeout', '1000'] });
+    try {
+      const socket = net.connect(Number(proxy.address.split(':')[1]), '127.0.0.1');
+      const replies: Record<string, unknown>[] = [];
+      const decoder = new FrameDecoder();
+      socket.on('data', (chunk: globalThis.Buffer) => replies.push(...decoder.push(new Uint8Array(chunk)).map((frame) => frame.meta)));
+      const closed = new Promise((resolve) => socket.once('close', resolve));
+      socket.write(encodeFrame({ op: 'hello', id: 1, version: PROTOCOL_VERSION, token: proxy.token }));
+      await proxyStatsUntil(proxy, (stats) => stats.sessions === 1);
+      await closed;
+      assert.equal(replies[0]!.op, 'reply', 'it was logged in');
+      const after = await proxyStatsUntil(proxy, (stats) => stats.sessions === 0 && stats.contexts === 0);
+      assert.equal(after.sessions, 0);
+    } finally {
+      await proxy.stop();
+    }
   });
 });
 

@@ -56,8 +56,19 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
     assert.equal(info.maxTeams, info.limits!.maxComputeWorkgroupsPerDimension);
     assert.ok(info.maxThreadsPerTeam <= info.limits!.maxComputeInvocationsPerWorkgroup);
     assert.ok(info.limits!.minStorageBufferOffsetAlignment > 0);
-    // Every buffer is bindable whole: no kernel sees only part of one.
-    assert.ok(info.memoryBytes <= info.limits!.maxStorageBufferBindingSize && info.memoryBytes <= info.limits!.maxBufferSize);
+  });
+
+  it('makes no buffer larger than a kernel binds whole, and holds all buffers within its memory budget', async () => {
+    const { info } = gpu;
+    const largest = Math.min(info.limits!.maxStorageBufferBindingSize, info.limits!.maxBufferSize) & ~3;
+    await rejectsWith(gpu.alloc(largest + 4), 'OUT_OF_MEMORY', /more than one buffer of this WebGPU device holds.*maxStorageBufferBindingSize/);
+    // The budget: buffers of the largest size until it is full, then OUT_OF_MEMORY naming it.
+    const held = [];
+    for (let bytes = 0; bytes + largest <= info.memoryBytes; bytes += largest) held.push(await gpu.alloc(largest));
+    await rejectsWith(gpu.alloc(largest), 'OUT_OF_MEMORY', /memory budget.*OFFLOAD_WEBGPU_MEMORY/);
+    await held.pop()!.free();
+    held.push(await gpu.alloc(largest));
+    for (const buffer of held) await buffer.free();
   });
 
   it('passes scalars of every WGSL type through the uniform buffer, by their bits', async () => {

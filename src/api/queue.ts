@@ -1,4 +1,5 @@
 import { errors, type OffloadError } from '../errors.js';
+import { MAX_MILLISECONDS } from '../units.js';
 import type { LaunchArg, PluginEvent, PluginQueue } from '../plugins/interface.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
 import { Buffer, DevicePointer } from './buffer.js';
@@ -62,7 +63,7 @@ export interface Grid {
 }
 
 /** The longest time limit a launch takes (about 24 days, what a Node timer can wait). */
-export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+export const MAX_TIMEOUT_MS = MAX_MILLISECONDS;
 
 /**
  * Device queues of Queue objects the program dropped without destroying them: released when the

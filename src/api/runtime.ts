@@ -15,6 +15,7 @@ import { Device } from './device.js';
 import { Kernel } from './kernel.js';
 import { Library } from './library.js';
 import { MAX_TIMEOUT_MS, type Grid } from './queue.js';
+import { parseMilliseconds } from '../units.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
 
 /** Options of `runtime.shutdown()`. */
@@ -239,15 +240,6 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
 export function launchTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
   const text = env.OFFLOAD_LAUNCH_TIMEOUT;
   return text === undefined || text === '' ? undefined : parseMilliseconds(text, 'OFFLOAD_LAUNCH_TIMEOUT');
-}
-
-/** A time limit given as text (an environment variable, a command-line option) named `name`. */
-export function parseMilliseconds(text: string, name: string): number {
-  const value = /^\d{1,10}$/.test(text.trim()) ? Number(text) : NaN;
-  if (!(value >= 1 && value <= MAX_TIMEOUT_MS)) {
-    throw errors.invalidArgument(`${name} must be a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}, not ${describe(text)}`);
-  }
-  return value;
 }
 
 async function init(options?: RuntimeOptions): Promise<Runtime> {

@@ -1,6 +1,9 @@
-/** `--proxies N` of the `offload` commands: N `offload proxy` children on free local ports, with a fresh token. */
+/**
+ * `--proxies N` of the `offload` commands: N `offload proxy` children on free local ports, with a
+ * fresh token, each one the others' peer (so copies between them go proxy to proxy).
+ */
 import { randomBytes } from 'node:crypto';
-import { spawnProxy, type SpawnedProxy } from '../proxy/spawn.js';
+import { freeLocalPorts, spawnProxy, type SpawnedProxy } from '../proxy/spawn.js';
 
 export interface LocalProxies {
   proxies: SpawnedProxy[];
@@ -20,7 +23,13 @@ export async function startLocalProxies(count: number, options: LocalProxyOption
   if (count === 0) return undefined;
   const token = randomBytes(24).toString('hex');
   const cli = options.cli ?? [...process.execArgv, process.argv[1]!];
-  const started = await Promise.allSettled(Array.from({ length: count }, () => spawnProxy({ cli, token, env: options.env, inheritStderr: true })));
+  const addresses = (await freeLocalPorts(count)).map((port) => `127.0.0.1:${port}`);
+  const started = await Promise.allSettled(
+    addresses.map((listen) => {
+      const peers = addresses.filter((address) => address !== listen);
+      return spawnProxy({ cli, token, env: options.env, inheritStderr: true, listen, args: peers.length > 0 ? ['--peers', peers.join(',')] : [] });
+    }),
+  );
   const proxies = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
   const stop = async () => {
     await Promise.all(proxies.map((proxy) => proxy.stop()));

@@ -1,9 +1,12 @@
 /** `offload proxy`: serves this machine's devices to remote clients until stopped. */
 import { parseArgs } from 'node:util';
-import { launchTimeoutFromEnv, parseMilliseconds } from '../api/runtime.js';
+import { launchTimeoutFromEnv } from '../api/runtime.js';
+import { parseBytes, parseCount, parseMilliseconds } from '../units.js';
 import { errors } from '../errors.js';
 import { collectGarbage } from '../plugins/host/garbage.js';
 import { ProxyServer } from '../proxy/server.js';
+import { isLoopback, parseAddress } from '../transport/tcp.js';
+import { readPem, tlsFromEnv } from '../transport/tls-files.js';
 import { inMpiJob, MPI_DEFAULT_TOKEN, MpiHub, mpiUnavailable } from '../transport/mpi.js';
 import { formatBytes, usageError } from './format.js';
 import { readToken } from './token.js';
@@ -23,10 +26,33 @@ when it leaves, however it leaves. SIGUSR2 prints what the proxy holds as a line
 Options:
   --listen <host:port>  Address to listen on (port 0: any free port; the chosen
                         address is printed as 'listening on <host:port>')
-  --token-file <file>   File holding the shared secret (default: OFFLOAD_TOKEN)
+  --token-file <file>   File holding the shared secret, private (chmod 600) and at
+                        least 16 bytes (default: OFFLOAD_TOKEN)
+  --tls-cert <file>     Serve over TLS with this certificate (PEM); clients then name
+  --tls-key <file>      the proxy tls://host:port and trust its CA ({ tls: { ca } } or
+                        OFFLOAD_TLS_CA)
+  --tls-ca <file>       The CAs to trust for links to tls:// peers (default: the system's)
+  --insecure            Listen on a non-loopback address without TLS (token and data in
+                        clear on the network); refused without it
   --launch-timeout <ms> The longest any client's kernel launch may run; past it the
                         launch fails with TIMEOUT and the device goes on (default:
                         none, or OFFLOAD_LAUNCH_TIMEOUT)
+  --max-connections <n> Connections served at once (default 256); a quarter of them
+                        at most may be logging in, the oldest of those is dropped first
+  --login-timeout <ms>  How long a new connection has to log in (default 10000)
+  --peer-timeout <ms>   A client that sends nothing (not even its heartbeat) this long
+                        is gone, and its session ends (default OFFLOAD_PEER_TIMEOUT or 10000)
+  --peers <list>        Proxies this one may link to for a client's proxy-to-proxy
+                        copies (host:port,...; 'any' for every address). Default: none,
+                        so such copies go through the client; MPI ranks of the same job
+                        always may. A link logs in with a grant that lets it write into
+                        the one buffer it copies to, and nothing else.
+  Quotas, per client (over one: OUT_OF_MEMORY naming it):
+  --quota-memory <size> device memory allocated, e.g. 512M (default: the devices')
+  --quota-buffers <n>   live buffers (default 65536)
+  --quota-queues <n>    queues (default 4096)
+  --quota-images <n>    registered images (default 256)
+  --quota-pending <size> data held for requests not yet done (default 256M)
   --mpi                 Serve the application ranks of this MPI job instead, e.g.
                         mpirun -np 2 offload proxy --mpi : -np 1 node app.js
                         (exits when every application rank has finished)
@@ -39,6 +65,19 @@ export async function run(args: string[]): Promise<number> {
       listen: { type: 'string' },
       'token-file': { type: 'string' },
       'launch-timeout': { type: 'string' },
+      'max-connections': { type: 'string' },
+      'login-timeout': { type: 'string' },
+      'peer-timeout': { type: 'string' },
+      peers: { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'tls-ca': { type: 'string' },
+      insecure: { type: 'boolean' },
+      'quota-memory': { type: 'string' },
+      'quota-buffers': { type: 'string' },
+      'quota-queues': { type: 'string' },
+      'quota-images': { type: 'string' },
+      'quota-pending': { type: 'string' },
       mpi: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -49,12 +88,33 @@ export async function run(args: string[]): Promise<number> {
   }
   const limit = values['launch-timeout'];
   const launchTimeoutMs = limit === undefined ? launchTimeoutFromEnv() : parseMilliseconds(limit, '--launch-timeout');
+  const option = <T>(name: keyof typeof values, parse: (text: string, name: string) => T): T | undefined => {
+    const text = values[name];
+    return typeof text === 'string' ? parse(text, `--${name}`) : undefined;
+  };
+  const count = (text: string, name: string) => parseCount(text, name, 1, 2 ** 31);
+  const limits = {
+    launchTimeoutMs,
+    maxConnections: option('max-connections', count),
+    loginTimeoutMs: option('login-timeout', parseMilliseconds),
+    peerTimeoutMs: option('peer-timeout', parseMilliseconds),
+    peers: values.peers === 'any' ? ('any' as const) : values.peers?.split(',').filter((peer) => peer !== ''),
+    quotas: Object.fromEntries(
+      Object.entries({
+        memoryBytes: option('quota-memory', parseBytes),
+        buffers: option('quota-buffers', count),
+        queues: option('quota-queues', count),
+        images: option('quota-images', count),
+        pendingBytes: option('quota-pending', parseBytes),
+      }).filter(([, value]) => value !== undefined),
+    ),
+  };
   if (values.mpi) {
     if (values.listen !== undefined) return usageError('proxy', '--mpi and --listen exclude each other');
     const unavailable = mpiUnavailable();
     if (unavailable) throw errors.unsupported(`offload proxy --mpi: ${unavailable}`);
     if (!inMpiJob()) throw errors.unsupported('offload proxy --mpi: not an MPI rank (start it with mpirun)');
-    const { server, finished } = await ProxyServer.startMpi({ token: (await readToken(values['token-file'])) ?? MPI_DEFAULT_TOKEN, launchTimeoutMs });
+    const { server, finished } = await ProxyServer.startMpi({ token: (await readToken(values['token-file'])) ?? MPI_DEFAULT_TOKEN, ...limits });
     announce(server);
     await Promise.race([finished, signalled()]);
     await server.shutdown();
@@ -64,8 +124,21 @@ export async function run(args: string[]): Promise<number> {
   if (values.listen === undefined) return usageError('proxy', 'the address is required: --listen <host:port>');
   const token = await readToken(values['token-file']);
   if (token === undefined) return usageError('proxy', 'a token is required: --token-file <file> or OFFLOAD_TOKEN');
+  if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) return usageError('proxy', '--tls-cert and --tls-key go together');
+  const tls = values['tls-cert'] ? { cert: await readPem(values['tls-cert'], 'the certificate file'), key: await readPem(values['tls-key']!, 'the key file') } : undefined;
+  const peerTls = values['tls-ca'] ? { ca: await readPem(values['tls-ca'], 'the CA file') } : await tlsFromEnv();
+  if (!tls && !isLoopback(parseAddress(values.listen).host)) {
+    if (!values.insecure) {
+      return usageError(
+        'proxy',
+        `listening on ${values.listen} without TLS would send the token and every byte in clear over the network; ` +
+          'give --tls-cert and --tls-key, or --insecure to accept that',
+      );
+    }
+    console.error(`offload proxy: listening on ${values.listen} WITHOUT TLS (--insecure): the token and all data cross the network in clear`);
+  }
 
-  const server = await ProxyServer.start({ listen: values.listen, token, launchTimeoutMs });
+  const server = await ProxyServer.start({ listen: values.listen, token, tls, peerTls, ...limits });
   announce(server);
   await signalled();
   await server.shutdown();

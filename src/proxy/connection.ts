@@ -5,14 +5,16 @@
  * synchronously on arrival, so per-queue order is the client's order. Malformed frames close
  * the connection with PROTOCOL; every other failure is a coded error in the reply.
  */
-import { errors, OffloadError } from '../errors.js';
+import { errors, OffloadError, quoted } from '../errors.js';
+import { asOffloadError } from '../plugins/serial-queue.js';
 import type { Buffer } from '../api/buffer.js';
 import type { Device } from '../api/device.js';
 import type { Event, KernelArgument, Queue } from '../api/queue.js';
 import type { Runtime } from '../api/runtime.js';
 import type { EntryInfo, ImageInfo } from '../image/manifest.js';
 import { encodeBundle } from '../image/bundle.js';
-import type { Frame } from '../transport/frame.js';
+import type { Frame, FrameLimits } from '../transport/frame.js';
+import { startHeartbeat } from '../transport/heartbeat.js';
 import type { Transport } from '../transport/transport.js';
 import { CHUNK_BYTES, EAGER_BYTES, Meta, PROTOCOL_VERSION, toWireError, type WireArg } from './protocol.js';
 import type { Session } from './session.js';
@@ -20,18 +22,43 @@ import type { PeerLinks } from './peer-links.js';
 
 /** How a proxy authenticates clients and finds sessions (implemented by ProxyServer). */
 export interface SessionDirectory {
-  /** Constant-time token check. */
-  tokenMatches(token: string): boolean;
+  /**
+   * Checks a login from `peer`, by token (compared in constant time) or by write grant: the
+   * session a grant belongs to and its buffer, or the error to answer (a wrong token, a grant that
+   * does not exist, too many failures from that address lately).
+   */
+  login(peer: string, credentials: { token?: string; grant?: string }): OffloadError | { grant?: { session: Session; buffer: number } };
   /** A new session, in a context of its own. */
   open(client: string): Promise<Session>;
-  find(secret: string): Session | undefined;
   close(session: Session): Promise<void>;
+  /** A new write grant for buffer `buffer` of `session` (kept in session.grants too). */
+  grant(session: Session, buffer: number): string;
+  revoke(session: Session, buffer: number): void;
+  /** Whether this proxy may open a peer link to `address` (its --peers, or a rank of its own MPI job). */
+  mayLink(address: string): boolean;
+  /** Its --peers, as the hello reply tells clients (so they stage copies to other proxies themselves). */
+  readonly peerList: readonly string[] | 'any';
   /** The proxy-wide cap on a launch's run time, if any. */
   readonly launchTimeoutMs: number | undefined;
+  /** How long a new connection has to log in. */
+  readonly loginTimeoutMs: number;
+  /** A client silent this long is gone (its session ends). */
+  readonly peerTimeoutMs: number;
 }
 
-/** Frames a client may send behind its `hello` before the reply (its session is being made). */
-const MAX_EARLY_FRAMES = 256;
+/**
+ * Requests (and their bytes) a client may send while one that makes an object is in progress
+ * (see `barrier`); beyond them the connection is closed with PROTOCOL.
+ */
+const MAX_HELD_FRAMES = 4096;
+const MAX_HELD_BYTES = 64 * 1024 * 1024;
+
+/**
+ * What a peer may send before it has logged in: one small frame, no payload. Nothing it does
+ * before the token is checked can cost the proxy more than this, or outlive LOGIN_DEADLINE_MS.
+ */
+export const LOGIN_LIMITS: FrameLimits = { metaBytes: 4096, payloadBytes: 0 };
+export const LOGIN_DEADLINE_MS = 10_000;
 
 interface Deferred {
   promise: Promise<void>;
@@ -64,10 +91,21 @@ interface IncomingWrite {
 
 export class ProxyConnection {
   private session: Session | undefined;
-  /** Frames that arrived while the session of a `hello` was being made, handled once it is. */
-  private early: Frame[] | undefined;
-  /** True when this connection is a peer proxy attached to another client's session. */
-  private attached = false;
+  /**
+   * Requests that arrived while an earlier one that makes an object (the session of `hello`, an
+   * image, a kernel, a buffer) was in progress: handled in order once it is done, so that a
+   * pipelined request finds what the ones before it made.
+   */
+  private held: Frame[] | undefined;
+  private heldBytes = 0;
+  private loggingIn = false;
+  /** Closes a connection that has not logged in by then. */
+  private readonly loginDeadline: NodeJS.Timeout;
+  /** For a peer proxy's link: the one buffer of the client's session it may write into. */
+  private granted: number | undefined;
+  private get attached(): boolean {
+    return this.granted !== undefined;
+  }
   private readonly queues = new Map<number, Queue>();
   private readonly events = new Map<number, Event>();
   private lastEvent = 0;
@@ -88,6 +126,40 @@ export class ProxyConnection {
     transport.onFrame = (frame) => this.onFrame(frame);
     transport.payloadSink = (meta, length) => this.chunkTarget(meta, length);
     transport.onClose = () => void this.closed();
+    transport.limits = LOGIN_LIMITS;
+    this.loginDeadline = setTimeout(() => {
+      if (!this.loggedIn) this.refuse(0, errors.protocol(`no login within ${directory.loginTimeoutMs} ms`));
+    }, directory.loginTimeoutMs);
+    this.loginDeadline.unref();
+  }
+
+  /** Closes the connection (the proxy makes room for others). */
+  close(reason: OffloadError): void {
+    this.transport.close(reason);
+  }
+
+  /** True once the peer presented the right token (its session may still be in the making). */
+  get loggedIn(): boolean {
+    return this.session !== undefined || this.loggingIn;
+  }
+
+  /**
+   * Sends a frame, whatever it holds: a frame that cannot be encoded (a reply grown past the
+   * frame limits) closes this connection with PROTOCOL instead of throwing out of an event handler.
+   */
+  private send(meta: Record<string, unknown>, payload?: Uint8Array): boolean {
+    try {
+      return this.transport.send(meta, payload);
+    } catch (error) {
+      this.transport.close(errors.protocol(`a ${quoted(String(meta.op))} frame could not be sent: ${(error as Error).message}`));
+      return true;
+    }
+  }
+
+  /** Answers request `id` with `error` and closes the connection. */
+  private refuse(id: number, error: OffloadError): void {
+    this.send({ op: 'reply', id, error: toWireError(error) });
+    this.transport.close(error);
   }
 
   /** Queues this connection holds (its client's and its own for chunked transfers). */
@@ -96,16 +168,45 @@ export class ProxyConnection {
   }
 
   private onFrame(frame: Frame): void {
-    if (this.early) {
-      // Requests may be pipelined behind the hello; they wait for its session (a few at most).
-      if (this.early.length >= MAX_EARLY_FRAMES) {
-        const error = errors.protocol(`more than ${MAX_EARLY_FRAMES} frames arrived before the reply to 'hello'; wait for it`);
-        this.transport.send({ op: 'reply', id: 0, error: toWireError(error) });
-        return this.transport.close(error);
+    // Chunks feed a write already accepted, in their own order: they never wait.
+    if (this.held && frame.meta.op !== 'chunk') {
+      this.heldBytes += frame.payload.byteLength;
+      if (this.held.length >= MAX_HELD_FRAMES || this.heldBytes > MAX_HELD_BYTES) {
+        return this.refuse(0, errors.protocol(`more than ${MAX_HELD_FRAMES} requests or ${MAX_HELD_BYTES} bytes arrived behind one still in progress; wait for its reply`));
       }
-      this.early.push(frame);
+      this.held.push(frame);
       return;
     }
+    this.handle(frame);
+  }
+
+  /** Holds later requests until `making` settles (it makes an object they may name). */
+  private barrier(making: Promise<unknown>): void {
+    this.held ??= [];
+    making.then(
+      () => this.releaseHeld(),
+      () => this.releaseHeld(),
+    );
+  }
+
+  private get holding(): boolean {
+    return this.held !== undefined;
+  }
+
+  private releaseHeld(): void {
+    const frames = this.held ?? [];
+    this.held = undefined;
+    this.heldBytes = 0;
+    while (frames.length > 0 && !this.holding && !this.transport.closed) this.handle(frames.shift()!);
+    // A released request made a new barrier: the rest wait for it, still in order.
+    const again = this.held as Frame[] | undefined;
+    if (again && frames.length > 0) {
+      again.unshift(...frames);
+      this.heldBytes = again.reduce((sum, frame) => sum + frame.payload.byteLength, 0);
+    }
+  }
+
+  private handle(frame: Frame): void {
     const meta = new Meta(frame);
     let id = 0;
     try {
@@ -113,102 +214,103 @@ export class ProxyConnection {
       if (op === 'chunk') return this.chunk(meta);
       id = meta.uint('id');
       if (!this.session) {
-        if (op !== 'hello') throw errors.protocol(`the first frame must be 'hello', not '${op}'`);
+        if (op !== 'hello') throw errors.protocol(`the first frame must be 'hello', not ${quoted(op)}`);
         return this.hello(meta, id);
       }
       this.dispatch(op, meta, id);
     } catch (error) {
-      if (error instanceof OffloadError && error.code === 'PROTOCOL') {
-        this.transport.send({ op: 'reply', id, error: toWireError(error) });
-        this.transport.close(error);
-      } else {
-        this.reply(id, Promise.reject(error));
-      }
+      if (error instanceof OffloadError && error.code === 'PROTOCOL') this.refuse(id, error);
+      else this.reply(id, Promise.reject(error));
     }
   }
 
   private hello(meta: Meta, id: number): void {
     const version = meta.uint('version');
-    const token = meta.string('token');
-    const attach = meta.optional('attach', meta.string);
-    if (!this.directory.tokenMatches(token)) {
-      const error = errors.unauthorized('wrong token');
-      this.transport.send({ op: 'reply', id, error: toWireError(error) });
-      this.transport.close(error);
-      return;
-    }
+    const token = meta.optional('token', meta.string);
+    const grant = meta.optional('grant', meta.string);
+    const login = this.directory.login(this.transport.peer, { token, grant });
+    if (login instanceof OffloadError) return this.refuse(id, login);
     if (version !== PROTOCOL_VERSION) {
       throw errors.protocol(`protocol version ${version} is not supported; this proxy speaks ${PROTOCOL_VERSION}`);
     }
-    if (attach !== undefined) {
-      const session = this.directory.find(attach);
-      if (!session) {
-        const error = errors.unauthorized('no session with that secret (the client left?)');
-        this.transport.send({ op: 'reply', id, error: toWireError(error) });
-        this.transport.close(error);
-        return;
-      }
-      this.session = session;
-      this.attached = true;
-      session.attached.add(this.transport);
-      this.welcome(id, session);
+    // Logged in: frames as large as any client's from now on, and a heartbeat both ways.
+    clearTimeout(this.loginDeadline);
+    this.transport.limits = undefined;
+    startHeartbeat(this.transport, this.directory.peerTimeoutMs);
+    if (login.grant) {
+      // A peer proxy's link, on a client's behalf: it may write into the granted buffer only.
+      this.session = login.grant.session;
+      this.granted = login.grant.buffer;
+      this.session.attached.add(this.transport);
+      this.welcome(id);
       return;
     }
-    this.early = [];
-    this.directory.open(this.transport.peer).then(
+    this.loggingIn = true;
+    const opening = this.directory.open(this.transport.peer).then(
       (session) => {
-        const early = this.early ?? [];
-        this.early = undefined;
         if (this.transport.closed) {
           // The client left while its context was being made.
           void this.directory.close(session);
           return;
         }
         this.session = session;
-        this.welcome(id, session);
-        for (const frame of early) this.onFrame(frame);
+        this.welcome(id);
       },
-      (error: unknown) => {
-        this.early = undefined;
-        this.transport.send({ op: 'reply', id, error: toWireError(error) });
-        this.transport.close();
-      },
+      (error: unknown) => this.refuse(id, asOffloadError(error)),
     );
+    this.barrier(opening);
   }
 
-  private welcome(id: number, session: Session): void {
+  private welcome(id: number): void {
     const devices = this.runtime.devices.map((device) => device.info);
-    this.transport.send({ op: 'reply', id, session: session.secret, devices });
+    this.send({ op: 'reply', id, devices, peers: this.directory.peerList });
   }
+
+  /** What a peer link may do: make its own queues and write into the buffer it was granted. */
+  private static readonly LINK_OPS = new Set(['ping', 'queue', 'queue-destroy', 'write', 'sync']);
 
   private dispatch(op: string, meta: Meta, id: number): void {
     const session = this.session!;
+    if (this.attached && (!ProxyConnection.LINK_OPS.has(op) || (op === 'write' && meta.uint('buffer') !== this.granted))) {
+      throw errors.unauthorized(`a peer link may only write into the buffer it was granted, not ${quoted(op)} there`);
+    }
     switch (op) {
       case 'ping':
         return this.reply(id, Promise.resolve());
+      // These make what later requests name: those wait for them (pipelining stays safe).
       case 'register':
-        return this.reply(id, this.register(meta, session));
+        return this.reply(id, this.made(this.register(meta, session)));
       case 'load':
-        return this.reply(id, this.load(meta, session), (kernels) => ({ kernels }));
+        return this.reply(id, this.made(this.load(meta, session)), (kernels) => ({ kernels }));
       case 'unload':
         return this.reply(id, this.unload(meta, session));
       case 'alloc':
-        return this.reply(id, this.alloc(meta, session), (address) => ({ address }));
+        return this.reply(id, this.made(this.alloc(meta, session)), (made) => made);
       case 'free': {
         const bufferId = meta.uint('buffer');
         const buffer = session.buffer(bufferId);
         session.buffers.delete(bufferId);
-        return this.reply(id, buffer.free());
+        this.directory.revoke(session, bufferId);
+        return this.reply(
+          id,
+          buffer.free().finally(() => {
+            session.usage.memoryBytes -= buffer.byteLength;
+            session.usage.buffers--;
+          }),
+        );
       }
       case 'queue': {
         const queueId = meta.uint('queue');
         if (this.queues.has(queueId)) throw errors.invalidArgument(`queue ${queueId} exists already`);
-        this.queues.set(queueId, this.device(meta).queue());
+        const device = this.device(meta);
+        session.take('queues');
+        this.queues.set(queueId, device.queue());
         return this.reply(id, Promise.resolve());
       }
       case 'queue-destroy': {
         const queue = this.queue(meta);
         this.queues.delete(meta.uint('queue'));
+        session.usage.queues--;
         return this.reply(id, queue.destroy());
       }
       case 'write':
@@ -270,14 +372,20 @@ export class ProxyConnection {
     }
   }
 
+  /** `making`, with later requests held until it settles. */
+  private made<T>(making: Promise<T>): Promise<T> {
+    this.barrier(making);
+    return making;
+  }
+
   /** Sends the reply of request `id` when `result` settles. */
   private reply<T>(id: number, result: Promise<T>, fields?: (value: T) => Record<string, unknown>, payload?: () => Uint8Array): void {
     result.then(
       (value) => {
-        this.transport.send({ op: 'reply', id, ...fields?.(value) }, payload?.());
+        this.send({ op: 'reply', id, ...fields?.(value) }, payload?.());
       },
       (error: unknown) => {
-        this.transport.send({ op: 'reply', id, error: toWireError(error) });
+        this.send({ op: 'reply', id, error: toWireError(error) });
       },
     );
   }
@@ -315,7 +423,13 @@ export class ProxyConnection {
     // The image travels alone; the proxy wraps it in a one-image bundle, which the bundle
     // decoder then validates field by field like any bundle from disk.
     const bundle = encodeBundle({ name: meta.string('name'), images: [{ ...info, offset: 0, size: 0 }], entries }, [meta.frame.payload]);
-    session.images.set(imageId, await session.runtime.register(bundle));
+    const giveBack = session.take('images');
+    try {
+      session.images.set(imageId, await session.runtime.register(bundle));
+    } catch (error) {
+      giveBack();
+      throw error;
+    }
   }
 
   private async load(meta: Meta, session: Session): Promise<{ name: string; params: unknown }[]> {
@@ -341,18 +455,28 @@ export class ProxyConnection {
     const imageId = meta.uint('image');
     const image = session.image(imageId);
     session.images.delete(imageId);
+    session.usage.images--;
     for (const key of [...session.kernels.keys()]) if (key.startsWith(`${imageId}/`)) session.kernels.delete(key);
     await image.unregister();
   }
 
-  private async alloc(meta: Meta, session: Session): Promise<number> {
+  private async alloc(meta: Meta, session: Session): Promise<{ address: number; grant: string }> {
     this.ownerOnly('allocate');
     const bufferId = meta.uint('buffer');
     if (session.buffers.has(bufferId)) throw errors.protocol(`buffer ${bufferId} exists already`);
     const kind = meta.string('kind');
-    const buffer = await this.device(meta).alloc(meta.uint('bytes'), { kind: kind as never });
-    session.buffers.set(bufferId, buffer);
-    return buffer.allocation.address ?? 0;
+    const bytes = meta.uint('bytes');
+    const device = this.device(meta);
+    const giveBack = [session.take('buffers'), session.take('memoryBytes', bytes)];
+    try {
+      const buffer = await device.alloc(bytes, { kind: kind as never });
+      session.buffers.set(bufferId, buffer);
+      // The grant goes to the client, which hands it to a proxy it asks to copy here.
+      return { address: buffer.allocation.address ?? 0, grant: this.directory.grant(session, bufferId) };
+    } catch (error) {
+      for (const give of giveBack) give();
+      throw error;
+    }
   }
 
   private launch(meta: Meta, session: Session): Event {
@@ -383,7 +507,11 @@ export class ProxyConnection {
     const streamed = meta.frame.meta.stream === true;
     if (!streamed) {
       if (payload.byteLength !== bytes) throw errors.protocol(`a write of ${bytes} bytes carries ${payload.byteLength}; it must carry them all or be streamed`);
-      return this.reply(id, queue.write(buffer, payload, { offset }).done);
+      // The data waits here until its queue gets to it: pending bytes, with a quota.
+      const giveBack = this.session!.take('pendingBytes', bytes);
+      const done = queue.write(buffer, payload, { offset }).done;
+      done.then(giveBack, giveBack);
+      return this.reply(id, done);
     }
     if (payload.byteLength !== 0 || bytes === 0) throw errors.protocol(`a streamed write must announce at least one byte and carry none, not ${bytes} announced and ${payload.byteLength} carried`);
     // Rendezvous: park the queue at this point; say `ready` when it gets there.
@@ -401,7 +529,7 @@ export class ProxyConnection {
         () => {
           // The queue is parked at this write: nothing of it touches the range until the gate opens.
           write.direct = buffer.hostView(offset, bytes);
-          this.transport.send({ op: 'ready', id });
+          this.send({ op: 'ready', id });
         },
         (error: unknown) => gate.reject(error),
       );
@@ -440,8 +568,11 @@ export class ProxyConnection {
     const offset = meta.uint('offset');
     const bytes = meta.uint('bytes');
     if (bytes <= EAGER_BYTES) {
+      const giveBack = this.session!.take('pendingBytes', bytes);
       const out = new Uint8Array(bytes);
-      return this.reply(id, queue.read(buffer, out, { offset }).done, undefined, () => out);
+      const done = queue.read(buffer, out, { offset }).done;
+      done.then(giveBack, giveBack);
+      return this.reply(id, done, undefined, () => out);
     }
     const gate = deferred();
     const reached = queue.record();
@@ -456,7 +587,7 @@ export class ProxyConnection {
     for (let done = 0; done < bytes; done += CHUNK_BYTES) {
       const chunk = new Uint8Array(Math.min(CHUNK_BYTES, bytes - done));
       await side.read(buffer, chunk, { offset: offset + done }).done;
-      if (!this.transport.send({ op: 'data', id, offset: done }, chunk)) await this.transport.drained();
+      if (!this.send({ op: 'data', id, offset: done }, chunk)) await this.transport.drained();
       if (this.transport.closed) throw errors.deviceLost('the client connection closed during a read');
     }
   }
@@ -469,12 +600,15 @@ export class ProxyConnection {
     const bytes = meta.uint('bytes');
     const target = {
       address: meta.string('peer'),
-      token: meta.string('token'),
-      session: meta.string('session'),
+      grant: meta.string('grant'),
       device: meta.uint('device'),
       buffer: meta.uint('dst'),
       offset: meta.uint('dstOffset'),
     };
+    // Only to proxies this one was told about: a client cannot make it connect anywhere it likes.
+    if (!this.directory.mayLink(target.address)) {
+      throw errors.unauthorized(`this proxy links only to its peers (offload proxy --peers); ${quoted(target.address)} is not one of them`);
+    }
     if (srcOffset + bytes > src.byteLength) {
       throw errors.outOfBounds(`copy from ${src.describe()}: ${bytes} bytes at offset ${srcOffset} reach beyond its ${src.byteLength} bytes`);
     }
@@ -488,6 +622,7 @@ export class ProxyConnection {
   }
 
   private async closed(): Promise<void> {
+    clearTimeout(this.loginDeadline);
     try {
       await this.release();
     } finally {

@@ -1,21 +1,22 @@
 /**
  * Links from this proxy to other proxies, for copies between devices of one client on two
- * proxies. The link is a client connection to the other proxy, attached to the client's
- * session there (by the session secret the client handed over), so it can write into that
- * client's buffers and nothing else. Bytes are read from local device memory chunk by chunk and
- * sent as pipelined writes; the send buffer's back-pressure keeps at most a few chunks in memory.
+ * proxies. The link is a client connection to the other proxy that logs in with the write
+ * grant the client handed over (made there when the buffer was allocated): it can write into
+ * that one buffer and nothing else, and no token travels between proxies. Bytes are read from
+ * local device memory chunk by chunk and sent as pipelined writes; the send buffer's
+ * back-pressure keeps at most a few chunks in memory.
  *
  * Ownership: one PeerLinks per client connection; `close()` (when that client leaves) closes
  * every link it opened.
  */
 import { RemoteConnection } from '../plugins/remote/connection.js';
+import { parseAddress, type TlsClientOptions } from '../transport/tcp.js';
 import { CHUNK_BYTES } from './protocol.js';
 
 export interface PeerTarget {
   address: string;
-  token: string;
-  /** The client's session secret on the target proxy. */
-  session: string;
+  /** The write grant of the target buffer, made by the target proxy. */
+  grant: string;
   device: number;
   buffer: number;
   offset: number;
@@ -28,6 +29,9 @@ const LINK_QUEUE_BASE = 2 ** 40;
 export class PeerLinks {
   private readonly links = new Map<string, Promise<RemoteConnection>>();
   private nextQueue = LINK_QUEUE_BASE;
+
+  /** @param tls The CAs this proxy trusts for its links to `tls://` peers (default: the system's). */
+  constructor(private readonly tls?: TlsClientOptions) {}
 
   /**
    * Sends `bytes` bytes to the target buffer; `readChunk(done, chunk)` fills `chunk` with the
@@ -56,10 +60,10 @@ export class PeerLinks {
 
   /** The open link to the target's proxy and session; a lost or failed one is replaced next time. */
   private link(target: PeerTarget): Promise<RemoteConnection> {
-    const key = `${target.address}/${target.session}`;
+    const key = `${target.address}/${target.grant}`;
     let link = this.links.get(key);
     if (!link) {
-      const created = RemoteConnection.open(target.address, { token: target.token, attach: target.session });
+      const created = RemoteConnection.open(target.address, { grant: target.grant, tls: parseAddress(target.address).tls ? this.tls ?? {} : undefined });
       const forget = () => {
         if (this.links.get(key) === created) this.links.delete(key);
       };

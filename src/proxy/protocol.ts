@@ -24,7 +24,7 @@
  * and closes the connection; a well-typed wrong value (an unknown buffer, queue or kernel, an
  * offset out of range) is a coded error in the reply.
  */
-import { errors, OffloadError, type ErrorCode, ErrorCode as Codes } from '../errors.js';
+import { errors, OffloadError, quoted, type ErrorCode, ErrorCode as Codes } from '../errors.js';
 import type { Frame } from '../transport/frame.js';
 
 export const PROTOCOL_VERSION = 1;
@@ -41,9 +41,14 @@ export interface WireError {
   message: string;
 }
 
+/** The longest error message a reply carries (longer ones are cut: a reply must fit in a frame). */
+const MAX_ERROR_MESSAGE = 4096;
+
+const bounded = (text: string): string => (text.length > MAX_ERROR_MESSAGE ? `${text.slice(0, MAX_ERROR_MESSAGE)}... (${text.length} characters)` : text);
+
 export function toWireError(error: unknown): WireError {
-  if (error instanceof OffloadError) return { code: error.code, message: error.message };
-  return { code: 'DEVICE_LOST', message: `proxy failure: ${error instanceof Error ? error.message : String(error)}` };
+  if (error instanceof OffloadError) return { code: error.code, message: bounded(error.message) };
+  return { code: 'DEVICE_LOST', message: bounded(`proxy failure: ${error instanceof Error ? error.message : String(error)}`) };
 }
 
 export function fromWireError(error: WireError, where: string): OffloadError {
@@ -63,8 +68,10 @@ export class Meta {
   }
 
   private fail(field: string, expected: string): never {
-    const op = typeof this.frame.meta.op === 'string' ? this.frame.meta.op : '?';
-    throw errors.protocol(`malformed '${op}' frame: field '${field}' must be ${expected}, got ${JSON.stringify(this.frame.meta[field]) ?? 'nothing'}`);
+    const op = typeof this.frame.meta.op === 'string' ? quoted(this.frame.meta.op) : '?';
+    // What came is described, never echoed whole: it may be 64 KiB of anything.
+    const got = JSON.stringify(this.frame.meta[field]) ?? 'nothing';
+    throw errors.protocol(`malformed ${op} frame: field '${field}' must be ${expected}, got ${got.length > 80 ? `${got.slice(0, 80)}... (${got.length} characters)` : got}`);
   }
 
   string(field: string): string {
@@ -103,7 +110,8 @@ export class Meta {
     if (typeof wire !== 'object' || wire === null || typeof wire.code !== 'string' || typeof wire.message !== 'string') {
       this.fail(field, 'an error object');
     }
-    return wire as WireError;
+    if (!Object.values(Codes).includes(wire.code as ErrorCode)) this.fail(`${field}.code`, `one of ${Object.values(Codes).join(', ')}`);
+    return { code: wire.code as ErrorCode, message: bounded(wire.message!) };
   }
 
   args(field: string): WireArg[] {

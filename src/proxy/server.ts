@@ -6,21 +6,27 @@
  * Ownership: the server owns its runtime (unless one is passed in) and its listener; `close()`
  * closes every connection, frees every session and shuts the runtime down.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
-import { errors } from '../errors.js';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { errors, type OffloadError } from '../errors.js';
 import { Offload, type Runtime } from '../api/runtime.js';
 import type { RuntimeOptions } from '../runtime/options.js';
-import { MpiHub } from '../transport/mpi.js';
-import { listenTcp, type TcpListener } from '../transport/tcp.js';
+import { MpiHub, mpiRankOf } from '../transport/mpi.js';
+import { peerTimeoutFromEnv } from '../transport/heartbeat.js';
+import { formatAddress, listenTcp, parseAddress, type TcpListener, type TlsClientOptions, type TlsServerOptions } from '../transport/tcp.js';
 import type { Transport } from '../transport/transport.js';
-import { ProxyConnection, type SessionDirectory } from './connection.js';
+import { LOGIN_DEADLINE_MS, ProxyConnection, type SessionDirectory } from './connection.js';
 import { PeerLinks } from './peer-links.js';
-import { Session } from './session.js';
+import { DEFAULT_QUOTAS, Session, type SessionQuotas } from './session.js';
 
 export interface ProxyServerOptions {
   /** `host:port` to listen on (port 0: any free port). */
   listen: string;
+  /** The shared secret clients log in with: at least 16 bytes. */
   token: string;
+  /** Serve over TLS with this certificate and key (PEM). */
+  tls?: TlsServerOptions;
+  /** The CAs this proxy trusts for links to `tls://` peers (default: the system's). */
+  peerTls?: TlsClientOptions;
   /** Options of the proxy's own runtime (its local devices); `proxies` is always empty. */
   runtime?: Omit<RuntimeOptions, 'proxies' | 'token'>;
   /**
@@ -28,7 +34,39 @@ export interface ProxyServerOptions {
    * it is shorter): one client's endless loop cannot hold a shared device forever.
    */
   launchTimeoutMs?: number;
+  /** Connections served at once (default 256); more are closed at once. At most a quarter of them may be still logging in. */
+  maxConnections?: number;
+  /** How long a new connection has to log in (default 10 s). */
+  loginTimeoutMs?: number;
+  /** What each client may hold (defaults: DEFAULT_QUOTAS). */
+  quotas?: Partial<SessionQuotas>;
+  /** A client silent this long is gone (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
+  peerTimeoutMs?: number;
+  /**
+   * The proxies this one may link to for a client's proxy-to-proxy copies, `host:port` each, or
+   * 'any'. Default none (copies then go through the client); ranks of the same MPI job always.
+   */
+  peers?: readonly string[] | 'any';
 }
+
+const DEFAULT_MAX_CONNECTIONS = 256;
+/** The shortest token a proxy accepts: shorter ones can be guessed. */
+export const MIN_TOKEN_BYTES = 16;
+
+/** INVALID_ARGUMENT, saying how to make a good one, for a token too short to keep a proxy to itself. */
+export function checkToken(token: string): void {
+  if (Buffer.byteLength(token) < MIN_TOKEN_BYTES) {
+    throw errors.invalidArgument(
+      `the proxy's token is ${Buffer.byteLength(token)} bytes; it must be at least ${MIN_TOKEN_BYTES} ` +
+        "(make one with: head -c 32 /dev/urandom | base64 > secret && chmod 600 secret)",
+    );
+  }
+}
+/** Failed logins from one address within LOGIN_WINDOW_MS after which it is refused until the window ends. */
+const MAX_FAILED_LOGINS = 10;
+const LOGIN_WINDOW_MS = 60_000;
+/** Addresses whose failures are remembered at once (the oldest are forgotten first). */
+const MAX_REMEMBERED_ADDRESSES = 10_000;
 
 function digest(text: string): Buffer {
   return createHash('sha256').update(text).digest();
@@ -50,9 +88,15 @@ export interface ProxyStats {
 }
 
 export class ProxyServer implements SessionDirectory {
-  private readonly sessions = new Map<string, Session>();
+  private readonly sessions = new Set<Session>();
+  /** Every live write grant, and whose buffer it opens. */
+  private readonly grants = new Map<string, { session: Session; buffer: number }>();
+  private readonly peers: ReadonlySet<string> | 'any';
   private readonly transports = new Set<Transport>();
   private readonly connections = new Set<ProxyConnection>();
+  /** Failed logins per address (host, without the port): how many since when. */
+  private readonly failures = new Map<string, { count: number; since: number }>();
+  private readonly maxConnections: number;
   private readonly tokenDigest: Buffer;
   private listener: TcpListener | undefined;
   private closing: Promise<void> | undefined;
@@ -60,17 +104,25 @@ export class ProxyServer implements SessionDirectory {
   private constructor(
     readonly runtime: Runtime,
     token: string,
-    readonly launchTimeoutMs: number | undefined,
+    options: Pick<ProxyServerOptions, 'launchTimeoutMs' | 'maxConnections' | 'loginTimeoutMs' | 'quotas' | 'peerTimeoutMs' | 'peers' | 'peerTls'>,
   ) {
+    this.peerTls = options.peerTls;
+    this.peers = options.peers === 'any' ? 'any' : new Set((options.peers ?? []).map((peer) => formatAddress(parseAddress(peer))));
+    this.peerTimeoutMs = options.peerTimeoutMs ?? peerTimeoutFromEnv();
+    this.quotas = { ...DEFAULT_QUOTAS, ...options.quotas };
+    this.launchTimeoutMs = options.launchTimeoutMs;
+    this.loginTimeoutMs = options.loginTimeoutMs ?? LOGIN_DEADLINE_MS;
+    this.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
     // Digests have equal lengths, so timingSafeEqual compares them without leaking the length.
     this.tokenDigest = digest(token);
   }
 
   static async start(options: ProxyServerOptions): Promise<ProxyServer> {
+    checkToken(options.token);
     const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
-    const server = new ProxyServer(runtime, options.token, options.launchTimeoutMs);
+    const server = new ProxyServer(runtime, options.token, options);
     try {
-      server.listener = await listenTcp(options.listen, (transport) => server.accept(transport));
+      server.listener = await listenTcp(options.listen, (transport) => server.accept(transport), options.tls);
     } catch (error) {
       await runtime.shutdown();
       throw error;
@@ -86,7 +138,7 @@ export class ProxyServer implements SessionDirectory {
    */
   static async startMpi(options: Omit<ProxyServerOptions, 'listen'>): Promise<{ server: ProxyServer; finished: Promise<void> }> {
     const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
-    const server = new ProxyServer(runtime, options.token, options.launchTimeoutMs);
+    const server = new ProxyServer(runtime, options.token, options);
     const hub = MpiHub.get('proxy');
     server.mpiAddress = `mpi:${hub.rank}`;
     const finished = new Promise<void>((resolve) => hub.serve((transport) => server.accept(transport), resolve));
@@ -103,10 +155,21 @@ export class ProxyServer implements SessionDirectory {
     return this.sessions.size;
   }
 
+  readonly launchTimeoutMs: number | undefined;
+  readonly loginTimeoutMs: number;
+  readonly quotas: SessionQuotas;
+  readonly peerTimeoutMs: number;
+  private readonly peerTls: TlsClientOptions | undefined;
+
   private accept(transport: Transport): void {
     if (this.closing) return transport.close();
+    // Caps, so that neither many clients nor many silent sockets take every file descriptor. A
+    // flood of sockets that never log in pushes out the oldest of them, not the next client.
+    if (this.connections.size >= this.maxConnections) return transport.close();
+    const loggingIn = [...this.connections].filter((connection) => !connection.loggedIn);
+    if (loggingIn.length >= Math.max(1, this.maxConnections / 4)) loggingIn[0]!.close(errors.protocol('too many connections are logging in; the oldest is closed'));
     this.transports.add(transport);
-    const connection = new ProxyConnection(transport, this.runtime, this, new PeerLinks(), () => {
+    const connection = new ProxyConnection(transport, this.runtime, this, new PeerLinks(this.peerTls), () => {
       this.transports.delete(transport);
       this.connections.delete(connection);
     });
@@ -133,26 +196,73 @@ export class ProxyServer implements SessionDirectory {
     };
   }
 
-  tokenMatches(token: string): boolean {
-    return timingSafeEqual(digest(token), this.tokenDigest);
+  login(peer: string, credentials: { token?: string; grant?: string }): OffloadError | { grant?: { session: Session; buffer: number } } {
+    const address = peer.replace(/:\d+$/, '');
+    const now = Date.now();
+    let failed = this.failures.get(address);
+    if (failed && now - failed.since > LOGIN_WINDOW_MS) {
+      this.failures.delete(address);
+      failed = undefined;
+    }
+    if (failed && failed.count >= MAX_FAILED_LOGINS) {
+      const wait = Math.ceil((failed.since + LOGIN_WINDOW_MS - now) / 1000);
+      return errors.unauthorized(`too many failed logins from ${address} (${failed.count} within ${LOGIN_WINDOW_MS / 1000} s); try again in ${wait} s`);
+    }
+    if (credentials.grant !== undefined) {
+      const grant = this.grants.get(credentials.grant);
+      if (grant) return { grant };
+    } else if (credentials.token !== undefined && timingSafeEqual(digest(credentials.token), this.tokenDigest)) {
+      return {};
+    }
+    if (!failed) {
+      if (this.failures.size >= MAX_REMEMBERED_ADDRESSES) this.failures.delete(this.failures.keys().next().value!);
+      this.failures.set(address, (failed = { count: 0, since: now }));
+    }
+    failed.count++;
+    return errors.unauthorized(credentials.grant !== undefined ? 'no such grant (the buffer was freed, or its client left)' : 'wrong token');
+  }
+
+  grant(session: Session, buffer: number): string {
+    const grant = randomBytes(24).toString('base64url');
+    this.grants.set(grant, { session, buffer });
+    session.grants.set(buffer, grant);
+    return grant;
+  }
+
+  revoke(session: Session, buffer: number): void {
+    const grant = session.grants.get(buffer);
+    if (grant === undefined) return;
+    session.grants.delete(buffer);
+    this.grants.delete(grant);
+  }
+
+  get peerList(): readonly string[] | 'any' {
+    return this.peers === 'any' ? 'any' : [...this.peers];
+  }
+
+  mayLink(address: string): boolean {
+    if (mpiRankOf(address) !== undefined) return this.mpiAddress !== '';
+    if (this.peers === 'any') return true;
+    try {
+      return this.peers.has(formatAddress(parseAddress(address)));
+    } catch {
+      return false;
+    }
   }
 
   async open(client: string): Promise<Session> {
-    const session = new Session(client, await this.runtime.createContext());
+    const session = new Session(client, await this.runtime.createContext(), this.quotas);
     if (this.closing) {
       await session.release();
       throw errors.deviceLost('the proxy is shutting down');
     }
-    this.sessions.set(session.secret, session);
+    this.sessions.add(session);
     return session;
   }
 
-  find(secret: string): Session | undefined {
-    return this.sessions.get(secret);
-  }
-
   async close(session: Session): Promise<void> {
-    this.sessions.delete(session.secret);
+    this.sessions.delete(session);
+    for (const buffer of [...session.grants.keys()]) this.revoke(session, buffer);
     await session.release();
   }
 

@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -30,7 +31,30 @@ export interface SpawnProxyOptions {
   inheritStderr?: boolean;
   /** More `offload proxy` options, e.g. `['--launch-timeout', '500']`. */
   args?: string[];
+  /** Where to listen (default `127.0.0.1:0`: any free port). */
+  listen?: string;
   timeoutMs?: number;
+}
+
+/**
+ * `count` TCP ports on 127.0.0.1 free now (the OS picks them; they are closed again at once):
+ * for proxies that must know each other's addresses before they start (their --peers).
+ */
+export async function freeLocalPorts(count: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<net.Server>((resolve, reject) => {
+          const server = net.createServer();
+          server.once('error', reject);
+          server.listen(0, '127.0.0.1', () => resolve(server));
+        }),
+    ),
+  );
+  const ports = servers.map((server) => (server.address() as net.AddressInfo).port);
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  return ports;
 }
 
 export async function spawnProxy(options: SpawnProxyOptions): Promise<SpawnedProxy> {
@@ -42,7 +66,8 @@ export async function spawnProxy(options: SpawnProxyOptions): Promise<SpawnedPro
 }
 
 function started(options: SpawnProxyOptions, tokenFile: string): Promise<SpawnedProxy> {
-  const child = spawn(process.execPath, [...options.cli, 'proxy', '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...(options.args ?? [])], {
+  const listen = options.listen ?? '127.0.0.1:0';
+  const child = spawn(process.execPath, [...options.cli, 'proxy', '--listen', listen, '--token-file', tokenFile, ...(options.args ?? [])], {
     env: options.env ?? process.env,
     stdio: ['ignore', 'pipe', options.inheritStderr ? 'inherit' : 'pipe'],
   });

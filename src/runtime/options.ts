@@ -1,6 +1,7 @@
 /** Options of `Offload.init`, with their environment fallbacks. */
 import type { HostDeviceOptions } from '../plugins/host/device.js';
 import type { WebGpuOptions } from '../plugins/webgpu/adapter.js';
+import type { TlsClientOptions } from '../transport/tcp.js';
 
 export interface RuntimeOptions {
   /**
@@ -36,4 +37,12 @@ export interface RuntimeOptions {
    * OFFLOAD_LAUNCH_TIMEOUT, or none.
    */
   launchTimeoutMs?: number;
+  /** A proxy that sends nothing for this long is DEVICE_LOST, in milliseconds. Default: OFFLOAD_PEER_TIMEOUT, or 10000. */
+  peerTimeoutMs?: number;
+  /**
+   * TLS to every TCP proxy, trusting the CA certificates given (PEM text). Default: with
+   * OFFLOAD_TLS_CA set (a PEM file), TLS trusting that file; else TLS only to `tls://` addresses,
+   * trusting the system's CAs.
+   */
+  tls?: TlsClientOptions;
 }

@@ -11,6 +11,7 @@ import { proxyList, RemotePlugin } from '../plugins/remote/plugin.js';
 import { findAdapter, noteUnavailable, webgpuOptionsFromEnv } from '../plugins/webgpu/adapter.js';
 import { WebGpuPlugin } from '../plugins/webgpu/plugin.js';
 import { inMpiJob, MPI_DEFAULT_TOKEN, mpiAddress, MpiHub, mpiUnavailable } from '../transport/mpi.js';
+import { tlsFromEnv } from '../transport/tls-files.js';
 import type { RuntimeOptions } from './options.js';
 
 export type PluginFactory = (options: RuntimeOptions) => Plugin | undefined | Promise<Plugin | undefined>;
@@ -49,7 +50,7 @@ registerPlugin(
     }
     const found = await findAdapter(settings);
     noteUnavailable('reason' in found ? found.reason : undefined);
-    return 'adapter' in found ? new WebGpuPlugin(found.adapter) : undefined;
+    return 'adapter' in found ? new WebGpuPlugin(found.adapter, settings.memoryBytes) : undefined;
   },
   75,
 );
@@ -70,7 +71,7 @@ registerPlugin(
       token ||= MPI_DEFAULT_TOKEN;
     }
     if (proxies.length === 0) return undefined;
-    return new RemotePlugin({ proxies, token: token! });
+    return new RemotePlugin({ proxies, token: token!, peerTimeoutMs: options.peerTimeoutMs, tls: options.tls ?? (await tlsFromEnv()) });
   },
   50,
 );

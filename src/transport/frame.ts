@@ -20,6 +20,14 @@ export interface Frame {
   payload: Uint8Array;
 }
 
+/** The largest frame a receiver takes now (a proxy takes far less from a peer not yet logged in). */
+export interface FrameLimits {
+  metaBytes: number;
+  payloadBytes: number;
+}
+
+export const FRAME_LIMITS: FrameLimits = { metaBytes: MAX_META_BYTES, payloadBytes: MAX_PAYLOAD_BYTES };
+
 const EMPTY = new Uint8Array(0);
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
@@ -49,17 +57,18 @@ export function encodeFrame(meta: Record<string, unknown>, payload: Uint8Array =
 }
 
 /**
- * Cuts a byte stream into frames. `push` takes chunks as they arrive (any split) and returns
- * the frames they complete; it throws PROTOCOL on the first malformed byte and must not be
- * used after that.
- */
-/**
  * Says where a frame's payload should land, given its meta, before the payload arrives: a view
  * of exactly `length` bytes (the decoder then copies the bytes there as they come, and the
  * frame's payload is that view), or undefined for a fresh array.
  */
 export type PayloadSink = (meta: Record<string, unknown>, length: number) => Uint8Array | undefined;
 
+/**
+ * Cuts a byte stream into frames. `add` buffers chunks as they arrive (any split) and `next`
+ * returns the next complete frame, checking each frame's lengths against the limits in force
+ * when its prefix is read (so a receiver can change them between frames); `push` does both.
+ * A malformed byte throws PROTOCOL, and the decoder must not be used after that.
+ */
 export class FrameDecoder {
   private chunks: Uint8Array[] = [];
   private buffered = 0;
@@ -70,45 +79,57 @@ export class FrameDecoder {
   private target: Uint8Array | undefined;
   private filled = 0;
 
-  constructor(private readonly sink?: PayloadSink) {}
+  constructor(
+    private readonly sink?: PayloadSink,
+    private readonly limits: () => FrameLimits = () => FRAME_LIMITS,
+  ) {}
 
+  /** Buffers `chunk` and returns every frame now complete. */
   push(chunk: Uint8Array): Frame[] {
-    if (chunk.length > 0) {
-      this.chunks.push(chunk);
-      this.buffered += chunk.length;
-    }
+    this.add(chunk);
     const frames: Frame[] = [];
-    for (;;) {
-      if (this.metaLength < 0) {
-        if (this.buffered < PREFIX_BYTES) return frames;
-        this.readPrefix(this.take(PREFIX_BYTES));
-      }
-      if (this.meta === undefined) {
-        if (this.buffered < this.metaLength) return frames;
-        this.meta = this.parseMeta(this.take(this.metaLength));
-        const target = this.payloadLength > 0 ? this.sink?.(this.meta, this.payloadLength) : undefined;
-        this.target = target?.byteLength === this.payloadLength ? target : undefined;
-        this.filled = 0;
-      }
-      let payload: Uint8Array;
-      if (this.target) {
-        // Straight into the sink's view: no intermediate array for a payload split over reads.
-        while (this.filled < this.payloadLength && this.buffered > 0) {
-          const part = this.take(Math.min(this.chunks[0]!.length, this.payloadLength - this.filled));
-          this.target.set(part, this.filled);
-          this.filled += part.length;
-        }
-        if (this.filled < this.payloadLength) return frames;
-        payload = this.target;
-      } else {
-        if (this.buffered < this.payloadLength) return frames;
-        payload = this.payloadLength === 0 ? EMPTY : this.take(this.payloadLength);
-      }
-      frames.push({ meta: this.meta, payload });
-      this.metaLength = -1;
-      this.meta = undefined;
-      this.target = undefined;
+    for (let frame = this.next(); frame; frame = this.next()) frames.push(frame);
+    return frames;
+  }
+
+  add(chunk: Uint8Array): void {
+    if (chunk.length === 0) return;
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+  }
+
+  /** The next complete frame, or undefined until more bytes arrive. */
+  next(): Frame | undefined {
+    if (this.metaLength < 0) {
+      if (this.buffered < PREFIX_BYTES) return undefined;
+      this.readPrefix(this.take(PREFIX_BYTES));
     }
+    if (this.meta === undefined) {
+      if (this.buffered < this.metaLength) return undefined;
+      this.meta = this.parseMeta(this.take(this.metaLength));
+      const target = this.payloadLength > 0 ? this.sink?.(this.meta, this.payloadLength) : undefined;
+      this.target = target?.byteLength === this.payloadLength ? target : undefined;
+      this.filled = 0;
+    }
+    let payload: Uint8Array;
+    if (this.target) {
+      // Straight into the sink's view: no intermediate array for a payload split over reads.
+      while (this.filled < this.payloadLength && this.buffered > 0) {
+        const part = this.take(Math.min(this.chunks[0]!.length, this.payloadLength - this.filled));
+        this.target.set(part, this.filled);
+        this.filled += part.length;
+      }
+      if (this.filled < this.payloadLength) return undefined;
+      payload = this.target;
+    } else {
+      if (this.buffered < this.payloadLength) return undefined;
+      payload = this.payloadLength === 0 ? EMPTY : this.take(this.payloadLength);
+    }
+    const frame = { meta: this.meta, payload };
+    this.metaLength = -1;
+    this.meta = undefined;
+    this.target = undefined;
+    return frame;
   }
 
   /** Bytes received for a frame not yet complete (a prefix already parsed counts: the frame is begun). */
@@ -122,8 +143,9 @@ export class FrameDecoder {
     if (magic !== FRAME_MAGIC) throw errors.protocol(`bad frame magic 0x${magic.toString(16).padStart(8, '0')} (expected 0x${FRAME_MAGIC.toString(16)})`);
     const metaLength = view.getUint32(4, true);
     const payloadLength = view.getBigUint64(8, true);
-    if (metaLength === 0 || metaLength > MAX_META_BYTES) throw errors.protocol(`frame meta length ${metaLength} is outside 1..${MAX_META_BYTES}`);
-    if (payloadLength > BigInt(MAX_PAYLOAD_BYTES)) throw errors.protocol(`frame payload length ${payloadLength} exceeds ${MAX_PAYLOAD_BYTES}`);
+    const limits = this.limits();
+    if (metaLength === 0 || metaLength > limits.metaBytes) throw errors.protocol(`frame meta length ${metaLength} is outside 1..${limits.metaBytes}`);
+    if (payloadLength > BigInt(limits.payloadBytes)) throw errors.protocol(`frame payload length ${payloadLength} exceeds ${limits.payloadBytes}`);
     this.metaLength = metaLength;
     this.payloadLength = Number(payloadLength);
   }

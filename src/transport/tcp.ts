@@ -1,6 +1,11 @@
-/** The TCP transport: frames over a stream socket, with Nagle off and write back-pressure. */
+/**
+ * The TCP transport: frames over a stream socket, with Nagle off and write back-pressure, in
+ * clear or over TLS (node:tls; the same framing inside). An address `tls://host:port` asks for
+ * TLS; so does a client's `tls` option for every address.
+ */
 import net from 'node:net';
-import { errors, type OffloadError } from '../errors.js';
+import tls from 'node:tls';
+import { errors, quoted, type OffloadError } from '../errors.js';
 import { encodeHead, type Frame, type PayloadSink } from './frame.js';
 import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
 
@@ -11,18 +16,36 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 export interface TcpAddress {
   host: string;
   port: number;
+  /** Written `tls://host:port`. */
+  tls?: boolean;
 }
 
-/** Reads `host:port` or `[v6]:port`; INVALID_ARGUMENT naming the text otherwise. */
+/** What a client trusts: PEM certificates of the CAs (default: the system's). */
+export interface TlsClientOptions {
+  ca?: string | string[];
+}
+
+/** A TLS listener's certificate chain and private key, PEM. */
+export interface TlsServerOptions {
+  cert: string;
+  key: string;
+}
+
+/** Reads `host:port`, `[v6]:port`, or either after `tls://`; INVALID_ARGUMENT naming the text otherwise. */
 export function parseAddress(text: string): TcpAddress {
-  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s[\]]+)):(\d{1,5})$/.exec(text.trim());
-  const port = match ? Number(match[3]) : NaN;
-  if (!match || port > 65535) throw errors.invalidArgument(`'${text}' is not a TCP address (expected host:port, e.g. 127.0.0.1:7000)`);
-  return { host: match[1] ?? match[2]!, port };
+  const match = /^(tls:\/\/)?(?:\[([0-9a-fA-F:.]+)\]|([^:\s[\]/]+)):(\d{1,5})$/.exec(text.trim());
+  const port = match ? Number(match[4]) : NaN;
+  if (!match || port > 65535) throw errors.invalidArgument(`${quoted(text)} is not a TCP address (expected host:port or tls://host:port, e.g. 127.0.0.1:7000)`);
+  return { host: match[2] ?? match[3]!, port, ...(match[1] ? { tls: true } : {}) };
 }
 
-export function formatAddress({ host, port }: TcpAddress): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+export function formatAddress({ host, port, tls: secure }: TcpAddress): string {
+  return `${secure ? 'tls://' : ''}${host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`}`;
+}
+
+/** Whether `host` is this machine only (127.0.0.0/8, ::1, localhost): nothing outside sees that traffic. */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 class TcpTransport implements Transport {
@@ -81,21 +104,33 @@ class TcpTransport implements Transport {
   }
 }
 
-/** Connects to `address`; DEVICE_LOST naming it when it cannot be reached in time. Async so a bad address rejects rather than throws. */
-export async function connectTcp(address: string, options: { timeoutMs?: number } = {}): Promise<Transport> {
-  const { host, port } = parseAddress(address);
+/**
+ * Connects to `address`; DEVICE_LOST naming it when it cannot be reached in time, UNAUTHORIZED
+ * when its TLS certificate is not one the client trusts. Async so a bad address rejects rather
+ * than throws.
+ */
+export async function connectTcp(address: string, options: { timeoutMs?: number; tls?: TlsClientOptions } = {}): Promise<Transport> {
+  const { host, port, tls: wanted } = parseAddress(address);
   const timeoutMs = options.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  const secure = wanted === true || options.tls !== undefined;
   return new Promise((resolve, reject) => {
-    const socket = net.connect({ host, port });
+    const socket = secure
+      ? // SNI takes names, not addresses; the certificate is checked against either all the same.
+        tls.connect({ host, port, ca: options.tls?.ca, servername: net.isIP(host) ? undefined : host })
+      : net.connect({ host, port });
     const timer = setTimeout(() => {
       socket.destroy();
       reject(errors.deviceLost(`cannot reach ${address}: no connection within ${timeoutMs} ms`));
     }, timeoutMs);
-    socket.once('error', (error) => {
+    socket.once('error', (error: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      reject(errors.deviceLost(`cannot reach ${address}: ${error.message}`));
+      if (secure && /CERT|SELF_SIGNED|HOSTNAME|ALTNAME|SSL|TLS/i.test(`${error.code} ${error.message}`)) {
+        reject(errors.unauthorized(`the TLS connection to ${address} failed: ${error.message} (give the proxy's CA with { tls: { ca } } or OFFLOAD_TLS_CA)`));
+      } else {
+        reject(errors.deviceLost(`cannot reach ${address}: ${error.message}`));
+      }
     });
-    socket.once('connect', () => {
+    socket.once(secure ? 'secureConnect' : 'connect', () => {
       clearTimeout(timer);
       socket.removeAllListeners('error');
       resolve(new TcpTransport(socket, address));
@@ -109,15 +144,23 @@ export interface TcpListener {
   close(): Promise<void>;
 }
 
-/** Listens on `address`; each accepted connection becomes a Transport handed to `onConnection`. */
-export async function listenTcp(address: string, onConnection: (transport: Transport) => void): Promise<TcpListener> {
+/** Listens on `address` (over TLS when given a certificate); each accepted connection becomes a Transport handed to `onConnection`. */
+export async function listenTcp(address: string, onConnection: (transport: Transport) => void, secure?: TlsServerOptions): Promise<TcpListener> {
   const { host, port } = parseAddress(address);
   const sockets = new Set<net.Socket>();
-  const server = net.createServer((socket) => {
+  const accept = (socket: net.Socket): void => {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
     onConnection(new TcpTransport(socket, formatAddress({ host: socket.remoteAddress ?? '?', port: socket.remotePort ?? 0 })));
-  });
+  };
+  let server: net.Server;
+  if (secure) {
+    // A handshake that fails (a plain client, a wrong certificate) costs that socket only.
+    server = tls.createServer({ cert: secure.cert, key: secure.key, handshakeTimeout: 10_000 }, accept);
+    server.on('tlsClientError', (_error, socket) => socket.destroy());
+  } else {
+    server = net.createServer(accept);
+  }
   return new Promise((resolve, reject) => {
     server.once('error', (error) => reject(errors.invalidArgument(`cannot listen on ${address}: ${error.message}`)));
     server.listen(port, host, () => {
@@ -125,7 +168,7 @@ export async function listenTcp(address: string, onConnection: (transport: Trans
       server.on('error', () => {});
       const bound = server.address() as net.AddressInfo;
       resolve({
-        address: formatAddress({ host, port: bound.port }),
+        address: formatAddress({ host, port: bound.port, ...(secure ? { tls: true } : {}) }),
         close: () =>
           new Promise<void>((done) => {
             for (const socket of sockets) socket.destroy();

@@ -4,7 +4,8 @@
  * MPI are interchangeable.
  */
 import type { OffloadError } from '../errors.js';
-import { FrameDecoder, type Frame, type PayloadSink } from './frame.js';
+import { FRAME_LIMITS, FrameDecoder, type Frame, type FrameLimits, type PayloadSink } from './frame.js';
+import { HEARTBEAT_OP } from './heartbeat.js';
 
 export interface TransportStats {
   framesSent: number;
@@ -29,6 +30,8 @@ export interface Transport {
   drained(): Promise<void>;
   /** Optional: where incoming payloads should land (see PayloadSink); set before frames arrive. */
   payloadSink?: PayloadSink;
+  /** Optional: the largest frame taken from the peer now (default FRAME_LIMITS); checked per frame. */
+  limits?: FrameLimits;
   /** Called for each received frame, in order. */
   onFrame: (frame: Frame) => void;
   /** Called once when the transport closes, for whatever reason (`reason` unset: closed by `close()` without one). */
@@ -46,24 +49,30 @@ export class FrameReceiver {
   private readonly decoder: FrameDecoder;
 
   constructor(private readonly transport: Transport) {
-    this.decoder = new FrameDecoder((meta, length) => transport.payloadSink?.(meta, length));
+    this.decoder = new FrameDecoder(
+      (meta, length) => transport.payloadSink?.(meta, length),
+      () => transport.limits ?? FRAME_LIMITS,
+    );
   }
 
+  /** Frames are handed out one at a time, each before the next is parsed: a frame's handler may change the limits for the next. */
   receive(bytes: Uint8Array): void {
     const transport = this.transport;
     if (transport.closed) return;
     transport.stats.bytesReceived += bytes.length;
-    let frames: Frame[];
-    try {
-      frames = this.decoder.push(bytes);
-    } catch (error) {
-      transport.close(error as OffloadError);
-      return;
-    }
-    for (const frame of frames) {
-      if (transport.closed) return;
+    this.decoder.add(bytes);
+    for (;;) {
+      let frame: Frame | undefined;
+      try {
+        frame = this.decoder.next();
+      } catch (error) {
+        transport.close(error as OffloadError);
+        return;
+      }
+      if (!frame || transport.closed) return;
       transport.stats.framesReceived++;
-      transport.onFrame(frame);
+      // Heartbeats only say the peer lives (their bytes are counted above): nobody else sees them.
+      if (frame.meta.op !== HEARTBEAT_OP) transport.onFrame(frame);
     }
   }
 }

@@ -120,7 +120,7 @@ function corpus(random: Random, id: number, image: Uint8Array, imageMeta: Record
     { meta: { op: 'free', id, buffer: random.below(60) }, payload: new Uint8Array(0) },
     { meta: { op: 'load', id, image: 1, device: 0 }, payload: new Uint8Array(0) },
     { meta: { op: 'register', id, image: 2 + random.below(5), ...imageMeta }, payload: random.below(2) ? image : random.bytes(64) },
-    { meta: { op: 'send-peer', id, queue: 1, src: 1, srcOffset: 0, bytes: 8, peer: '127.0.0.1:1', token: 't', session: 's', device: 0, dst: 1, dstOffset: 0 }, payload: new Uint8Array(0) },
+    { meta: { op: 'send-peer', id, queue: 1, src: 1, srcOffset: 0, bytes: 8, peer: '127.0.0.1:1', grant: 'g'.repeat(43), device: 0, dst: 1, dstOffset: 0 }, payload: new Uint8Array(0) },
   ];
   return random.pick(frames);
 }

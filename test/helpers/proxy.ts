@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { ProxyStats } from '../../src/proxy/server.js';
-import { spawnProxy, type SpawnedProxy } from '../../src/proxy/spawn.js';
+import { freeLocalPorts, spawnProxy, type SpawnedProxy } from '../../src/proxy/spawn.js';
 
 const main = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
@@ -18,6 +18,8 @@ export interface ProxyOptions {
   webgpu?: string;
   /** More `offload proxy` options. */
   args?: string[];
+  /** Where to listen (default 127.0.0.1, any free port). */
+  listen?: string;
 }
 
 export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProcess> {
@@ -26,9 +28,21 @@ export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProce
     cli: ['--import', 'tsx', main],
     token,
     args: options.args,
+    listen: options.listen,
     env: { ...process.env, OFFLOAD_HOST_THREADS: String(options.threads ?? 2), OFFLOAD_HOST_MEMORY: options.memory ?? '256M', OFFLOAD_PROXIES: '', OFFLOAD_WEBGPU: options.webgpu ?? 'off' },
   });
   return { ...proxy, token };
+}
+
+/** `count` proxies with one token, each started with the others as its --peers (so they copy proxy to proxy). */
+export async function startPeeredProxies(count: number, options: ProxyOptions = {}): Promise<ProxyProcess[]> {
+  const token = options.token ?? randomBytes(16).toString('hex');
+  const addresses = (await freeLocalPorts(count)).map((port) => `127.0.0.1:${port}`);
+  return Promise.all(
+    addresses.map((listen) =>
+      startProxy({ ...options, token, listen, args: [...(options.args ?? []), '--peers', addresses.filter((address) => address !== listen).join(',')] }),
+    ),
+  );
 }
 
 /** What the proxy holds now: sends it SIGUSR2 and reads the `stats {json}` line it prints. */

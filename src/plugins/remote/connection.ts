@@ -8,8 +8,9 @@
 import { errors, type OffloadError } from '../../errors.js';
 import type { DeviceInfo } from '../interface.js';
 import { connectMpi, mpiRankOf } from '../../transport/mpi.js';
-import { connectTcp } from '../../transport/tcp.js';
+import { connectTcp, formatAddress, parseAddress, type TlsClientOptions } from '../../transport/tcp.js';
 import type { Frame } from '../../transport/frame.js';
+import { peerTimeoutFromEnv, startHeartbeat } from '../../transport/heartbeat.js';
 import type { Transport } from '../../transport/transport.js';
 import { fromWireError, Meta, PROTOCOL_VERSION } from '../../proxy/protocol.js';
 
@@ -27,10 +28,14 @@ interface Pending extends StreamHandlers {
 }
 
 export interface ConnectOptions {
-  token: string;
-  /** Attach to an existing session (a proxy linking to a peer on behalf of a client). */
-  attach?: string;
+  /** The proxy's token (a client), or a write grant of one of its buffers (a peer proxy's link). */
+  token?: string;
+  grant?: string;
   timeoutMs?: number;
+  /** A proxy silent this long is DEVICE_LOST (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
+  peerTimeoutMs?: number;
+  /** TLS for every TCP address, trusting these CAs (a `tls://` address asks for TLS on its own). */
+  tls?: TlsClientOptions;
 }
 
 export class RemoteConnection {
@@ -38,15 +43,13 @@ export class RemoteConnection {
   private nextId = 1;
   private lostError: OffloadError | undefined;
   private readonly lostListeners: ((error: OffloadError) => void)[] = [];
-  /** The session secret a peer proxy presents to act on this client's buffers. */
-  session = '';
   devices: DeviceInfo[] = [];
+  /** The proxies this one links to itself (its --peers): copies to others go through this client. */
+  private peers: readonly string[] | 'any' = [];
 
   private constructor(
     readonly transport: Transport,
     readonly address: string,
-    /** Kept so that this proxy's peers can be told how to reach it on the client's behalf. */
-    readonly token: string,
   ) {
     transport.onFrame = (frame) => this.onFrame(frame);
     transport.payloadSink = (meta, length) => {
@@ -59,20 +62,31 @@ export class RemoteConnection {
   /** Connects and says hello; rejects with UNAUTHORIZED for a wrong token, DEVICE_LOST if unreachable. */
   static async open(address: string, options: ConnectOptions): Promise<RemoteConnection> {
     // `mpi:N` is a proxy rank of this MPI job; anything else a TCP address.
-    const transport = mpiRankOf(address) === undefined ? await connectTcp(address, { timeoutMs: options.timeoutMs }) : connectMpi(address);
-    const connection = new RemoteConnection(transport, address, options.token);
-    const hello: Record<string, unknown> = { op: 'hello', version: PROTOCOL_VERSION, token: options.token };
-    if (options.attach) hello.attach = options.attach;
+    const transport = mpiRankOf(address) === undefined ? await connectTcp(address, { timeoutMs: options.timeoutMs, tls: options.tls }) : connectMpi(address);
+    const connection = new RemoteConnection(transport, address);
+    const hello: Record<string, unknown> = { op: 'hello', version: PROTOCOL_VERSION };
+    if (options.token !== undefined) hello.token = options.token;
+    if (options.grant !== undefined) hello.grant = options.grant;
     try {
       const reply = await connection.request(hello);
       const meta = new Meta(reply);
-      connection.session = meta.string('session');
       connection.devices = meta.array('devices') as DeviceInfo[];
+      const peers = meta.frame.meta.peers;
+      connection.peers = peers === 'any' ? 'any' : Array.isArray(peers) ? peers.filter((peer): peer is string => typeof peer === 'string') : [];
+      startHeartbeat(transport, options.peerTimeoutMs ?? peerTimeoutFromEnv());
       return connection;
     } catch (error) {
       transport.close();
       throw error;
     }
+  }
+
+  /** Whether this proxy copies to `other` itself (proxy to proxy), rather than through the client. */
+  linksTo(other: RemoteConnection): boolean {
+    if (mpiRankOf(this.address) !== undefined && mpiRankOf(other.address) !== undefined) return true;
+    if (this.peers === 'any') return true;
+    const target = formatAddress(parseAddress(other.address));
+    return this.peers.some((peer) => peer === target);
   }
 
   get lost(): OffloadError | undefined {
@@ -88,13 +102,25 @@ export class RemoteConnection {
     if (this.lostError) return Promise.reject(this.lostError);
     const id = this.nextId++;
     const reply = new Promise<Frame>((resolve, reject) => this.pending.set(id, { resolve, reject, ...handlers }));
-    this.transport.send({ ...meta, id }, payload);
+    try {
+      this.transport.send({ ...meta, id }, payload);
+    } catch (error) {
+      // A request that cannot be framed (an image over 64 MiB, a manifest over 64 KiB) fails
+      // alone, as its own rejection: never an exception out of an enqueueing call.
+      this.pending.get(id)!.reject(errors.invalidArgument(`a '${String(meta.op)}' request to proxy ${this.address} cannot be sent: ${(error as Error).message}`));
+      this.pending.delete(id);
+    }
     return reply;
   }
 
   /** Sends a frame that gets no reply (chunks of a write). Returns false above the high-water mark. */
   post(meta: Record<string, unknown>, payload?: Uint8Array): boolean {
-    return this.transport.send(meta, payload);
+    try {
+      return this.transport.send(meta, payload);
+    } catch (error) {
+      this.transport.close(errors.protocol(`a '${String(meta.op)}' frame to proxy ${this.address} cannot be sent: ${(error as Error).message}`));
+      return true;
+    }
   }
 
   drained(): Promise<void> {

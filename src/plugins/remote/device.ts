@@ -24,7 +24,9 @@ export class RemoteAllocation implements Allocation {
     readonly id: number,
     readonly bytes: number,
     readonly kind: MemoryKind,
-    readonly address?: number,
+    readonly address: number | undefined,
+    /** The proxy's write grant for this buffer: what another proxy presents to copy into it. */
+    readonly grant: string,
   ) {}
 }
 
@@ -114,7 +116,7 @@ export class RemoteDevice implements PluginDevice {
   async alloc(bytes: number, kind: MemoryKind): Promise<Allocation> {
     const id = this.state.next('buffer');
     const reply = new Meta(await this.connection.request({ op: 'alloc', device: this.index, buffer: id, bytes, kind }));
-    return new RemoteAllocation(id, bytes, kind, reply.uint('address'));
+    return new RemoteAllocation(id, bytes, kind, reply.uint('address'), reply.string('grant'));
   }
 
   async free(alloc: Allocation): Promise<void> {

@@ -6,6 +6,7 @@
 import { errors } from '../../errors.js';
 import type { ImageInfo } from '../../image/manifest.js';
 import type { Plugin, PluginDevice } from '../interface.js';
+import type { TlsClientOptions } from '../../transport/tcp.js';
 import { RemoteConnection } from './connection.js';
 import { ConnectionState, RemoteDevice } from './device.js';
 
@@ -15,6 +16,10 @@ export interface RemoteOptions {
   token: string;
   /** How long to wait for each proxy to accept the connection. */
   connectTimeoutMs?: number;
+  /** A proxy silent this long is DEVICE_LOST (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
+  peerTimeoutMs?: number;
+  /** TLS for every TCP proxy, trusting these CAs. */
+  tls?: TlsClientOptions;
 }
 
 export class RemotePlugin implements Plugin {
@@ -26,7 +31,14 @@ export class RemotePlugin implements Plugin {
 
   async init(): Promise<number> {
     const opened = await Promise.allSettled(
-      this.options.proxies.map((address) => RemoteConnection.open(address, { token: this.options.token, timeoutMs: this.options.connectTimeoutMs })),
+      this.options.proxies.map((address) =>
+        RemoteConnection.open(address, {
+          token: this.options.token,
+          timeoutMs: this.options.connectTimeoutMs,
+          peerTimeoutMs: this.options.peerTimeoutMs,
+          tls: this.options.tls,
+        }),
+      ),
     );
     const failure = opened.find((result) => result.status === 'rejected');
     for (const result of opened) if (result.status === 'fulfilled') this.connections.push(result.value);

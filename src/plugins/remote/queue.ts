@@ -144,29 +144,27 @@ export class RemoteQueue implements PluginQueue {
     if (own.sameProxy(other)) {
       return this.op({ op: 'copy', src: bufferId(src), srcOffset, dst: bufferId(dst), dstOffset, bytes });
     }
-    if (srcDevice === own && other instanceof RemoteDevice) {
+    if (srcDevice === own && other instanceof RemoteDevice && own.connection.linksTo(other.connection)) {
       // Proxy to proxy: ours sends to the other one directly, as the client's agent there.
-      const peer = other.connection;
       return this.op({
         op: 'send-peer',
         src: bufferId(src),
         srcOffset,
         bytes,
-        peer: peer.address,
-        token: peer.token,
-        session: peer.session,
+        peer: other.connection.address,
+        grant: (dst as RemoteAllocation).grant,
         device: other.index,
         dst: bufferId(dst),
         dstOffset,
       });
     }
     return this.gated(async () => {
-      if (other instanceof RemoteDevice) {
-        // Pulling from another proxy: that proxy's queue pushes the bytes here.
+      if (other instanceof RemoteDevice && other.connection.linksTo(own.connection)) {
+        // Pulling from another proxy that links to ours: that proxy's queue pushes the bytes here.
         await this.peers.of(other).exchange(srcDevice, src, srcOffset, dstDevice, dst, dstOffset, bytes);
         return;
       }
-      // A device of another plugin: through host memory.
+      // A device of another plugin, or a proxy that does not link to ours: through host memory.
       const staging = new Uint8Array(bytes);
       await this.peers.of(srcDevice).retrieve(staging, src, srcOffset);
       await this.peers.of(dstDevice).submit(dst, dstOffset, staging);

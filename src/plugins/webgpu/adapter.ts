@@ -3,6 +3,7 @@
  * Vulkan, Metal or D3D12). The Dawn instance is made once per process (its start is the slow
  * part, ~0.1-0.3 s); each runtime gets an adapter of its own, since an adapter makes one device.
  */
+import { parseBytes } from '../../units.js';
 
 /** Which adapters the WebGPU plugin takes. */
 export interface WebGpuOptions {
@@ -11,6 +12,11 @@ export interface WebGpuOptions {
    * the CPU, for tests and machines without a GPU. Default: OFFLOAD_WEBGPU=fallback.
    */
   fallback?: boolean;
+  /**
+   * The device memory budget: bytes all buffers together may hold (WebGPU does not say how much
+   * memory a GPU has). Default: OFFLOAD_WEBGPU_MEMORY, or four of the largest buffer a kernel binds.
+   */
+  memoryBytes?: number;
 }
 
 export type AdapterSearch = { adapter: GPUAdapter } | { reason: string };
@@ -31,10 +37,12 @@ function gpuInstance(): Promise<GPU | string> {
 }
 
 /** Options from OFFLOAD_WEBGPU: `off` (or `0`) turns the plugin off, `fallback` takes software adapters. */
-export function webgpuOptionsFromEnv(value = process.env.OFFLOAD_WEBGPU): WebGpuOptions | false {
+export function webgpuOptionsFromEnv(value = process.env.OFFLOAD_WEBGPU, memory = process.env.OFFLOAD_WEBGPU_MEMORY): WebGpuOptions | false {
   const setting = (value ?? '').trim().toLowerCase();
   if (setting === 'off' || setting === '0' || setting === 'false') return false;
-  return { fallback: setting === 'fallback' };
+  const options: WebGpuOptions = { fallback: setting === 'fallback' };
+  if (memory !== undefined && memory !== '') options.memoryBytes = parseBytes(memory, 'OFFLOAD_WEBGPU_MEMORY');
+  return options;
 }
 
 /** An adapter the options accept, or the reason there is none (for `offload devices`). */

@@ -53,10 +53,13 @@ class SharedGpu {
   /** Live buffers and contexts, over every context (diagnostics). */
   buffers = 0;
   contexts = 0;
+  /** Bytes of every context's buffers together, held under `budget`. */
+  bytes = 0;
 
   constructor(
     private readonly adapter: GPUAdapter,
     private readonly limits: Record<string, number>,
+    readonly budget: number,
   ) {}
 
   device(): Promise<GPUDevice> {
@@ -92,6 +95,8 @@ export class WebGpuDevice implements PluginDevice {
   readonly info: DeviceInfo;
   private readonly limits: Record<(typeof LIMITS)[number], number>;
   private readonly shared: SharedGpu;
+  /** The largest buffer: what a kernel can bind whole (so no kernel sees only part of one). */
+  private readonly largestBuffer: number;
   /** Live buffers of this context, destroyed when it ends. */
   private readonly allocations = new Set<WebGpuAllocation>();
   private closedError: OffloadError | undefined;
@@ -100,10 +105,13 @@ export class WebGpuDevice implements PluginDevice {
     private readonly adapter: GPUAdapter,
     /** For a context: the device whose GPU it shares. */
     parent?: WebGpuDevice,
+    /** The memory budget of a new device (WebGpuOptions.memoryBytes); a context shares its parent's. */
+    memoryBytes?: number,
   ) {
     const limits = adapter.limits as unknown as Record<string, number>;
     this.limits = Object.fromEntries(LIMITS.map((name) => [name, limits[name]])) as WebGpuDevice['limits'];
-    this.shared = parent?.shared ?? new SharedGpu(adapter, this.limits);
+    this.largestBuffer = align4Down(Math.min(this.limits.maxBufferSize, this.limits.maxStorageBufferBindingSize));
+    this.shared = parent?.shared ?? new SharedGpu(adapter, this.limits, memoryBytes ?? 4 * this.largestBuffer);
     this.shared.contexts++;
     const info = adapter.info;
     const description = info.description || [info.vendor, info.architecture, info.device].filter(Boolean).join(' ') || 'WebGPU adapter';
@@ -112,9 +120,8 @@ export class WebGpuDevice implements PluginDevice {
       kind: 'gpu',
       vendor: info.vendor || 'unknown',
       plugin: 'webgpu',
-      // WebGPU does not tell how much memory a device has. This is the largest buffer a kernel
-      // can bind whole (so no kernel ever sees only part of a buffer).
-      memoryBytes: align4Down(Math.min(this.limits.maxBufferSize, this.limits.maxStorageBufferBindingSize)),
+      // WebGPU does not tell how much memory a device has: this is the budget all buffers share.
+      memoryBytes: this.shared.budget,
       maxThreadsPerTeam: Math.min(this.limits.maxComputeInvocationsPerWorkgroup, this.limits.maxComputeWorkgroupSizeX),
       maxTeams: this.limits.maxComputeWorkgroupsPerDimension,
       // Nor how many compute units it has.
@@ -166,16 +173,31 @@ export class WebGpuDevice implements PluginDevice {
   async alloc(bytes: number, kind: MemoryKind): Promise<Allocation> {
     this.check();
     if (kind !== 'device') throw errors.unsupported(`a WebGPU device has no ${kind} memory`);
-    if (bytes > this.info.memoryBytes) {
+    if (bytes > this.largestBuffer) {
       throw errors.outOfMemory(
-        `${bytes} bytes is more than one buffer of this WebGPU device holds: ${this.info.memoryBytes} bytes, what a kernel can ` +
+        `${bytes} bytes is more than one buffer of this WebGPU device holds: ${this.largestBuffer} bytes, what a kernel can ` +
           `bind (the adapter's maxStorageBufferBindingSize ${this.limits.maxStorageBufferBindingSize}, maxBufferSize ${this.limits.maxBufferSize})`,
       );
     }
-    const gpu = await this.device();
-    const buffer = await scoped(gpu, `allocating ${bytes} bytes`, () =>
-      gpu.createBuffer({ size: Math.max(4, align4Up(bytes)), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST }),
-    );
+    const size = Math.max(4, align4Up(bytes));
+    if (this.shared.bytes + size > this.shared.budget) {
+      throw errors.outOfMemory(
+        `${bytes} bytes more would take this WebGPU device's buffers past its memory budget: ${this.shared.bytes} of ` +
+          `${this.shared.budget} bytes are allocated (OFFLOAD_WEBGPU_MEMORY or Offload.init({ webgpu: { memoryBytes } }) sets the budget)`,
+      );
+    }
+    // Counted before the await, so that concurrent allocations cannot all pass the check.
+    this.shared.bytes += size;
+    let buffer: GPUBuffer;
+    try {
+      const gpu = await this.device();
+      buffer = await scoped(gpu, `allocating ${bytes} bytes`, () =>
+        gpu.createBuffer({ size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST }),
+      );
+    } catch (error) {
+      this.shared.bytes -= size;
+      throw error;
+    }
     const allocation = new WebGpuAllocation(bytes, buffer);
     this.allocations.add(allocation);
     this.shared.buffers++;
@@ -184,12 +206,16 @@ export class WebGpuDevice implements PluginDevice {
 
   async free(alloc: Allocation): Promise<void> {
     // Work already submitted that uses the buffer completes first (WebGPU defers the destroy).
-    if (this.allocations.delete(alloc as WebGpuAllocation)) this.shared.buffers--;
-    (alloc as WebGpuAllocation).buffer.destroy();
+    const allocation = alloc as WebGpuAllocation;
+    if (this.allocations.delete(allocation)) {
+      this.shared.buffers--;
+      this.shared.bytes -= allocation.buffer.size;
+    }
+    allocation.buffer.destroy();
   }
 
   census(): Record<string, number> {
-    return { contexts: this.shared.contexts, buffers: this.shared.buffers };
+    return { contexts: this.shared.contexts, buffers: this.shared.buffers, bytes: this.shared.bytes };
   }
 
   createQueue(): PluginQueue {
@@ -311,7 +337,7 @@ export class WebGpuDevice implements PluginDevice {
           `multiples of the adapter's minStorageBufferOffsetAlignment (${alignment})`,
       );
     }
-    // Buffers are never larger than a binding reaches (info.memoryBytes), so this is the whole rest.
+    // Buffers are never larger than a binding reaches (largestBuffer), so this is the whole rest.
     const size = alloc.buffer.size - offset;
     if (size <= 0) return { buffer: this.shared.scratch! };
     return { buffer: alloc.buffer, offset, size };
@@ -331,7 +357,10 @@ export class WebGpuDevice implements PluginDevice {
     if (this.closedError) return;
     this.closedError = errors.deviceLost(owner ? 'the WebGPU device was shut down' : 'the context of this WebGPU device was destroyed');
     this.shared.contexts--;
-    for (const allocation of this.allocations) allocation.buffer.destroy();
+    for (const allocation of this.allocations) {
+      this.shared.bytes -= allocation.buffer.size;
+      allocation.buffer.destroy();
+    }
     this.shared.buffers -= this.allocations.size;
     this.allocations.clear();
     if (owner) await this.shared.close();

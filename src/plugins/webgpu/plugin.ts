@@ -9,10 +9,13 @@ export class WebGpuPlugin implements Plugin {
   /** False for a context: its deinit leaves the GPU device to the plugin it came from. */
   private readonly owner: boolean;
 
-  /** @param source An adapter, or (for a context) the device whose GPU the context shares. */
-  constructor(source: GPUAdapter | WebGpuDevice) {
+  /**
+   * @param source An adapter, or (for a context) the device whose GPU the context shares.
+   * @param memoryBytes The device's memory budget (see WebGpuOptions.memoryBytes).
+   */
+  constructor(source: GPUAdapter | WebGpuDevice, memoryBytes?: number) {
     this.owner = !(source instanceof WebGpuDevice);
-    this.gpuDevice = source instanceof WebGpuDevice ? source.context() : new WebGpuDevice(source);
+    this.gpuDevice = source instanceof WebGpuDevice ? source.context() : new WebGpuDevice(source, undefined, memoryBytes);
   }
 
   async init(): Promise<number> {

@@ -25,15 +25,21 @@ const missing = unavailable();
 const skip = missing !== undefined && process.env.OFFLOAD_REQUIRE_MPI !== '1' ? missing : false;
 
 /** Runs one mpirun job: `proxies` proxy ranks and `apps` ranks of the test application. */
-function job(proxies: number, apps: number, scenario: string, appFirst = false): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function job(
+  proxies: number,
+  apps: number,
+  scenario: string,
+  appFirst = false,
+  options: { mpirun?: string[]; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   if (missing) throw new Error(`MPI is required here (OFFLOAD_REQUIRE_MPI=1) but unavailable: ${missing}`);
   const proxyPart = ['-np', String(proxies), ...node, cli, 'proxy', '--mpi'];
   const appPart = ['-np', String(apps), ...node, app, scenario];
-  const args = ['--oversubscribe', ...(appFirst ? [...appPart, ':', ...proxyPart] : [...proxyPart, ':', ...appPart])];
+  const args = ['--oversubscribe', ...(options.mpirun ?? []), ...(appFirst ? [...appPart, ':', ...proxyPart] : [...proxyPart, ':', ...appPart])];
   return new Promise((resolve) => {
     // Without NODE_TEST_CONTEXT the application's node:test prints its own report, not the runner's protocol.
     const { NODE_TEST_CONTEXT: _context, ...env } = process.env;
-    const child = spawn('mpirun', args, { env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OFFLOAD_HOST_THREADS: '1' } });
+    const child = spawn('mpirun', args, { env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OFFLOAD_HOST_THREADS: '1', ...options.env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -80,6 +86,21 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
   it('ends the job with the failure of the application, without hanging', async () => {
     const { code, stderr } = await job(1, 1, 'fail');
     assert.notEqual(code, 0, stderr);
+  });
+
+  it('gives DEVICE_LOST for a killed proxy rank within the peer timeout, and goes on with the other (mpirun --enable-recovery)', async () => {
+    const { stdout, stderr } = await job(2, 1, 'killed-proxy', false, { mpirun: ['--enable-recovery'], env: { OFFLOAD_PEER_TIMEOUT: '3000' } });
+    const [report] = lines(stdout);
+    assert.ok(report, `${stdout}\n${stderr}`);
+    assert.deepEqual([report.lost, report.later, report.other], ['DEVICE_LOST', 'DEVICE_LOST', true], JSON.stringify(report));
+    assert.ok((report.seconds as number) < 3 + 2, `DEVICE_LOST after ${report.seconds as number} s`);
+  });
+
+  it('ends the job when the program rank is killed: the proxies take it as gone (mpirun --enable-recovery)', async () => {
+    const started = Date.now();
+    const { stdout, stderr } = await job(1, 1, 'killed-app', false, { mpirun: ['--enable-recovery'], env: { OFFLOAD_PEER_TIMEOUT: '3000' } });
+    assert.ok(lines(stdout)[0]?.killing, `${stdout}\n${stderr}`);
+    assert.ok(Date.now() - started < 60_000, 'the proxies finished instead of waiting for a bye that never comes');
   });
 
   it('runs a program with offload launch --mpi and returns its status', async () => {

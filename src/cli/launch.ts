@@ -22,7 +22,10 @@ its local devices first, then the proxies' devices. The proxies stop when it exi
 Options:
   -np, --np <N>  Number of proxies (1 to 64)
   --mpi          Run proxies and program as one MPI job instead:
-                 mpirun --oversubscribe -np N offload proxy --mpi : -np 1 node app.js
+                 mpirun --oversubscribe --enable-recovery -np N offload proxy --mpi
+                   : -np 1 node app.js
+                 (a proxy rank that dies is DEVICE_LOST for the program, not the
+                 end of the job)
   -h, --help     Show this help`;
 
 export async function run(args: string[]): Promise<number> {
@@ -78,7 +81,9 @@ export function mpiJob(count: number, program: string[]): Promise<number> {
   const unavailable = mpiUnavailable();
   if (unavailable) throw errors.unsupported(`offload --mpi: ${unavailable}`);
   const node = [process.execPath, ...process.execArgv];
-  const args = ['--oversubscribe', '-np', String(count), ...node, process.argv[1]!, 'proxy', '--mpi', ':', '-np', '1', ...node, ...program];
+  // --enable-recovery: a rank that dies does not end the job; the program gets DEVICE_LOST for
+  // that rank's devices (see MpiHub's liveness) and goes on with the others.
+  const args = ['--oversubscribe', '--enable-recovery', '-np', String(count), ...node, process.argv[1]!, 'proxy', '--mpi', ':', '-np', '1', ...node, ...program];
   // mpirun refuses root unless told; containers and CI often run as root.
   const env = { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' };
   return new Promise((resolve) => {

@@ -8,6 +8,10 @@
  *   connect  an application opens a channel to a proxy (the proxy gets a Transport for it)
  *   close    either side closed a channel
  *   bye      an application rank is done; a proxy exits once every application rank said it
+ *   alive    every rank tells every other one it lives, once a second: a rank silent past the
+ *            peer timeout (killed, under `mpirun --enable-recovery`, which keeps the job going;
+ *            or stopped) is taken as gone: its channels close with DEVICE_LOST, and an
+ *            application rank gone counts as having said bye
  * Messages between two ranks are not overtaken (all are received through one wildcard probe),
  * so a channel's frames arrive in order. Progress is polled from the event loop: every
  * setImmediate while traffic is recent, every millisecond otherwise; nothing blocks.
@@ -15,6 +19,7 @@
 import { createRequire } from 'node:module';
 import { errors, OffloadError } from '../errors.js';
 import { encodeFrame, encodeHead, FrameDecoder, type Frame, type PayloadSink } from './frame.js';
+import { DEFAULT_CLIENT_TIMEOUT_MS, heartbeatInterval, peerTimeoutFromEnv } from './heartbeat.js';
 import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
 
 interface MpiAddon {
@@ -146,8 +151,12 @@ export class MpiHub {
   private readonly tagLimit: number;
   private readonly roles = new Map<number, MpiRole>();
   private readonly channels = new Map<string, MpiTransport>();
-  private readonly sends = new Map<number, { transport: MpiTransport | undefined; bytes: number }>();
+  private readonly sends = new Map<number, { transport: MpiTransport | undefined; rank: number; bytes: number }>();
   private readonly byes = new Set<number>();
+  /** When each other rank was last heard from (any message), and the ranks taken as gone. */
+  private readonly heardAt = new Map<number, number>();
+  private readonly gone = new Set<number>();
+  private readonly liveness: NodeJS.Timeout;
   private nextChannel = 1;
   private timer: NodeJS.Immediate | NodeJS.Timeout | undefined;
   private lastTraffic = 0;
@@ -166,9 +175,40 @@ export class MpiHub {
     this.size = size;
     this.tagLimit = tagUpperBound;
     this.roles.set(rank, role);
-    for (let other = 0; other < size; other++) if (other !== rank) this.control(other, { op: 'role', role });
+    for (let other = 0; other < size; other++) {
+      if (other === rank) continue;
+      this.heardAt.set(other, Date.now());
+      this.control(other, { op: 'role', role });
+    }
+    // A proxy waits longer for an application rank (whose event loop may be busy with its own
+    // work) than anyone waits for a proxy rank.
+    const clientTimeoutMs = peerTimeoutFromEnv(process.env, DEFAULT_CLIENT_TIMEOUT_MS);
+    const proxyTimeoutMs = peerTimeoutFromEnv();
+    this.liveness = setInterval(() => this.checkLiveness(clientTimeoutMs, proxyTimeoutMs), heartbeatInterval(Math.min(clientTimeoutMs, proxyTimeoutMs)));
+    this.liveness.unref();
     process.once('exit', () => this.finalize());
     this.schedule();
+  }
+
+  /** Says `alive` to every rank still in the job, and takes those silent past their timeout as gone. */
+  private checkLiveness(clientTimeoutMs: number, proxyTimeoutMs: number): void {
+    if (!this.active()) return;
+    const now = Date.now();
+    for (const [rank, heard] of this.heardAt) {
+      if (this.gone.has(rank) || this.byes.has(rank)) continue;
+      const timeoutMs = this.role === 'proxy' && this.roles.get(rank) !== 'proxy' ? clientTimeoutMs : proxyTimeoutMs;
+      if (now - heard < timeoutMs) {
+        this.control(rank, { op: 'alive' });
+        continue;
+      }
+      this.gone.add(rank);
+      const reason = errors.deviceLost(`mpi:${rank} sent nothing for ${timeoutMs} ms (OFFLOAD_PEER_TIMEOUT); taken as gone`);
+      for (const transport of [...this.channels.values()]) if (transport.rank === rank) transport.closeQuietly(reason, false);
+      // Sends to it may never complete; they no longer hold this process.
+      for (const [id, send] of this.sends) if (send.rank === rank) this.sends.delete(id);
+      if (this.roles.get(rank) !== 'proxy') this.byes.add(rank);
+      this.checkAllGone();
+    }
   }
 
   /** The hub of this process, if it has one. */
@@ -208,6 +248,7 @@ export class MpiHub {
   /** Opens a channel to proxy `rank`. */
   connect(rank: number): Transport {
     if (this.failure) throw this.failure;
+    if (this.gone.has(rank)) throw errors.deviceLost(`mpi:${rank} is gone (it sent nothing for longer than OFFLOAD_PEER_TIMEOUT)`);
     if (!Number.isInteger(rank) || rank < 0 || rank >= this.size || rank === this.rank) {
       throw errors.invalidArgument(`mpi:${rank} is not another rank of this job (ranks 0 to ${this.size - 1}, this is ${this.rank})`);
     }
@@ -231,7 +272,7 @@ export class MpiHub {
     if (this.failure) return transport.closeQuietly(this.failure, false);
     try {
       const id = this.mpi.isend(transport.rank, transport.channel, bytes);
-      this.sends.set(id, { transport, bytes: bytes.length });
+      this.sends.set(id, { transport, rank: transport.rank, bytes: bytes.length });
       transport.inFlight += bytes.length;
       this.lastTraffic = performance.now();
       this.schedule();
@@ -249,7 +290,7 @@ export class MpiHub {
   private control(rank: number, meta: Record<string, unknown>): void {
     try {
       const id = this.mpi.isend(rank, CONTROL_TAG, encodeFrame(meta));
-      this.sends.set(id, { transport: undefined, bytes: 0 });
+      this.sends.set(id, { transport: undefined, rank, bytes: 0 });
     } catch (error) {
       this.fail(error);
     }
@@ -293,6 +334,7 @@ export class MpiHub {
     }
     if (result.received.length > 0) this.lastTraffic = performance.now();
     for (const { source, tag, data } of result.received) {
+      this.heardAt.set(source, Date.now());
       if (tag === CONTROL_TAG) this.onControl(source, data);
       else this.channels.get(`${source}/${tag}`)?.receive(data);
     }
@@ -356,6 +398,7 @@ export class MpiHub {
   finalize(): void {
     if (this.finalized) return;
     this.finalized = true;
+    clearInterval(this.liveness);
     if (this.timer) {
       clearTimeout(this.timer as NodeJS.Timeout);
       clearImmediate(this.timer as NodeJS.Immediate);
@@ -363,7 +406,7 @@ export class MpiHub {
     }
     try {
       if (this.role === 'app') {
-        for (const [rank, role] of this.roles) if (role === 'proxy') this.mpi.send(rank, CONTROL_TAG, encodeFrame({ op: 'bye' }));
+        for (const [rank, role] of this.roles) if (role === 'proxy' && !this.gone.has(rank)) this.mpi.send(rank, CONTROL_TAG, encodeFrame({ op: 'bye' }));
       }
       this.mpi.poll();
       this.mpi.finalize();

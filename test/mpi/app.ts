@@ -7,14 +7,32 @@
  *   shared       several application ranks on one proxy: each writes its own pattern into its
  *                buffer id 1 and reads it back
  *   fail         uses a proxy, then exits with status 3
+ *   killed-proxy kills proxy rank mpi:0 (SIGKILL) while using it and mpi:1; prints how the
+ *                program saw it (run under mpirun --enable-recovery)
+ *   killed-app   uses a proxy, then kills itself (SIGKILL): no bye for the proxies
  */
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
 import { Offload } from '../../src/index.js';
 import type { RemoteDevice } from '../../src/plugins/remote/device.js';
 import { conformance } from '../conformance/suite.js';
 import { fixtureBundle } from '../helpers/fixtures.js';
 
 const scenario = process.argv[2];
+
+/** The process id of rank `rank` of this job, found through /proc (Linux): its OMPI environment. */
+function rankPid(rank: number): number {
+  const job = `OMPI_MCA_ess_base_jobid=${process.env.OMPI_MCA_ess_base_jobid}`;
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      if (env.includes(job) && env.includes(`OMPI_COMM_WORLD_RANK=${rank}`)) return Number(pid);
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  throw new Error(`no process of rank ${rank} of this job`);
+}
 const MiB = 1024 * 1024;
 
 if (scenario === 'conformance') {
@@ -61,6 +79,34 @@ if (scenario === 'conformance') {
   const runtime = await Offload.init({ host: false });
   await runtime.devices[0]!.alloc(64);
   process.exit(3);
+} else if (scenario === 'killed-proxy') {
+  const runtime = await Offload.init({ host: false });
+  const [a, b] = runtime.devices;
+  const [onA, onB] = await Promise.all([a!.alloc(64), b!.alloc(64)]);
+  process.kill(rankPid(0), 'SIGKILL');
+  const started = Date.now();
+  // Pending and later work on the killed rank's device fails; the other device goes on.
+  const lost = await a!.queue().write(onA, new Uint8Array(64)).done.then(
+    () => 'completed',
+    (error: { code?: string }) => String(error.code),
+  );
+  const seconds = (Date.now() - started) / 1000;
+  const out = new Uint8Array(64);
+  const q = b!.queue();
+  q.write(onB, new Uint8Array(64).fill(7));
+  q.read(onB, out);
+  await q.finish();
+  const later = await a!.alloc(8).then(
+    () => 'allocated',
+    (error: { code?: string }) => String(error.code),
+  );
+  console.log(JSON.stringify({ lost, seconds, later, other: out.every((v) => v === 7) }));
+  await runtime.shutdown();
+} else if (scenario === 'killed-app') {
+  const runtime = await Offload.init({ host: false });
+  await runtime.devices[0]!.alloc(64);
+  console.log(JSON.stringify({ killing: process.pid }));
+  process.kill(process.pid, 'SIGKILL');
 } else {
   console.error(`unknown scenario '${scenario}'`);
   process.exitCode = 2;

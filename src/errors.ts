@@ -52,6 +52,9 @@ export class OffloadError extends Error {
     this.name = 'OffloadError';
     this.code = code;
     this.device = options.device;
+    // Formatting the stack now drops V8's raw frames, which hold every receiver and closure on
+    // the stack: an error kept as a device's or a queue's failure would keep all that alive.
+    void this.stack;
   }
 
   /** Same error, attributed to a device (plugins may not know the public device id). */

@@ -1,22 +1,25 @@
 /**
- * A frame fuzzer for the proxy: connections over in-memory transports (so ten thousand frames
- * take seconds, while every byte still goes through the frame decoder) to a real ProxyServer,
- * each starting with a valid hello and then sending frames derived from valid requests by random
- * mutation: of the meta (fields dropped, retyped, out of range, ops swapped) and of the bytes
- * (bit flips, truncation, corrupted lengths, garbage).
+ * A frame fuzzer for the proxy. Each connection starts with a valid hello and then sends frames
+ * derived from valid requests by random mutation: of the meta (fields dropped, retyped, out of
+ * range, ops swapped) and of the bytes (bit flips, truncation, corrupted lengths, garbage).
+ * Two targets: an in-process ProxyServer over in-memory transports (ten thousand frames take
+ * seconds, every byte still goes through the frame decoder), and a real `offload proxy`
+ * process over TCP sockets, several connections at once (the network fuzzer).
  *
- * What must hold: nothing throws out of the proxy, nothing rejects unhandled, every reply's
- * error is an OffloadError code other than an internal failure, and every connection the proxy
- * closes is closed with PROTOCOL. Used by test/proxy-fuzz.test.ts and scripts/fuzz-frames.ts.
+ * What must hold: the proxy neither exits nor throws nor rejects unhandled, it answers every
+ * connection it keeps open, every reply's error is an OffloadError code other than an internal
+ * failure, and every connection it closes is closed with PROTOCOL. Used by
+ * test/proxy-fuzz.test.ts and scripts/fuzz-frames.ts (`npm run fuzz`).
  */
 import { readFile } from 'node:fs/promises';
-import { ErrorCode, OffloadError } from '../../src/errors.js';
+import net from 'node:net';
+import { ErrorCode, OffloadError, errors } from '../../src/errors.js';
 import { decodeBundle } from '../../src/image/bundle.js';
 import { ProxyConnection } from '../../src/proxy/connection.js';
 import { PeerLinks } from '../../src/proxy/peer-links.js';
 import { PROTOCOL_VERSION } from '../../src/proxy/protocol.js';
 import type { ProxyServer } from '../../src/proxy/server.js';
-import { encodeFrame, type Frame } from '../../src/transport/frame.js';
+import { encodeFrame, FrameDecoder, type Frame } from '../../src/transport/frame.js';
 import { fixtureBundle } from './fixtures.js';
 import { LoopbackTransport } from './loopback.js';
 
@@ -190,8 +193,152 @@ function mutateBytes(random: Random, bytes: Uint8Array): Uint8Array {
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
-export async function fuzzProxy(server: ProxyServer, options: { token: string; frames: number; seed: number; perConnection?: number }): Promise<FuzzReport> {
-  const random = new Random(options.seed);
+/** One fuzzing connection to the proxy, whatever carries it. */
+export interface FuzzLink {
+  onFrame: (frame: Frame) => void;
+  send(meta: Record<string, unknown>, payload?: Uint8Array): void;
+  /** Raw bytes, as if they came off the wire. */
+  inject(bytes: Uint8Array): void;
+  /**
+   * Resolves once the proxy has handled what was sent so far (as far as can be told after raw
+   * bytes): true if the connection is still open. Rejects if the proxy neither answers nor
+   * closes in time (it hangs).
+   */
+  drain(): Promise<boolean>;
+  /**
+   * Why the proxy closed the connection: PROTOCOL when it said so (the reason itself, or its
+   * last reply), 'garbage' when it closed without a word after bytes that were not a frame.
+   */
+  closeReason(): OffloadError | 'garbage' | undefined;
+  close(): void;
+}
+
+export interface FuzzTarget {
+  connect(): Promise<FuzzLink>;
+  /** Connections fuzzed at once (default 1). */
+  concurrency?: number;
+  /** Whether the proxy runs in this process (then unhandled rejections here are its own). */
+  inProcess: boolean;
+}
+
+/** An in-process proxy over in-memory transports. */
+export function loopbackTarget(server: ProxyServer): FuzzTarget {
+  return {
+    inProcess: true,
+    async connect() {
+      const [client, proxySide] = LoopbackTransport.pair();
+      new ProxyConnection(proxySide, server.runtime, server, new PeerLinks());
+      const link: FuzzLink = {
+        onFrame: () => {},
+        send: (meta, payload) => void client.send(meta, payload),
+        inject: (bytes) => client.other.inject(bytes),
+        drain: async () => {
+          await settle();
+          await settle();
+          return !client.closed;
+        },
+        closeReason: () => client.closeReason,
+        close: () => client.close(),
+      };
+      client.onFrame = (frame) => link.onFrame(frame);
+      return link;
+    },
+  };
+}
+
+/** A proxy listening at `address` (a real process), over TCP sockets, `concurrency` connections at once. */
+export function tcpTarget(address: string, concurrency = 8): FuzzTarget {
+  const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+  let pings = 2 ** 40; // ids of the fuzzer's own pings: far from the frames' ids
+  return {
+    inProcess: false,
+    concurrency,
+    async connect() {
+      const socket = net.connect({ host, port });
+      socket.setNoDelay(true);
+      await new Promise<void>((resolve, reject) => {
+        socket.once('connect', resolve);
+        socket.once('error', reject);
+      });
+      const decoder = new FrameDecoder();
+      let closed = false;
+      let injected = false;
+      let lastError: { code?: unknown; message?: unknown } | undefined;
+      const waiting = new Map<number, (open: boolean) => void>();
+      const link: FuzzLink = {
+        onFrame: () => {},
+        send: (meta, payload) => {
+          if (!closed) socket.write(encodeFrame(meta, payload));
+        },
+        inject: (bytes) => {
+          injected = true;
+          if (!closed) socket.write(bytes);
+        },
+        drain: async () => {
+          if (closed) return false;
+          if (injected) {
+            // Past raw bytes the proxy may rightly wait for the rest of a frame they began: a
+            // ping would only complete it. Give the proxy a moment; the connection ends soon.
+            await new Promise((resolve) => setTimeout(resolve, 1));
+            return !closed;
+          }
+          const id = pings++;
+          return new Promise((resolve, reject) => {
+            const timer = setTimeout(() => reject(new Error(`the proxy neither answered a ping nor closed within 10 s`)), 10_000);
+            waiting.set(id, (open) => {
+              clearTimeout(timer);
+              resolve(open);
+            });
+            link.send({ op: 'ping', id });
+          });
+        },
+        closeReason: () => {
+          if (lastError?.code === 'PROTOCOL') return errors.protocol(String(lastError.message));
+          if (injected) return 'garbage';
+          return lastError ? new OffloadError('DEVICE_LOST', `closed after a ${String(lastError.code)} reply: ${String(lastError.message)}`) : undefined;
+        },
+        close: () => socket.destroy(),
+      };
+      socket.on('data', (chunk: Buffer) => {
+        let frames: Frame[];
+        try {
+          frames = decoder.push(new Uint8Array(chunk));
+        } catch (error) {
+          lastError = { code: 'FUZZER', message: `the proxy sent a malformed frame: ${String(error)}` };
+          socket.destroy();
+          return;
+        }
+        for (const frame of frames) {
+          const error = frame.meta.error as { code?: unknown; message?: unknown } | undefined;
+          if (error !== undefined) lastError = error;
+          const done = waiting.get(frame.meta.id as number);
+          if (done) {
+            waiting.delete(frame.meta.id as number);
+            done(true);
+          } else {
+            link.onFrame(frame);
+          }
+        }
+      });
+      socket.on('error', () => {});
+      socket.on('close', () => {
+        closed = true;
+        for (const done of waiting.values()) done(false);
+        waiting.clear();
+      });
+      return link;
+    },
+  };
+}
+
+export interface FuzzOptions {
+  token: string;
+  frames: number;
+  seed: number;
+  perConnection?: number;
+}
+
+export async function fuzzProxy(target: FuzzTarget, options: FuzzOptions): Promise<FuzzReport> {
   const perConnection = options.perConnection ?? 40;
   const report: FuzzReport = { frames: 0, connections: 0, closedByProxy: 0, replies: 0, errors: {}, violations: [] };
   const violation = (text: string) => {
@@ -199,8 +346,10 @@ export async function fuzzProxy(server: ProxyServer, options: { token: string; f
   };
   const onUnhandled = (reason: unknown) => violation(`unhandled rejection: ${String(reason)}`);
   const onUncaught = (error: unknown) => violation(`uncaught exception: ${String(error)}`);
-  process.on('unhandledRejection', onUnhandled);
-  process.on('uncaughtException', onUncaught);
+  if (target.inProcess) {
+    process.on('unhandledRejection', onUnhandled);
+    process.on('uncaughtException', onUncaught);
+  }
 
   const bundle = decodeBundle(await readFile(await fixtureBundle()));
   const image = bundle.images[0]!.bytes;
@@ -208,61 +357,85 @@ export async function fuzzProxy(server: ProxyServer, options: { token: string; f
   const imageMeta = { name: 'fuzz', info, entries: bundle.manifest.entries };
   let id = 1;
 
-  try {
-    while (report.frames < options.frames) {
-      const [client, proxySide] = LoopbackTransport.pair();
-      new ProxyConnection(proxySide, server.runtime, server, new PeerLinks());
-      report.connections++;
-      client.onFrame = (frame) => {
-        report.replies++;
-        const error = frame.meta.error as { code?: unknown; message?: unknown } | undefined;
-        if (error === undefined) return;
-        const code = String(error.code);
-        report.errors[code] = (report.errors[code] ?? 0) + 1;
-        if (!CODES.has(code)) violation(`reply error with unknown code ${code}`);
-        if (String(error.message).startsWith('proxy failure')) violation(`internal failure for ${JSON.stringify(frame.meta).slice(0, 300)}`);
-      };
-      // A valid session: hello, the fixture image (on some connections), two buffers, a queue.
-      client.send({ op: 'hello', id: id++, version: PROTOCOL_VERSION, token: options.token });
-      if (report.connections % 5 === 1) {
-        client.send({ op: 'register', id: id++, image: 1, ...imageMeta }, image);
-        client.send({ op: 'load', id: id++, image: 1, device: 0 });
-      }
-      client.send({ op: 'alloc', id: id++, device: 0, buffer: 1, bytes: 256, kind: 'device' });
-      client.send({ op: 'alloc', id: id++, device: 0, buffer: 2, bytes: 256, kind: 'device' });
-      client.send({ op: 'queue', id: id++, queue: 1, device: 0 });
-      await settle();
-
-      // Every other connection keeps its frames well-formed, so it lives long enough for its
-      // wrong-but-valid requests to be answered with coded errors.
-      const wellFormed = report.connections % 2 === 0;
-      for (let n = 0; n < perConnection && !client.closed; n++) {
-        report.frames++;
-        const frame = corpus(random, id++, image, imageMeta);
-        const kind = wellFormed ? random.pick([0, 0, 9]) : random.below(10);
-        if (kind < 6) {
-          const mutated = mutateMeta(random, frame, wellFormed);
-          client.send(mutated.meta, mutated.payload);
-        } else if (kind < 9) {
-          client.other.inject(mutateBytes(random, encodeFrame(frame.meta, frame.payload)));
-        } else {
-          client.send(frame.meta, frame.payload);
-        }
-        if (n % 8 === 7) await settle();
-      }
-      await settle();
-      if (client.closed) {
-        report.closedByProxy++;
-        const reason = client.closeReason;
-        if (!(reason instanceof OffloadError) || reason.code !== 'PROTOCOL') violation(`connection closed with ${String(reason)}, not PROTOCOL`);
-      } else {
-        client.close();
-      }
-      await settle();
+  /** One connection's life: a valid session, then mutated frames, then whether and how it ended. */
+  const fuzzConnection = async (random: Random): Promise<void> => {
+    const link = await target.connect();
+    report.connections++;
+    link.onFrame = (frame) => {
+      report.replies++;
+      const error = frame.meta.error as { code?: unknown; message?: unknown } | undefined;
+      if (error === undefined) return;
+      const code = String(error.code);
+      report.errors[code] = (report.errors[code] ?? 0) + 1;
+      if (!CODES.has(code)) violation(`reply error with unknown code ${code}`);
+      if (String(error.message).startsWith('proxy failure')) violation(`internal failure for ${JSON.stringify(frame.meta).slice(0, 300)}`);
+    };
+    if (report.connections % 10 === 3) {
+      // Before login: anything but a hello ends the connection at once, with PROTOCOL.
+      report.frames++;
+      const frame = mutateMeta(random, corpus(random, id++, image, imageMeta), false);
+      link.send(frame.meta, frame.payload);
+      if (await link.drain()) return violation(`a ${String(frame.meta.op)} frame before login left the connection open`);
+      report.closedByProxy++;
+      return;
     }
+    // A valid session: hello, the fixture image (on some connections), two buffers, a queue.
+    link.send({ op: 'hello', id: id++, version: PROTOCOL_VERSION, token: options.token });
+    if (report.connections % 5 === 1) {
+      link.send({ op: 'register', id: id++, image: 1, ...imageMeta }, image);
+      link.send({ op: 'load', id: id++, image: 1, device: 0 });
+    }
+    link.send({ op: 'alloc', id: id++, device: 0, buffer: 1, bytes: 256, kind: 'device' });
+    link.send({ op: 'alloc', id: id++, device: 0, buffer: 2, bytes: 256, kind: 'device' });
+    link.send({ op: 'queue', id: id++, queue: 1, device: 0 });
+    let open = await link.drain();
+    if (!open) violation(`a valid session was closed: ${String(link.closeReason())}`);
+
+    // Every other connection keeps its frames well-formed, so it lives long enough for its
+    // wrong-but-valid requests to be answered with coded errors.
+    const wellFormed = report.connections % 2 === 0;
+    for (let n = 0; n < perConnection && open; n++) {
+      report.frames++;
+      const frame = corpus(random, id++, image, imageMeta);
+      const kind = wellFormed ? random.pick([0, 0, 9]) : random.below(10);
+      if (kind < 6) {
+        const mutated = mutateMeta(random, frame, wellFormed);
+        link.send(mutated.meta, mutated.payload);
+      } else if (kind < 9) {
+        link.inject(mutateBytes(random, encodeFrame(frame.meta, frame.payload)));
+      } else {
+        link.send(frame.meta, frame.payload);
+      }
+      if (n % 8 === 7) open = await link.drain();
+    }
+    if (await link.drain()) {
+      link.close();
+      return;
+    }
+    report.closedByProxy++;
+    const reason = link.closeReason();
+    if (reason !== 'garbage' && !(reason instanceof OffloadError && reason.code === 'PROTOCOL')) violation(`connection closed with ${String(reason)}, not PROTOCOL`);
+  };
+
+  try {
+    const workers = Array.from({ length: target.concurrency ?? 1 }, async (_, worker) => {
+      // Each worker its own stream of choices: the same seed makes the same frames.
+      const random = new Random((options.seed + worker * 0x9e3779b9) >>> 0);
+      while (report.frames < options.frames && report.violations.length === 0) {
+        try {
+          await fuzzConnection(random);
+        } catch (error) {
+          violation(String(error));
+        }
+        await settle();
+      }
+    });
+    await Promise.all(workers);
   } finally {
-    process.off('unhandledRejection', onUnhandled);
-    process.off('uncaughtException', onUncaught);
+    if (target.inProcess) {
+      process.off('unhandledRejection', onUnhandled);
+      process.off('uncaughtException', onUncaught);
+    }
   }
   return report;
 }

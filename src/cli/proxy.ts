@@ -41,7 +41,7 @@ Options:
                         at most may be logging in, the oldest of those is dropped first
   --login-timeout <ms>  How long a new connection has to log in (default 10000)
   --peer-timeout <ms>   A client that sends nothing (not even its heartbeat) this long
-                        is gone, and its session ends (default OFFLOAD_PEER_TIMEOUT or 10000)
+                        is gone, and its session ends (default OFFLOAD_PEER_TIMEOUT or 60000)
   --peers <list>        Proxies this one may link to for a client's proxy-to-proxy
                         copies (host:port,...; 'any' for every address). Default: none,
                         so such copies go through the client; MPI ranks of the same job
@@ -52,7 +52,11 @@ Options:
   --quota-buffers <n>   live buffers (default 65536)
   --quota-queues <n>    queues (default 4096)
   --quota-images <n>    registered images (default 256)
+  --quota-image-bytes <size> bytes of those images (default 256M)
   --quota-pending <size> data held for requests not yet done (default 256M)
+  --proxy-memory <size> The proxy's own memory all clients together may make it hold
+                        (images, data in flight, records of buffers and queues; default:
+                        half the JS heap limit, at most a quarter of the machine's memory)
   --mpi                 Serve the application ranks of this MPI job instead, e.g.
                         mpirun -np 2 offload proxy --mpi : -np 1 node app.js
                         (exits when every application rank has finished)
@@ -77,6 +81,8 @@ export async function run(args: string[]): Promise<number> {
       'quota-buffers': { type: 'string' },
       'quota-queues': { type: 'string' },
       'quota-images': { type: 'string' },
+      'quota-image-bytes': { type: 'string' },
+      'proxy-memory': { type: 'string' },
       'quota-pending': { type: 'string' },
       mpi: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -98,6 +104,7 @@ export async function run(args: string[]): Promise<number> {
     maxConnections: option('max-connections', count),
     loginTimeoutMs: option('login-timeout', parseMilliseconds),
     peerTimeoutMs: option('peer-timeout', parseMilliseconds),
+    proxyMemoryBytes: option('proxy-memory', parseBytes),
     peers: values.peers === 'any' ? ('any' as const) : values.peers?.split(',').filter((peer) => peer !== ''),
     quotas: Object.fromEntries(
       Object.entries({
@@ -105,6 +112,7 @@ export async function run(args: string[]): Promise<number> {
         buffers: option('quota-buffers', count),
         queues: option('quota-queues', count),
         images: option('quota-images', count),
+        imageBytes: option('quota-image-bytes', parseBytes),
         pendingBytes: option('quota-pending', parseBytes),
       }).filter(([, value]) => value !== undefined),
     ),

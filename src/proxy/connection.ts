@@ -57,7 +57,7 @@ const MAX_HELD_BYTES = 64 * 1024 * 1024;
  * What a peer may send before it has logged in: one small frame, no payload. Nothing it does
  * before the token is checked can cost the proxy more than this, or outlive LOGIN_DEADLINE_MS.
  */
-export const LOGIN_LIMITS: FrameLimits = { metaBytes: 4096, payloadBytes: 0 };
+export const LOGIN_LIMITS: FrameLimits = { metaBytes: 4096, payloadBytes: 0, when: "before login (a 'hello' of at most 4 KiB)" };
 export const LOGIN_DEADLINE_MS = 10_000;
 
 interface Deferred {
@@ -127,6 +127,8 @@ export class ProxyConnection {
     transport.payloadSink = (meta, length) => this.chunkTarget(meta, length);
     transport.onClose = () => void this.closed();
     transport.limits = LOGIN_LIMITS;
+    // Request 0 is the connection itself: its error says why the proxy closes it.
+    transport.onTooLarge = (error) => this.send({ op: 'reply', id: 0, error: toWireError(error) });
     this.loginDeadline = setTimeout(() => {
       if (!this.loggedIn) this.refuse(0, errors.protocol(`no login within ${directory.loginTimeoutMs} ms`));
     }, directory.loginTimeoutMs);
@@ -135,7 +137,7 @@ export class ProxyConnection {
 
   /** Closes the connection (the proxy makes room for others). */
   close(reason: OffloadError): void {
-    this.transport.close(reason);
+    this.refuse(0, reason);
   }
 
   /** True once the peer presented the right token (its session may still be in the making). */
@@ -208,7 +210,9 @@ export class ProxyConnection {
 
   private handle(frame: Frame): void {
     const meta = new Meta(frame);
-    let id = 0;
+    // Read before anything is checked, so that even a malformed request's answer names it.
+    const given = frame.meta.id;
+    let id = typeof given === 'number' && Number.isSafeInteger(given) && given >= 0 ? given : 0;
     try {
       const op = meta.op;
       if (op === 'chunk') return this.chunk(meta);
@@ -294,8 +298,8 @@ export class ProxyConnection {
         return this.reply(
           id,
           buffer.free().finally(() => {
-            session.usage.memoryBytes -= buffer.byteLength;
-            session.usage.buffers--;
+            session.give('memoryBytes', buffer.byteLength);
+            session.give('buffers');
           }),
         );
       }
@@ -310,7 +314,7 @@ export class ProxyConnection {
       case 'queue-destroy': {
         const queue = this.queue(meta);
         this.queues.delete(meta.uint('queue'));
-        session.usage.queues--;
+        session.give('queues');
         return this.reply(id, queue.destroy());
       }
       case 'write':
@@ -374,7 +378,11 @@ export class ProxyConnection {
 
   /** `making`, with later requests held until it settles. */
   private made<T>(making: Promise<T>): Promise<T> {
-    this.barrier(making);
+    // Released a tick after `making` settles: its own reply goes out before the requests held behind it are handled.
+    this.barrier(making.then(
+      () => {},
+      () => {},
+    ));
     return making;
   }
 
@@ -423,11 +431,12 @@ export class ProxyConnection {
     // The image travels alone; the proxy wraps it in a one-image bundle, which the bundle
     // decoder then validates field by field like any bundle from disk.
     const bundle = encodeBundle({ name: meta.string('name'), images: [{ ...info, offset: 0, size: 0 }], entries }, [meta.frame.payload]);
-    const giveBack = session.take('images');
+    const giveBack = [session.take('images'), session.take('imageBytes', meta.frame.payload.byteLength)];
     try {
       session.images.set(imageId, await session.runtime.register(bundle));
+      session.imageBytes.set(imageId, meta.frame.payload.byteLength);
     } catch (error) {
-      giveBack();
+      for (const give of giveBack) give();
       throw error;
     }
   }
@@ -455,7 +464,9 @@ export class ProxyConnection {
     const imageId = meta.uint('image');
     const image = session.image(imageId);
     session.images.delete(imageId);
-    session.usage.images--;
+    session.give('images');
+    session.give('imageBytes', session.imageBytes.get(imageId) ?? 0);
+    session.imageBytes.delete(imageId);
     for (const key of [...session.kernels.keys()]) if (key.startsWith(`${imageId}/`)) session.kernels.delete(key);
     await image.unregister();
   }

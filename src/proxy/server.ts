@@ -11,12 +11,13 @@ import { errors, type OffloadError } from '../errors.js';
 import { Offload, type Runtime } from '../api/runtime.js';
 import type { RuntimeOptions } from '../runtime/options.js';
 import { MpiHub, mpiRankOf } from '../transport/mpi.js';
-import { peerTimeoutFromEnv } from '../transport/heartbeat.js';
+import { DEFAULT_CLIENT_TIMEOUT_MS, peerTimeoutFromEnv } from '../transport/heartbeat.js';
 import { formatAddress, listenTcp, parseAddress, type TcpListener, type TlsClientOptions, type TlsServerOptions } from '../transport/tcp.js';
 import type { Transport } from '../transport/transport.js';
 import { LOGIN_DEADLINE_MS, ProxyConnection, type SessionDirectory } from './connection.js';
+import { toWireError } from './protocol.js';
 import { PeerLinks } from './peer-links.js';
-import { DEFAULT_QUOTAS, Session, type SessionQuotas } from './session.js';
+import { DEFAULT_QUOTAS, defaultProxyMemoryBytes, ProxyMemory, Session, type SessionQuotas } from './session.js';
 
 export interface ProxyServerOptions {
   /** `host:port` to listen on (port 0: any free port). */
@@ -40,7 +41,9 @@ export interface ProxyServerOptions {
   loginTimeoutMs?: number;
   /** What each client may hold (defaults: DEFAULT_QUOTAS). */
   quotas?: Partial<SessionQuotas>;
-  /** A client silent this long is gone (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
+  /** The proxy's own memory all clients together may make it hold (default: defaultProxyMemoryBytes()). */
+  proxyMemoryBytes?: number;
+  /** A client silent this long is gone (default OFFLOAD_PEER_TIMEOUT, or 60 s). */
   peerTimeoutMs?: number;
   /**
    * The proxies this one may link to for a client's proxy-to-proxy copies, `host:port` each, or
@@ -82,9 +85,14 @@ export interface ProxyStats {
   images: number;
   /** Contexts of the proxy's runtime (one per session). */
   contexts: number;
+  /** The proxy's own memory its clients hold (estimated; see ProxyMemory), in bytes. */
+  proxyMemoryBytes: number;
   /** Per device, what its plugin counts (contexts, images on the host workers, GPU buffers). */
   devices: Record<string, number>[];
   rssBytes: number;
+  /** The JS heap in use, and memory outside it (ArrayBuffers, wasm memories) that V8 tracks. */
+  heapUsedBytes: number;
+  externalBytes: number;
 }
 
 export class ProxyServer implements SessionDirectory {
@@ -104,12 +112,13 @@ export class ProxyServer implements SessionDirectory {
   private constructor(
     readonly runtime: Runtime,
     token: string,
-    options: Pick<ProxyServerOptions, 'launchTimeoutMs' | 'maxConnections' | 'loginTimeoutMs' | 'quotas' | 'peerTimeoutMs' | 'peers' | 'peerTls'>,
+    options: Pick<ProxyServerOptions, 'launchTimeoutMs' | 'maxConnections' | 'loginTimeoutMs' | 'quotas' | 'proxyMemoryBytes' | 'peerTimeoutMs' | 'peers' | 'peerTls'>,
   ) {
     this.peerTls = options.peerTls;
     this.peers = options.peers === 'any' ? 'any' : new Set((options.peers ?? []).map((peer) => formatAddress(parseAddress(peer))));
-    this.peerTimeoutMs = options.peerTimeoutMs ?? peerTimeoutFromEnv();
+    this.peerTimeoutMs = options.peerTimeoutMs ?? peerTimeoutFromEnv(process.env, DEFAULT_CLIENT_TIMEOUT_MS);
     this.quotas = { ...DEFAULT_QUOTAS, ...options.quotas };
+    this.memory = new ProxyMemory(options.proxyMemoryBytes ?? defaultProxyMemoryBytes());
     this.launchTimeoutMs = options.launchTimeoutMs;
     this.loginTimeoutMs = options.loginTimeoutMs ?? LOGIN_DEADLINE_MS;
     this.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
@@ -158,6 +167,7 @@ export class ProxyServer implements SessionDirectory {
   readonly launchTimeoutMs: number | undefined;
   readonly loginTimeoutMs: number;
   readonly quotas: SessionQuotas;
+  private readonly memory: ProxyMemory;
   readonly peerTimeoutMs: number;
   private readonly peerTls: TlsClientOptions | undefined;
 
@@ -165,7 +175,11 @@ export class ProxyServer implements SessionDirectory {
     if (this.closing) return transport.close();
     // Caps, so that neither many clients nor many silent sockets take every file descriptor. A
     // flood of sockets that never log in pushes out the oldest of them, not the next client.
-    if (this.connections.size >= this.maxConnections) return transport.close();
+    if (this.connections.size >= this.maxConnections) {
+      const full = errors.protocol(`the proxy serves ${this.maxConnections} connections at most (offload proxy --max-connections); try again later`);
+      transport.send({ op: 'reply', id: 0, error: toWireError(full) });
+      return transport.close(full);
+    }
     const loggingIn = [...this.connections].filter((connection) => !connection.loggedIn);
     if (loggingIn.length >= Math.max(1, this.maxConnections / 4)) loggingIn[0]!.close(errors.protocol('too many connections are logging in; the oldest is closed'));
     this.transports.add(transport);
@@ -191,8 +205,9 @@ export class ProxyServer implements SessionDirectory {
       buffers: count((session) => session.buffers.size),
       images: count((session) => session.images.size),
       contexts: this.runtime.contextCount,
+      proxyMemoryBytes: this.memory.held,
       devices,
-      rssBytes: process.memoryUsage().rss,
+      ...(({ rss, heapUsed, external }) => ({ rssBytes: rss, heapUsedBytes: heapUsed, externalBytes: external }))(process.memoryUsage()),
     };
   }
 
@@ -251,7 +266,7 @@ export class ProxyServer implements SessionDirectory {
   }
 
   async open(client: string): Promise<Session> {
-    const session = new Session(client, await this.runtime.createContext(), this.quotas);
+    const session = new Session(client, await this.runtime.createContext(), this.quotas, this.memory);
     if (this.closing) {
       await session.release();
       throw errors.deviceLost('the proxy is shutting down');

@@ -5,6 +5,8 @@
  * closes, however it closes, every peer link attached to the session is closed and the context
  * is shut down, which frees everything the client made.
  */
+import { totalmem } from 'node:os';
+import { getHeapStatistics } from 'node:v8';
 import { errors } from '../errors.js';
 import type { Buffer } from '../api/buffer.js';
 import type { Kernel } from '../api/kernel.js';
@@ -27,6 +29,8 @@ export interface SessionQuotas {
   queues: number;
   /** Registered images. */
   images: number;
+  /** Bytes of those images (the proxy keeps each for the session's life). */
+  imageBytes: number;
   /** Bytes the proxy holds for requests not yet done: small writes' data, small reads' results. */
   pendingBytes: number;
 }
@@ -36,6 +40,7 @@ export const DEFAULT_QUOTAS: SessionQuotas = {
   buffers: 65_536,
   queues: 4096,
   images: 256,
+  imageBytes: 256 * 1024 * 1024,
   pendingBytes: 256 * 1024 * 1024,
 };
 
@@ -45,8 +50,37 @@ const QUOTA_OPTIONS: Record<keyof SessionQuotas, string> = {
   buffers: '--quota-buffers',
   queues: '--quota-queues',
   images: '--quota-images',
+  imageBytes: '--quota-image-bytes',
   pendingBytes: '--quota-pending',
 };
+
+/**
+ * What the proxy holds of its own memory for one unit of each quota: estimates of its records
+ * (a buffer's objects and map entries, a queue's, an image's instances besides its bytes), and
+ * the bytes themselves for images and pending data. Device memory is the devices' to bound.
+ */
+const PROXY_BYTES: Record<keyof SessionQuotas, number> = {
+  memoryBytes: 0,
+  buffers: 1024,
+  queues: 16 * 1024,
+  images: 64 * 1024,
+  imageBytes: 1,
+  pendingBytes: 1,
+};
+
+/**
+ * The proxy's own memory that all its clients together may make it hold (ProxyServerOptions.
+ * proxyMemoryBytes): per-client quotas alone would let many clients exhaust it.
+ */
+export class ProxyMemory {
+  held = 0;
+  constructor(readonly limit: number) {}
+}
+
+/** The default ProxyMemory limit: half of what the JS heap may grow to, at most a quarter of the machine's memory. */
+export function defaultProxyMemoryBytes(): number {
+  return Math.floor(Math.min(getHeapStatistics().heap_size_limit / 2, totalmem() / 4));
+}
 
 export class Session {
   readonly buffers = new Map<number, Buffer>();
@@ -57,40 +91,66 @@ export class Session {
   readonly grants = new Map<number, string>();
   /** Images by client id; each is a one-image library registered in the session's context. */
   readonly images = new Map<number, Library>();
+  /** Each image's size in bytes, counted against the imageBytes quota while it is registered. */
+  readonly imageBytes = new Map<number, number>();
   /** Loaded kernels by `${image}/${device}/${name}`. */
   readonly kernels = new Map<string, Kernel>();
   /** Connections attached to the session besides the owner's (peer proxies). */
   readonly attached = new Set<Transport>();
 
   /** What the session holds now, counted against its quotas. */
-  readonly usage: SessionQuotas = { memoryBytes: 0, buffers: 0, queues: 0, images: 0, pendingBytes: 0 };
+  readonly usage: SessionQuotas = { memoryBytes: 0, buffers: 0, queues: 0, images: 0, imageBytes: 0, pendingBytes: 0 };
+  /** Its share of the proxy's memory (ProxyMemory.held); given back whole when the session ends. */
+  private proxyBytes = 0;
+  private released = false;
 
   constructor(
     readonly client: string,
     /** The session's context: everything the client makes lives in it. */
     readonly runtime: Runtime,
     readonly quotas: SessionQuotas = DEFAULT_QUOTAS,
+    private readonly memory = new ProxyMemory(defaultProxyMemoryBytes()),
   ) {}
 
   /**
-   * Counts `amount` more of `what` against the session's quota, or throws OUT_OF_MEMORY naming
-   * the quota. Returns what gives it back (call it once).
+   * Counts `amount` more of `what` against the session's quota and the proxy's memory, or
+   * throws OUT_OF_MEMORY naming the limit. Returns what gives it back (once, however often called).
    */
   take(what: keyof SessionQuotas, amount = 1): () => void {
     const limit = this.quotas[what];
     if (this.usage[what] + amount > limit) {
+      const unit = what === 'memoryBytes' || what === 'pendingBytes' || what === 'imageBytes' ? 'bytes' : what;
       throw errors.outOfMemory(
-        `this client would hold ${this.usage[what] + amount} ${what === 'memoryBytes' || what === 'pendingBytes' ? 'bytes' : what} ` +
-          `(${what}); the proxy allows ${limit} per client (offload proxy ${QUOTA_OPTIONS[what]})`,
+        `this client would hold ${this.usage[what] + amount} ${unit} (${what}); the proxy allows ${limit} per client (offload proxy ${QUOTA_OPTIONS[what]})`,
+      );
+    }
+    const cost = PROXY_BYTES[what] * amount;
+    if (cost > 0 && this.memory.held + cost > this.memory.limit) {
+      throw errors.outOfMemory(
+        `the proxy holds ${this.memory.held} bytes of its own memory for its clients; ${what} of ${amount} would take ${cost} more, ` +
+          `past its limit of ${this.memory.limit} (offload proxy --proxy-memory)`,
       );
     }
     this.usage[what] += amount;
+    if (!this.released) {
+      this.memory.held += cost;
+      this.proxyBytes += cost;
+    }
     let given = false;
     return () => {
       if (given) return;
       given = true;
-      this.usage[what] -= amount;
+      this.give(what, amount);
     };
+  }
+
+  /** Gives back `amount` of `what` taken before (see take). */
+  give(what: keyof SessionQuotas, amount = 1): void {
+    this.usage[what] -= amount;
+    if (this.released) return; // release() gave back the session's whole share
+    const cost = PROXY_BYTES[what] * amount;
+    this.memory.held -= cost;
+    this.proxyBytes -= cost;
   }
 
   buffer(id: number): Buffer {
@@ -107,11 +167,17 @@ export class Session {
 
   /** Frees everything the client owned. Never throws. */
   async release(): Promise<void> {
+    if (!this.released) {
+      this.released = true;
+      this.memory.held -= this.proxyBytes;
+      this.proxyBytes = 0;
+    }
     for (const link of this.attached) link.close();
     this.attached.clear();
     this.buffers.clear();
     this.kernels.clear();
     this.images.clear();
+    this.imageBytes.clear();
     await this.runtime.shutdown({ graceMs: LEAVING_GRACE_MS }).catch(() => {});
   }
 }

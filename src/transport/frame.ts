@@ -7,7 +7,7 @@
  * The decoder checks the magic and both lengths before it buffers anything, so a malformed or
  * oversized frame is a PROTOCOL error at once, never a large allocation.
  */
-import { errors } from '../errors.js';
+import { errors, type OffloadError } from '../errors.js';
 
 export const FRAME_MAGIC = 0x314c464f; // 'OFL1' read as a little-endian u32
 export const PREFIX_BYTES = 16;
@@ -24,7 +24,10 @@ export interface Frame {
 export interface FrameLimits {
   metaBytes: number;
   payloadBytes: number;
+  /** When these limits apply, for messages (e.g. 'before login'). */
+  when?: string;
 }
+
 
 export const FRAME_LIMITS: FrameLimits = { metaBytes: MAX_META_BYTES, payloadBytes: MAX_PAYLOAD_BYTES };
 
@@ -33,6 +36,23 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** The prefix and meta of a frame as one buffer; the payload is sent after it, uncopied. */
+const oversized = new WeakSet<Error>();
+
+/** PROTOCOL for a frame whose prefix is sound but which breaks the receiver's limits. */
+function tooLarge(message: string): OffloadError {
+  const error = errors.protocol(message);
+  oversized.add(error);
+  return error;
+}
+
+/**
+ * Whether `error` is the decoder's refusal of a frame over the limits: the stream was in step up
+ * to it (unlike after garbage), so the receiver can still answer before it closes.
+ */
+export function isFrameTooLarge(error: unknown): boolean {
+  return error instanceof Error && oversized.has(error);
+}
+
 export function encodeHead(meta: Record<string, unknown>, payloadLength: number): Uint8Array {
   const json = encoder.encode(JSON.stringify(meta));
   if (json.length > MAX_META_BYTES) throw errors.invalidArgument(`frame meta of ${json.length} bytes exceeds ${MAX_META_BYTES}`);
@@ -144,8 +164,10 @@ export class FrameDecoder {
     const metaLength = view.getUint32(4, true);
     const payloadLength = view.getBigUint64(8, true);
     const limits = this.limits();
-    if (metaLength === 0 || metaLength > limits.metaBytes) throw errors.protocol(`frame meta length ${metaLength} is outside 1..${limits.metaBytes}`);
-    if (payloadLength > BigInt(limits.payloadBytes)) throw errors.protocol(`frame payload length ${payloadLength} exceeds ${limits.payloadBytes}`);
+    const when = limits.when ? ` ${limits.when}` : '';
+    if (metaLength === 0) throw errors.protocol('frame meta length 0 (a frame carries a JSON object)');
+    if (metaLength > limits.metaBytes) throw tooLarge(`frame meta length ${metaLength} is over the ${limits.metaBytes} bytes taken${when}`);
+    if (payloadLength > BigInt(limits.payloadBytes)) throw tooLarge(`frame payload length ${payloadLength} is over the ${limits.payloadBytes} bytes taken${when}`);
     this.metaLength = metaLength;
     this.payloadLength = Number(payloadLength);
   }

@@ -12,6 +12,8 @@ import { FrameReceiver, type Transport, type TransportStats } from './transport.
 /** Above this many queued bytes `send` returns false (bulk senders then await `drained()`). */
 export const HIGH_WATER_BYTES = 8 * 1024 * 1024;
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+/** How long a closed socket may still flush what was sent before it is cut. */
+const LINGER_MS = 2000;
 
 export interface TcpAddress {
   host: string;
@@ -99,7 +101,13 @@ class TcpTransport implements Transport {
   close(reason?: OffloadError): void {
     if (this.isClosed) return;
     this.isClosed = true;
-    this.socket.destroy();
+    // What was sent last (often the reply saying why it closes) still reaches the peer, before
+    // the FIN; nothing more is read, and a peer that never reads holds the socket LINGER_MS at most.
+    this.socket.pause();
+    this.socket.end();
+    const linger = setTimeout(() => this.socket.destroy(), LINGER_MS);
+    linger.unref();
+    this.socket.once('close', () => clearTimeout(linger));
     this.onClose(reason);
   }
 }

@@ -4,7 +4,7 @@
  * MPI are interchangeable.
  */
 import type { OffloadError } from '../errors.js';
-import { FRAME_LIMITS, FrameDecoder, type Frame, type FrameLimits, type PayloadSink } from './frame.js';
+import { FRAME_LIMITS, FrameDecoder, isFrameTooLarge, type Frame, type FrameLimits, type PayloadSink } from './frame.js';
 import { HEARTBEAT_OP } from './heartbeat.js';
 
 export interface TransportStats {
@@ -34,9 +34,11 @@ export interface Transport {
   limits?: FrameLimits;
   /** Called for each received frame, in order. */
   onFrame: (frame: Frame) => void;
+  /** Optional: called with the PROTOCOL error of a frame over `limits`, just before the transport closes (a last send still goes out). */
+  onTooLarge?: (error: OffloadError) => void;
   /** Called once when the transport closes, for whatever reason (`reason` unset: closed by `close()` without one). */
   onClose: (reason: OffloadError | undefined) => void;
-  /** Closes at once; queued frames may be lost. Idempotent. */
+  /** Closes; what was sent before may still go out, nothing more is received. Idempotent. */
   close(reason?: OffloadError): void;
 }
 
@@ -66,6 +68,9 @@ export class FrameReceiver {
       try {
         frame = this.decoder.next();
       } catch (error) {
+        // Over the limits, the stream is still in step and the owner may answer before the
+        // close; after garbage it is not, and the transport only closes.
+        if (isFrameTooLarge(error)) transport.onTooLarge?.(error as OffloadError);
         transport.close(error as OffloadError);
         return;
       }

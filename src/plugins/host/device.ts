@@ -145,6 +145,8 @@ export class HostDevice implements PluginDevice {
   private readonly staticRanges: StaticRange[] = [];
   private lostError: OffloadError | undefined;
   private closed = false;
+  /** The end of the highest block this context has allocated: its share of WorkerPool.heldBytes. */
+  private highWater = STATIC_WINDOW_END;
 
   private constructor(
     readonly info: DeviceInfo,
@@ -316,7 +318,24 @@ export class HostDevice implements PluginDevice {
 
   async alloc(bytes: number, kind: MemoryKind): Promise<Allocation> {
     this.checkAlive();
-    return new HostAllocation(bytes, kind, this.allocator.alloc(bytes));
+    const address = this.allocator.alloc(bytes);
+    const end = address + this.allocator.sizeOf(address)!;
+    if (end > this.highWater) {
+      // Every context has a memory of the device's full size, committed as it is touched; the
+      // contexts together may hold no more than one device's worth (see WorkerPool.heldBytes).
+      const growth = end - this.highWater;
+      if (this.pool.heldBytes + growth > this.info.memoryBytes) {
+        this.allocator.free(address);
+        throw errors.outOfMemory(
+          `cannot allocate ${bytes} bytes: the host device's ${this.info.memoryBytes} bytes are held by its ` +
+            `${this.pool.contexts} contexts (${this.pool.heldBytes} bytes; a context holds memory up to the highest address it ` +
+            'has allocated, until it ends)',
+        );
+      }
+      this.pool.heldBytes += growth;
+      this.highWater = end;
+    }
+    return new HostAllocation(bytes, kind, address);
   }
 
   hostView(alloc: Allocation, offset: number, bytes: number): Uint8Array {
@@ -360,6 +379,7 @@ export class HostDevice implements PluginDevice {
     if (this.closed) return;
     this.closed = true;
     this.pool.contexts--;
+    this.pool.heldBytes -= this.highWater - STATIC_WINDOW_END;
     this.lostError ??= reason;
     if (this.ownsPool) {
       this.images.clear();

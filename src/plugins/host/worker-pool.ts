@@ -170,10 +170,16 @@ export class WorkerPool {
 
   /** Contexts (device memories) whose images this pool's workers may hold. */
   contexts = 0;
+  /**
+   * Device memory the contexts hold: each, up to the highest address it has allocated (its pages
+   * below stay committed until it ends). At most the device's memory size, so that many contexts
+   * cost no more RAM than one full device.
+   */
+  heldBytes = 0;
 
   /** What the pool holds now: live contexts, images loaded on the workers, workers running. */
   census(): Record<string, number> {
-    return { contexts: this.contexts, images: this.images.size, workers: this.workers.length - this.dying.size, inFlight: this.host.inFlight.size };
+    return { contexts: this.contexts, heldBytes: this.heldBytes, images: this.images.size, workers: this.workers.length - this.dying.size, inFlight: this.host.inFlight.size };
   }
 
   /** A new image id, unique in this pool (images of every context share the workers). */

@@ -158,7 +158,9 @@ function handleControl(message: ControlMessage): void {
       images.set(message.image, kernels);
       reply = { type: 'loaded', image: message.image, worker: data.index };
     } catch (error) {
-      reply = { type: 'load-failed', image: message.image, worker: data.index, message: String(error) };
+      // V8's message may quote the module (an export's name): a few hundred characters say enough.
+      const text = String(error);
+      reply = { type: 'load-failed', image: message.image, worker: data.index, message: text.length > 500 ? `${text.slice(0, 500)}...` : text };
     }
   } else {
     images.delete(message.image);

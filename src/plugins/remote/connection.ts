@@ -136,6 +136,11 @@ export class RemoteConnection {
     try {
       const meta = new Meta(frame);
       const op = meta.op;
+      if (op === 'reply' && meta.uint('id') === 0) {
+        // Request 0 is the connection itself: the proxy says why it closes it.
+        const error = meta.error('error');
+        throw error ? fromWireError(error, this.address) : errors.protocol(`proxy ${this.address} answered request 0 without an error`);
+      }
       const pending = this.pending.get(meta.uint('id'));
       if (!pending) throw errors.protocol(`proxy ${this.address} answered request ${meta.uint('id')}, which is not pending`);
       if (op === 'reply') {

@@ -16,7 +16,7 @@ import { encodeHead } from '../src/transport/frame.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 import { hostileBundle } from './helpers/hostile-images.js';
-import { proxyStats, proxyStatsUntil, startProxy, type ProxyProcess } from './helpers/proxy.js';
+import { checkServed, proxyStats, proxyStatsUntil, startProxy, type ProxyProcess } from './helpers/proxy.js';
 import { RawClient } from './helpers/raw-client.js';
 
 const MiB = 1024 * 1024;
@@ -27,23 +27,10 @@ function client(proxy: ProxyProcess): Promise<Runtime> {
   return Offload.init({ host: false, webgpu: false, proxies: [proxy.address], token: proxy.token });
 }
 
-/** A legitimate client's whole round on `proxy`: register, launch, read back, check. */
+/** A legitimate client's whole round on `proxy`, which must still be running. */
 async function served(proxy: ProxyProcess): Promise<void> {
   assert.equal(proxy.child.exitCode, null, `the proxy exited:\n${proxy.output().slice(-4000)}`);
-  const runtime = await client(proxy);
-  try {
-    const device = runtime.devices[0]!;
-    const iota = await device.kernel(await runtime.register(await fixtureBundle()), 'iota_i32');
-    const out = await device.alloc(64);
-    const result = new Int32Array(16);
-    const queue = device.queue();
-    queue.launch(iota, { teams: 2 }, [16, out]);
-    queue.read(out, result);
-    await queue.finish();
-    assert.deepEqual([...result], Array.from({ length: 16 }, (_, i) => i));
-  } finally {
-    await runtime.shutdown();
-  }
+  await checkServed({ proxies: [proxy.address], token: proxy.token });
 }
 
 /** The address of a remote buffer in its client's device memory. */

@@ -11,8 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Offload } from '../src/index.js';
 import { rejectsWith } from './conformance/suite.js';
-import { fixtureBundle } from './helpers/fixtures.js';
-import { startProxy, type ProxyProcess } from './helpers/proxy.js';
+import { checkServed, startProxy, type ProxyProcess } from './helpers/proxy.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const main = path.join(root, 'src/cli/main.ts');
@@ -57,24 +56,6 @@ async function sniffingRelay(target: string): Promise<{ address: string; seen():
   };
 }
 
-/** Runs iota on the one remote device of `options`' runtime and checks the answer. */
-async function served(options: Parameters<typeof Offload.init>[0]): Promise<void> {
-  const runtime = await Offload.init({ webgpu: false, ...options });
-  try {
-    const device = runtime.devices[0]!;
-    const iota = await device.kernel(await runtime.register(await fixtureBundle()), 'iota_i32');
-    const out = await device.alloc(64);
-    const result = new Int32Array(16);
-    const queue = device.queue();
-    queue.launch(iota, { teams: 2 }, [16, out]);
-    queue.read(out, result);
-    await queue.finish();
-    assert.deepEqual([...result], Array.from({ length: 16 }, (_, i) => i));
-  } finally {
-    await runtime.shutdown();
-  }
-}
-
 describe('a proxy over TLS', { timeout: 180_000 }, () => {
   let proxy: ProxyProcess;
   let ca: string;
@@ -88,7 +69,7 @@ describe('a proxy over TLS', { timeout: 180_000 }, () => {
 
   it('says it listens on a tls:// address and serves a client that trusts its CA', async () => {
     assert.match(proxy.address, /^tls:\/\/127\.0\.0\.1:\d+$/);
-    await served({ host: false, proxies: [proxy.address], token: proxy.token, tls: { ca } });
+    await checkServed({ host: false, proxies: [proxy.address], token: proxy.token, tls: { ca } });
   });
 
   it('serves the offload command with OFFLOAD_TLS_CA, even to an address written without tls://', async () => {
@@ -112,7 +93,7 @@ describe('a proxy over TLS', { timeout: 180_000 }, () => {
     const started = Date.now();
     await rejectsWith(Offload.init({ host: false, proxies: [plain], token: proxy.token }), 'DEVICE_LOST');
     assert.ok(Date.now() - started < 5000, `refused after ${Date.now() - started} ms`);
-    await served({ host: false, proxies: [proxy.address], token: proxy.token, tls: { ca } });
+    await checkServed({ host: false, proxies: [proxy.address], token: proxy.token, tls: { ca } });
   });
 
   it('shows nothing of the token or the data to a listener on the path, where clear text shows both', async () => {
@@ -170,7 +151,7 @@ describe('what a proxy refuses to start with', { timeout: 120_000 }, () => {
     try {
       assert.match(insecure.output(), /WITHOUT TLS \(--insecure\)/);
       const port = insecure.address.split(':').pop();
-      await served({ host: false, proxies: [`127.0.0.1:${port}`], token: insecure.token });
+      await checkServed({ host: false, proxies: [`127.0.0.1:${port}`], token: insecure.token });
     } finally {
       await insecure.stop();
     }

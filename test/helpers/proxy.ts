@@ -2,7 +2,10 @@
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { ProxyStats } from '../../src/proxy/server.js';
+import assert from 'node:assert/strict';
+import { Offload, type RuntimeOptions } from '../../src/index.js';
 import { freeLocalPorts, spawnProxy, type SpawnedProxy } from '../../src/proxy/spawn.js';
+import { fixtureBundle } from './fixtures.js';
 
 const main = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
@@ -66,5 +69,26 @@ export async function proxyStatsUntil(proxy: ProxyProcess, done: (stats: ProxySt
     const stats = await proxyStats(proxy);
     if (done(stats) || Date.now() > deadline) return stats;
     await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/**
+ * A client's whole round on the first device of a runtime made with `options` (a remote one):
+ * register the fixture bundle, launch iota, read it back, check it.
+ */
+export async function checkServed(options: RuntimeOptions): Promise<void> {
+  const runtime = await Offload.init({ host: false, webgpu: false, ...options });
+  try {
+    const device = runtime.devices[0]!;
+    const iota = await device.kernel(await runtime.register(await fixtureBundle()), 'iota_i32');
+    const out = await device.alloc(64);
+    const result = new Int32Array(16);
+    const queue = device.queue();
+    queue.launch(iota, { teams: 2 }, [16, out]);
+    queue.read(out, result);
+    await queue.finish();
+    assert.deepEqual([...result], Array.from({ length: 16 }, (_, i) => i));
+  } finally {
+    await runtime.shutdown();
   }
 }

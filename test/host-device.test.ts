@@ -13,6 +13,8 @@ import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 
 const small = { threads: 2, memoryBytes: 64 * 1024 * 1024 };
+/** Every launch on the workers (none inline): the tests of the launch ring. */
+const ringOnly = { host: { ...small, inline: 'never' as const } };
 
 async function withRuntime<T>(body: (runtime: Runtime) => Promise<T>, options = {}): Promise<T> {
   const runtime = await Offload.init({ host: small, ...options });
@@ -40,7 +42,7 @@ describe('host device', { timeout: 180_000 }, () => {
       q.read(counter, out);
       await q.finish();
       assert.equal(out[0], 100_000);
-    });
+    }, ringOnly);
   });
 
   it('runs teams of concurrent launches from many queues to completion', async () => {
@@ -56,7 +58,7 @@ describe('host device', { timeout: 180_000 }, () => {
       queues.forEach((q, i) => q.read(buffers[i]!, results[i]!));
       await Promise.all(queues.map((q) => q.finish()));
       for (const result of results) assert.ok(result.every((v) => v === 100));
-    });
+    }, ringOnly);
   });
 
   it('replaces a worker that dies: the launch it ran fails with KERNEL_TRAP naming it, the device goes on', async () => {
@@ -165,11 +167,14 @@ describe('host device', { timeout: 180_000 }, () => {
     await withRuntime(
       async (runtime) => {
         const device = runtime.devices[0]!;
-        const iota = await device.kernel(await runtime.register(await fixtureBundle()), 'iota_i32');
+        const library = await runtime.register(await fixtureBundle());
+        const iota = await device.kernel(library, 'iota_i32');
+        const empty = await device.kernel(library, 'empty');
         const buffer = await device.alloc(64);
         const q = device.queue();
         q.write(buffer, new Int32Array(16));
         q.launch(iota, { teams: 4 }, [16, buffer]);
+        q.launch(empty, { teams: 1 }, []);
         q.read(buffer, new Int32Array(16), { offset: 0 });
         await q.finish();
       },
@@ -179,7 +184,9 @@ describe('host device', { timeout: 180_000 }, () => {
     has(/^offload: device 0 info: loaded image of 'kernels-\w+' \(wasm, .* \d+ kernels\) in [\d.]+ ms$/);
     has(/copying 64 bytes from host to device, TgtPtr=0x[0-9a-f]{8}\+0 \(queue \d+\)/);
     has(/copying 64 bytes from device to host/);
-    has(/launch of kernel iota_i32 with 4 teams and 1 threads completed [\d.]+ ms after enqueue/);
+    // A kernel with a loop runs on the workers until it has shown itself short; one without, inline.
+    has(/launch of kernel iota_i32 with 4 teams and 1 threads completed [\d.]+ ms after enqueue \(queue \d+, ran on the workers\)$/);
+    has(/launch of kernel empty with 1 teams and 1 threads completed [\d.]+ ms after enqueue \(queue \d+, ran on the calling thread\)$/);
     has(/unloaded image/);
   });
 

@@ -27,7 +27,7 @@ export class Event {
 }
 
 /** An operation's promise as an event of `queue`, its errors attributed to `device`. */
-function operationEvent(queue: PluginQueue, done: Promise<void>, device: number): PluginEvent {
+function operationEvent(queue: PluginQueue, done: Promise<unknown>, device: number): PluginEvent {
   let settled = false;
   const tracked = done.then(
     () => {
@@ -97,9 +97,9 @@ export class Queue {
   }
 
   /** Runs `enqueue` after checks; a check failure becomes a failed operation of this queue. */
-  private op(enqueue: () => Promise<void>): Event {
+  private op(enqueue: () => Promise<unknown>): Event {
     if (this.destroyed) return this.refused();
-    let done: Promise<void>;
+    let done: Promise<unknown>;
     try {
       this.device.checkUsable();
       done = enqueue();
@@ -280,9 +280,12 @@ export class Queue {
       for (const buffer of buffers) buffer.use(done);
       library.track(done);
       if (this.device.context.info.enabled) {
-        const log = (failed: boolean) => () =>
-          this.device.context.info.launch(device, this.id, kernel.name, teams, threads, performance.now() - started, failed);
-        done.then(log(false), log(true));
+        const log = (failed: boolean, where: unknown) =>
+          this.device.context.info.launch(device, this.id, kernel.name, teams, threads, performance.now() - started, failed, typeof where === 'string' ? where : undefined);
+        done.then(
+          (where) => log(false, where),
+          () => log(true, undefined),
+        );
       }
       return done;
     });

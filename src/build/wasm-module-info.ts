@@ -25,6 +25,8 @@ export interface WasmImport {
 export interface WasmExport {
   name: string;
   kind: WasmExternKind;
+  /** Index in the module's space of that kind (for functions: imported functions first). */
+  index: number;
 }
 
 /** An active data segment: `size` bytes written at byte address `offset` on instantiation. */
@@ -103,8 +105,8 @@ function readImport(r: ByteReader): WasmImport {
 function readExport(r: ByteReader): WasmExport {
   const name = r.name();
   const kind = r.externKind();
-  r.leb();
-  return { name, kind };
+  const index = r.leb();
+  return { name, kind, index };
 }
 
 function readDataSegment(r: ByteReader): DataSegment | null {
@@ -123,12 +125,12 @@ function readDataSegment(r: ByteReader): DataSegment | null {
   return { offset, size };
 }
 
-function malformed(what: string) {
+export function malformed(what: string) {
   return errors.incompatibleImage(`malformed wasm module: ${what}`);
 }
 
 /** A bounds-checked cursor over a byte range. */
-class ByteReader {
+export class ByteReader {
   private pos: number;
 
   constructor(
@@ -141,6 +143,10 @@ class ByteReader {
 
   atEnd(): boolean {
     return this.pos >= this.end;
+  }
+
+  remaining(): number {
+    return this.end - this.pos;
   }
 
   byte(): number {
@@ -174,6 +180,12 @@ class ByteReader {
       shift += 7;
       if ((b & 0x80) === 0) return shift < 32 && (b & 0x40) !== 0 ? result | (-1 << shift) : result;
     }
+    throw malformed('LEB128 number too long');
+  }
+
+  /** Signed LEB128 of up to 64 bits, skipped (its value is not needed). */
+  skipSleb(): void {
+    for (let i = 0; i < 10; i++) if ((this.byte() & 0x80) === 0) return;
     throw malformed('LEB128 number too long');
   }
 

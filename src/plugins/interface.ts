@@ -116,7 +116,8 @@ export interface PluginQueue {
     dstOffset: number,
     bytes: number,
   ): Promise<void>;
-  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void>;
+  /** Resolves, where the device can say, to where the launch ran (for OFFLOAD_INFO: 'on the workers'). */
+  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<string | void>;
   /** An operation that completes once `event` has completed (event from any queue or device). */
   waitEvent(event: PluginEvent): Promise<void>;
   /** Records an event: it completes when every operation enqueued before it has. */

@@ -112,7 +112,7 @@ export abstract class SerialPluginQueue implements PluginQueue {
     dstOffset: number,
     bytes: number,
   ): Promise<void>;
-  abstract launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void>;
+  abstract launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<string | void>;
 
   waitEvent(event: PluginEvent): Promise<void> {
     return this.serial.enqueue(() => event.done);

@@ -85,9 +85,11 @@ export class InfoLog {
     this.line(device, `mapping: ${text}`);
   }
 
-  launch(device: number, queue: number, kernel: string, teams: number, threads: number, ms: number, failed: boolean): void {
+  /** `where`: where the launch ran, when the device says ('on the calling thread', 'on the workers'). */
+  launch(device: number, queue: number, kernel: string, teams: number, threads: number, ms: number, failed: boolean, where?: string): void {
     if (!this.enabled) return;
     const outcome = failed ? 'failed' : 'completed';
-    this.line(device, `launch of kernel ${kernel} with ${teams} teams and ${threads} threads ${outcome} ${ms.toFixed(3)} ms after enqueue (queue ${queue})`);
+    const place = where === undefined ? '' : `, ran ${where}`;
+    this.line(device, `launch of kernel ${kernel} with ${teams} teams and ${threads} threads ${outcome} ${ms.toFixed(3)} ms after enqueue (queue ${queue}${place})`);
   }
 }

@@ -1,7 +1,7 @@
 /**
  * Hand-assembled wasm images for the tests that treat images as hostile input: the smallest
  * module that looks like a built image, plus what an attacker would add (data segments
- * anywhere, a start function, a segment address that is not a constant).
+ * anywhere, a start function, a segment address that is not a constant, any kernel code).
  */
 import { encodeBundle } from '../../src/image/bundle.js';
 import { STATIC_WINDOW_START, WASM_TRIPLE } from '../../src/image/wasm-abi.js';
@@ -40,6 +40,8 @@ export interface HostileModule {
   start?: 'returns' | 'loops';
   /** A data segment whose address is an imported global, not a constant. */
   globalOffset?: boolean;
+  /** The instructions of kernel `k` (without its final `end`); default none. */
+  body?: number[];
 }
 
 /**
@@ -49,7 +51,7 @@ export interface HostileModule {
 export function hostileModule(hostile: HostileModule): Uint8Array {
   const imports = [[...name('env'), ...name('memory'), 0x02, 0x03, ...leb(1), ...leb(65536)]];
   if (hostile.globalOffset) imports.push([...name('env'), ...name('seed'), 0x03, 0x7f, 0x00]); // an i32 constant global
-  const bodies = [[0x00, 0x0b]];
+  const bodies = [[0x00, ...(hostile.body ?? []), 0x0b]];
   if (hostile.start === 'returns') bodies.push([0x00, 0x0b]);
   if (hostile.start === 'loops') bodies.push([0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b]); // loop: br 0
   const segments = (hostile.data ?? []).map(({ offset, size }) => [0x00, 0x41, ...sleb32(offset), 0x0b, ...leb(size), ...new Array<number>(size).fill(0xaa)]);

@@ -31,7 +31,8 @@ async function mixedLaunches(device: Device, kernel: Kernel, counts: Buffer, que
 
 /** One run on a host device of `threads` workers; returns what was wrong (nothing when exact). */
 export async function stressRun({ threads, queues, launches }: StressRun): Promise<string[]> {
-  const runtime = await Offload.init({ host: { threads, memoryBytes: 16 * 1024 * 1024 }, webgpu: false, proxies: [] });
+  // Every launch on the workers: this stresses the launch ring (count_team would run inline).
+  const runtime = await Offload.init({ host: { threads, memoryBytes: 16 * 1024 * 1024, inline: 'never' }, webgpu: false, proxies: [] });
   try {
     const device = runtime.devices[0]!;
     const kernel = await device.kernel(await runtime.register(await fixtureBundle()), 'count_team');

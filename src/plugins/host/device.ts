@@ -24,7 +24,10 @@ import { MEMORY_KINDS } from '../interface.js';
 import { SerialPluginQueue } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
 import { collectGarbageSoon } from './garbage.js';
-import { ARG_KIND, type ArgKind, MAX_WORKERS } from './launch-ring.js';
+import { readCodeShapes, type CodeShape } from '../../build/wasm-code-shape.js';
+import { InlinePolicy, inlineMode, type InlineMode } from './inline.js';
+import { trapText, KernelEnvironment } from './kernel-env.js';
+import { ARG_KIND, type ArgKind, ERROR_BYTES, MAX_ARGS, MAX_WORKERS } from './launch-ring.js';
 import { WorkerPool } from './worker-pool.js';
 
 export interface HostDeviceOptions {
@@ -32,6 +35,8 @@ export interface HostDeviceOptions {
   threads: number;
   /** Device memory in bytes (a multiple of 64 KiB, at most 4 GiB - 64 KiB). */
   memoryBytes: number;
+  /** Which launches run on the calling thread (inline.ts). */
+  inline: InlineMode;
 }
 
 /** The largest memory a wasm32 module can address, less one page (V8 refuses a full 4 GiB shared memory on some builds). */
@@ -43,7 +48,7 @@ export function defaultHostOptions(env: NodeJS.ProcessEnv = process.env): HostDe
     throw errors.invalidArgument(`OFFLOAD_HOST_THREADS must be an integer from 1 to ${MAX_WORKERS}, not ${quoted(String(env.OFFLOAD_HOST_THREADS))}`);
   }
   const memoryBytes = env.OFFLOAD_HOST_MEMORY === undefined ? 1024 * 1024 * 1024 : parseBytes(env.OFFLOAD_HOST_MEMORY, 'OFFLOAD_HOST_MEMORY');
-  return { threads, memoryBytes };
+  return { threads, memoryBytes, inline: inlineMode(env) };
 }
 
 class HostAllocation implements Allocation {
@@ -54,13 +59,18 @@ class HostAllocation implements Allocation {
   ) {}
 }
 
+type KernelFunction = (...args: unknown[]) => unknown;
+
 class HostKernel implements LoadedKernel {
+  /** The kernel instantiated on this (the calling) thread, for inline launches; none with OFFLOAD_HOST_INLINE=never. */
+  inline: KernelFunction | undefined;
   constructor(
     readonly name: string,
     readonly params: LoadedKernel['params'],
     readonly image: HostImage,
     readonly index: number,
     readonly kinds: readonly ArgKind[],
+    readonly policy: InlinePolicy,
   ) {}
 }
 
@@ -124,6 +134,24 @@ function staticSpanOf(segments: readonly DataSegment[], shown: string): StaticSp
   return span;
 }
 
+/** What a kernel's code can do (for inline launches); an image this reader cannot follow runs on the workers only. */
+function codeShapesOf(bytes: Uint8Array, kernels: readonly string[]): Map<string, CodeShape> {
+  try {
+    return readCodeShapes(bytes, kernels);
+  } catch {
+    return new Map(kernels.map((name) => [name, { bounded: false, synchronizes: true, codeBytes: 0 }]));
+  }
+}
+
+/** A trap text cut to what a worker's ring slot holds, so the text is the same wherever the team ran. */
+function cutToBytes(text: string, bytes: number): string {
+  const encoded = new TextEncoder().encode(text);
+  return encoded.length <= bytes ? text : new TextDecoder().decode(encoded.subarray(0, bytes));
+}
+
+/** One environment for every inline kernel of this thread. */
+const sharedKernelEnv = new KernelEnvironment();
+
 const allowedImports = new Set([
   ...ENV_IMPORTS.map((name) => `env.${name}`),
   ...DEVICE_IMPORTS.map((name) => `${DEVICE_IMPORT_MODULE}.${name}`),
@@ -151,8 +179,12 @@ export class HostDevice implements PluginDevice {
   private constructor(
     readonly info: DeviceInfo,
     private readonly pool: WorkerPool,
-    /** True for the device's first context, which owns the pool. */
+    /**
+     * True for the device's first context, which owns the pool. Its kernels are the program's
+     * own (trusted to learn inline launches); later contexts are a proxy's clients.
+     */
     private readonly ownsPool: boolean,
+    private readonly inlineMode: InlineMode,
   ) {
     const pages = (info.memoryBytes + STATIC_WINDOW_END) / PAGE_BYTES;
     // initial = maximum: the memory never grows, so views never go stale; the OS commits
@@ -169,7 +201,7 @@ export class HostDevice implements PluginDevice {
 
   /** The host device: its workers and its first context. */
   static create(options: HostDeviceOptions): HostDevice {
-    const { threads, memoryBytes } = options;
+    const { threads, memoryBytes, inline } = options;
     if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKERS) {
       throw errors.invalidArgument(`host device threads must be an integer from 1 to ${MAX_WORKERS}, not ${threads}`);
     }
@@ -190,10 +222,11 @@ export class HostDevice implements PluginDevice {
       imageFormats: ['wasm'],
       memoryKinds: [...MEMORY_KINDS],
       location: 'local',
-      launchTimeouts: true,
+      // With every launch inline (OFFLOAD_HOST_INLINE=always) none can be stopped at its limit.
+      launchTimeouts: inline !== 'always',
     };
     const pool = new WorkerPool(threads);
-    const device = new HostDevice(info, pool, true);
+    const device = new HostDevice(info, pool, true, inline);
     pool.onLost = (error) => {
       device.lostError ??= error;
     };
@@ -203,7 +236,7 @@ export class HostDevice implements PluginDevice {
   /** Another context of this device: the same workers, a memory (and images) of its own. */
   context(): HostDevice {
     this.checkAlive();
-    return new HostDevice(this.info, this.pool, false);
+    return new HostDevice(this.info, this.pool, false, this.inlineMode);
   }
 
   get lost(): OffloadError | undefined {
@@ -257,9 +290,11 @@ export class HostDevice implements PluginDevice {
     const id = this.pool.imageId();
     const hostImage = new HostImage(id, image.name, staticRange);
     const kernels = image.entries.filter((entry) => entry.kind === 'kernel');
+    const shapes = codeShapesOf(image.bytes, kernels.map((entry) => entry.name));
     kernels.forEach((entry, index) => {
       const kinds = entry.params.map((param) => ARG_KIND[param.type]);
-      hostImage.kernels.set(entry.name, new HostKernel(entry.name, entry.params, hostImage, index, kinds));
+      const policy = new InlinePolicy(this.inlineMode, shapes.get(entry.name)!, this.ownsPool);
+      hostImage.kernels.set(entry.name, new HostKernel(entry.name, entry.params, hostImage, index, kinds, policy));
     });
     // Registered before the workers answer, so that a concurrent load sees the static range.
     this.images.set(id, hostImage);
@@ -270,6 +305,12 @@ export class HostDevice implements PluginDevice {
       await this.unloadImage(hostImage);
       this.checkAlive();
       throw errors.incompatibleImage(`image of ${shown} failed to instantiate: ${failed?.type === 'load-failed' ? failed.message : 'no reply'}`);
+    }
+    if (this.inlineMode !== 'never' && this.memory) {
+      // The same module over the same memory, on this thread (its data segments write what the
+      // workers' instances wrote: the bytes of this image's own static range).
+      const instance = new WebAssembly.Instance(module, this.kernelEnv.imports(this.memory));
+      for (const kernel of hostImage.kernels.values()) kernel.inline = instance.exports[kernel.name] as KernelFunction;
     }
     return hostImage;
   }
@@ -356,10 +397,19 @@ export class HostDevice implements PluginDevice {
     return new HostQueue(this);
   }
 
-  /** @internal */
-  launchOnPool(kernel: HostKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
+  /**
+   * @internal Runs a launch: inline (on this thread) when its kernel's policy says so, else on
+   * the workers. Resolves to where it ran, for OFFLOAD_INFO.
+   */
+  launch(kernel: HostKernel, grid: Grid, args: readonly LaunchArg[]): string | Promise<string> {
     const values = args.map((arg) => (arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value));
-    return this.pool.launch({
+    if (values.length > MAX_ARGS) throw errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${values.length}`);
+    if (kernel.inline && kernel.policy.choose(grid.teams, grid.timeoutMs)) {
+      this.runInline(kernel, kernel.inline, grid, values);
+      return 'on the calling thread';
+    }
+    const published = performance.now();
+    const done = this.pool.launch({
       name: kernel.name,
       image: kernel.image.id,
       kernel: kernel.index,
@@ -369,6 +419,47 @@ export class HostDevice implements PluginDevice {
       values,
       timeoutMs: grid.timeoutMs,
     });
+    return done.then(() => {
+      kernel.policy.ranOnPool(grid.teams, (performance.now() - published) * 1000);
+      return 'on the workers';
+    });
+  }
+
+  /** The shared grid of the inline kernels' imports (this thread runs one team at a time). */
+  private readonly kernelEnv = sharedKernelEnv;
+
+  /**
+   * Runs every team of a launch here, in order, as the workers would: a trap ends the launch
+   * with the same KERNEL_TRAP text; a time limit is checked afterwards (a wasm call on this
+   * thread cannot be stopped), which the policy makes rare by running only short kernels here.
+   */
+  private runInline(kernel: HostKernel, fn: KernelFunction, grid: Grid, values: unknown[]): void {
+    const env = this.kernelEnv;
+    env.numTeams = grid.teams;
+    env.numThreads = grid.threads;
+    const started = performance.now();
+    let trap: string | undefined;
+    let team = 0;
+    for (; team < grid.teams; team++) {
+      env.teamId = team;
+      try {
+        fn(...values);
+      } catch (error) {
+        trap = trapText(kernel.name, team, error);
+        break;
+      } finally {
+        env.endTrace(kernel.name);
+      }
+    }
+    const ms = performance.now() - started;
+    kernel.policy.ranInline(Math.min(team + 1, grid.teams), ms * 1000);
+    if (trap !== undefined) throw errors.kernelTrap(cutToBytes(trap, ERROR_BYTES));
+    if (grid.timeoutMs !== undefined && ms > grid.timeoutMs) {
+      throw errors.timeout(
+        `launch of kernel '${kernel.name}' (${grid.teams} teams) ran past its time limit of ${grid.timeoutMs} ms on the calling thread, ` +
+          `where it cannot be stopped: it ran to its end in ${ms.toFixed(1)} ms (OFFLOAD_HOST_INLINE=never keeps launches on the workers)`,
+      );
+    }
   }
 
   /**
@@ -449,7 +540,7 @@ class HostQueue extends SerialPluginQueue {
   }
 
 
-  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
-    return this.serial.enqueue(() => this.device.launchOnPool(kernel as HostKernel, grid, args));
+  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<string> {
+    return this.serial.enqueue(() => this.device.launch(kernel as HostKernel, grid, args));
   }
 }

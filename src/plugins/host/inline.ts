@@ -1,0 +1,109 @@
+/**
+ * Inline launches: a short launch runs on the calling thread, over the same device memory,
+ * instead of waking a worker (which costs a futex wake-up, 25-150 us on a 2-vCPU VM). LLVM's
+ * host plugin runs every launch this way; we run only those that are known to be short,
+ * because a wasm call on the calling thread cannot be interrupted: a kernel that runs long there
+ * freezes the program and cannot be stopped at its time limit.
+ *
+ * How a kernel is known to be short (OFFLOAD_HOST_INLINE=auto, the default):
+ * - Its code is bounded (wasm-code-shape.ts: no loop, no call into the module, no bulk memory
+ *   operation, no wait) and small: it may run inline from its first launch, a few teams at once.
+ *   This is the only way for an untrusted context (a proxy's client): its code is the proof.
+ * - Or, in a trusted context (the program's own kernels), it has shown it: a launch on the workers
+ *   that completed within POOL_QUICK_US lets the next launch with no more teams try the calling
+ *   thread; that run is timed, and later launches run inline while teams x its time per team fits
+ *   INLINE_BUDGET_US. A kernel that may synchronise with other launches (atomics, waits) is never
+ *   learned: run in turn on one thread, a team that waits for another would wait for ever.
+ * - An inline run that takes longer than LONG_RUN_US counts a strike: the next 2^strikes launches
+ *   of that kernel go to the workers whatever else is known, so a kernel that turns long freezes
+ *   the program once, not repeatedly.
+ *
+ * OFFLOAD_HOST_INLINE=never keeps every launch on the workers; always runs every launch inline
+ * (for debugging and measurement: no learning, and time limits are only checked afterwards).
+ */
+import { errors, quoted } from '../../errors.js';
+import type { CodeShape } from '../../build/wasm-code-shape.js';
+
+export type InlineMode = 'auto' | 'never' | 'always';
+export const INLINE_MODES: readonly InlineMode[] = ['auto', 'never', 'always'];
+
+/** A launch runs inline when teams x its kernel's time per team is at most this. */
+export const INLINE_BUDGET_US = 50;
+/** An inline run longer than this is a strike against its kernel. */
+export const LONG_RUN_US = 1000;
+/** A worker launch that completed within this may be tried inline next time. */
+export const POOL_QUICK_US = 1000;
+/** A bounded kernel of at most this much code may run inline before it has been timed... */
+export const SMALL_CODE_BYTES = 16 * 1024;
+/** ...with at most this many teams. */
+export const FIRST_RUN_TEAMS = 16;
+/** The most launches a strike sends to the workers. */
+const MAX_SKIP = 1 << 16;
+
+export function inlineMode(env: NodeJS.ProcessEnv = process.env): InlineMode {
+  const value = env.OFFLOAD_HOST_INLINE ?? 'auto';
+  if (!(INLINE_MODES as readonly string[]).includes(value)) {
+    throw errors.invalidArgument(`OFFLOAD_HOST_INLINE must be one of ${INLINE_MODES.join(', ')}, not ${quoted(value)}`);
+  }
+  return value as InlineMode;
+}
+
+/** Where each launch of one kernel runs, in one context, and what it learnt from the last ones. */
+export class InlinePolicy {
+  /** Time per team of the last inline run, in microseconds; NaN until one ran. */
+  private perTeamUs = Number.NaN;
+  /** A worker launch of this many teams completed quickly: try that many inline next. */
+  private quickTeams = 0;
+  private strikes = 0;
+  private skip = 0;
+  /** The first call of a wasm function compiles it (V8 compiles lazily): its time says little. */
+  private compiled = false;
+
+  constructor(
+    private readonly mode: InlineMode,
+    private readonly shape: CodeShape,
+    /** The context's kernels are the program's own (not a proxy client's). */
+    private readonly trusted: boolean,
+  ) {}
+
+  /** Whether a launch of `teams` teams (with time limit `timeoutMs`, if any) runs inline. */
+  choose(teams: number, timeoutMs: number | undefined): boolean {
+    if (this.mode !== 'auto') return this.mode === 'always';
+    if (this.skip > 0) {
+      this.skip--;
+      return false;
+    }
+    const provable = this.shape.bounded && this.shape.codeBytes <= SMALL_CODE_BYTES;
+    if (!provable && (!this.trusted || this.shape.synchronizes)) return false;
+    // A time limit cannot stop an inline run: stay well inside it.
+    const limitUs = timeoutMs === undefined ? Infinity : (timeoutMs * 1000) / 4;
+    if (!Number.isNaN(this.perTeamUs)) {
+      const predicted = this.perTeamUs * teams;
+      if (predicted <= Math.min(INLINE_BUDGET_US, limitUs)) return true;
+      // Timed as too long for this many teams: try again only after a quick worker run says so.
+      return this.quickTeams >= teams && LONG_RUN_US <= limitUs;
+    }
+    if (provable) return teams <= FIRST_RUN_TEAMS;
+    return this.quickTeams >= teams && LONG_RUN_US <= limitUs;
+  }
+
+  /** An inline run of `teams` teams took `micros`. */
+  ranInline(teams: number, micros: number): void {
+    const first = !this.compiled;
+    this.compiled = true;
+    if (first && micros <= LONG_RUN_US) return;
+    this.perTeamUs = micros / teams;
+    this.quickTeams = 0;
+    // Over budget: the workers take the next launches (a quick one of them may try again).
+    if (micros > INLINE_BUDGET_US) this.skip = Math.max(this.skip, 16);
+    if (micros > LONG_RUN_US) {
+      this.strikes = Math.min(this.strikes + 1, 16);
+      this.skip = Math.min(2 ** this.strikes, MAX_SKIP);
+    }
+  }
+
+  /** A launch of `teams` teams on the workers completed `micros` after it was published. */
+  ranOnPool(teams: number, micros: number): void {
+    this.quickTeams = micros <= POOL_QUICK_US ? teams : 0;
+  }
+}

@@ -1,0 +1,191 @@
+/**
+ * Inline launches on the host device (src/plugins/host/inline.ts): which kernels may run on the
+ * calling thread, that they behave there as on the workers (results, traps, time limits), that
+ * auto learns in both directions, and that a proxy's client gets only provably bounded kernels
+ * run inline.
+ */
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { describe, it } from 'node:test';
+import { readCodeShapes } from '../src/build/wasm-code-shape.js';
+import { decodeBundle } from '../src/image/bundle.js';
+import { Offload, type Kernel, type KernelArgument, type Runtime } from '../src/index.js';
+import { HostDevice } from '../src/plugins/host/device.js';
+import { inlineMode } from '../src/plugins/host/inline.js';
+import { rejectsWith } from './conformance/suite.js';
+import { fixtureBundle } from './helpers/fixtures.js';
+import { hostileModule } from './helpers/hostile-images.js';
+
+const MiB = 1024 * 1024;
+
+async function withRuntime<T>(inline: 'auto' | 'never' | 'always', body: (runtime: Runtime, lines: string[]) => Promise<T>): Promise<T> {
+  const lines: string[] = [];
+  const runtime = await Offload.init({ host: { threads: 2, memoryBytes: 16 * MiB, inline }, webgpu: false, proxies: [], info: (line) => lines.push(line) });
+  try {
+    return await body(runtime, lines);
+  } finally {
+    await runtime.shutdown();
+  }
+}
+
+/**
+ * Launches `kernel` until it has run inline `times` times in a row (a loaded machine may make the
+ * first worker runs too slow to count as quick); fails after 50 launches.
+ */
+async function warmUp(runtime: Runtime, lines: string[], kernel: Kernel, args: KernelArgument[], times = 2): Promise<void> {
+  const queue = runtime.devices[0]!.queue();
+  for (let i = 0; i < 50; i++) {
+    await queue.launch(kernel, { teams: 1 }, args).done;
+    const where = places(lines, kernel.name);
+    if (where.length >= times && where.slice(-times).every((place) => place === 'inline')) return;
+  }
+  assert.fail(`kernel ${kernel.name} never ran inline ${times} times in a row: ${places(lines, kernel.name).join(', ')}`);
+}
+
+/** Where each launch of `kernel` ran, in order, from the OFFLOAD_INFO lines. */
+function places(lines: readonly string[], kernel: string): string[] {
+  const pattern = new RegExp(`launch of kernel ${kernel} with .*, ran on the (calling thread|workers)\\)$`);
+  return lines.flatMap((line) => {
+    const match = pattern.exec(line);
+    return match ? [match[1] === 'workers' ? 'workers' : 'inline'] : [];
+  });
+}
+
+describe('inline launches', { timeout: 120_000 }, () => {
+  it('reads from the code which kernels are bounded and which synchronise', async () => {
+    const wasm = decodeBundle(new Uint8Array(await readFile(await fixtureBundle()))).images.find((image) => image.info.format === 'wasm')!.bytes;
+    const names = ['empty', 'count_team', 'trap_abort', 'record_grid', 'saxpy', 'busy', 'spin', 'wait_flag'];
+    const shapes = readCodeShapes(wasm, names);
+    const shape = (name: string) => {
+      const { bounded, synchronizes } = shapes.get(name)!;
+      return { bounded, synchronizes };
+    };
+    assert.deepEqual(shape('empty'), { bounded: true, synchronizes: false });
+    assert.deepEqual(shape('count_team'), { bounded: true, synchronizes: true }, 'an atomic add, no loop');
+    assert.deepEqual(shape('trap_abort'), { bounded: true, synchronizes: false }, 'abort returns at once (it throws)');
+    assert.deepEqual(shape('saxpy'), { bounded: false, synchronizes: false });
+    assert.deepEqual(shape('busy'), { bounded: false, synchronizes: false });
+    assert.deepEqual(shape('spin'), { bounded: false, synchronizes: true });
+    assert.deepEqual(shape('wait_flag'), { bounded: false, synchronizes: true });
+    // Hand-made code: a loop, an atomic wait, a bulk fill, an opcode the reader does not know.
+    const made = (body: number[]) => {
+      const { bounded, synchronizes } = readCodeShapes(hostileModule({ body }), ['k']).get('k')!;
+      return { bounded, synchronizes };
+    };
+    assert.deepEqual(made([0x03, 0x40, 0x0c, 0x00, 0x0b]), { bounded: false, synchronizes: false }, 'loop: br 0');
+    assert.deepEqual(made([0x41, 0x00, 0x41, 0x00, 0x42, 0x7f, 0xfe, 0x01, 0x02, 0x00, 0x1a]), { bounded: false, synchronizes: true }, 'memory.atomic.wait32');
+    assert.deepEqual(made([0x41, 0x00, 0x41, 0x00, 0x41, 0x7f, 0xfc, 0x0b, 0x00]), { bounded: false, synchronizes: false }, 'memory.fill');
+    assert.deepEqual(made([0xff]), { bounded: false, synchronizes: true }, 'unknown opcode');
+    assert.deepEqual(made([0x10, 0x00]), { bounded: false, synchronizes: false }, 'a call into the module (here: itself)');
+    assert.deepEqual(readCodeShapes(hostileModule({}), ['missing']).get('missing'), { bounded: false, synchronizes: true, codeBytes: 0 });
+  });
+
+  it('runs a bounded kernel inline at once, and a looping one on the workers until a quick run there', async () => {
+    await withRuntime('auto', async (runtime, lines) => {
+      const device = runtime.devices[0]!;
+      const library = await runtime.register(await fixtureBundle());
+      const [empty, iota] = await Promise.all([device.kernel(library, 'empty'), device.kernel(library, 'iota_i32')]);
+      const buffer = await device.alloc(64);
+      const q = device.queue();
+      for (let i = 0; i < 3; i++) await q.launch(empty, { teams: 4 }, []).done;
+      assert.deepEqual(places(lines, 'empty'), ['inline', 'inline', 'inline']);
+      await warmUp(runtime, lines, iota, [16, buffer]);
+      assert.equal(places(lines, 'iota_i32')[0], 'workers', 'a kernel with a loop starts on the workers');
+      // Far more teams than its time per team fits in the budget: back to the workers.
+      await q.launch(iota, { teams: 1_000_000 }, [16, buffer]).done;
+      assert.equal(places(lines, 'iota_i32').at(-1), 'workers');
+      const out = new Int32Array(16);
+      await q.read(buffer, out).done;
+      assert.deepEqual(Array.from(out), Array.from({ length: 16 }, (_, i) => i));
+    });
+  });
+
+  it('gives the same results and the same trap texts as the workers', async () => {
+    const run = (inline: 'never' | 'always') =>
+      withRuntime(inline, async (runtime) => {
+        const device = runtime.devices[0]!;
+        const library = await runtime.register(await fixtureBundle());
+        const [grid, abort, oob] = await Promise.all(['record_grid', 'trap_abort', 'trap_oob'].map((name) => device.kernel(library, name)));
+        const buffer = await device.alloc(4 * 4 * 8);
+        const q = device.queue();
+        await q.launch(grid!, { teams: 8 }, [buffer]).done;
+        const out = new Int32Array(32);
+        await q.read(buffer, out).done;
+        const failures = [];
+        for (const [kernel, args] of [
+          [abort!, [1]],
+          [oob!, [0xfffffff0]],
+        ] as const) {
+          const queue = device.queue();
+          // One team: with more, whichever worker traps first names its team.
+          failures.push((await rejectsWith(queue.launch(kernel, { teams: 1 }, [...args]).done, 'KERNEL_TRAP')).message);
+        }
+        return { grid: Array.from(out), failures };
+      });
+    const workers = await run('never');
+    const inline = await run('always');
+    assert.deepEqual(inline, workers);
+    assert.match(inline.failures[0]!, /trapped in team 0: abort: flag must be zero/);
+  });
+
+  it('learns: a kernel that turns long freezes the program once, then runs on the workers', async () => {
+    await withRuntime('auto', async (runtime, lines) => {
+      const device = runtime.devices[0]!;
+      const busy = await device.kernel(await runtime.register(await fixtureBundle()), 'busy');
+      const out = await device.alloc(8);
+      await warmUp(runtime, lines, busy, [10, out]);
+      const before = places(lines, 'busy').length;
+      // Now ~20 ms or more a launch: the first is inline (it was short until then), the others not.
+      const q = device.queue();
+      for (let i = 0; i < 6; i++) await q.launch(busy, { teams: 1 }, [20_000_000, out]).done;
+      assert.deepEqual(places(lines, 'busy').slice(before), ['inline', 'workers', 'workers', 'workers', 'workers', 'workers']);
+    });
+  });
+
+  it('checks a time limit after an inline run, and runs the next launch on the workers', async () => {
+    await withRuntime('auto', async (runtime, lines) => {
+      const device = runtime.devices[0]!;
+      const busy = await device.kernel(await runtime.register(await fixtureBundle()), 'busy');
+      const out = await device.alloc(8);
+      await warmUp(runtime, lines, busy, [10, out]);
+      const first = await rejectsWith(device.queue().launch(busy, { teams: 1, timeoutMs: 5 }, [50_000_000, out]).done, 'TIMEOUT');
+      assert.match(first.message, /time limit of 5 ms on the calling thread, where it cannot be stopped: it ran to its end in [\d.]+ ms/);
+      const second = await rejectsWith(device.queue().launch(busy, { teams: 1, timeoutMs: 5 }, [2_000_000_000, out]).done, 'TIMEOUT');
+      assert.match(second.message, /the workers running it were stopped and replaced/);
+      // A device whose every launch is inline cannot stop one, and says so.
+      await withRuntime('always', async (inlineOnly) => {
+        const inlineDevice = inlineOnly.devices[0]!;
+        assert.equal(inlineDevice.info.launchTimeouts, false);
+        const kernel = await inlineDevice.kernel(await inlineOnly.register(await fixtureBundle()), 'busy');
+        await rejectsWith(Promise.resolve().then(() => inlineDevice.queue().launch(kernel, { teams: 1, timeoutMs: 5 }, [1, out]).done), 'UNSUPPORTED', /cannot stop a running launch/);
+      });
+    });
+  });
+
+  it("runs a proxy client's kernel inline only when its code proves it short", async () => {
+    const wasm = decodeBundle(new Uint8Array(await readFile(await fixtureBundle())));
+    const image = wasm.images.find((found) => found.info.format === 'wasm')!;
+    const device = HostDevice.create({ threads: 1, memoryBytes: 16 * MiB, inline: 'auto' });
+    try {
+      const client = device.context();
+      const loaded = await client.loadImage({ name: 'fixtures', info: image.info, bytes: image.bytes, entries: wasm.manifest.entries });
+      const buffer = await client.alloc(64, 'device');
+      const queue = client.createQueue();
+      const ptr = { type: 'ptr', alloc: buffer, offset: 0 } as const;
+      const grid = { teams: 1, threads: 1 };
+      const where: unknown[] = [];
+      for (let i = 0; i < 3; i++) where.push(await queue.launch(loaded.kernels.get('empty')!, grid, []));
+      for (let i = 0; i < 3; i++) where.push(await queue.launch(loaded.kernels.get('iota_i32')!, grid, [{ type: 'i32', value: 16 }, ptr]));
+      assert.deepEqual(where, [...Array(3).fill('on the calling thread'), ...Array(3).fill('on the workers')]);
+      await client.close();
+    } finally {
+      await device.close();
+    }
+  });
+
+  it('takes OFFLOAD_HOST_INLINE and refuses anything but auto, never and always', () => {
+    assert.equal(inlineMode({}), 'auto');
+    assert.equal(inlineMode({ OFFLOAD_HOST_INLINE: 'never' }), 'never');
+    assert.throws(() => inlineMode({ OFFLOAD_HOST_INLINE: 'sometimes' }), /OFFLOAD_HOST_INLINE must be one of auto, never, always, not 'sometimes'/);
+  });
+});

@@ -26,15 +26,20 @@ export class Event {
   }
 }
 
-/** An operation's promise as an event of `queue`, its errors attributed to `device`. */
-function operationEvent(queue: PluginQueue, done: Promise<unknown>, device: number): PluginEvent {
+/**
+ * An operation's promise as an event of `queue`, its errors attributed to `device`; `settle`
+ * runs when it settles (one reaction for both: this is made for every operation).
+ */
+function operationEvent(queue: PluginQueue, done: Promise<unknown>, device: number, settle: () => void): PluginEvent {
   let settled = false;
   const tracked = done.then(
     () => {
       settled = true;
+      settle();
     },
     (error: unknown) => {
       settled = true;
+      settle();
       throw asOffloadError(error).withDevice(device);
     },
   );
@@ -109,18 +114,19 @@ export class Queue {
       failed.catch(() => {});
       done = this.plugin.waitEvent({ done: failed, queue: this.plugin, query: () => true });
     }
-    this.track(done);
-    return new Event(operationEvent(this.plugin, done, this.device.id), this.device);
+    return new Event(operationEvent(this.plugin, done, this.device.id, this.track()), this.device);
   }
 
-  /** Counts an operation as pending (the runtime's shutdown waits for busy queues only). */
-  private track(done: Promise<unknown>): void {
+  /**
+   * Counts an operation as pending (the runtime's shutdown waits for busy queues only); the
+   * returned function counts it as settled.
+   */
+  private track(): () => void {
     const busy = this.device.context.busy;
     if (this.pending++ === 0) busy.add(this);
-    const settle = (): void => {
+    return () => {
       if (--this.pending === 0) busy.delete(this);
     };
-    done.then(settle, settle);
   }
 
   private destroyedError(): OffloadError {
@@ -297,7 +303,8 @@ export class Queue {
     try {
       this.device.checkUsable();
       const event = this.plugin.record();
-      this.track(event.done);
+      const settle = this.track();
+      event.done.then(settle, settle);
       return new Event(event, this.device);
     } catch (error) {
       return this.op(() => Promise.reject(error));

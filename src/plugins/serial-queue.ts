@@ -40,8 +40,26 @@ export class SerialQueue {
         this.failure ??= asOffloadError(error);
       },
     );
-    result.catch(noop);
-    return result;
+    return result; // handled: the `then` above takes its rejection
+  }
+
+  /**
+   * Runs `op`, which must be synchronous, at once when the queue is idle and has not failed:
+   * the same order and failure semantics as `enqueue`, without the hop through the promise
+   * chain (an inline launch then costs no more than its kernel). Undefined when it did not run.
+   */
+  runNow<T>(op: () => T): Promise<T> | undefined {
+    if (this.pending !== 0 || this.failure) return undefined;
+    try {
+      this.guard();
+      return Promise.resolve(op());
+    } catch (error) {
+      const failure = asOffloadError(error);
+      this.failure = failure;
+      const failed = Promise.reject(failure);
+      failed.catch(noop);
+      return failed;
+    }
   }
 
   /** True when no operation is waiting or running. */

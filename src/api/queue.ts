@@ -140,8 +140,8 @@ export class Queue {
     return new Event({ done, queue: this.plugin, query: () => true }, this.device);
   }
 
-  private trace(name: string, args: Record<string, unknown>, done: Promise<unknown>): void {
-    this.device.context.tracer?.operation(this.device.id, this.device.info.name, this.id, name, args, done);
+  private trace(name: string, args: Record<string, unknown>, done: Promise<unknown>, enqueuedAt?: number): void {
+    this.device.context.tracer?.operation(this.device.id, this.device.info.name, this.id, name, args, done, enqueuedAt);
   }
 
   private buffer(value: unknown, name: string): Buffer {
@@ -282,7 +282,8 @@ export class Queue {
       });
       const started = performance.now();
       const done = this.plugin.launch(kernel.loaded, { teams, threads, timeoutMs }, lowered);
-      this.trace(kernel.name, { kernel: kernel.name, teams, threads }, done);
+      // `started`: an inline launch on an idle queue has already run by now.
+      this.trace(kernel.name, { kernel: kernel.name, teams, threads }, done, started);
       for (const buffer of buffers) buffer.use(done);
       library.track(done);
       if (this.device.context.info.enabled) {

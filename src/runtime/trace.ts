@@ -66,10 +66,15 @@ export class Tracer {
   }
 
   /** Records a queue operation enqueued now that completes when `done` settles. */
-  operation(device: number, deviceName: string, queue: number, name: string, args: Record<string, unknown>, done: Promise<unknown>): void {
+  /**
+   * An operation of a queue, from its enqueueing (`enqueuedAt`, a performance.now() time; by
+   * default now) until `done` settles. An inline launch has already run when this is called, so
+   * its caller passes the time it was enqueued.
+   */
+  operation(device: number, deviceName: string, queue: number, name: string, args: Record<string, unknown>, done: Promise<unknown>, enqueuedAt = performance.now()): void {
     this.name(device, queue, deviceName, `queue ${queue}`);
     const key = `${device}/${queue}`;
-    const enqueued = this.now();
+    const enqueued = (this.origin + enqueuedAt) * 1000;
     const finish = (failed: boolean) => () => {
       const end = this.now();
       const start = Math.max(enqueued, this.queueEnds.get(key) ?? 0);

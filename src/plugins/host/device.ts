@@ -163,6 +163,15 @@ function zero(heap: Uint8Array, start: number, end: number): void {
   heap.fill(0, last, end);
 }
 
+/**
+ * Drops the image's instance on this thread: a Kernel handle the program still holds must not
+ * keep the instance, and with it the context's memory, alive; its later launches go to the
+ * workers, which refuse them as unloaded.
+ */
+function dropInline(image: HostImage): void {
+  for (const kernel of image.kernels.values()) kernel.inline = undefined;
+}
+
 /** One environment for every inline kernel of this thread. */
 const sharedKernelEnv = new KernelEnvironment();
 
@@ -367,6 +376,7 @@ export class HostDevice implements PluginDevice {
     const hostImage = image as HostImage;
     if (!this.images.has(hostImage.id)) return;
     this.images.delete(hostImage.id);
+    dropInline(hostImage);
     if (!this.pool.lost) await this.pool.unload(hostImage.id);
     this.releaseStatic(hostImage);
   }
@@ -495,12 +505,14 @@ export class HostDevice implements PluginDevice {
     this.pool.heldBytes -= this.highWater - STATIC_WINDOW_END;
     this.lostError ??= reason;
     if (this.ownsPool) {
+      this.images.forEach(dropInline);
       this.images.clear();
       await this.pool.close(reason);
       return;
     }
     const images = [...this.images.values()];
     this.images.clear();
+    images.forEach(dropInline);
     this.memory = undefined;
     this.heap = new Uint8Array(0);
     if (!this.pool.lost) {

@@ -8,6 +8,7 @@
  * oversized frame is a PROTOCOL error at once, never a large allocation.
  */
 import { errors, type OffloadError } from '../errors.js';
+import { copyInto } from '../shared-copy.js';
 
 export const FRAME_MAGIC = 0x314c464f; // 'OFL1' read as a little-endian u32
 export const PREFIX_BYTES = 16;
@@ -136,7 +137,7 @@ export class FrameDecoder {
       // Straight into the sink's view: no intermediate array for a payload split over reads.
       while (this.filled < this.payloadLength && this.buffered > 0) {
         const part = this.take(Math.min(this.chunks[0]!.length, this.payloadLength - this.filled));
-        this.target.set(part, this.filled);
+        copyInto(this.target, part, this.filled);
         this.filled += part.length;
       }
       if (this.filled < this.payloadLength) return undefined;

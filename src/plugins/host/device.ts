@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import { availableParallelism, cpus } from 'node:os';
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import { parseBytes } from '../../units.js';
+import { copyInto } from '../../shared-copy.js';
 import { readWasmModuleInfo, type DataSegment, type WasmModuleInfo } from '../../build/wasm-module-info.js';
 import { DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
 import type {
@@ -536,7 +537,7 @@ class HostQueue extends SerialPluginQueue {
 
   submit(dst: Allocation, dstOffset: number, src: Uint8Array): Promise<void> {
     return this.serial.enqueue(() => {
-      this.device.heap.set(src, this.address(dst, dstOffset));
+      copyInto(this.device.heap, src, this.address(dst, dstOffset));
     });
   }
 

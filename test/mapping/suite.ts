@@ -216,6 +216,13 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
         'KERNEL_TRAP',
       );
       assert.equal(runtime.mappedRanges(device), 0);
+      // Over present maps (the path with no await): the failure is the call's own, and the next call runs.
+      await runtime.targetData(device, [map.tofrom(data)], async () => {
+        await rejectsWith(runtime.target(device, trap, { teams: 1 }, []), 'KERNEL_TRAP');
+        await addTen(data);
+        assert.equal(runtime.mappedRanges(device), 1);
+      });
+      assert.deepEqual([...data], [10, 10, 10, 10]);
       await library.unregister();
     });
   });

@@ -120,12 +120,18 @@ export class Runtime {
    * the device pointer of its range, mapped around the launch) or a plain kernel argument.
    * Resolves when the kernel and the copies back have completed.
    */
-  async target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[] = []): Promise<void> {
-    const own = this.ownDevice(device, 'target');
-    if (!(kernel instanceof Kernel) || kernel.device !== own) {
-      throw errors.invalidArgument(`target: the kernel must be a Kernel loaded for device ${own.id} (device.kernel(library, name)), got ${describe(kernel)}`, own.id);
+  target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[] = []): Promise<void> {
+    // Not async: the mapper's promise is returned as it is (a present-map call costs no more
+    // than its launch); a check that throws still becomes a rejection.
+    try {
+      const own = this.ownDevice(device, 'target');
+      if (!(kernel instanceof Kernel) || kernel.device !== own) {
+        throw errors.invalidArgument(`target: the kernel must be a Kernel loaded for device ${own.id} (device.kernel(library, name)), got ${describe(kernel)}`, own.id);
+      }
+      return this.mapper.target(own, kernel, grid, args);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    await this.mapper.target(own, kernel, grid, args);
   }
 
   /** @internal Contexts made from this runtime and not shut down (diagnostics). */

@@ -11,12 +11,14 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { readCodeShapes } from '../src/build/wasm-code-shape.js';
 import { decodeBundle } from '../src/image/bundle.js';
+import { OffloadError } from '../src/errors.js';
 import { Offload, type Kernel, type KernelArgument, type Runtime } from '../src/index.js';
 import { HostDevice } from '../src/plugins/host/device.js';
 import { inlineMode } from '../src/plugins/host/inline.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 import { hostileModule } from './helpers/hostile-images.js';
+import { seededRandom } from './helpers/random.js';
 
 const MiB = 1024 * 1024;
 
@@ -80,6 +82,27 @@ describe('inline launches', { timeout: 120_000 }, () => {
     assert.deepEqual(made([0xff]), { bounded: false, synchronizes: true }, 'unknown opcode');
     assert.deepEqual(made([0x10, 0x00]), { bounded: false, synchronizes: false }, 'a call into the module (here: itself)');
     assert.deepEqual(readCodeShapes(hostileModule({}), ['missing']).get('missing'), { bounded: false, synchronizes: true, codeBytes: 0 });
+  });
+
+  it('reads hostile code without hanging or failing other than INCOMPATIBLE_IMAGE', async () => {
+    const wasm = decodeBundle(new Uint8Array(await readFile(await fixtureBundle()))).images.find((image) => image.info.format === 'wasm')!.bytes;
+    const names = ['empty', 'saxpy', 'count_team', 'spin'];
+    const random = seededRandom(13);
+    let read = 0;
+    const started = performance.now();
+    for (let i = 0; i < 3000; i++) {
+      const mutated = Uint8Array.from(wasm);
+      for (let flips = 1 + Math.floor(random() * 4); flips > 0; flips--) mutated[Math.floor(random() * mutated.length)] = Math.floor(random() * 256);
+      try {
+        const shapes = readCodeShapes(mutated, names);
+        assert.equal(shapes.size, names.length);
+        read++;
+      } catch (error) {
+        assert.ok(error instanceof OffloadError && error.code === 'INCOMPATIBLE_IMAGE', `mutation ${i}: ${String(error)}`);
+      }
+    }
+    assert.ok(read > 0, 'some mutations still parse');
+    assert.ok(performance.now() - started < 20_000);
   });
 
   it('runs a bounded kernel inline at once, and a looping one on the workers until a quick run there', async () => {

@@ -32,10 +32,16 @@ function ratio(row: Row): number | undefined {
   return spread(values(row.offload, row.unit)).median / spread(values(row.baseline, row.unit)).median;
 }
 
-/** Whether the ratio meets the goal; undefined where the goal has no verdict. */
-function met(goal: Goal | string | undefined, value: number | undefined): boolean | undefined {
+/** Whether the ratio (and offload-ts's own median, for an absolute bound) meets the goal; undefined where the goal has no verdict. */
+function met(goal: Goal | string | undefined, value: number | undefined, own?: number): boolean | undefined {
   if (typeof goal !== 'object' || value === undefined || goal.op === '~') return undefined;
-  return goal.op === '>=' ? value >= goal.value : value <= goal.value;
+  const within = (x: number, bound: number) => (goal.op === '>=' ? x >= bound : x <= bound);
+  return within(value, goal.value) && (goal.absolute === undefined || own === undefined || within(own, goal.absolute));
+}
+
+/** offload-ts's median in the row's unit. */
+function own(row: Row): number {
+  return spread(values(row.offload, row.unit)).median;
 }
 
 function seriesJson(series: Series, unit: Unit) {
@@ -60,7 +66,7 @@ export function jsonReport(report: Report): string {
         unit: row.unit,
         ratio: value ?? null,
         goal: row.goal ?? null,
-        met: met(row.goal, value) ?? null,
+        met: met(row.goal, value, own(row)) ?? null,
         offload: seriesJson(row.offload, row.unit),
         baseline: row.baseline ? seriesJson(row.baseline, row.unit) : null,
       };
@@ -89,13 +95,14 @@ function formatSeconds(seconds: number): string {
   return seconds >= 1 ? `${seconds.toFixed(2)} s` : `${(seconds * 1000).toFixed(1)} ms`;
 }
 
-function formatGoal(goal: Goal | string | undefined, value: number | undefined): string {
+function formatGoal(goal: Goal | string | undefined, value: number | undefined, ownValue?: number, unit?: Unit): string {
   if (goal === undefined) return '';
   if (typeof goal === 'string') return goal;
-  const verdict = met(goal, value);
+  const verdict = met(goal, value, ownValue);
   const op = { '>=': '≥', '<=': '≤', '~': '≈' }[goal.op];
   const note = goal.note ? ` (${goal.note})` : '';
-  return `${op} ${goal.value}${note}${verdict === undefined ? '' : verdict ? ': met' : ': missed'}`;
+  const absolute = goal.absolute === undefined ? '' : ` and ${op} ${goal.absolute} ${unit ?? ''}`.trimEnd();
+  return `${op} ${goal.value}${absolute}${note}${verdict === undefined ? '' : verdict ? ': met' : ': missed'}`;
 }
 
 function formatMachine({ machine, plan }: Report): string[] {
@@ -120,7 +127,7 @@ export function markdownReport(report: Report): string {
     for (const row of rows) {
       const value = ratio(row);
       const baseline = row.baseline ? formatValue(row.baseline, row.unit) : '';
-      lines.push(`| ${row.name} | ${formatValue(row.offload, row.unit)} | ${baseline} | ${value?.toFixed(2) ?? ''} | ${formatGoal(row.goal, value)} |`);
+      lines.push(`| ${row.name} | ${formatValue(row.offload, row.unit)} | ${baseline} | ${value?.toFixed(2) ?? ''} | ${formatGoal(row.goal, value, own(row), row.unit)} |`);
     }
     lines.push('', 'ratio = offload-ts / baseline, both medians in the row\'s unit: higher is better for rates (per second), lower for us.', '');
     for (const row of rows) {

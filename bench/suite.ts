@@ -12,6 +12,8 @@ export type Unit = 'GB/s' | 'launches/s' | 'lookups/s' | 'Mpixels/s' | 'us';
 export interface Goal {
   op: '>=' | '<=' | '~';
   value: number;
+  /** Also a bound on offload-ts's own median, in the row's unit, on the same side as `op` (e.g. at most 30 us). */
+  absolute?: number;
   /** Said after the value, e.g. "the worker count". */
   note?: string;
 }

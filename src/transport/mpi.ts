@@ -41,6 +41,8 @@ const CONTROL_TAG = 0;
 const HIGH_WATER_BYTES = 8 * 1024 * 1024;
 /** Poll at every turn of the event loop for this long after the last traffic, then every ms. */
 const BUSY_MS = 2;
+/** How long one turn keeps polling while sends are in flight, in microseconds. */
+const BURST_US = 300;
 const ROLES_TIMEOUT_MS = 30_000;
 
 let addon: MpiAddon | undefined;
@@ -303,7 +305,7 @@ export class MpiHub {
       const busy = performance.now() - this.lastTraffic < BUSY_MS;
       const tick = () => {
         this.timer = undefined;
-        this.pollOnce();
+        this.pollBurst();
         if (this.active()) this.schedule();
       };
       this.timer = busy ? setImmediate(tick) : setTimeout(tick, 1);
@@ -319,14 +321,27 @@ export class MpiHub {
     return !this.finalized && !this.failure;
   }
 
-  private pollOnce(): void {
+  /**
+   * Polls once; while sends are in flight, again and again for up to BURST_US. MPI moves a large
+   * message (rendezvous) only while both ranks call into it: one poll per event-loop turn made a
+   * 64 MiB write a chain of turns on both sides.
+   */
+  private pollBurst(): void {
+    const started = performance.now();
+    this.pollOnce();
+    while (this.sends.size > 0 && this.active() && (performance.now() - started) * 1000 < BURST_US) this.pollOnce();
+  }
+
+  /** True if a send completed or a message arrived. */
+  private pollOnce(): boolean {
     let result: ReturnType<MpiAddon['poll']>;
     try {
       result = this.mpi.poll();
     } catch (error) {
       this.fail(error);
-      return;
+      return false;
     }
+    const progressed = result.sent.length > 0 || result.received.length > 0;
     for (const id of result.sent) {
       const send = this.sends.get(id);
       this.sends.delete(id);
@@ -338,6 +353,7 @@ export class MpiHub {
       if (tag === CONTROL_TAG) this.onControl(source, data);
       else this.channels.get(`${source}/${tag}`)?.receive(data);
     }
+    return progressed;
   }
 
   private onControl(source: number, data: Uint8Array): void {

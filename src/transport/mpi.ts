@@ -14,7 +14,8 @@
  *            application rank gone counts as having said bye
  * Messages between two ranks are not overtaken (all are received through one wildcard probe),
  * so a channel's frames arrive in order. Progress is polled from the event loop: every
- * setImmediate while traffic is recent, every millisecond otherwise; nothing blocks.
+ * setImmediate while traffic is recent, every millisecond otherwise, and while the rank has sends
+ * in flight a turn keeps polling for up to 300 us (BURST_US); nothing blocks longer.
  */
 import { createRequire } from 'node:module';
 import { errors, OffloadError } from '../errors.js';

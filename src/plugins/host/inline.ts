@@ -14,9 +14,9 @@
  *   thread; that run is timed, and later launches run inline while teams x its time per team fits
  *   INLINE_BUDGET_US. A kernel that may synchronise with other launches (atomics, waits) is never
  *   learned: run in turn on one thread, a team that waits for another would wait for ever.
- * - An inline run that takes longer than LONG_RUN_US counts a strike: the next 2^strikes launches
- *   of that kernel go to the workers whatever else is known, so a kernel that turns long freezes
- *   the program once, not repeatedly.
+ * - An inline run over budget sends the kernel's next 16 launches to the workers; one that takes
+ *   longer than LONG_RUN_US counts a strike, and each strike doubles that (16, 32, 64, ...), so a
+ *   kernel that turns long freezes the program once, not repeatedly.
  *
  * OFFLOAD_HOST_INLINE=never keeps every launch on the workers; always runs every launch inline
  * (for debugging and measurement: no learning, and time limits are only checked afterwards).
@@ -37,6 +37,8 @@ export const POOL_QUICK_US = 1000;
 export const SMALL_CODE_BYTES = 16 * 1024;
 /** ...with at most this many teams. */
 export const FIRST_RUN_TEAMS = 16;
+/** Launches that go to the workers after an inline run over budget. */
+const OVER_BUDGET_SKIP = 16;
 /** The most launches a strike sends to the workers. */
 const MAX_SKIP = 1 << 16;
 
@@ -94,11 +96,12 @@ export class InlinePolicy {
     if (first && micros <= LONG_RUN_US) return;
     this.perTeamUs = micros / teams;
     this.quickTeams = 0;
-    // Over budget: the workers take the next launches (a quick one of them may try again).
-    if (micros > INLINE_BUDGET_US) this.skip = Math.max(this.skip, 16);
+    // Over budget: the workers take the next OVER_BUDGET_SKIP launches (a quick one may try again);
+    // a long run doubles that with every strike.
+    if (micros > INLINE_BUDGET_US) this.skip = Math.max(this.skip, OVER_BUDGET_SKIP);
     if (micros > LONG_RUN_US) {
       this.strikes = Math.min(this.strikes + 1, 16);
-      this.skip = Math.min(2 ** this.strikes, MAX_SKIP);
+      this.skip = Math.max(this.skip, Math.min(OVER_BUDGET_SKIP * 2 ** (this.strikes - 1), MAX_SKIP));
     }
   }
 

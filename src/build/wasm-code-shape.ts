@@ -14,7 +14,7 @@
  * truncation, bulk memory, reference types, SIMD, threads); an opcode it does not know ends the
  * reading of that function, which then counts as unbounded and synchronising.
  */
-import { ByteReader, malformed, readWasmModuleInfo } from './wasm-module-info.js';
+import { ByteReader, malformed, readWasmModuleInfo, type WasmModuleInfo } from './wasm-module-info.js';
 
 export interface CodeShape {
   /** One run executes each instruction at most once: no loop, call, bulk memory operation or wait. */
@@ -48,9 +48,8 @@ interface FunctionFacts {
   bytes: number;
 }
 
-/** The shape of each exported function named in `kernels`, keyed by name. */
-export function readCodeShapes(bytes: Uint8Array, kernels: readonly string[]): Map<string, CodeShape> {
-  const info = readWasmModuleInfo(bytes);
+/** The shape of each exported function named in `kernels`, keyed by name (`info`: the module's, when already read). */
+export function readCodeShapes(bytes: Uint8Array, kernels: readonly string[], info: WasmModuleInfo = readWasmModuleInfo(bytes)): Map<string, CodeShape> {
   const functionImports = info.imports.filter((imp) => imp.kind === 'function');
   const importedFunctions = functionImports.length;
   // Imports that return at once; `trace` is not one (it writes to stderr, which may block).

@@ -28,7 +28,7 @@ import { collectGarbageSoon } from './garbage.js';
 import { readCodeShapes, type CodeShape } from '../../build/wasm-code-shape.js';
 import { InlinePolicy, inlineMode, type InlineMode } from './inline.js';
 import { trapText, KernelEnvironment } from './kernel-env.js';
-import { ARG_KIND, type ArgKind, ERROR_BYTES, MAX_ARGS, MAX_WORKERS } from './launch-ring.js';
+import { ARG_KIND, type ArgKind, fitErrorText, MAX_ARGS, MAX_WORKERS } from './launch-ring.js';
 import { WorkerPool } from './worker-pool.js';
 
 export interface HostDeviceOptions {
@@ -136,18 +136,12 @@ function staticSpanOf(segments: readonly DataSegment[], shown: string): StaticSp
 }
 
 /** What a kernel's code can do (for inline launches); an image this reader cannot follow runs on the workers only. */
-function codeShapesOf(bytes: Uint8Array, kernels: readonly string[]): Map<string, CodeShape> {
+function codeShapesOf(bytes: Uint8Array, info: WasmModuleInfo, kernels: readonly string[]): Map<string, CodeShape> {
   try {
-    return readCodeShapes(bytes, kernels);
+    return readCodeShapes(bytes, kernels, info);
   } catch {
     return new Map(kernels.map((name) => [name, { bounded: false, synchronizes: true, codeBytes: 0 }]));
   }
-}
-
-/** A trap text cut to what a worker's ring slot holds, so the text is the same wherever the team ran. */
-function cutToBytes(text: string, bytes: number): string {
-  const encoded = new TextEncoder().encode(text);
-  return encoded.length <= bytes ? text : new TextDecoder().decode(encoded.subarray(0, bytes));
 }
 
 const ON_THIS_THREAD = 'on the calling thread';
@@ -173,8 +167,8 @@ function dropInline(image: HostImage): void {
   for (const kernel of image.kernels.values()) kernel.inline = undefined;
 }
 
-/** One environment for every inline kernel of this thread. */
-const sharedKernelEnv = new KernelEnvironment();
+/** The grid and imports of every inline kernel: this thread runs one team at a time. */
+const inlineEnv = new KernelEnvironment();
 
 const allowedImports = new Set([
   ...ENV_IMPORTS.map((name) => `env.${name}`),
@@ -314,7 +308,7 @@ export class HostDevice implements PluginDevice {
     const id = this.pool.imageId();
     const hostImage = new HostImage(id, image.name, staticRange);
     const kernels = image.entries.filter((entry) => entry.kind === 'kernel');
-    const shapes = codeShapesOf(image.bytes, kernels.map((entry) => entry.name));
+    const shapes = codeShapesOf(image.bytes, info, kernels.map((entry) => entry.name));
     kernels.forEach((entry, index) => {
       const kinds = entry.params.map((param) => ARG_KIND[param.type]);
       const policy = new InlinePolicy(this.inlineMode, shapes.get(entry.name)!, this.ownsPool);
@@ -333,7 +327,7 @@ export class HostDevice implements PluginDevice {
     if (this.inlineMode !== 'never' && this.memory) {
       // The same module over the same memory, on this thread (its data segments write what the
       // workers' instances wrote: the bytes of this image's own static range).
-      const instance = new WebAssembly.Instance(module, this.kernelEnv.imports(this.memory));
+      const instance = new WebAssembly.Instance(module, inlineEnv.imports(this.memory));
       for (const kernel of hostImage.kernels.values()) kernel.inline = instance.exports[kernel.name] as KernelFunction;
     }
     return hostImage;
@@ -458,16 +452,13 @@ export class HostDevice implements PluginDevice {
     });
   }
 
-  /** The shared grid of the inline kernels' imports (this thread runs one team at a time). */
-  private readonly kernelEnv = sharedKernelEnv;
-
   /**
    * Runs every team of a launch here, in order, as the workers would: a trap ends the launch
    * with the same KERNEL_TRAP text; a time limit is checked afterwards (a wasm call on this
    * thread cannot be stopped), which the policy makes rare by running only short kernels here.
    */
   private runInline(kernel: HostKernel, fn: KernelFunction, grid: Grid, values: unknown[]): void {
-    const env = this.kernelEnv;
+    const env = inlineEnv;
     env.numTeams = grid.teams;
     env.numThreads = grid.threads;
     const started = performance.now();
@@ -486,7 +477,8 @@ export class HostDevice implements PluginDevice {
     }
     const ms = performance.now() - started;
     kernel.policy.ranInline(Math.min(team + 1, grid.teams), ms * 1000);
-    if (trap !== undefined) throw errors.kernelTrap(cutToBytes(trap, ERROR_BYTES));
+    // Cut as a worker's ring slot cuts it, so the text is the same wherever the team ran.
+    if (trap !== undefined) throw errors.kernelTrap(new TextDecoder().decode(fitErrorText(trap)));
     if (grid.timeoutMs !== undefined && ms > grid.timeoutMs) {
       throw errors.timeout(
         `launch of kernel '${kernel.name}' (${grid.teams} teams) ran past its time limit of ${grid.timeoutMs} ms on the calling thread, ` +
@@ -579,9 +571,8 @@ class HostQueue extends SerialPluginQueue {
     const hostKernel = kernel as HostKernel;
     // An idle queue runs an inline launch at once; a busy one, in its turn (deciding then).
     if (this.serial.idle() && this.device.placesInline(hostKernel, grid)) {
-      const ran = this.serial.runNow(() => this.device.launch(hostKernel, grid, args, true) as string);
-      if (ran) return ran;
-      return this.serial.enqueue(() => this.device.launch(hostKernel, grid, args, true));
+      const inline = () => this.device.launch(hostKernel, grid, args, true) as string;
+      return this.serial.runNow(inline) ?? this.serial.enqueue(inline);
     }
     return this.serial.enqueue(() => this.device.launch(hostKernel, grid, args));
   }

@@ -120,10 +120,15 @@ export class LaunchRing {
   }
 
   writeErrorText(slot: number, text: string): void {
-    const encoded = new TextEncoder().encode(text).subarray(0, this.shape.errorBytes);
+    const encoded = fitErrorText(text, this.shape.errorBytes);
     this.errors.set(encoded, slot * this.shape.errorBytes);
     Atomics.store(this.i32, this.at(slot, S_ERROR_LENGTH), encoded.length);
   }
+}
+
+/** A trap text as a slot holds it: UTF-8, cut to `bytes` (inline launches cut theirs the same way). */
+export function fitErrorText(text: string, bytes = ERROR_BYTES): Uint8Array {
+  return new TextEncoder().encode(text).subarray(0, bytes);
 }
 
 /** Argument encodings in a slot: the worker converts each 8-byte word by the kernel's param types. */

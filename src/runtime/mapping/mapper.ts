@@ -68,10 +68,16 @@ export class Mapper {
     return table;
   }
 
-  /** Runs `body` on a queue of `device`; resolves once everything it enqueued has completed. */
-  private async onQueue<T>(device: Device, body: (queue: Queue) => Promise<T>): Promise<T> {
+  /** The idle queues of `device` (a call takes one, or makes one, and gives it back if it is still good). */
+  private idleOf(device: Device): Queue[] {
     let idle = this.idleQueues.get(device);
     if (!idle) this.idleQueues.set(device, (idle = []));
+    return idle;
+  }
+
+  /** Runs `body` on a queue of `device`; resolves once everything it enqueued has completed. */
+  private async onQueue<T>(device: Device, body: (queue: Queue) => Promise<T>): Promise<T> {
+    const idle = this.idleOf(device);
     const queue = idle.pop() ?? device.queue();
     let reusable = false;
     try {
@@ -307,8 +313,7 @@ export class Mapper {
       }
       lowered.push(offset === 0 ? buffer : (buffer.at(offset) as DevicePointer));
     }
-    let idle = this.idleQueues.get(device);
-    if (!idle) this.idleQueues.set(device, (idle = []));
+    const idle = this.idleOf(device);
     const queue = idle.pop() ?? device.queue();
     const done = queue.launch(kernel, grid, lowered).done;
     if (logged) {

@@ -332,3 +332,66 @@ test('a sink view of the wrong length is ignored: the payload gets its own array
   const [frame] = decoder.push(encodeFrame({ op: 'data' }, payload));
   assert.deepEqual(frame!.payload, payload);
 });
+
+test('direct reads: the rest of a sink payload is offered for reads to land in, and counted with landed()', { timeout: 60_000 }, () => {
+  const payload = new Uint8Array(100_000).map((_, i) => (i * 13) & 0xff);
+  const stream = encodeFrame({ op: 'chunk', id: 1 }, payload);
+  const landing = new Uint8Array(200_000);
+  const decoder = new FrameDecoder((_meta, length) => landing.subarray(50_000, 50_000 + length));
+  assert.equal(decoder.directTarget(), undefined, 'no frame begun: nothing to read into');
+  const head = stream.length - payload.length;
+  // The head and 10 payload bytes come in one read, as a socket would give them.
+  assert.deepEqual(decoder.push(stream.subarray(0, head + 10)), []);
+  let frames: Frame[] = [];
+  let reads = 0;
+  for (let target = decoder.directTarget(); target; target = decoder.directTarget()) {
+    assert.equal(target.buffer, landing.buffer);
+    assert.equal(target.byteOffset, 50_000 + 10 + reads * 7919, 'the view starts where the payload has reached');
+    const length = Math.min(7919, target.length);
+    const at = head + 10 + reads * 7919;
+    target.set(stream.subarray(at, at + length)); // what the socket's read does
+    decoder.landed(length);
+    reads++;
+    frames = decoder.push(new Uint8Array(0));
+    if (frames.length > 0) break;
+  }
+  assert.equal(frames.length, 1);
+  assert.equal(frames[0]!.payload.byteOffset, 50_000);
+  assert.deepEqual(frames[0]!.payload, payload);
+  assert.equal(decoder.directTarget(), undefined, 'the payload is complete: the next read is a frame head');
+  assert.equal(decoder.pending, 0);
+});
+
+test('no direct read while other bytes are buffered, nor for a frame without a sink view', { timeout: 60_000 }, () => {
+  const decoder = new FrameDecoder((meta, length) => (meta.op === 'chunk' ? new Uint8Array(length) : undefined));
+  const plain = encodeFrame({ op: 'data' }, new Uint8Array(1000));
+  decoder.push(plain.subarray(0, 100));
+  assert.equal(decoder.directTarget(), undefined, 'no sink view for this frame');
+  decoder.push(plain.subarray(100));
+  const chunk = encodeFrame({ op: 'chunk' }, new Uint8Array(1000).fill(1));
+  decoder.add(chunk.subarray(0, chunk.length - 500));
+  decoder.add(new Uint8Array(0));
+  assert.equal(decoder.directTarget(), undefined, 'the head is buffered but not yet parsed');
+  assert.equal(decoder.next(), undefined);
+  assert.equal(decoder.directTarget()!.length, 500, 'after parsing, the rest of the payload');
+});
+
+test('a receiver given borrowed bytes keeps none of them: payloads and buffered bytes are copies', { timeout: 60_000 }, async () => {
+  const { FrameReceiver } = await import('../src/transport/transport.js');
+  const frames: Frame[] = [];
+  const transport = { closed: false, stats: { framesSent: 0, framesReceived: 0, bytesSent: 0, bytesReceived: 0 }, onFrame: (frame: Frame) => frames.push(frame), close() {} };
+  const receiver = new FrameReceiver(transport as never);
+  const scratch = new Uint8Array(4096);
+  const stream = new Uint8Array([...encodeFrame({ op: 'a' }, new Uint8Array(100).fill(7)), ...encodeFrame({ op: 'b' }, new Uint8Array(3000).fill(8))]);
+  // Like a socket reading into one reused array: each read overwrites the last.
+  for (let at = 0; at < stream.length; at += 1000) {
+    const length = Math.min(1000, stream.length - at);
+    scratch.set(stream.subarray(at, at + length));
+    receiver.receive(scratch.subarray(0, length), true);
+    scratch.fill(0xee);
+  }
+  assert.deepEqual(frames.map((frame) => frame.meta.op), ['a', 'b']);
+  assert.notEqual(frames[0]!.payload.buffer, scratch.buffer);
+  assert.deepEqual(frames[0]!.payload, new Uint8Array(100).fill(7), 'a payload from one read survives the array being reused');
+  assert.deepEqual(frames[1]!.payload, new Uint8Array(3000).fill(8), 'a payload over several reads survives too');
+});

@@ -46,6 +46,10 @@ async function transfers(device: Device, raw: RawTcpPeer, plan: Plan): Promise<R
 async function launches(device: Device, empty: Kernel, raw: RawTcpPeer, plan: Plan): Promise<Row[]> {
   const queue = device.queue();
   const rounds = plan.quick ? 300 : 1000;
+  // Not timed: V8 optimises both processes' frame paths only after thousands of round trips
+  // (blocks of 1,000 launches measured 269, 164, 75 us, then a steady 40-80 us), while the
+  // baseline's one-byte ping is warm at once; the plan's warm-up runs are a few thousand only.
+  for (let i = 0; i < (plan.quick ? 1000 : 10_000); i++) await queue.launch(empty, { teams: 1 }, []).done;
   const [sequential, pingPong] = await measure(plan, [
     {
       label: 'await queue.launch(empty, { teams: 1 }, []).done on the remote device, one after the other',

@@ -153,6 +153,27 @@ export class FrameDecoder {
     return frame;
   }
 
+  /**
+   * Where the next bytes of the stream may be read straight to: the rest of the current frame's
+   * payload in the sink's view, when nothing else is buffered (so the bytes that come next are
+   * that payload's); undefined otherwise. A transport that can choose where a read lands (TCP's
+   * `onread`) reads there and reports the count with `landed`: no copy on this side at all.
+   */
+  directTarget(): Uint8Array | undefined {
+    if (this.target === undefined || this.buffered > 0 || this.filled >= this.payloadLength) return undefined;
+    return this.target.subarray(this.filled);
+  }
+
+  /** `length` bytes were read into the view `directTarget` returned. */
+  landed(length: number): void {
+    this.filled += length;
+  }
+
+  /** Copies the bytes still buffered, so the memory they were added in may be reused. */
+  ownBuffered(): void {
+    if (this.buffered > 0) this.chunks = this.chunks.map((chunk) => chunk.slice());
+  }
+
   /** Bytes received for a frame not yet complete (a prefix already parsed counts: the frame is begun). */
   get pending(): number {
     return this.buffered + (this.metaLength < 0 ? 0 : PREFIX_BYTES) + (this.meta === undefined ? 0 : this.metaLength + this.filled);

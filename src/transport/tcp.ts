@@ -50,6 +50,46 @@ export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
+/**
+ * Where reads of plain TCP sockets land when no frame payload can take them: one array for the
+ * whole thread. A socket's read is handled to the end (its bytes parsed, whatever is kept copied
+ * out) before any other socket reads, so they can all share it.
+ */
+const scratch = new Uint8Array(64 * 1024);
+
+/**
+ * Chooses where each read of a plain TCP socket lands (`onread`): straight into the payload view
+ * of a frame whose sink gave one (a streamed write lands in device memory with no copy in
+ * JavaScript), else into the shared scratch array. Node's own reads put every chunk in a fresh
+ * 64 KiB array, and the receiver then copied payloads into place: a 64 MiB write cost 1,024
+ * allocations and a copy more on the receiving side (write rates 0.57 -> see bench/README.md).
+ */
+class SocketReader {
+  private receiver: FrameReceiver | undefined;
+  /** Reads that came before the transport existed (none in practice: it is made on `connect`). */
+  private early: Uint8Array[] = [];
+  private direct: Uint8Array | undefined;
+
+  readonly options: net.OnReadOpts = {
+    buffer: (): Uint8Array => {
+      this.direct = this.receiver?.directTarget();
+      return this.direct ?? scratch;
+    },
+    // True: go on reading (false would pause the socket).
+    callback: (length: number, buffer: Uint8Array): boolean => {
+      if (buffer === this.direct) this.receiver!.landed(length);
+      else if (this.receiver) this.receiver.receive(buffer.subarray(0, length), true);
+      else this.early.push(buffer.slice(0, length));
+      return true;
+    },
+  };
+
+  attach(receiver: FrameReceiver): void {
+    this.receiver = receiver;
+    for (const bytes of this.early.splice(0)) receiver.receive(bytes);
+  }
+}
+
 class TcpTransport implements Transport {
   readonly stats: TransportStats = { framesSent: 0, framesReceived: 0, bytesSent: 0, bytesReceived: 0 };
   onFrame: (frame: Frame) => void = () => {};
@@ -58,13 +98,16 @@ class TcpTransport implements Transport {
   private readonly receiver = new FrameReceiver(this);
   private isClosed = false;
 
+  /** `reader`: the socket was made with its `onread` (plain TCP); without one (TLS), reads come as 'data'. */
   constructor(
     private readonly socket: net.Socket,
     readonly peer: string,
+    reader?: SocketReader,
   ) {
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 1000);
-    socket.on('data', (chunk: Buffer) => this.receiver.receive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length)));
+    if (reader) reader.attach(this.receiver);
+    else socket.on('data', (chunk: Buffer) => this.receiver.receive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length)));
     socket.on('error', (error) => this.close(errors.deviceLost(`connection to ${peer} failed: ${error.message}`)));
     socket.on('close', () => this.close(errors.deviceLost(`connection to ${peer} closed`)));
   }
@@ -121,11 +164,12 @@ export async function connectTcp(address: string, options: { timeoutMs?: number;
   const { host, port, tls: wanted } = parseAddress(address);
   const timeoutMs = options.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const secure = wanted === true || options.tls !== undefined;
+  const reader = secure ? undefined : new SocketReader();
   return new Promise((resolve, reject) => {
     const socket = secure
       ? // SNI takes names, not addresses; the certificate is checked against either all the same.
         tls.connect({ host, port, ca: options.tls?.ca, servername: net.isIP(host) ? undefined : host })
-      : net.connect({ host, port });
+      : net.connect({ host, port, onread: reader!.options });
     const timer = setTimeout(() => {
       socket.destroy();
       reject(errors.deviceLost(`cannot reach ${address}: no connection within ${timeoutMs} ms`));
@@ -141,9 +185,25 @@ export async function connectTcp(address: string, options: { timeoutMs?: number;
     socket.once(secure ? 'secureConnect' : 'connect', () => {
       clearTimeout(timer);
       socket.removeAllListeners('error');
-      resolve(new TcpTransport(socket, address));
+      resolve(new TcpTransport(socket, address, reader));
     });
   });
+}
+
+/**
+ * An accepted socket that reads through `reader`. Node's server takes no `onread`, so the
+ * accepted socket (made paused: nothing read yet) hands its handle to a socket made with one,
+ * and is destroyed when that one closes (the server counts its connections by the first).
+ * Node's `_handle` is not public: where it is missing, the accepted socket is kept as it is.
+ */
+function withReader(accepted: net.Socket, reader: SocketReader): net.Socket {
+  const holder = accepted as unknown as { _handle?: object | null };
+  if (!holder._handle) return accepted;
+  const handle = holder._handle;
+  holder._handle = null;
+  const socket = new net.Socket({ handle, readable: true, writable: true, onread: reader.options } as net.SocketConstructorOpts);
+  socket.once('close', () => accepted.destroy());
+  return socket;
 }
 
 export interface TcpListener {
@@ -156,18 +216,23 @@ export interface TcpListener {
 export async function listenTcp(address: string, onConnection: (transport: Transport) => void, secure?: TlsServerOptions): Promise<TcpListener> {
   const { host, port } = parseAddress(address);
   const sockets = new Set<net.Socket>();
-  const accept = (socket: net.Socket): void => {
+  const accept = (socket: net.Socket, reader?: SocketReader): void => {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
-    onConnection(new TcpTransport(socket, formatAddress({ host: socket.remoteAddress ?? '?', port: socket.remotePort ?? 0 })));
+    onConnection(new TcpTransport(socket, formatAddress({ host: socket.remoteAddress ?? '?', port: socket.remotePort ?? 0 }), reader));
   };
   let server: net.Server;
   if (secure) {
     // A handshake that fails (a plain client, a wrong certificate) costs that socket only.
-    server = tls.createServer({ cert: secure.cert, key: secure.key, handshakeTimeout: 10_000 }, accept);
+    server = tls.createServer({ cert: secure.cert, key: secure.key, handshakeTimeout: 10_000 }, (socket) => accept(socket));
     server.on('tlsClientError', (_error, socket) => socket.destroy());
   } else {
-    server = net.createServer(accept);
+    server = net.createServer({ pauseOnConnect: true }, (accepted) => {
+      const reader = new SocketReader();
+      const socket = withReader(accepted, reader);
+      accept(socket, socket === accepted ? undefined : reader);
+      if (socket === accepted) accepted.resume();
+    });
   }
   return new Promise((resolve, reject) => {
     server.once('error', (error) => reject(errors.invalidArgument(`cannot listen on ${address}: ${error.message}`)));

@@ -57,12 +57,35 @@ export class FrameReceiver {
     );
   }
 
-  /** Frames are handed out one at a time, each before the next is parsed: a frame's handler may change the limits for the next. */
-  receive(bytes: Uint8Array): void {
+  /**
+   * Frames are handed out one at a time, each before the next is parsed: a frame's handler may
+   * change the limits for the next. `borrowed`: the caller reuses the memory of `bytes` once
+   * this returns, so nothing handed out or kept refers to it (payloads are copied out).
+   */
+  receive(bytes: Uint8Array, borrowed = false): void {
     const transport = this.transport;
     if (transport.closed) return;
     transport.stats.bytesReceived += bytes.length;
     this.decoder.add(bytes);
+    this.handOut(borrowed ? bytes.buffer : undefined);
+    if (borrowed) this.decoder.ownBuffered();
+  }
+
+  /** See FrameDecoder.directTarget: where the next read may land with no copy. */
+  directTarget(): Uint8Array | undefined {
+    return this.transport.closed ? undefined : this.decoder.directTarget();
+  }
+
+  /** `length` bytes were read into the view `directTarget` gave. */
+  landed(length: number): void {
+    if (this.transport.closed) return;
+    this.transport.stats.bytesReceived += length;
+    this.decoder.landed(length);
+    this.handOut(undefined);
+  }
+
+  private handOut(borrowed: ArrayBufferLike | undefined): void {
+    const transport = this.transport;
     for (;;) {
       let frame: Frame | undefined;
       try {
@@ -75,6 +98,7 @@ export class FrameReceiver {
         return;
       }
       if (!frame || transport.closed) return;
+      if (frame.payload.buffer === borrowed && frame.payload.byteLength > 0) frame = { meta: frame.meta, payload: frame.payload.slice() };
       transport.stats.framesReceived++;
       // Heartbeats only say the peer lives (their bytes are counted above): nobody else sees them.
       if (frame.meta.op !== HEARTBEAT_OP) transport.onFrame(frame);

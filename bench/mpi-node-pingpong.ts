@@ -22,7 +22,11 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.le
 /** Waits for one message from the peer: polls in a loop, or once per event-loop turn. */
 async function receive(spin: boolean): Promise<void> {
   for (;;) {
-    if (mpi!.poll().received.length > 0) return;
+    mpi!.completed();
+    if (mpi!.probe()) {
+      mpi!.receive();
+      return;
+    }
     if (!spin) await nextTurn();
   }
 }

@@ -2,8 +2,10 @@
  * The MPI calls offload-ts's MPI transport needs, and nothing else, as a Node-API addon:
  * init (MPI_THREAD_FUNNELED: only the JS thread calls MPI), rank/size, a non-blocking send of
  * one byte message straight from the caller's array (no copy: the array is referenced until the
- * send completes, and the transport's contract says it stays unchanged until then), a poll that completes sends and receives every message that has arrived
- * (matched probes, so a message is received exactly once), a blocking send for the last words
+ * send completes, and the transport's contract says it stays unchanged until then), the ids of
+ * completed sends, a matched probe of the next message that has arrived and its receive (into
+ * an array the caller chooses, so a payload can land in device memory; matched, so a message is
+ * received exactly once), a blocking send for the last words
  * before exit, abort and finalize. Nothing here blocks the event loop for longer than a receive
  * of a message that has already arrived.
  */
@@ -144,14 +146,12 @@ static void free_received(napi_env env, void *data, void *hint) {
   free(data);
 }
 
-/* { sent: ids of completed sends, received: [{ source, tag, data: Uint8Array }] }. */
-static napi_value Poll(napi_env env, napi_callback_info info) {
+/* The ids of the sends completed since the last call. */
+static napi_value Completed(napi_env env, napi_callback_info info) {
   (void)info;
-  napi_value result, sent, received;
-  CHECK(napi_create_object(env, &result));
+  napi_value sent;
   CHECK(napi_create_array(env, &sent));
-  CHECK(napi_create_array(env, &received));
-  uint32_t sent_n = 0, received_n = 0;
+  uint32_t sent_n = 0;
   for (int i = 0; i < send_count;) {
     int done = 0;
     MPI_Status status;
@@ -165,33 +165,86 @@ static napi_value Poll(napi_env env, napi_callback_info info) {
     CHECK(napi_set_element(env, sent, sent_n++, number(env, sends[i].id)));
     sends[i] = sends[--send_count];
   }
-  for (;;) {
+  return sent;
+}
+
+/* The message matched by probe() and not yet received: one at a time. */
+static MPI_Message matched;
+static MPI_Status matched_status;
+static int matched_count = -1;
+
+/*
+ * [source, tag, byte count] of the next message that has arrived, matched (so that exactly this
+ * message is what receive() takes), or null when none has. Asked again before a receive, it
+ * answers the same message.
+ */
+static napi_value Probe(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result;
+  if (matched_count < 0) {
     int flag = 0;
-    MPI_Message message;
-    MPI_Status status;
-    int code = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &message, &status);
+    int code = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &matched, &matched_status);
     if (code != MPI_SUCCESS) return throw_mpi(env, "MPI_Improbe", code);
-    if (!flag) break;
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    void *data = malloc(count ? count : 1);
-    code = MPI_Mrecv(data, count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
-    if (code != MPI_SUCCESS) {
-      free(data);
-      return throw_mpi(env, "MPI_Mrecv", code);
+    if (!flag) {
+      CHECK(napi_get_null(env, &result));
+      return result;
     }
-    napi_value entry, buffer, view;
-    CHECK(napi_create_object(env, &entry));
-    CHECK(napi_create_external_arraybuffer(env, data, (size_t)count, free_received, NULL, &buffer));
-    CHECK(napi_create_typedarray(env, napi_uint8_array, (size_t)count, buffer, 0, &view));
-    CHECK(napi_set_named_property(env, entry, "source", number(env, status.MPI_SOURCE)));
-    CHECK(napi_set_named_property(env, entry, "tag", number(env, status.MPI_TAG)));
-    CHECK(napi_set_named_property(env, entry, "data", view));
-    CHECK(napi_set_element(env, received, received_n++, entry));
+    int count = 0;
+    MPI_Get_count(&matched_status, MPI_BYTE, &count);
+    matched_count = count;
   }
-  CHECK(napi_set_named_property(env, result, "sent", sent));
-  CHECK(napi_set_named_property(env, result, "received", received));
+  CHECK(napi_create_array_with_length(env, 3, &result));
+  CHECK(napi_set_element(env, result, 0, number(env, matched_status.MPI_SOURCE)));
+  CHECK(napi_set_element(env, result, 1, number(env, matched_status.MPI_TAG)));
+  CHECK(napi_set_element(env, result, 2, number(env, matched_count)));
   return result;
+}
+
+/*
+ * Receives the probed message: straight into `into` when given (a Uint8Array of exactly the
+ * message's length, e.g. device memory: no copy at all), else into a fresh array. Returns the
+ * array the bytes are in.
+ */
+static napi_value Receive(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (matched_count < 0) {
+    napi_throw_error(env, "INVALID_ARGUMENT", "receive() without a message from probe()");
+    return NULL;
+  }
+  size_t count = (size_t)matched_count;
+  napi_valuetype kind = napi_undefined;
+  if (argc >= 1) CHECK(napi_typeof(env, argv[0], &kind));
+  if (kind != napi_undefined) {
+    napi_typedarray_type type;
+    size_t length, offset;
+    void *data;
+    napi_value buffer;
+    if (napi_get_typedarray_info(env, argv[0], &type, &length, &data, &buffer, &offset) != napi_ok || type != napi_uint8_array || length != count) {
+      napi_throw_type_error(env, "INVALID_ARGUMENT", "receive(into?: Uint8Array of the probed message's length)");
+      return NULL;
+    }
+    int code = MPI_Mrecv(data, (int)count, MPI_BYTE, &matched, MPI_STATUS_IGNORE);
+    matched_count = -1;
+    if (code != MPI_SUCCESS) return throw_mpi(env, "MPI_Mrecv", code);
+    return argv[0];
+  }
+  void *data = malloc(count ? count : 1);
+  if (!data) {
+    napi_throw_error(env, "OUT_OF_MEMORY", "offload_mpi: no memory for a received message");
+    return NULL;
+  }
+  int code = MPI_Mrecv(data, (int)count, MPI_BYTE, &matched, MPI_STATUS_IGNORE);
+  matched_count = -1;
+  if (code != MPI_SUCCESS) {
+    free(data);
+    return throw_mpi(env, "MPI_Mrecv", code);
+  }
+  napi_value buffer, view;
+  CHECK(napi_create_external_arraybuffer(env, data, count, free_received, NULL, &buffer));
+  CHECK(napi_create_typedarray(env, napi_uint8_array, count, buffer, 0, &view));
+  return view;
 }
 
 static napi_value Abort(napi_env env, napi_callback_info info) {
@@ -225,7 +278,9 @@ static napi_value Module(napi_env env, napi_value exports) {
       {"init", NULL, Init, NULL, NULL, NULL, napi_default, NULL},
       {"isend", NULL, Isend, NULL, NULL, NULL, napi_default, NULL},
       {"send", NULL, Send_, NULL, NULL, NULL, napi_default, NULL},
-      {"poll", NULL, Poll, NULL, NULL, NULL, napi_default, NULL},
+      {"completed", NULL, Completed, NULL, NULL, NULL, napi_default, NULL},
+      {"probe", NULL, Probe, NULL, NULL, NULL, napi_default, NULL},
+      {"receive", NULL, Receive, NULL, NULL, NULL, napi_default, NULL},
       {"abort", NULL, Abort, NULL, NULL, NULL, napi_default, NULL},
       {"finalize", NULL, Finalize, NULL, NULL, NULL, napi_default, NULL},
   };

@@ -13,7 +13,8 @@
  *            or stopped) is taken as gone: its channels close with DEVICE_LOST, and an
  *            application rank gone counts as having said bye
  * Messages between two ranks are not overtaken (all are received through one wildcard probe),
- * so a channel's frames arrive in order. Progress is polled from the event loop: every
+ * so a channel's frames arrive in order; a payload whose frame's sink gave a view (a write's
+ * chunk, into device memory) is received straight into it. Progress is polled from the event loop: every
  * setImmediate while traffic is recent, every millisecond otherwise, and while the rank has sends
  * in flight a turn keeps polling for up to 300 us (BURST_US); nothing blocks longer.
  */
@@ -27,7 +28,12 @@ interface MpiAddon {
   init(): { rank: number; size: number; threadLevel: number; tagUpperBound: number };
   isend(dest: number, tag: number, data: Uint8Array): number;
   send(dest: number, tag: number, data: Uint8Array): void;
-  poll(): { sent: number[]; received: { source: number; tag: number; data: Uint8Array }[] };
+  /** Ids of the sends completed since the last call. */
+  completed(): number[];
+  /** [source, tag, bytes] of the next message that has arrived (the same one until it is received), or null. */
+  probe(): [number, number, number] | null;
+  /** Receives the probed message into `into` (exactly its length) or a fresh array; returns where the bytes are. */
+  receive(into?: Uint8Array): Uint8Array;
   abort(code: number): void;
   finalize(): void;
 }
@@ -130,6 +136,21 @@ class MpiTransport implements Transport {
   /** @internal The hub delivers one message of this channel. */
   receive(data: Uint8Array): void {
     this.receiver.receive(data);
+  }
+
+  /**
+   * @internal Where a message of `bytes` should be received to: the payload view the frame's
+   * sink gave (device memory, for a write), when the message is exactly that payload (a frame's
+   * payload is its own message); else undefined.
+   */
+  directTarget(bytes: number): Uint8Array | undefined {
+    const target = this.receiver.directTarget();
+    return target?.length === bytes ? target : undefined;
+  }
+
+  /** @internal The message was received into `directTarget`'s view. */
+  landed(bytes: number): void {
+    this.receiver.landed(bytes);
   }
 
   close(reason?: OffloadError): void {
@@ -335,26 +356,33 @@ export class MpiHub {
 
   /** True if a send completed or a message arrived. */
   private pollOnce(): boolean {
-    let result: ReturnType<MpiAddon['poll']>;
     try {
-      result = this.mpi.poll();
+      const sent = this.mpi.completed();
+      for (const id of sent) {
+        const send = this.sends.get(id);
+        this.sends.delete(id);
+        send?.transport?.completed(send.bytes);
+      }
+      let received = false;
+      // One message at a time, each handed on before the next is probed: a frame head decides
+      // where its payload (the next message of its channel) is received to.
+      for (let probe = this.mpi.probe(); probe && this.active(); probe = this.mpi.probe()) {
+        const [source, tag, bytes] = probe;
+        received = true;
+        this.heardAt.set(source, Date.now());
+        const channel = tag === CONTROL_TAG ? undefined : this.channels.get(`${source}/${tag}`);
+        const into = channel?.directTarget(bytes);
+        const data = this.mpi.receive(into);
+        if (tag === CONTROL_TAG) this.onControl(source, data);
+        else if (into) channel!.landed(bytes);
+        else channel?.receive(data);
+      }
+      if (received) this.lastTraffic = performance.now();
+      return sent.length > 0 || received;
     } catch (error) {
       this.fail(error);
       return false;
     }
-    const progressed = result.sent.length > 0 || result.received.length > 0;
-    for (const id of result.sent) {
-      const send = this.sends.get(id);
-      this.sends.delete(id);
-      send?.transport?.completed(send.bytes);
-    }
-    if (result.received.length > 0) this.lastTraffic = performance.now();
-    for (const { source, tag, data } of result.received) {
-      this.heardAt.set(source, Date.now());
-      if (tag === CONTROL_TAG) this.onControl(source, data);
-      else this.channels.get(`${source}/${tag}`)?.receive(data);
-    }
-    return progressed;
   }
 
   private onControl(source: number, data: Uint8Array): void {
@@ -425,7 +453,7 @@ export class MpiHub {
       if (this.role === 'app') {
         for (const [rank, role] of this.roles) if (role === 'proxy' && !this.gone.has(rank)) this.mpi.send(rank, CONTROL_TAG, encodeFrame({ op: 'bye' }));
       }
-      this.mpi.poll();
+      this.mpi.completed();
       this.mpi.finalize();
     } catch {
       // The job is ending; a failure to say goodbye changes nothing for this rank.

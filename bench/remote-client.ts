@@ -3,7 +3,7 @@
  * OFFLOAD_PROXIES over TCP): the round trip of an empty launch and a 64 MiB write, medians.
  * Prints one JSON line. Used by the `mpi` bench suite, on both transports, in the same run.
  */
-import { Offload } from '../src/index.js';
+import { Offload } from './offload.js';
 import { benchBundle } from './kernel-bundle.js';
 
 const ROUNDS = 1000;

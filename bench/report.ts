@@ -109,7 +109,7 @@ function formatMachine({ machine, plan }: Report): string[] {
   const setting = (name: keyof Machine['env'], fallback: string) => `${name}=${machine.env[name] ?? `unset (${fallback})`}`;
   return [
     `- CPU: ${machine.cpu}, ${machine.cores} cores (availableParallelism ${machine.availableParallelism}), ${machine.memoryGiB} GiB RAM`,
-    `- ${machine.os}, Node ${machine.node}`,
+    `- ${machine.os}, Node ${machine.node}; the runtime measured: ${machine.runtime}`,
     `- ${setting('OFFLOAD_HOST_THREADS', `${machine.availableParallelism} workers`)}, ${setting('OFFLOAD_HOST_SPIN_US', '50 us')}`,
     `- ${plan.quick ? 'quick run: ' : ''}${plan.warmup} warm-up + ${plan.repetitions} timed repetitions of each contender, alternating; medians shown (\`--json\` adds min/max)`,
   ];

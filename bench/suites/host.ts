@@ -4,7 +4,8 @@
  * kernel on the main thread for compute (DESIGN section 7).
  */
 import { PAGE_BYTES, STATIC_WINDOW_END } from '../../src/image/wasm-abi.js';
-import { Offload, type Device, type Library, type Queue } from '../../src/index.js';
+import type { Device, Library, Queue } from '../../src/index.js';
+import { Offload } from '../offload.js';
 import { spinMicros } from '../../src/plugins/host/worker-pool.js';
 import { AtomicsRoundTrip } from '../atomics-round-trip.js';
 import { benchBundle } from '../kernel-bundle.js';

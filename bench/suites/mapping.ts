@@ -3,7 +3,7 @@
  * present (a table hit, no copy) against a bare launch, both on an empty kernel; and a `target`
  * with `tofrom` of 64 MiB against the hand-written write / launch / read it stands for.
  */
-import { map, Offload } from '../../src/index.js';
+import { map, Offload } from '../offload.js';
 import { benchBundle } from '../kernel-bundle.js';
 import { measure } from '../measure.js';
 import type { Suite } from '../suite.js';

@@ -5,7 +5,8 @@
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Offload, type Device, type Kernel, type Runtime } from '../../src/index.js';
+import type { Device, Kernel, Runtime } from '../../src/index.js';
+import { Offload } from '../offload.js';
 import { startLocalProxies } from '../../src/cli/local-proxies.js';
 import { benchBundle } from '../kernel-bundle.js';
 import { measure, type Plan } from '../measure.js';

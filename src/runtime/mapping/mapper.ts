@@ -56,6 +56,7 @@ export class Mapper {
   private readonly tables = new Map<Device, MappingTable>();
   /** Idle queues per device: each call takes one, so calls neither wait for nor fail each other. */
   private readonly idleQueues = new Map<Device, Queue[]>();
+  private readonly queueReactions = new WeakMap<Queue, [() => void, () => void]>();
 
   constructor(
     private readonly info: InfoLog,
@@ -247,12 +248,12 @@ export class Mapper {
 
   target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
     if (!Array.isArray(args)) throw errors.invalidArgument('target: args must be an array', device.id);
+    const present = this.lowerPresent(device, args);
+    if (present) return this.launchPresent(device, kernel, grid, present);
     const specs = args.filter(isMapSpec);
     for (const spec of specs) {
       if (!ENTER_TYPES.includes(spec.type)) throw errors.invalidArgument(`target: map.${spec.type} cannot map a kernel argument (use to, from, tofrom or alloc)`, device.id);
     }
-    const present = this.presentClauses(device, args);
-    if (present) return this.launchPresent(device, kernel, grid, args, present);
     return this.traced(device, `target ${kernel.name}`, specs, () => this.onQueue(device, async (queue) => {
       const entered = await this.enter(device, queue, specs);
       let next = 0;
@@ -272,63 +273,52 @@ export class Mapper {
   }
 
   /**
-   * The present mappings a `target` call's map clauses name, found without an await, when every
-   * clause names one and asks for no copy (no `always`); undefined otherwise, and under a trace
-   * (which wants a span per call). Entering and leaving such clauses only counts a reference up
-   * and down again, which nothing can observe in between: the call is the launch alone.
+   * The launch arguments of a `target` call whose map clauses all name present mappings and ask
+   * for no copy (no `always`), found in one pass without an await; undefined for any other call
+   * (the general path then checks and reports), and when OFFLOAD_INFO or a trace is on (they
+   * want each clause's lines and a span). Entering and leaving such clauses only counts a
+   * reference up and down again, which nothing can observe in between: the call is the launch.
    */
-  private presentClauses(device: Device, args: readonly TargetArgument[]): Entered[] | undefined {
+  private lowerPresent(device: Device, args: readonly TargetArgument[]): KernelArgument[] | undefined {
     const table = this.tables.get(device);
-    if (!table || this.tracer) return undefined;
-    const entered: Entered[] = [];
-    for (const arg of args) {
-      if (!isMapSpec(arg)) continue;
-      if (arg.always) return undefined;
+    if (!table || this.tracer || this.info.enabled) return undefined;
+    const lowered: KernelArgument[] = new Array<KernelArgument>(args.length);
+    for (let i = 0; i < args.length; i++) {
+      const arg = args[i]!;
+      if (!isMapSpec(arg)) {
+        lowered[i] = arg;
+        continue;
+      }
+      if (arg.always || !ENTER_TYPES.includes(arg.type)) return undefined;
       const found = table.lookup(arg.view, arg.name);
-      if (!found?.entry.ready) return undefined;
-      entered.push({ spec: arg, entry: found.entry, offset: found.offset });
+      const buffer = found?.entry.ready;
+      if (!buffer) return undefined;
+      lowered[i] = found.offset === 0 ? buffer : (buffer.at(found.offset) as DevicePointer);
     }
-    return entered;
+    return lowered;
   }
 
   /**
-   * A `target` call over present mappings: the launch on an idle queue of the device, with the
-   * same OFFLOAD_INFO lines as the general path (each clause counted up, the launch, each counted
-   * down in reverse order).
+   * A `target` call over present mappings: the launch on an idle queue of the device, whose
+   * event is the call's (no promise of its own); the queue goes back to the idle ones when the
+   * launch is done, or is destroyed if it failed (a failure sticks to a queue).
    */
-  private launchPresent(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[], entered: readonly Entered[]): Promise<void> {
-    const logged = this.info.enabled;
-    const lowered: KernelArgument[] = [];
-    let next = 0;
-    for (const arg of args) {
-      if (!isMapSpec(arg)) {
-        lowered.push(arg);
-        continue;
-      }
-      const { entry, offset } = entered[next++]!;
-      const buffer = entry.ready!;
-      if (logged) {
-        entry.refCount++;
-        this.log(device, () => `mapping exists ${this.describe(entry, buffer, offset)} (incremented)`);
-      }
-      lowered.push(offset === 0 ? buffer : (buffer.at(offset) as DevicePointer));
-    }
-    const idle = this.idleOf(device);
-    const queue = idle.pop() ?? device.queue();
+  private launchPresent(device: Device, kernel: Kernel, grid: Grid, lowered: KernelArgument[]): Promise<void> {
+    const queue = this.idleOf(device).pop() ?? device.queue();
     const done = queue.launch(kernel, grid, lowered).done;
-    if (logged) {
-      for (const { entry, offset } of [...entered].reverse()) {
-        entry.refCount--;
-        this.log(device, () => `mapping exists ${this.describe(entry, entry.ready, offset)} (decremented)`);
-      }
+    void done.then(...this.returnsTo(device, queue));
+    return done;
+  }
+
+  /** The two reactions that give `queue` back after a present-map launch, made once per queue. */
+  private returnsTo(device: Device, queue: Queue): [() => void, () => void] {
+    let reactions = this.queueReactions.get(queue);
+    if (!reactions) {
+      const idle = this.idleOf(device);
+      reactions = [() => void idle.push(queue), () => void queue.destroy()];
+      this.queueReactions.set(queue, reactions);
     }
-    return done.then(
-      () => void idle.push(queue),
-      (error: unknown) => {
-        void queue.destroy();
-        throw error;
-      },
-    );
+    return reactions;
   }
 
   /** Runs `run` as a span of the device's mapping track; without a trace, just runs it (a hot path). */

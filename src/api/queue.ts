@@ -62,7 +62,8 @@ export interface Grid {
   /**
    * Time limit in milliseconds: a launch still running after it fails with TIMEOUT, naming the
    * kernel and the limit, and the device stops it and goes on (on the host device the workers
-   * running it are replaced). Default: OFFLOAD_LAUNCH_TIMEOUT, or none.
+   * running it are replaced). Counted from when the launch begins to run, not while it waits
+   * for a worker. Default: OFFLOAD_LAUNCH_TIMEOUT, or none.
    */
   timeoutMs?: number;
 }

@@ -672,6 +672,31 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         });
       });
 
+      it('times a launch from when it begins to run, not while it waits for busy workers', async (t) => {
+        if (!device.info.launchTimeouts) return t.skip(`device ${device.id} (${device.info.name}) cannot stop a running launch (info.launchTimeouts is false)`);
+        const spin = await kernel('spin');
+        const iota = await kernel('iota_i32');
+        await withBuffer(4, async (flag) => {
+          await withBuffer(64, async (out) => {
+            const busy = device.queue();
+            const waiting = device.queue();
+            await busy.write(flag, new Int32Array(1)).done;
+            // Every worker spins (one team each) until the flag is set, well past the other
+            // launch's limit; that launch then runs in an instant and must not have timed out.
+            const spinning = busy.launch(spin, { teams: device.info.computeUnits }, [flag]);
+            const limited = waiting.launch(iota, { teams: 1, timeoutMs: 150 }, [16, out]);
+            await new Promise((resolve) => setTimeout(resolve, 600));
+            await device.queue().write(flag, new Int32Array([1])).done;
+            await spinning.done;
+            await limited.done;
+            const result = new Int32Array(16);
+            await waiting.read(out, result).done;
+            assert.deepEqual([...result], Array.from({ length: 16 }, (_, i) => i));
+            await Promise.all([busy.destroy(), waiting.destroy()]);
+          });
+        });
+      });
+
       it('refuses timeoutMs where the device cannot stop a launch, and bad limits anywhere', async () => {
         const iota = await kernel('iota_i32');
         await withBuffer(64, async (buffer) => {

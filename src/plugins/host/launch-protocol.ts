@@ -346,11 +346,20 @@ export class HostSide<L extends RingLaunch> {
   victim = 0;
   /** Told of each completed launch, with its trap message if it trapped. */
   onSettled: (launch: L, trap: string | undefined) => void = () => {};
-  /** Told of each launch as it goes in flight (its teams can be claimed from then on). */
-  onPublished: (launch: L) => void = () => {};
 
   constructor(readonly ring: LaunchRing) {
     for (let slot = ring.shape.slots - 1; slot >= 0; slot--) this.free.push(slot);
+  }
+
+  /**
+   * Whether a team of the launch in flight in `slot` has been claimed: it has begun to run, not
+   * only to wait for a worker. A read of TICKET, outside the protocol's steps.
+   */
+  begun(slot: number): boolean {
+    const flight = this.inFlight.get(slot);
+    if (!flight) return false;
+    const ticket = Atomics.load(this.ring.i64, this.ring.word(slot, S_TICKET));
+    return genOf(ticket) === flight.gen && countOf(ticket) > 0;
   }
 
   /** Queues a launch; it is published when a slot is free. */
@@ -427,7 +436,6 @@ export class HostSide<L extends RingLaunch> {
         // Last: from here on teams can be claimed, and the last one may store DONE at once.
         Atomics.store(i64, ring.word(slot, S_TICKET), pack(pub.gen, 0));
         this.inFlight.set(slot, { launch, gen: pub.gen });
-        this.onPublished(launch);
         pub.pc = P.EPOCH;
         return HostAction.Continue;
       case P.EPOCH:

@@ -65,7 +65,8 @@ class Flight implements PoolLaunch {
   readonly kinds: PoolLaunch['kinds'];
   readonly values: PoolLaunch['values'];
   readonly timeoutMs: number | undefined;
-  deadline = Infinity;
+  /** When the pump first saw a team of it claimed (the launch's time limit counts from then). */
+  begunBy: number | undefined;
   private settled = false;
 
   constructor(
@@ -158,9 +159,6 @@ export class WorkerPool {
     this.ring = LaunchRing.create({ ...FULL_RING, workers: size });
     this.host = new HostSide<Flight>(this.ring);
     this.host.onSettled = (flight, trap) => (trap === undefined ? flight.resolve() : flight.reject(errors.kernelTrap(trap)));
-    this.host.onPublished = (flight) => {
-      if (flight.timeoutMs !== undefined) flight.deadline = performance.now() + flight.timeoutMs;
-    };
     for (let index = 0; index < size; index++) this.spawn(index);
   }
 
@@ -336,13 +334,28 @@ export class WorkerPool {
     if (withdrawn) this.kick();
   }
 
-  /** Withdraws every launch in flight whose time limit has passed; returns the next deadline. */
+  /**
+   * Withdraws every launch in flight whose time limit has passed; returns when to look again.
+   * A limit counts from when the launch begins to run (a team claimed), not while it waits for
+   * workers busy with other launches or being replaced after a runaway. The pump sees a claim
+   * late by at most an eighth of the limit (it looks that often at a launch still waiting), so
+   * a launch is stopped after running between its limit and 1.125 times it.
+   */
   private expire(): number {
     const now = performance.now();
     let next = Infinity;
     for (const [slot, { launch }] of this.host.inFlight) {
-      if (launch.deadline > now) {
-        next = Math.min(next, launch.deadline);
+      if (launch.timeoutMs === undefined) continue;
+      if (launch.begunBy === undefined) {
+        if (!this.host.begun(slot)) {
+          next = Math.min(next, now + launch.timeoutMs / 8);
+          continue;
+        }
+        launch.begunBy = now;
+      }
+      const deadline = launch.begunBy + launch.timeoutMs;
+      if (deadline > now) {
+        next = Math.min(next, deadline);
         continue;
       }
       this.host.withdraw(slot);

@@ -25,3 +25,14 @@ export declare function threadId(): i32;
 /** Number of threads per team of the current launch (at least 1). */
 @external("offload", "num_threads")
 export declare function numThreads(): i32;
+
+/**
+ * Prints `message` and up to five numbers (`n` says how many) on the stderr of the program that
+ * launched the kernel (or to its `Offload.init({ print })` listener), tagged with the device, the
+ * kernel and the team, in order per team, before the launch's event completes; also when the
+ * device is behind a proxy. The message is a string literal (a kernel has no heap to build
+ * strings in): `print("i, x:", 2, i, x)` prints `i, x: 3, 0.25`. A line keeps 256 characters,
+ * a launch 16 KiB of lines (the rest are counted, and the count printed).
+ */
+@external("offload", "print")
+export declare function print(message: string, n?: i32, a0?: f64, a1?: f64, a2?: f64, a3?: f64, a4?: f64): void;

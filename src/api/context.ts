@@ -7,6 +7,7 @@ import { errors } from '../errors.js';
 import type { ImageRegistry } from '../runtime/image-registry.js';
 import type { InfoLog } from '../runtime/info-log.js';
 import type { Tracer } from '../runtime/trace.js';
+import { printToStderr, type KernelPrint } from '../runtime/options.js';
 
 export interface Drainable {
   /** Settles when everything the object has enqueued has completed; never rejects. */
@@ -29,6 +30,8 @@ export class RuntimeContext {
     readonly tracer: Tracer | undefined,
     /** Time limit of launches that give none (OFFLOAD_LAUNCH_TIMEOUT); undefined: none. */
     readonly launchTimeoutMs: number | undefined,
+    /** Where kernels' print() lines go (Offload.init({ print })). */
+    readonly print: (line: KernelPrint) => void = printToStderr,
   ) {}
 
   get isClosed(): boolean {

@@ -99,6 +99,16 @@ export class Queue {
   constructor(readonly device: Device) {
     this.plugin = device.plugin.createQueue();
     this.id = device.context.queueId();
+    const { context } = device;
+    const queue = this.id;
+    this.plugin.onPrint = (kernel, team, text) => {
+      try {
+        context.print({ device: device.id, queue, kernel, team, text });
+      } catch (error) {
+        // The program's listener failed: that must not fail the launch, nor the device's pump.
+        process.emitWarning(`offload-ts: the print listener threw: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    };
     abandoned.register(this, this.plugin, this);
   }
 

@@ -4,7 +4,7 @@ import { decodeBundle } from '../image/bundle.js';
 import type { Plugin } from '../plugins/interface.js';
 import { ImageRegistry } from '../runtime/image-registry.js';
 import { InfoLog, infoEnabled } from '../runtime/info-log.js';
-import type { RuntimeOptions } from '../runtime/options.js';
+import type { KernelPrint, RuntimeOptions } from '../runtime/options.js';
 import type { HostView, MapSpec } from '../runtime/mapping/map.js';
 import { Mapper, type TargetArgument } from '../runtime/mapping/mapper.js';
 import { registeredPlugins } from '../runtime/plugin-registry.js';
@@ -59,10 +59,11 @@ export class Runtime {
    * one (`offload proxy` does). `shutdown()` of a context frees everything it made and leaves
    * the devices to this runtime; shutting this runtime down shuts its contexts down first.
    */
-  async createContext(): Promise<Runtime> {
+  async createContext(options?: ContextOptions): Promise<Runtime> {
     this.context.checkOpen();
+    const opts = checkOptions(options, 'createContext: options') as ContextOptions;
     const { info, tracer, launchTimeoutMs } = this.context;
-    const context = new RuntimeContext(new ImageRegistry(info), info, tracer, launchTimeoutMs);
+    const context = new RuntimeContext(new ImageRegistry(info), info, tracer, launchTimeoutMs, checkPrint(opts.print, 'createContext') ?? this.context.print);
     const plugins: Plugin[] = [];
     const devices: Device[] = [];
     try {
@@ -242,6 +243,17 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
   });
 }
 
+/** Options of `runtime.createContext`. */
+export interface ContextOptions {
+  /** Where the context's kernels' print() lines go. Default: where the runtime's go. */
+  print?: (line: KernelPrint) => void;
+}
+
+function checkPrint(print: unknown, what: string): ((line: KernelPrint) => void) | undefined {
+  if (print !== undefined && typeof print !== 'function') throw errors.invalidArgument(`${what}: options.print must be a function, got ${describe(print)}`);
+  return print as ((line: KernelPrint) => void) | undefined;
+}
+
 /** OFFLOAD_LAUNCH_TIMEOUT: the default time limit of launches, in milliseconds. */
 export function launchTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
   const text = env.OFFLOAD_LAUNCH_TIMEOUT;
@@ -267,7 +279,7 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
     opts.launchTimeoutMs === undefined ? launchTimeoutFromEnv() : checkInteger(opts.launchTimeoutMs, 'Offload.init: options.launchTimeoutMs', 1, MAX_TIMEOUT_MS);
   const log = typeof info === 'function' ? new InfoLog(true, info) : new InfoLog(info);
   const file = traceFile(opts.trace);
-  const context = new RuntimeContext(new ImageRegistry(log), log, file === undefined ? undefined : new Tracer(file), launchTimeoutMs);
+  const context = new RuntimeContext(new ImageRegistry(log), log, file === undefined ? undefined : new Tracer(file), launchTimeoutMs, checkPrint(opts.print, 'Offload.init'));
   const plugins: Plugin[] = [];
   const devices: Device[] = [];
   try {

@@ -7,7 +7,7 @@ export const WASM_TRIPLE = 'wasm32-unknown-offload';
 
 /** Module and field names of the device library's imports (see assembly/device.ts). */
 export const DEVICE_IMPORT_MODULE = 'offload';
-export const DEVICE_IMPORTS = ['team_id', 'num_teams', 'thread_id', 'num_threads'] as const;
+export const DEVICE_IMPORTS = ['team_id', 'num_teams', 'thread_id', 'num_threads', 'print'] as const;
 
 /**
  * Imports from `env` a device provides: the shared memory, AssemblyScript's `abort` (turned

@@ -41,6 +41,8 @@ export interface DeviceInfo {
    * on. A device that cannot (a GPU cannot preempt a dispatch) refuses launches that ask for one.
    */
   launchTimeouts: boolean;
+  /** Whether its kernels' print() lines reach the program (`Offload.init({ print })`, stderr by default). */
+  kernelPrint: boolean;
   /** Hardware limits behind the figures above, by their API's names (a WebGPU adapter's limits). */
   limits?: Record<string, number>;
   /** Which of `limits` gives maxTeams and maxThreadsPerTeam, for error messages. */
@@ -97,7 +99,24 @@ export type LaunchArg =
  * failed. `synchronize` resolves when everything enqueued so far has completed, or rejects with
  * the first failure since the previous `synchronize` and clears it.
  */
+/** Characters of one print() line a device keeps, and of a kernel name a line carries (a longer one ends in '...'). */
+export const MAX_PRINT_CHARS = 256;
+export const MAX_KERNEL_NAME_CHARS = 128;
+
+/** `text` cut to `max` characters, ending in '...' when cut. */
+export function cut(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}...` : text;
+}
+
+/**
+ * Where the print() lines of a queue's launches go: the kernel's name, the team (-1 for a line
+ * about the whole launch) and the text. Called before the launch's promise settles.
+ */
+export type PrintListener = (kernel: string, team: number, text: string) => void;
+
 export interface PluginQueue {
+  /** Set by the runtime on queues whose devices can print (kernels' print()); unset: lines are dropped. */
+  onPrint?: PrintListener;
   /** Host to device: copies `src` into `dst` at `dstOffset`. `src` is read when the op runs. */
   submit(dst: Allocation, dstOffset: number, src: Uint8Array): Promise<void>;
   /** Device to host: copies `dst.byteLength` bytes of `src` at `srcOffset` into `dst`. */

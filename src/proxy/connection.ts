@@ -11,6 +11,7 @@ import type { Buffer } from '../api/buffer.js';
 import type { Device } from '../api/device.js';
 import type { Event, KernelArgument, Queue } from '../api/queue.js';
 import type { Runtime } from '../api/runtime.js';
+import type { KernelPrint } from '../runtime/options.js';
 import type { EntryInfo, ImageInfo } from '../image/manifest.js';
 import { encodeBundle } from '../image/bundle.js';
 import type { Frame, FrameLimits } from '../transport/frame.js';
@@ -29,7 +30,8 @@ export interface SessionDirectory {
    */
   login(peer: string, credentials: { token?: string; grant?: string }): OffloadError | { grant?: { session: Session; buffer: number } };
   /** A new session, in a context of its own. */
-  open(client: string): Promise<Session>;
+  /** A new session for `client`; its kernels' print() lines go to `print`. */
+  open(client: string, print: (line: KernelPrint) => void): Promise<Session>;
   close(session: Session): Promise<void>;
   /** A new write grant for buffer `buffer` of `session` (kept in session.grants too). */
   grant(session: Session, buffer: number): string;
@@ -107,6 +109,8 @@ export class ProxyConnection {
     return this.granted !== undefined;
   }
   private readonly queues = new Map<number, Queue>();
+  /** The client's id of each of those queues, by the proxy queue's own id (print lines name the latter). */
+  private readonly clientQueueIds = new Map<number, number>();
   private readonly events = new Map<number, Event>();
   private lastEvent = 0;
   private readonly gates = new Map<number, Deferred>();
@@ -250,7 +254,7 @@ export class ProxyConnection {
       return;
     }
     this.loggingIn = true;
-    const opening = this.directory.open(this.transport.peer).then(
+    const opening = this.directory.open(this.transport.peer, (line) => this.forwardPrint(line)).then(
       (session) => {
         if (this.transport.closed) {
           // The client left while its context was being made.
@@ -263,6 +267,15 @@ export class ProxyConnection {
       (error: unknown) => this.refuse(id, asOffloadError(error)),
     );
     this.barrier(opening);
+  }
+
+  /**
+   * Sends a line the client's kernel printed, as it is printed: before the launch's reply, which
+   * goes out only once the launch's event completes. Named by the client's queue id.
+   */
+  private forwardPrint(line: KernelPrint): void {
+    const queue = this.clientQueueIds.get(line.queue);
+    if (queue !== undefined) this.send({ op: 'print', queue, kernel: line.kernel, team: line.team, text: line.text });
   }
 
   private welcome(id: number): void {
@@ -308,12 +321,15 @@ export class ProxyConnection {
         if (this.queues.has(queueId)) throw errors.invalidArgument(`queue ${queueId} exists already`);
         const device = this.device(meta);
         session.take('queues');
-        this.queues.set(queueId, device.queue());
+        const queue = device.queue();
+        this.queues.set(queueId, queue);
+        this.clientQueueIds.set(queue.id, queueId);
         return this.reply(id, Promise.resolve());
       }
       case 'queue-destroy': {
         const queue = this.queue(meta);
         this.queues.delete(meta.uint('queue'));
+        this.clientQueueIds.delete(queue.id);
         session.give('queues');
         return this.reply(id, queue.destroy());
       }
@@ -651,6 +667,7 @@ export class ProxyConnection {
     this.incoming.clear();
     const queues = [...this.queues.values(), ...this.sideQueues.values()];
     this.queues.clear();
+    this.clientQueueIds.clear();
     this.sideQueues.clear();
     this.events.clear();
     // A peer link's queues are its own; the owner's context shutdown (below) drains the rest.

@@ -37,6 +37,11 @@ export interface RuntimeOptions {
    * OFFLOAD_LAUNCH_TIMEOUT, or none.
    */
   launchTimeoutMs?: number;
+  /**
+   * Where kernels' print() lines go, each before its launch's event completes. Default: the
+   * program's stderr, one line each, tagged `[offload device D 'kernel' team T]`.
+   */
+  print?: (line: KernelPrint) => void;
   /** A proxy that sends nothing for this long is DEVICE_LOST, in milliseconds. Default: OFFLOAD_PEER_TIMEOUT, or 10000. */
   peerTimeoutMs?: number;
   /**
@@ -45,4 +50,21 @@ export interface RuntimeOptions {
    * trusting the system's CAs.
    */
   tls?: TlsClientOptions;
+}
+
+/** One line a kernel printed (print() of the device library). */
+export interface KernelPrint {
+  /** The device's id in this runtime. */
+  device: number;
+  /** The queue the launch was enqueued on. */
+  queue: number;
+  kernel: string;
+  /** The team that printed it; -1 for a line about the whole launch (e.g. how many lines were dropped). */
+  team: number;
+  text: string;
+}
+
+/** The default destination of kernels' print() lines: the program's stderr. */
+export function printToStderr({ device, kernel, team, text }: KernelPrint): void {
+  process.stderr.write(`[offload device ${device} '${kernel}'${team >= 0 ? ` team ${team}` : ''}] ${text}\n`);
 }

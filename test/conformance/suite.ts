@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { Offload, OffloadError, type Buffer, type Device, type Event, type Kernel, type Library, type Queue, type Runtime } from '../../src/index.js';
+import { Offload, OffloadError, type Buffer, type Device, type Event, type Kernel, type KernelPrint, type Library, type Queue, type Runtime } from '../../src/index.js';
 
 export interface ConformanceTarget {
   runtime: Runtime;
@@ -638,6 +638,65 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           await queues[0]!.read(counts, out).done;
           assert.deepEqual([...out], expected);
           await Promise.all(queues.map((q) => q.destroy()));
+        });
+      });
+    });
+
+    describe('printing from kernels', () => {
+      /** Runs `body` in a context of the target's runtime whose kernels' lines are collected. */
+      const printing = async (body: (device: Device, say: Kernel, lines: KernelPrint[]) => Promise<void>): Promise<void> => {
+        const lines: KernelPrint[] = [];
+        const context = await runtime.createContext({ print: (line) => lines.push(line) });
+        try {
+          const own = context.devices[device.id]!;
+          await body(own, await own.kernel(await context.register(target.bundle), 'say'), lines);
+        } finally {
+          await context.shutdown();
+        }
+      };
+
+      it("delivers each team's print() lines in order, tagged, before the launch's event completes", async (t) => {
+        if (!device.info.kernelPrint) return t.skip(`device ${device.id} (${device.info.name}) cannot print (info.kernelPrint is false)`);
+        await printing(async (own, say, lines) => {
+          const data = await own.alloc(32);
+          const q = own.queue();
+          await q.write(data, Float64Array.from([0.5, 1.5, 2.5, 3.5])).done;
+          await q.launch(say, { teams: 4 }, [3, data, -1]).done;
+          assert.equal(lines.length, 12, 'every line is there when the event completes');
+          for (let team = 0; team < 4; team++) {
+            const own = lines.filter((line) => line.team === team);
+            assert.deepEqual(
+              own.map((line) => line.text),
+              [0, 1, 2].map((i) => `team, line, value: ${team}, ${i}, ${team + 0.5}`),
+              `team ${team}'s lines, in its order`,
+            );
+          }
+          for (const line of lines) assert.deepEqual([line.device, line.kernel, typeof line.queue], [device.id, 'say', 'number']);
+          await data.free();
+        });
+      });
+
+      it('keeps the lines printed before a trap, and bounds a flood with a count of what it dropped', async (t) => {
+        if (!device.info.kernelPrint) return t.skip(`device ${device.id} (${device.info.name}) cannot print (info.kernelPrint is false)`);
+        if (lacking(t, target, 'traps')) return;
+        await printing(async (own, say, lines) => {
+          const data = await own.alloc(32);
+          const q = own.queue();
+          await q.write(data, new Float64Array(4)).done;
+          await rejectsWith(q.launch(say, { teams: 2 }, [2, data, 1]).done, 'KERNEL_TRAP');
+          await q.finish().catch(() => {});
+          assert.deepEqual(
+            lines.filter((line) => line.team === 1).map((line) => line.text),
+            ['team, line, value: 1, 0, 0', 'team, line, value: 1, 1, 0'],
+            'the trapping team printed before it trapped',
+          );
+          lines.length = 0;
+          await q.launch(say, { teams: 2 }, [20_000, data, -1]).done;
+          const bytes = lines.reduce((sum, line) => sum + line.text.length, 0);
+          assert.ok(bytes < 64 * 1024, `a launch printing 40,000 lines delivered ${lines.length} (${bytes} characters)`);
+          const dropped = lines.find((line) => line.team === -1);
+          assert.match(dropped?.text ?? '', /\d+ more lines of this launch dropped/);
+          await data.free();
         });
       });
     });

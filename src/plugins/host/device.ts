@@ -21,14 +21,15 @@ import type {
   PluginDevice,
   PluginQueue,
 } from '../interface.js';
-import { MEMORY_KINDS } from '../interface.js';
+import { MEMORY_KINDS, type PrintListener } from '../interface.js';
 import { SerialPluginQueue } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
 import { collectGarbageSoon } from './garbage.js';
 import { readCodeShapes, type CodeShape } from '../../build/wasm-code-shape.js';
 import { InlinePolicy, inlineMode, type InlineMode } from './inline.js';
 import { trapText, KernelEnvironment } from './kernel-env.js';
-import { ARG_KIND, type ArgKind, fitErrorText, MAX_ARGS, MAX_WORKERS } from './launch-ring.js';
+import { droppedLine } from './kernel-print.js';
+import { ARG_KIND, type ArgKind, fitErrorText, MAX_ARGS, MAX_WORKERS, PRINT_BYTES } from './launch-ring.js';
 import { WorkerPool } from './worker-pool.js';
 
 export interface HostDeviceOptions {
@@ -170,6 +171,36 @@ function dropInline(image: HostImage): void {
 /** The grid and imports of every inline kernel: this thread runs one team at a time. */
 const inlineEnv = new KernelEnvironment();
 
+/**
+ * The print() lines of the inline launch running on this thread (one at a time: a kernel cannot
+ * launch), kept within a worker slot's budget and delivered when it ends; reused across launches.
+ */
+class InlinePrints {
+  private readonly lines: { team: number; text: string }[] = [];
+  private bytes = 0;
+  private dropped = 0;
+
+  readonly add = (team: number, text: string): void => {
+    this.bytes += 8 + text.length;
+    if (this.bytes > PRINT_BYTES) this.dropped++;
+    else this.lines.push({ team, text });
+  };
+
+  /** Hands the lines to `print` (if any) and forgets them. */
+  deliver(kernel: string, print: PrintListener | undefined): void {
+    if (print) {
+      for (const { team, text } of this.lines) print(kernel, team, text);
+      if (this.dropped > 0) print(kernel, -1, droppedLine(this.dropped));
+    }
+    this.lines.length = 0;
+    this.bytes = 0;
+    this.dropped = 0;
+  }
+}
+
+const inlinePrints = new InlinePrints();
+inlineEnv.onPrint = inlinePrints.add;
+
 const allowedImports = new Set([
   ...ENV_IMPORTS.map((name) => `env.${name}`),
   ...DEVICE_IMPORTS.map((name) => `${DEVICE_IMPORT_MODULE}.${name}`),
@@ -242,6 +273,7 @@ export class HostDevice implements PluginDevice {
       location: 'local',
       // With every launch inline (OFFLOAD_HOST_INLINE=always) none can be stopped at its limit.
       launchTimeouts: inline !== 'always',
+      kernelPrint: true,
     };
     const pool = new WorkerPool(threads);
     const device = new HostDevice(info, pool, true, inline);
@@ -428,11 +460,11 @@ export class HostDevice implements PluginDevice {
    * @internal Runs a launch inline when `inline`, else on the workers. Resolves to where it ran,
    * for OFFLOAD_INFO.
    */
-  launch(kernel: HostKernel, grid: Grid, args: readonly LaunchArg[], inline = this.placesInline(kernel, grid)): string | Promise<string> {
+  launch(kernel: HostKernel, grid: Grid, args: readonly LaunchArg[], inline = this.placesInline(kernel, grid), print?: PrintListener): string | Promise<string> {
     const values = args.map((arg) => (arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value));
     if (values.length > MAX_ARGS) throw errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${values.length}`);
     if (inline) {
-      this.runInline(kernel, kernel.inline!, grid, values);
+      this.runInline(kernel, kernel.inline!, grid, values, print);
       return ON_THIS_THREAD;
     }
     const published = performance.now();
@@ -445,6 +477,7 @@ export class HostDevice implements PluginDevice {
       kinds: kernel.kinds,
       values,
       timeoutMs: grid.timeoutMs,
+      print,
     });
     return done.then(() => {
       kernel.policy.ranOnPool(grid.teams, (performance.now() - published) * 1000);
@@ -457,7 +490,7 @@ export class HostDevice implements PluginDevice {
    * with the same KERNEL_TRAP text; a time limit is checked afterwards (a wasm call on this
    * thread cannot be stopped), which the policy makes rare by running only short kernels here.
    */
-  private runInline(kernel: HostKernel, fn: KernelFunction, grid: Grid, values: unknown[]): void {
+  private runInline(kernel: HostKernel, fn: KernelFunction, grid: Grid, values: unknown[], print: PrintListener | undefined): void {
     const env = inlineEnv;
     env.numTeams = grid.teams;
     env.numThreads = grid.threads;
@@ -475,6 +508,7 @@ export class HostDevice implements PluginDevice {
         env.endTrace(kernel.name);
       }
     }
+    inlinePrints.deliver(kernel.name, print);
     const ms = performance.now() - started;
     kernel.policy.ranInline(Math.min(team + 1, grid.teams), ms * 1000);
     // Cut as a worker's ring slot cuts it, so the text is the same wherever the team ran.
@@ -519,6 +553,8 @@ export class HostDevice implements PluginDevice {
 }
 
 class HostQueue extends SerialPluginQueue {
+  onPrint: PrintListener | undefined;
+
   constructor(private readonly device: HostDevice) {
     super(device);
   }
@@ -569,11 +605,12 @@ class HostQueue extends SerialPluginQueue {
 
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<string> {
     const hostKernel = kernel as HostKernel;
+    const print = this.onPrint;
     // An idle queue runs an inline launch at once; a busy one, in its turn (deciding then).
     if (this.serial.idle() && this.device.placesInline(hostKernel, grid)) {
-      const inline = () => this.device.launch(hostKernel, grid, args, true) as string;
+      const inline = () => this.device.launch(hostKernel, grid, args, true, print) as string;
       return this.serial.runNow(inline) ?? this.serial.enqueue(inline);
     }
-    return this.serial.enqueue(() => this.device.launch(hostKernel, grid, args));
+    return this.serial.enqueue(() => this.device.launch(hostKernel, grid, args, undefined, print));
   }
 }

@@ -1,11 +1,12 @@
 /**
  * What a kernel instance sees of the host device besides memory: the device library's grid
- * imports and AssemblyScript's `abort`, `trace` and `seed`, with the bounds that keep a hostile
+ * imports and print, and AssemblyScript's `abort`, `trace` and `seed`, with the bounds that keep a hostile
  * kernel from costing its thread's heap. One environment per thread that runs kernels (each
  * worker, and the main thread for inline launches): it holds the grid of the team running there.
  */
 import { writeSync } from 'node:fs';
 import { quoted } from '../../errors.js';
+import { MAX_PRINT_CHARS } from '../interface.js';
 
 /** Thrown by AssemblyScript's abort(): carries the assertion message and source position. */
 class KernelAbort extends Error {}
@@ -71,6 +72,8 @@ export class KernelEnvironment {
    */
   private traceLines = 0;
   private traceDropped = 0;
+  /** Where the running team's print() lines go (the launch's records on a worker; the launch's listener inline). */
+  onPrint: (team: number, text: string) => void = () => {};
 
   /** The imports of an instance over `memory`. */
   imports(memory: WebAssembly.Memory): WebAssembly.Imports {
@@ -94,6 +97,12 @@ export class KernelEnvironment {
         },
       },
       offload: {
+        print: (message: number, count: number, ...values: number[]): void => {
+          // At most 5 numbers, as trace takes: a line's cost is bounded whatever the kernel passes.
+          const shown = values.slice(0, Math.max(0, Math.min(count, 5)));
+          const text = readString(memory, message, MAX_PRINT_CHARS);
+          this.onPrint(this.teamId, shown.length > 0 ? `${text} ${shown.join(', ')}` : text);
+        },
         team_id: () => this.teamId,
         num_teams: () => this.numTeams,
         thread_id: () => 0,

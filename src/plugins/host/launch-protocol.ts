@@ -89,6 +89,8 @@ import {
   S_KERNEL,
   S_LIMIT,
   S_NARGS,
+  S_PRINT_DROPPED,
+  S_PRINT_TAIL,
   S_STATE,
   S_THREADS,
   S_TICKET,
@@ -344,8 +346,11 @@ export class HostSide<L extends RingLaunch> {
   wake = 0;
   seen = 0;
   victim = 0;
-  /** Told of each completed launch, with its trap message if it trapped. */
-  onSettled: (launch: L, trap: string | undefined) => void = () => {};
+  /**
+   * Told of each completed launch, with its trap message if it trapped, and its slot (whose
+   * print records stay as the teams left them until this returns).
+   */
+  onSettled: (launch: L, trap: string | undefined, slot: number) => void = () => {};
 
   constructor(readonly ring: LaunchRing) {
     for (let slot = ring.shape.slots - 1; slot >= 0; slot--) this.free.push(slot);
@@ -414,6 +419,8 @@ export class HostSide<L extends RingLaunch> {
         i32[ring.at(slot, S_FINISHED)] = 0;
         i32[ring.at(slot, S_TRAPPED)] = 0;
         i32[ring.at(slot, S_ERROR_LENGTH)] = 0;
+        i32[ring.at(slot, S_PRINT_TAIL)] = 0;
+        i32[ring.at(slot, S_PRINT_DROPPED)] = 0;
         pub.pc = P.ARGS;
         return HostAction.Continue;
       case P.ARGS:
@@ -522,7 +529,7 @@ export class HostSide<L extends RingLaunch> {
         const trapped = Atomics.load(i32, ring.at(slot, S_TRAPPED)) !== 0;
         this.inFlight.delete(slot);
         this.pumpPc = C.FREE;
-        this.onSettled(flight.launch, trapped ? ring.errorText(slot) : undefined);
+        this.onSettled(flight.launch, trapped ? ring.errorText(slot) : undefined, slot);
         return HostAction.Continue;
       }
       case C.FREE: {

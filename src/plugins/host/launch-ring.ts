@@ -33,6 +33,9 @@ export const S_NARGS = 7;
 /** 64-bit words at Int32 offsets 8..9 and 10..11 (8-byte aligned because slots are). */
 export const S_LIMIT = 8;
 export const S_TICKET = 10;
+/** Kernel print records of the launch (kernel-print.ts): bytes claimed, and lines that did not fit. */
+export const S_PRINT_TAIL = 12;
+export const S_PRINT_DROPPED = 13;
 /** Arguments, 8 bytes each, from Int32 offset 16. */
 export const S_ARGS = 16;
 
@@ -42,6 +45,8 @@ export const STATE_DONE = 2;
 
 /** Bytes of trap message kept per slot (UTF-8, truncated). */
 export const ERROR_BYTES = 1024;
+/** Bytes of kernel print records kept per slot (a multiple of 4). */
+export const PRINT_BYTES = 16 * 1024;
 
 /** How big a ring is: the model test makes small ones, the host device the full size. */
 export interface RingShape {
@@ -50,20 +55,23 @@ export interface RingShape {
   workers: number;
   maxArgs: number;
   errorBytes: number;
+  /** Bytes of print records per slot (a multiple of 4; 0: kernels' print() lines are all dropped). */
+  printBytes?: number;
 }
 
-export const FULL_RING: RingShape = { slots: SLOT_COUNT, workers: MAX_WORKERS, maxArgs: MAX_ARGS, errorBytes: ERROR_BYTES };
+export const FULL_RING: RingShape = { slots: SLOT_COUNT, workers: MAX_WORKERS, maxArgs: MAX_ARGS, errorBytes: ERROR_BYTES, printBytes: PRINT_BYTES };
 
 /**
  * Where things lie: the header, then the worker cells, then the slots. Slots start on an even
  * index (their 64-bit words stay aligned) and are whole 64-byte cache lines, so two slots never
- * share a line; the trap messages follow the slots.
+ * share a line; the trap messages follow the slots, and the print records follow those.
  */
 function ringLayout(shape: RingShape): { slotBase: number; slotInts: number; ints: number; bytes: number } {
   const slotBase = HEADER_INTS + Math.ceil(shape.workers / 16) * 16;
   const slotInts = Math.ceil((S_ARGS + shape.maxArgs * 2) / 16) * 16;
   const ints = slotBase + shape.slots * slotInts;
-  return { slotBase, slotInts, ints, bytes: ints * 4 + shape.slots * shape.errorBytes };
+  const errorBytes = Math.ceil((shape.slots * shape.errorBytes) / 4) * 4;
+  return { slotBase, slotInts, ints, bytes: ints * 4 + errorBytes + shape.slots * (shape.printBytes ?? 0) };
 }
 
 /** Typed views over one ring buffer; both sides build the same views over the same memory. */
@@ -72,6 +80,9 @@ export class LaunchRing {
   readonly f64: Float64Array;
   readonly i64: BigInt64Array;
   readonly errors: Uint8Array;
+  /** The slots' print records (kernel-print.ts), as bytes and as 32-bit words. */
+  readonly prints: Uint8Array;
+  readonly printWords: Int32Array;
   private readonly slotBase: number;
   private readonly slotInts: number;
 
@@ -86,6 +97,9 @@ export class LaunchRing {
     this.f64 = new Float64Array(buffer, 0, layout.ints / 2);
     this.i64 = new BigInt64Array(buffer, 0, layout.ints / 2);
     this.errors = new Uint8Array(buffer, layout.ints * 4, shape.slots * shape.errorBytes);
+    const printStart = layout.ints * 4 + Math.ceil((shape.slots * shape.errorBytes) / 4) * 4;
+    this.prints = new Uint8Array(buffer, printStart, shape.slots * (shape.printBytes ?? 0));
+    this.printWords = new Int32Array(buffer, printStart, this.prints.length / 4);
   }
 
   static create(shape: RingShape = FULL_RING): LaunchRing {

@@ -11,6 +11,8 @@ import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import { type ArgKind, type ControlMessage, FULL_RING, H_DONE_COUNT, H_EPOCH, H_STOP, LaunchRing, MAX_ARGS, type WorkerData, type WorkerReply } from './launch-ring.js';
 import { HostAction, HostSide, type RingLaunch } from './launch-protocol.js';
+import { droppedLine, takePrints } from './kernel-print.js';
+import type { PrintListener } from '../interface.js';
 
 /**
  * The longest any wait sleeps before it looks again. Progress never depends on it (the model
@@ -50,7 +52,10 @@ export interface PoolLaunch extends RingLaunch {
   name: string;
   /** Fail the launch with TIMEOUT (and replace the workers running it) after this long running. */
   timeoutMs?: number;
+  /** Told of each line the kernel printed, before the launch settles (completed or trapped). */
+  print?: PrintListener;
 }
+
 
 /**
  * A launch the pool holds until it settles. A class with fixed fields, not a spread of the
@@ -65,6 +70,7 @@ class Flight implements PoolLaunch {
   readonly kinds: PoolLaunch['kinds'];
   readonly values: PoolLaunch['values'];
   readonly timeoutMs: number | undefined;
+  readonly print: PrintListener | undefined;
   /** When the pump first saw a team of it claimed (the launch's time limit counts from then). */
   begunBy: number | undefined;
   private settled = false;
@@ -83,6 +89,7 @@ class Flight implements PoolLaunch {
     this.kinds = launch.kinds;
     this.values = launch.values;
     this.timeoutMs = launch.timeoutMs;
+    this.print = launch.print;
   }
 
   resolve(): void {
@@ -158,7 +165,15 @@ export class WorkerPool {
     this.keepAlive.unref();
     this.ring = LaunchRing.create({ ...FULL_RING, workers: size });
     this.host = new HostSide<Flight>(this.ring);
-    this.host.onSettled = (flight, trap) => (trap === undefined ? flight.resolve() : flight.reject(errors.kernelTrap(trap)));
+    this.host.onSettled = (flight, trap, slot) => {
+      const printed = takePrints(this.ring, slot);
+      if (printed && flight.print) {
+        for (const { team, text } of printed.lines) flight.print(flight.name, team, text);
+        if (printed.dropped > 0) flight.print(flight.name, -1, droppedLine(printed.dropped));
+      }
+      if (trap === undefined) flight.resolve();
+      else flight.reject(errors.kernelTrap(trap));
+    };
     for (let index = 0; index < size; index++) this.spawn(index);
   }
 

@@ -10,6 +10,7 @@
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { collectGarbage } from './garbage.js';
 import { KernelEnvironment, trapText } from './kernel-env.js';
+import { appendPrint } from './kernel-print.js';
 import {
   ARG_KIND,
   type ArgKind,
@@ -45,6 +46,8 @@ let collectPending = false;
 
 /** The grid of the team running on this worker, and the imports of its instances. */
 const env = new KernelEnvironment();
+// A team's lines go to the records of the slot it holds a claim in (kernel-print.ts).
+env.onPrint = (team, text) => appendPrint(ring, side.slot, team, text);
 
 function handleControl(message: ControlMessage): void {
   let reply: WorkerReply;

@@ -6,7 +6,7 @@
  * Ownership: the connection owns its transport; `close()` closes it and rejects what is pending.
  */
 import { errors, type OffloadError } from '../../errors.js';
-import type { DeviceInfo } from '../interface.js';
+import { cut, MAX_KERNEL_NAME_CHARS, MAX_PRINT_CHARS, type DeviceInfo, type PrintListener } from '../interface.js';
 import { connectMpi, mpiRankOf } from '../../transport/mpi.js';
 import { connectTcp, formatAddress, parseAddress, type TlsClientOptions } from '../../transport/tcp.js';
 import type { Frame } from '../../transport/frame.js';
@@ -40,6 +40,8 @@ export interface ConnectOptions {
 
 export class RemoteConnection {
   private readonly pending = new Map<number, Pending>();
+  /** Where each queue's print() lines go, by the queue's id on the proxy. */
+  private readonly printListeners = new Map<number, PrintListener>();
   private nextId = 1;
   private lostError: OffloadError | undefined;
   private readonly lostListeners: ((error: OffloadError) => void)[] = [];
@@ -141,6 +143,10 @@ export class RemoteConnection {
         const error = meta.error('error');
         throw error ? fromWireError(error, this.address) : errors.protocol(`proxy ${this.address} answered request 0 without an error`);
       }
+      if (op === 'print') {
+        this.printed(meta);
+        return;
+      }
       const pending = this.pending.get(meta.uint('id'));
       if (!pending) throw errors.protocol(`proxy ${this.address} answered request ${meta.uint('id')}, which is not pending`);
       if (op === 'reply') {
@@ -158,6 +164,26 @@ export class RemoteConnection {
     } catch (error) {
       this.transport.close(error as OffloadError);
     }
+  }
+
+  /**
+   * A line a kernel printed on the proxy, for the queue it names (gone by now: dropped). The
+   * proxy is a peer like any other: the line is cut to what a device prints, so a proxy cannot
+   * flood the program's stderr with one frame.
+   */
+  private printed(meta: Meta): void {
+    const listener = this.printListeners.get(meta.uint('queue'));
+    const team = meta.frame.meta.team;
+    const text = meta.string('text');
+    const kernel = meta.string('kernel');
+    if (!Number.isSafeInteger(team) || (team as number) < -1) throw errors.protocol(`a 'print' frame from proxy ${this.address} names team ${JSON.stringify(team)}`);
+    listener?.(cut(kernel, MAX_KERNEL_NAME_CHARS), team as number, cut(text, 2 * MAX_PRINT_CHARS));
+  }
+
+  /** Where the print() lines of the proxy's queue `queue` go (undefined: nowhere any more). */
+  listenForPrints(queue: number, listener: PrintListener | undefined): void {
+    if (listener) this.printListeners.set(queue, listener);
+    else this.printListeners.delete(queue);
   }
 
   private fail(reason: OffloadError): void {

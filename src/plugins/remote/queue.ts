@@ -13,7 +13,7 @@ import { errors } from '../../errors.js';
 import { PeerQueues } from '../peer-queues.js';
 import { asOffloadError } from '../serial-queue.js';
 import { CHUNK_BYTES, EAGER_BYTES, type WireArg } from '../../proxy/protocol.js';
-import type { Allocation, Grid, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue } from '../interface.js';
+import type { Allocation, Grid, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue, PrintListener } from '../interface.js';
 import type { RemoteConnection } from './connection.js';
 import { RemoteAllocation, RemoteDevice, type RemoteKernel } from './device.js';
 
@@ -59,6 +59,11 @@ export class RemoteQueue implements PluginQueue {
   /** Queues on other devices (and a second one on ours) for the client-side parts of copies. */
   private readonly peers = new PeerQueues();
   private readonly created: Promise<unknown>;
+
+  /** Set by the runtime: the proxy's 'print' frames for this queue reach it (connection.ts). */
+  set onPrint(listener: PrintListener | undefined) {
+    this.connection.listenForPrints(this.id, listener);
+  }
 
   constructor(private readonly device: RemoteDevice) {
     this.id = device.state.next('queue');
@@ -226,6 +231,7 @@ export class RemoteQueue implements PluginQueue {
   }
 
   async destroy(): Promise<void> {
+    this.connection.listenForPrints(this.id, undefined);
     await this.peers.destroy();
     if (this.connection.lost) return;
     await this.connection.request({ op: 'queue-destroy', queue: this.id }).catch(() => {});

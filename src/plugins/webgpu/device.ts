@@ -131,6 +131,8 @@ export class WebGpuDevice implements PluginDevice {
       location: 'local',
       // WebGPU cannot stop a dispatch short of losing the device.
       launchTimeouts: false,
+      // WGSL has no printf: a WebGPU kernel cannot print.
+      kernelPrint: false,
       limits: { ...this.limits },
       limitNames: {
         maxTeams: 'maxComputeWorkgroupsPerDimension',

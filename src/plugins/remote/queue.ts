@@ -13,7 +13,7 @@ import { errors } from '../../errors.js';
 import { PeerQueues } from '../peer-queues.js';
 import { asOffloadError } from '../serial-queue.js';
 import { CHUNK_BYTES, EAGER_BYTES, type WireArg } from '../../proxy/protocol.js';
-import type { Allocation, Grid, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue, PrintListener } from '../interface.js';
+import type { Allocation, Dims, Grid, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue, PrintListener } from '../interface.js';
 import type { RemoteConnection } from './connection.js';
 import { RemoteAllocation, RemoteDevice, type RemoteKernel } from './device.js';
 
@@ -201,7 +201,10 @@ export class RemoteQueue implements PluginQueue {
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
     const { name, image } = kernel as RemoteKernel;
     const limit = grid.timeoutMs === undefined ? {} : { timeoutMs: grid.timeoutMs };
-    return this.op({ op: 'launch', image, kernel: name, teams: grid.teams, threads: grid.threads, ...limit, args: args.map(wireArg) });
+    // One-dimensional sizes travel as numbers, as before dimensions existed.
+    const size = (dims: Dims, total: number) => (dims[1] === 1 && dims[2] === 1 ? total : dims);
+    const shape = { teams: size(grid.teamDims, grid.teams), threads: size(grid.threadDims, grid.threads), ...(grid.teamMemoryBytes > 0 ? { teamMemoryBytes: grid.teamMemoryBytes } : {}) };
+    return this.op({ op: 'launch', image, kernel: name, ...shape, ...limit, args: args.map(wireArg) });
   }
 
   waitEvent(event: PluginEvent): Promise<void> {

@@ -61,3 +61,17 @@ export declare function teamMemory(): usize;
  */
 @external("offload", "print")
 export declare function print(message: string, n?: i32, a0?: f64, a1?: f64, a2?: f64, a3?: f64, a4?: f64): void;
+
+/**
+ * Calls the program's host function `name` (registered with `runtime.hostFunctions.add(name,
+ * fn)` by the program that launched the kernel, also when the device is behind a proxy) with
+ * the first `n` of up to six numbers, waits for it, and returns its result. Numbers travel as
+ * f64: i32 and f64 values exactly, i64 values exactly up to 2^53. A call costs a round trip to
+ * the program's thread (a few microseconds on the host device, a network round trip behind a
+ * proxy): call it for rare events, not in an inner loop. `name` is a string literal. A function
+ * that throws, or a name the program does not know, traps the kernel with the reason.
+ * Devices that cannot (a GPU cannot wait for the host in the middle of a dispatch) say so
+ * in `device.info.hostCalls`.
+ */
+@external("offload", "host_call")
+export declare function hostCall(name: string, n: i32 = 0, a0: f64 = 0, a1: f64 = 0, a2: f64 = 0, a3: f64 = 0, a4: f64 = 0, a5: f64 = 0): f64;

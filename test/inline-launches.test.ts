@@ -59,13 +59,15 @@ function places(lines: readonly string[], kernel: string): string[] {
 describe('inline launches', { timeout: 120_000 }, () => {
   it('reads from the code which kernels are bounded and which synchronise', async () => {
     const wasm = decodeBundle(new Uint8Array(await readFile(await fixtureBundle()))).images.find((image) => image.info.format === 'wasm')!.bytes;
-    const names = ['empty', 'count_team', 'trap_abort', 'record_grid', 'saxpy', 'busy', 'spin', 'wait_flag'];
+    const names = ['empty', 'count_team', 'trap_abort', 'record_grid', 'saxpy', 'busy', 'spin', 'wait_flag', 'call_host'];
     const shapes = readCodeShapes(wasm, names);
     const shape = (name: string) => {
       const { bounded, synchronizes } = shapes.get(name)!;
       return { bounded, synchronizes };
     };
     assert.deepEqual(shape('empty'), { bounded: true, synchronizes: false });
+    assert.equal(shapes.get('call_host')!.callsHost, true, 'hostCall: never inline');
+    assert.equal(shapes.get('saxpy')!.callsHost, false);
     assert.deepEqual(shape('count_team'), { bounded: true, synchronizes: true }, 'an atomic add, no loop');
     assert.deepEqual(shape('trap_abort'), { bounded: true, synchronizes: false }, 'abort returns at once (it throws)');
     assert.deepEqual(shape('saxpy'), { bounded: false, synchronizes: false });
@@ -82,7 +84,7 @@ describe('inline launches', { timeout: 120_000 }, () => {
     assert.deepEqual(made([0x41, 0x00, 0x41, 0x00, 0x41, 0x7f, 0xfc, 0x0b, 0x00]), { bounded: false, synchronizes: false }, 'memory.fill');
     assert.deepEqual(made([0xff]), { bounded: false, synchronizes: true }, 'unknown opcode');
     assert.deepEqual(made([0x10, 0x00]), { bounded: false, synchronizes: false }, 'a call into the module (here: itself)');
-    assert.deepEqual(readCodeShapes(hostileModule({}), ['missing']).get('missing'), { bounded: false, synchronizes: true, codeBytes: 0 });
+    assert.deepEqual(readCodeShapes(hostileModule({}), ['missing']).get('missing'), { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true });
   });
 
   it('reads hostile code without hanging or failing other than INCOMPATIBLE_IMAGE', async () => {

@@ -8,6 +8,7 @@ import type { ImageRegistry } from '../runtime/image-registry.js';
 import type { InfoLog } from '../runtime/info-log.js';
 import type { Tracer } from '../runtime/trace.js';
 import { printToStderr, type KernelPrint } from '../runtime/options.js';
+import { type HostCall, HostFunctions } from './host-functions.js';
 
 export interface Drainable {
   /** Settles when everything the object has enqueued has completed; never rejects. */
@@ -32,6 +33,10 @@ export class RuntimeContext {
     readonly launchTimeoutMs: number | undefined,
     /** Where kernels' print() lines go (Offload.init({ print })). */
     readonly print: (line: KernelPrint) => void = printToStderr,
+    /** The functions kernels may call (runtime.hostFunctions). */
+    readonly hostFunctions = new HostFunctions(),
+    /** Where kernels' host calls go: the context's functions, or (a proxy's context) its client's. */
+    readonly hostCall: (call: HostCall) => Promise<number> = (call) => hostFunctions.call(call),
   ) {}
 
   get isClosed(): boolean {

@@ -123,6 +123,7 @@ export class Queue {
         process.emitWarning(`offload-ts: the print listener threw: ${error instanceof Error ? error.message : String(error)}`);
       }
     };
+    this.plugin.onHostCall = (kernel, name, args) => context.hostCall({ device: device.id, queue, kernel, name, args });
     abandoned.register(this, this.plugin, this);
   }
 

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { errors, OffloadError } from '../errors.js';
 import { decodeBundle } from '../image/bundle.js';
 import type { Plugin } from '../plugins/interface.js';
+import type { HostCall, HostFunctions } from './host-functions.js';
 import { ImageRegistry } from '../runtime/image-registry.js';
 import { InfoLog, infoEnabled } from '../runtime/info-log.js';
 import type { KernelPrint, RuntimeOptions } from '../runtime/options.js';
@@ -63,7 +64,13 @@ export class Runtime {
     this.context.checkOpen();
     const opts = checkOptions(options, 'createContext: options') as ContextOptions;
     const { info, tracer, launchTimeoutMs } = this.context;
-    const context = new RuntimeContext(new ImageRegistry(info), info, tracer, launchTimeoutMs, checkPrint(opts.print, 'createContext') ?? this.context.print);
+    if (opts.hostCall !== undefined && typeof opts.hostCall !== 'function') {
+      throw errors.invalidArgument(`createContext: options.hostCall must be a function, got ${describe(opts.hostCall)}`);
+    }
+    // A context calls the runtime's host functions, unless it is given where its calls go.
+    const hostCall = opts.hostCall ?? this.context.hostCall;
+    const print = checkPrint(opts.print, 'createContext') ?? this.context.print;
+    const context = new RuntimeContext(new ImageRegistry(info), info, tracer, launchTimeoutMs, print, this.context.hostFunctions, hostCall);
     const plugins: Plugin[] = [];
     const devices: Device[] = [];
     try {
@@ -133,6 +140,15 @@ export class Runtime {
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * The program's functions its kernels may call with the device library's hostCall (on devices
+   * whose `info.hostCalls` is true, behind a proxy too): `rt.hostFunctions.add('name', fn)`.
+   * Contexts made with createContext() share them.
+   */
+  get hostFunctions(): HostFunctions {
+    return this.context.hostFunctions;
   }
 
   /** @internal Contexts made from this runtime and not shut down (diagnostics). */
@@ -247,6 +263,11 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
 export interface ContextOptions {
   /** Where the context's kernels' print() lines go. Default: where the runtime's go. */
   print?: (line: KernelPrint) => void;
+  /**
+   * Answers the context's kernels' host calls (kernel, function name, arguments). Default: the
+   * runtime's `hostFunctions`. (A proxy sends each client's calls back to that client.)
+   */
+  hostCall?: (call: HostCall) => Promise<number>;
 }
 
 function checkPrint(print: unknown, what: string): ((line: KernelPrint) => void) | undefined {

@@ -14,7 +14,7 @@
  * truncation, bulk memory, reference types, SIMD, threads); an opcode it does not know ends the
  * reading of that function, which then counts as unbounded and synchronising.
  */
-import { BARRIER_IMPORT, DEVICE_IMPORT_MODULE } from '../image/wasm-abi.js';
+import { BARRIER_IMPORT, DEVICE_IMPORT_MODULE, HOST_CALL_IMPORT } from '../image/wasm-abi.js';
 import { ByteReader, malformed, readWasmModuleInfo, type WasmModuleInfo } from './wasm-module-info.js';
 
 export interface CodeShape {
@@ -27,6 +27,8 @@ export interface CodeShape {
   synchronizes: boolean;
   /** Size of the kernel function's own body, in bytes. */
   codeBytes: number;
+  /** It, or a function it calls, calls the program (the device library's hostCall), or the reader could not tell. */
+  callsHost: boolean;
 }
 
 const SECTION_CODE = 10;
@@ -54,8 +56,9 @@ export function readCodeShapes(bytes: Uint8Array, kernels: readonly string[], in
   const functionImports = info.imports.filter((imp) => imp.kind === 'function');
   const importedFunctions = functionImports.length;
   // Imports that return at once. `trace` is not one (it writes to stderr, which may block), nor
-  // `barrier` (the host device switches threads there: a team's run is as long as its threads').
-  const slow = new Set(['env.trace', `${DEVICE_IMPORT_MODULE}.${BARRIER_IMPORT}`]);
+  // `barrier` (the host device switches threads there: a team's run is as long as its threads'),
+  // nor `host_call` (it waits for the program).
+  const slow = new Set(['env.trace', `${DEVICE_IMPORT_MODULE}.${BARRIER_IMPORT}`, `${DEVICE_IMPORT_MODULE}.${HOST_CALL_IMPORT}`]);
   const quick = (callee: number) => callee < importedFunctions && !slow.has(`${functionImports[callee]!.module}.${functionImports[callee]!.name}`);
   const bodies = codeBodies(bytes);
   const facts = bodies.map(readFunction);
@@ -64,27 +67,40 @@ export function readCodeShapes(bytes: Uint8Array, kernels: readonly string[], in
     const exported = info.exports.find((exp) => exp.kind === 'function' && exp.name === name);
     const own = exported === undefined ? undefined : facts[exported.index - importedFunctions];
     if (own === undefined) {
-      shapes.set(name, { bounded: false, synchronizes: true, codeBytes: 0 });
+      shapes.set(name, { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true });
       continue;
     }
     // Calls to the device library's imports and to abort and seed are allowed: each returns at once.
     const callsCode = [...own.calls].some((callee) => !quick(callee));
     const bounded = !own.loops && !callsCode && !own.indirect && !own.bulk && !own.waits && !own.unknown;
-    shapes.set(name, { bounded, synchronizes: synchronizes(exported!.index - importedFunctions, facts, importedFunctions), codeBytes: own.bytes });
+    const start = exported!.index - importedFunctions;
+    const hostCall = functionImports.findIndex((imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === HOST_CALL_IMPORT);
+    shapes.set(name, {
+      bounded,
+      synchronizes: reaches(start, facts, importedFunctions, (own) => own.waits || own.atomics || own.indirect || own.unknown, () => false),
+      codeBytes: own.bytes,
+      callsHost: hostCall >= 0 && reaches(start, facts, importedFunctions, (own) => own.indirect || own.unknown, (imported) => imported === hostCall),
+    });
   }
   return shapes;
 }
 
-/** True if function `start` (a defined function's index) or anything it may call synchronises. */
-function synchronizes(start: number, facts: readonly FunctionFacts[], importedFunctions: number): boolean {
+/**
+ * True if function `start` (a defined function's index) or anything it may call has `fact`, or
+ * calls an import for which `importHas` holds (a call past the known functions counts as both).
+ */
+function reaches(start: number, facts: readonly FunctionFacts[], importedFunctions: number, fact: (own: FunctionFacts) => boolean, importHas: (index: number) => boolean): boolean {
   const seen = new Set<number>([start]);
   const stack = [start];
   while (stack.length > 0) {
     const own = facts[stack.pop()!]!;
-    if (own.waits || own.atomics || own.indirect || own.unknown) return true;
+    if (fact(own)) return true;
     for (const callee of own.calls) {
       const defined = callee - importedFunctions;
-      if (defined < 0) continue; // an import of the device library: none of them synchronises
+      if (defined < 0) {
+        if (importHas(callee)) return true;
+        continue;
+      }
       if (defined >= facts.length) return true;
       if (!seen.has(defined)) {
         seen.add(defined);

@@ -7,7 +7,10 @@ export const WASM_TRIPLE = 'wasm32-unknown-offload';
 
 /** Module and field names of the device library's imports (see assembly/device.ts). */
 export const DEVICE_IMPORT_MODULE = 'offload';
-export const DEVICE_IMPORTS = ['team_id', 'num_teams', 'thread_id', 'num_threads', 'print', 'barrier', 'team_memory'] as const;
+export const DEVICE_IMPORTS = ['team_id', 'num_teams', 'thread_id', 'num_threads', 'print', 'barrier', 'team_memory', 'host_call'] as const;
+
+/** The device library's call to the program (hostCall): a kernel that imports it never runs inline. */
+export const HOST_CALL_IMPORT = 'host_call';
 
 /**
  * A kernel that imports `offload.barrier` is built with binaryen's asyncify, instrumenting only

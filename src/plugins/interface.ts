@@ -49,6 +49,8 @@ export interface DeviceInfo {
   launchTimeouts: boolean;
   /** Whether its kernels' print() lines reach the program (`Offload.init({ print })`, stderr by default). */
   kernelPrint: boolean;
+  /** Whether its kernels can call the program's host functions (hostCall; `runtime.hostFunctions`). */
+  hostCalls: boolean;
   /** Hardware limits behind the figures above, by their API's names (a WebGPU adapter's limits). */
   limits?: Record<string, number>;
   /** Which of `limits` gives each of the figures above, for error messages. */
@@ -131,9 +133,21 @@ export function cut(text: string, max: number): string {
  */
 export type PrintListener = (kernel: string, team: number, text: string) => void;
 
+/** The most arguments a host call carries, and the longest name of a host function (characters). */
+export const MAX_HOST_CALL_ARGS = 6;
+export const MAX_HOST_FUNCTION_NAME = 128;
+
+/**
+ * Answers a kernel's call of host function `name` (the device library's hostCall) with `args`;
+ * rejects with the reason the call failed (the kernel then traps with it).
+ */
+export type HostCallListener = (kernel: string, name: string, args: number[]) => Promise<number>;
+
 export interface PluginQueue {
   /** Set by the runtime on queues whose devices can print (kernels' print()); unset: lines are dropped. */
   onPrint?: PrintListener;
+  /** Set by the runtime: where the host calls of this queue's launches go; unset: they fail. */
+  onHostCall?: HostCallListener;
   /** Host to device: copies `src` into `dst` at `dstOffset`. `src` is read when the op runs. */
   submit(dst: Allocation, dstOffset: number, src: Uint8Array): Promise<void>;
   /** Device to host: copies `dst.byteLength` bytes of `src` at `srcOffset` into `dst`. */

@@ -12,6 +12,7 @@ import type { Device } from '../api/device.js';
 import type { Event, KernelArgument, Queue } from '../api/queue.js';
 import type { Runtime } from '../api/runtime.js';
 import type { KernelPrint } from '../runtime/options.js';
+import type { HostCall } from '../api/host-functions.js';
 import type { EntryInfo, ImageInfo } from '../image/manifest.js';
 import { encodeBundle } from '../image/bundle.js';
 import type { Frame, FrameLimits } from '../transport/frame.js';
@@ -29,9 +30,8 @@ export interface SessionDirectory {
    * does not exist, too many failures from that address lately).
    */
   login(peer: string, credentials: { token?: string; grant?: string }): OffloadError | { grant?: { session: Session; buffer: number } };
-  /** A new session, in a context of its own. */
-  /** A new session for `client`; its kernels' print() lines go to `print`. */
-  open(client: string, print: (line: KernelPrint) => void): Promise<Session>;
+  /** A new session for `client`, in a context of its own; its kernels' print() lines go to `print`, their host calls to `hostCall`. */
+  open(client: string, print: (line: KernelPrint) => void, hostCall: (call: HostCall) => Promise<number>): Promise<Session>;
   close(session: Session): Promise<void>;
   /** A new write grant for buffer `buffer` of `session` (kept in session.grants too). */
   grant(session: Session, buffer: number): string;
@@ -114,6 +114,9 @@ export class ProxyConnection {
   private readonly events = new Map<number, Event>();
   private lastEvent = 0;
   private readonly gates = new Map<number, Deferred>();
+  /** Host calls sent to the client and not answered yet, by call id. */
+  private readonly hostCalls = new Map<number, { resolve: (value: number) => void; reject: (error: Error) => void }>();
+  private nextHostCall = 1;
   private readonly incoming = new Map<number, IncomingWrite>();
   /** Per device, a queue for chunk transfers while the client's queue is parked at a gate. */
   private readonly sideQueues = new Map<Device, Queue>();
@@ -220,6 +223,8 @@ export class ProxyConnection {
     try {
       const op = meta.op;
       if (op === 'chunk') return this.chunk(meta);
+      // An answer, not a request: it never waits behind one (a launch may be waiting for it).
+      if (op === 'host-call-result' && this.session) return this.hostCallResult(meta);
       id = meta.uint('id');
       if (!this.session) {
         if (op !== 'hello') throw errors.protocol(`the first frame must be 'hello', not ${quoted(op)}`);
@@ -254,7 +259,7 @@ export class ProxyConnection {
       return;
     }
     this.loggingIn = true;
-    const opening = this.directory.open(this.transport.peer, (line) => this.forwardPrint(line)).then(
+    const opening = this.directory.open(this.transport.peer, (line) => this.forwardPrint(line), (call) => this.forwardHostCall(call)).then(
       (session) => {
         if (this.transport.closed) {
           // The client left while its context was being made.
@@ -276,6 +281,35 @@ export class ProxyConnection {
   private forwardPrint(line: KernelPrint): void {
     const queue = this.clientQueueIds.get(line.queue);
     if (queue !== undefined) this.send({ op: 'print', queue, kernel: line.kernel, team: line.team, text: line.text });
+  }
+
+  /**
+   * Sends a kernel's host call to the client, whose program runs the function, and resolves
+   * with its answer ('host-call-result'). A call of a queue the client has destroyed, or once
+   * the client is gone, fails; at most one call per worker of the device waits at a time.
+   */
+  private forwardHostCall(call: HostCall): Promise<number> {
+    const queue = this.clientQueueIds.get(call.queue);
+    if (queue === undefined || this.transport.closed) return Promise.reject(new Error('the client that launched the kernel is gone'));
+    const id = this.nextHostCall++;
+    return new Promise<number>((resolve, reject) => {
+      this.hostCalls.set(id, { resolve, reject });
+      this.send({ op: 'host-call', call: id, queue, kernel: call.kernel, name: call.name, args: call.args });
+    });
+  }
+
+  /** The client's answer to a host call (an unknown call is a protocol error: the client made it up). */
+  private hostCallResult(meta: Meta): void {
+    const id = meta.uint('call');
+    const pending = this.hostCalls.get(id);
+    if (pending === undefined) throw errors.protocol(`'host-call-result' for call ${id}, which is not waiting`);
+    this.hostCalls.delete(id);
+    const error = meta.error('error');
+    if (error) return pending.reject(new Error(error.message));
+    // JSON has no NaN or infinities: null stands for them.
+    const value = meta.frame.meta.value;
+    if (typeof value !== 'number' && value !== null) throw errors.protocol(`'host-call-result' for call ${id} has no number 'value'`);
+    pending.resolve(value ?? Number.NaN);
   }
 
   private welcome(id: number): void {
@@ -663,6 +697,8 @@ export class ProxyConnection {
     const session = this.session;
     this.session = undefined;
     for (const gate of this.gates.values()) gate.reject(errors.deviceLost('the client connection closed'));
+    for (const call of this.hostCalls.values()) call.reject(new Error('the client connection closed'));
+    this.hostCalls.clear();
     for (const write of this.incoming.values()) write.gate.reject(errors.deviceLost('the client connection closed during a write'));
     this.gates.clear();
     this.incoming.clear();

@@ -10,6 +10,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { errors, type OffloadError } from '../errors.js';
 import { Offload, type Runtime } from '../api/runtime.js';
 import type { KernelPrint } from '../runtime/options.js';
+import type { HostCall } from '../api/host-functions.js';
 import type { RuntimeOptions } from '../runtime/options.js';
 import { MpiHub, mpiRankOf } from '../transport/mpi.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, peerTimeoutFromEnv } from '../transport/heartbeat.js';
@@ -266,8 +267,8 @@ export class ProxyServer implements SessionDirectory {
     }
   }
 
-  async open(client: string, print: (line: KernelPrint) => void): Promise<Session> {
-    const session = new Session(client, await this.runtime.createContext({ print }), this.quotas, this.memory);
+  async open(client: string, print: (line: KernelPrint) => void, hostCall: (call: HostCall) => Promise<number>): Promise<Session> {
+    const session = new Session(client, await this.runtime.createContext({ print, hostCall }), this.quotas, this.memory);
     if (this.closing) {
       await session.release();
       throw errors.deviceLost('the proxy is shutting down');

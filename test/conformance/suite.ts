@@ -771,6 +771,62 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
       });
     });
 
+    describe('calls from kernels to the program', () => {
+      it("runs the program's host functions, sync and async, and gives the kernel their results", async (t) => {
+        if (!device.info.hostCalls) return t.skip(`device ${device.id} (${device.info.name}) cannot call the program (info.hostCalls is false)`);
+        runtime.hostFunctions.add('scale', (team, factor) => team * factor);
+        runtime.hostFunctions.add('scale_later', async (team, factor) => {
+          await new Promise((resolve) => setTimeout(resolve, 2));
+          return team * factor + 0.5;
+        });
+        try {
+          const callHost = await kernel('call_host');
+          await withBuffer(4 * 8, async (out) => {
+            const q = device.queue();
+            for (const [which, expected] of [
+              [0, [0, 2.5, 5, 7.5]],
+              [1, [0.5, 3, 5.5, 8]],
+            ] as const) {
+              q.launch(callHost, { teams: 4, threads: 2 }, [which, 2.5, out]);
+              const got = new Float64Array(4);
+              q.read(out, got);
+              await q.finish();
+              assert.deepEqual([...got], expected, `host function ${which === 0 ? 'scale' : 'scale_later'}`);
+            }
+          });
+        } finally {
+          runtime.hostFunctions.delete('scale');
+          runtime.hostFunctions.delete('scale_later');
+        }
+      });
+
+      it('traps the kernel with the reason when the function throws or does not exist, and goes on', async (t) => {
+        if (!device.info.hostCalls) return t.skip(`device ${device.id} (${device.info.name}) cannot call the program (info.hostCalls is false)`);
+        runtime.hostFunctions.add('explode', () => {
+          throw new Error('the program refuses');
+        });
+        try {
+          const callHost = await kernel('call_host');
+          await withBuffer(8, async (out) => {
+            const q = device.queue();
+            await rejectsWith(q.launch(callHost, { teams: 1 }, [2, 0, out]).done, 'KERNEL_TRAP', /call_host.*the program refuses/);
+            await q.finish().catch(() => {});
+            await rejectsWith(q.launch(callHost, { teams: 1 }, [3, 0, out]).done, 'KERNEL_TRAP', /host function 'missing'.*hostFunctions.add/);
+            await q.finish().catch(() => {});
+            runtime.hostFunctions.add('scale', (team, factor) => team + factor);
+            q.launch(callHost, { teams: 1 }, [0, 4, out]);
+            const got = new Float64Array(1);
+            q.read(out, got);
+            await q.finish();
+            assert.equal(got[0], 4);
+          });
+        } finally {
+          runtime.hostFunctions.delete('explode');
+          runtime.hostFunctions.delete('scale');
+        }
+      });
+    });
+
     describe('time limits', () => {
       it('fails a runaway launch with TIMEOUT naming the kernel and the limit; the device goes on with its memory intact', async (t) => {
         if (!device.info.launchTimeouts) return t.skip(`device ${device.id} (${device.info.name}) cannot stop a running launch (info.launchTimeouts is false)`);

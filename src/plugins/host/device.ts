@@ -8,7 +8,7 @@ import { errors, quoted, type OffloadError } from '../../errors.js';
 import { parseBytes } from '../../units.js';
 import { copyInto } from '../../shared-copy.js';
 import { readWasmModuleInfo, type DataSegment, type WasmModuleInfo } from '../../build/wasm-module-info.js';
-import { BARRIER_IMPORT, DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
+import { BARRIER_IMPORT, DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, HOST_CALL_IMPORT, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
 import type {
   Allocation,
   DeviceImage,
@@ -21,7 +21,7 @@ import type {
   PluginDevice,
   PluginQueue,
 } from '../interface.js';
-import { MEMORY_KINDS, type PrintListener } from '../interface.js';
+import { type HostCallListener, MEMORY_KINDS, type PrintListener } from '../interface.js';
 import { SerialPluginQueue } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
 import { collectGarbageSoon } from './garbage.js';
@@ -72,6 +72,8 @@ class HostKernel implements LoadedKernel {
   inlineAsyncify: Asyncify | undefined;
   /** Whether its module was built with barriers (asyncify): its threads need stacks. */
   hasBarriers = false;
+  /** Whether its module calls host functions: it never runs inline (a call waits for this thread). */
+  callsHost = false;
   constructor(
     readonly name: string,
     readonly params: LoadedKernel['params'],
@@ -147,7 +149,7 @@ function codeShapesOf(bytes: Uint8Array, info: WasmModuleInfo, kernels: readonly
   try {
     return readCodeShapes(bytes, kernels, info);
   } catch {
-    return new Map(kernels.map((name) => [name, { bounded: false, synchronizes: true, codeBytes: 0 }]));
+    return new Map(kernels.map((name) => [name, { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true }]));
   }
 }
 
@@ -289,6 +291,7 @@ export class HostDevice implements PluginDevice {
       // With every launch inline (OFFLOAD_HOST_INLINE=always) none can be stopped at its limit.
       launchTimeouts: inline !== 'always',
       kernelPrint: true,
+      hostCalls: true,
     };
     const pool = new WorkerPool(threads);
     const device = new HostDevice(info, pool, true, inline);
@@ -356,12 +359,14 @@ export class HostDevice implements PluginDevice {
     const hostImage = new HostImage(id, image.name, staticRange);
     const kernels = image.entries.filter((entry) => entry.kind === 'kernel');
     const shapes = codeShapesOf(image.bytes, info, kernels.map((entry) => entry.name));
-    const hasBarriers = info.imports.some((imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === BARRIER_IMPORT);
+    const imports = (name: string) => info.imports.some((imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === name);
+    const hasBarriers = imports(BARRIER_IMPORT);
     kernels.forEach((entry, index) => {
       const kinds = entry.params.map((param) => ARG_KIND[param.type]);
       const policy = new InlinePolicy(this.inlineMode, shapes.get(entry.name)!, this.ownsPool);
       const kernel = new HostKernel(entry.name, entry.params, hostImage, index, kinds, policy);
       kernel.hasBarriers = hasBarriers;
+      kernel.callsHost = shapes.get(entry.name)!.callsHost;
       hostImage.kernels.set(entry.name, kernel);
     });
     // Registered before the workers answer, so that a concurrent load sees the static range.
@@ -380,6 +385,8 @@ export class HostDevice implements PluginDevice {
       const instance = new WebAssembly.Instance(module, inlineEnv.imports(this.memory));
       const asyncify = asyncifyOf(instance);
       for (const kernel of hostImage.kernels.values()) {
+        // A host call waits for this very thread: such a kernel runs on the workers only.
+        if (kernel.callsHost) continue;
         kernel.inline = instance.exports[kernel.name] as KernelFunction;
         kernel.inlineAsyncify = asyncify;
       }
@@ -490,7 +497,14 @@ export class HostDevice implements PluginDevice {
    * @internal Runs a launch inline when `inline`, else on the workers. Resolves to where it ran,
    * for OFFLOAD_INFO.
    */
-  launch(kernel: HostKernel, grid: Grid, args: readonly LaunchArg[], inline = this.placesInline(kernel, grid), print?: PrintListener): string | Promise<string> {
+  launch(
+    kernel: HostKernel,
+    grid: Grid,
+    args: readonly LaunchArg[],
+    inline = this.placesInline(kernel, grid),
+    print?: PrintListener,
+    hostCall?: HostCallListener,
+  ): string | Promise<string> {
     const values = args.map((arg) => (arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value));
     if (values.length > MAX_ARGS) throw errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${values.length}`);
     const shape = this.teamShape(kernel, grid);
@@ -514,6 +528,7 @@ export class HostDevice implements PluginDevice {
       timeoutMs: grid.timeoutMs,
       print,
       shape,
+      hostCall: hostCall && kernel.callsHost ? (name, values) => hostCall(kernel.name, name, values) : undefined,
     });
     return done.then(
       () => {
@@ -625,6 +640,7 @@ export class HostDevice implements PluginDevice {
 
 class HostQueue extends SerialPluginQueue {
   onPrint: PrintListener | undefined;
+  onHostCall: HostCallListener | undefined;
 
   constructor(private readonly device: HostDevice) {
     super(device);
@@ -677,11 +693,12 @@ class HostQueue extends SerialPluginQueue {
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<string> {
     const hostKernel = kernel as HostKernel;
     const print = this.onPrint;
+    const hostCall = this.onHostCall;
     // An idle queue runs an inline launch at once; a busy one, in its turn (deciding then).
     if (this.serial.idle() && this.device.placesInline(hostKernel, grid)) {
       const inline = () => this.device.launch(hostKernel, grid, args, true, print) as string;
       return this.serial.runNow(inline) ?? this.serial.enqueue(inline);
     }
-    return this.serial.enqueue(() => this.device.launch(hostKernel, grid, args, undefined, print));
+    return this.serial.enqueue(() => this.device.launch(hostKernel, grid, args, undefined, print, hostCall));
   }
 }

@@ -6,7 +6,7 @@
  */
 import { writeSync } from 'node:fs';
 import { quoted } from '../../errors.js';
-import { MAX_PRINT_CHARS, type Dims } from '../interface.js';
+import { MAX_HOST_CALL_ARGS, MAX_HOST_FUNCTION_NAME, MAX_PRINT_CHARS, type Dims } from '../interface.js';
 import { along, barrier, sizeAlong, type Asyncify, type TeamThreadState } from './team-threads.js';
 
 /** Thrown by AssemblyScript's abort(): carries the assertion message and source position. */
@@ -97,6 +97,10 @@ export class KernelEnvironment implements TeamThreadState {
    */
   private traceLines = 0;
   private traceDropped = 0;
+  /** Calls a host function for the running team (a worker's mailbox, host-calls.ts); none inline. */
+  onHostCall: (name: string, args: number[]) => number = () => {
+    throw new Error('a host call cannot be made from a launch on the calling thread');
+  };
   /** Where the running team's print() lines go (the launch's records on a worker; the launch's listener inline). */
   onPrint: (team: number, text: string) => void = () => {};
 
@@ -135,6 +139,10 @@ export class KernelEnvironment implements TeamThreadState {
         thread_id: (d: number) => along(this.threadId, this.threadDims, d),
         num_threads: (d: number) => sizeAlong(this.threadDims, d),
         barrier: () => barrier(this, words),
+        host_call: (name: number, count: number, ...values: number[]): number => {
+          const args = values.slice(0, Math.max(0, Math.min(count, MAX_HOST_CALL_ARGS)));
+          return this.onHostCall(readString(memory, name, MAX_HOST_FUNCTION_NAME), args);
+        },
         team_memory: () => this.teamMemory,
       },
     };

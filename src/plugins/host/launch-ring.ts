@@ -60,6 +60,8 @@ export const STATE_DONE = 2;
 export const ERROR_BYTES = 1024;
 /** Bytes of kernel print records kept per slot (a multiple of 4). */
 export const PRINT_BYTES = 16 * 1024;
+/** Bytes of each worker's host-call mailbox (host-calls.ts; a multiple of 8). */
+export const MAILBOX_BYTES = 1024;
 
 /** How big a ring is: the model test makes small ones, the host device the full size. */
 export interface RingShape {
@@ -70,21 +72,25 @@ export interface RingShape {
   errorBytes: number;
   /** Bytes of print records per slot (a multiple of 4; 0: kernels' print() lines are all dropped). */
   printBytes?: number;
+  /** Bytes of each worker's host-call mailbox (a multiple of 8; 0: none). */
+  mailboxBytes?: number;
 }
 
-export const FULL_RING: RingShape = { slots: SLOT_COUNT, workers: MAX_WORKERS, maxArgs: MAX_ARGS, errorBytes: ERROR_BYTES, printBytes: PRINT_BYTES };
+export const FULL_RING: RingShape = { slots: SLOT_COUNT, workers: MAX_WORKERS, maxArgs: MAX_ARGS, errorBytes: ERROR_BYTES, printBytes: PRINT_BYTES, mailboxBytes: MAILBOX_BYTES };
 
 /**
  * Where things lie: the header, then the worker cells, then the slots. Slots start on an even
  * index (their 64-bit words stay aligned) and are whole 64-byte cache lines, so two slots never
- * share a line; the trap messages follow the slots, and the print records follow those.
+ * share a line; the trap messages follow the slots, the print records follow those, and the
+ * workers' host-call mailboxes (8-byte aligned) come last.
  */
-function ringLayout(shape: RingShape): { slotBase: number; slotInts: number; ints: number; bytes: number } {
+function ringLayout(shape: RingShape): { slotBase: number; slotInts: number; ints: number; printStart: number; mailboxStart: number; bytes: number } {
   const slotBase = HEADER_INTS + Math.ceil(shape.workers / 16) * 16;
   const slotInts = Math.ceil((S_ARGS + shape.maxArgs * 2) / 16) * 16;
   const ints = slotBase + shape.slots * slotInts;
-  const errorBytes = Math.ceil((shape.slots * shape.errorBytes) / 4) * 4;
-  return { slotBase, slotInts, ints, bytes: ints * 4 + errorBytes + shape.slots * (shape.printBytes ?? 0) };
+  const printStart = ints * 4 + Math.ceil((shape.slots * shape.errorBytes) / 4) * 4;
+  const mailboxStart = Math.ceil((printStart + shape.slots * (shape.printBytes ?? 0)) / 8) * 8;
+  return { slotBase, slotInts, ints, printStart, mailboxStart, bytes: mailboxStart + shape.workers * (shape.mailboxBytes ?? 0) };
 }
 
 /** Typed views over one ring buffer; both sides build the same views over the same memory. */
@@ -96,6 +102,10 @@ export class LaunchRing {
   /** The slots' print records (kernel-print.ts), as bytes and as 32-bit words. */
   readonly prints: Uint8Array;
   readonly printWords: Int32Array;
+  /** The workers' host-call mailboxes (host-calls.ts), as bytes, 32-bit words and 64-bit floats. */
+  readonly mailboxes: Uint8Array;
+  readonly mailboxWords: Int32Array;
+  readonly mailboxFloats: Float64Array;
   private readonly slotBase: number;
   private readonly slotInts: number;
 
@@ -110,9 +120,11 @@ export class LaunchRing {
     this.f64 = new Float64Array(buffer, 0, layout.ints / 2);
     this.i64 = new BigInt64Array(buffer, 0, layout.ints / 2);
     this.errors = new Uint8Array(buffer, layout.ints * 4, shape.slots * shape.errorBytes);
-    const printStart = layout.ints * 4 + Math.ceil((shape.slots * shape.errorBytes) / 4) * 4;
-    this.prints = new Uint8Array(buffer, printStart, shape.slots * (shape.printBytes ?? 0));
-    this.printWords = new Int32Array(buffer, printStart, this.prints.length / 4);
+    this.prints = new Uint8Array(buffer, layout.printStart, shape.slots * (shape.printBytes ?? 0));
+    this.printWords = new Int32Array(buffer, layout.printStart, this.prints.length / 4);
+    this.mailboxes = new Uint8Array(buffer, layout.mailboxStart, shape.workers * (shape.mailboxBytes ?? 0));
+    this.mailboxWords = new Int32Array(buffer, layout.mailboxStart, this.mailboxes.length / 4);
+    this.mailboxFloats = new Float64Array(buffer, layout.mailboxStart, this.mailboxes.length / 8);
   }
 
   static create(shape: RingShape = FULL_RING): LaunchRing {

@@ -11,6 +11,7 @@ import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import { type ArgKind, type ControlMessage, FULL_RING, H_DONE_COUNT, H_EPOCH, H_STOP, LaunchRing, MAX_ARGS, type WorkerData, type WorkerReply } from './launch-ring.js';
 import { HostAction, HostSide, type RingLaunch } from './launch-protocol.js';
+import { HostCallServer, type HostCallHandler } from './host-calls.js';
 import { droppedLine, takePrints } from './kernel-print.js';
 import type { PrintListener } from '../interface.js';
 
@@ -54,7 +55,14 @@ export interface PoolLaunch extends RingLaunch {
   timeoutMs?: number;
   /** Told of each line the kernel printed, before the launch settles (completed or trapped). */
   print?: PrintListener;
+  /** Answers the kernel's host calls (host-calls.ts); none: each fails. */
+  hostCall?: HostCallHandler;
 }
+
+/** The handler of a launch that was given none: every call fails, saying so. */
+const noHostCalls: HostCallHandler = (name) => {
+  throw new Error(`no host function ${JSON.stringify(name)}: this launch's program has none`);
+};
 
 /**
  * A launch the pool holds until it settles. A class with fixed fields, not a spread of the
@@ -71,6 +79,7 @@ class Flight implements PoolLaunch {
   readonly timeoutMs: number | undefined;
   readonly print: PrintListener | undefined;
   readonly shape: PoolLaunch['shape'];
+  readonly hostCall: HostCallHandler | undefined;
   /** When the pump first saw a team of it claimed (the launch's time limit counts from then). */
   begunBy: number | undefined;
   private settled = false;
@@ -91,6 +100,7 @@ class Flight implements PoolLaunch {
     this.timeoutMs = launch.timeoutMs;
     this.print = launch.print;
     this.shape = launch.shape;
+    this.hostCall = launch.hostCall;
   }
 
   resolve(): void {
@@ -134,6 +144,12 @@ const workerScript: string | URL = fromSource
 export class WorkerPool {
   private readonly ring: LaunchRing;
   private readonly host: HostSide<Flight>;
+  private readonly calls: HostCallServer;
+  /** The host-call handler of the launch in a slot (undefined: no launch there any more). */
+  private readonly hostCallOf = (slot: number): HostCallHandler | undefined => {
+    const flight = this.host.inFlight.get(slot)?.launch;
+    return flight === undefined ? undefined : (flight.hostCall ?? noHostCalls);
+  };
   private readonly workers: Worker[] = [];
   private readonly controls: MessagePort[] = [];
   /** Workers killed (their launch was withdrawn) whose threads have not exited yet. */
@@ -166,6 +182,7 @@ export class WorkerPool {
     this.keepAlive.unref();
     this.ring = LaunchRing.create({ ...FULL_RING, workers: size });
     this.host = new HostSide<Flight>(this.ring);
+    this.calls = new HostCallServer(this.ring);
     this.host.onSettled = (flight, trap, slot) => {
       const printed = takePrints(this.ring, slot);
       if (printed && flight.print) {
@@ -406,7 +423,8 @@ export class WorkerPool {
           await null;
           continue;
         }
-        // HostAction.Wait: nothing completed in this round.
+        // HostAction.Wait: nothing completed in this round; a worker may be waiting for a host call (M3).
+        this.calls.serve(this.workers.length, this.hostCallOf);
         const deadline = this.expire();
         if (pollChanged(i32, H_DONE_COUNT, this.host.seen, this.spinUs)) continue;
         const wait = Atomics.waitAsync(i32, H_DONE_COUNT, this.host.seen, Math.max(0, Math.min(WAIT_BOUND_MS, deadline - performance.now())));

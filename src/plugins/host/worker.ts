@@ -10,6 +10,7 @@
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { collectGarbage } from './garbage.js';
 import { type GridWords, KernelEnvironment, trapText } from './kernel-env.js';
+import { callHost, resetMailbox } from './host-calls.js';
 import { appendPrint } from './kernel-print.js';
 import {
   ARG_KIND,
@@ -59,6 +60,9 @@ let collectPending = false;
 const env = new KernelEnvironment();
 // A team's lines go to the records of the slot it holds a claim in (kernel-print.ts).
 env.onPrint = (team, text) => appendPrint(ring, side.slot, team, text);
+// A team's host calls go through this worker's mailbox (host-calls.ts), which starts empty (M4).
+env.onHostCall = (name, args) => callHost(ring, data.index, side.slot, name, args, data.waitBoundMs);
+resetMailbox(ring, data.index);
 
 function handleControl(message: ControlMessage): void {
   let reply: WorkerReply;

@@ -6,7 +6,7 @@
  * Ownership: the connection owns its transport; `close()` closes it and rejects what is pending.
  */
 import { errors, type OffloadError } from '../../errors.js';
-import { cut, MAX_KERNEL_NAME_CHARS, MAX_PRINT_CHARS, type DeviceInfo, type PrintListener } from '../interface.js';
+import { cut, type HostCallListener, MAX_HOST_CALL_ARGS, MAX_KERNEL_NAME_CHARS, MAX_PRINT_CHARS, type DeviceInfo, type PrintListener } from '../interface.js';
 import { connectMpi, mpiRankOf } from '../../transport/mpi.js';
 import { connectTcp, formatAddress, parseAddress, type TlsClientOptions } from '../../transport/tcp.js';
 import type { Frame } from '../../transport/frame.js';
@@ -42,6 +42,8 @@ export class RemoteConnection {
   private readonly pending = new Map<number, Pending>();
   /** Where each queue's print() lines go, by the queue's id on the proxy. */
   private readonly printListeners = new Map<number, PrintListener>();
+  /** Where each queue's host calls go, by the queue's id on the proxy. */
+  private readonly hostCallListeners = new Map<number, HostCallListener>();
   private nextId = 1;
   private lostError: OffloadError | undefined;
   private readonly lostListeners: ((error: OffloadError) => void)[] = [];
@@ -147,6 +149,10 @@ export class RemoteConnection {
         this.printed(meta);
         return;
       }
+      if (op === 'host-call') {
+        this.hostCalled(meta);
+        return;
+      }
       const pending = this.pending.get(meta.uint('id'));
       if (!pending) throw errors.protocol(`proxy ${this.address} answered request ${meta.uint('id')}, which is not pending`);
       if (op === 'reply') {
@@ -178,6 +184,35 @@ export class RemoteConnection {
     const kernel = meta.string('kernel');
     if (!Number.isSafeInteger(team) || (team as number) < -1) throw errors.protocol(`a 'print' frame from proxy ${this.address} names team ${JSON.stringify(team)}`);
     listener?.(cut(kernel, MAX_KERNEL_NAME_CHARS), team as number, cut(text, 2 * MAX_PRINT_CHARS));
+  }
+
+  /**
+   * A kernel on the proxy calls one of the program's host functions for the queue it names: the
+   * answer goes back as 'host-call-result' (a failure as its error). The frame is checked as any
+   * other from a peer; a call for a queue that is gone fails.
+   */
+  private hostCalled(meta: Meta): void {
+    const call = meta.uint('call');
+    const kernel = cut(meta.string('kernel'), MAX_KERNEL_NAME_CHARS);
+    const name = meta.string('name');
+    const args = meta.array('args');
+    // JSON has no NaN or infinities: they travel as null (and arrive as NaN).
+    if (args.length > MAX_HOST_CALL_ARGS || !args.every((arg) => typeof arg === 'number' || arg === null)) {
+      throw errors.protocol(`a 'host-call' frame from proxy ${this.address} has arguments that are not up to ${MAX_HOST_CALL_ARGS} numbers`);
+    }
+    const listener = this.hostCallListeners.get(meta.uint('queue'));
+    const numbers = args.map((arg) => (arg === null ? Number.NaN : (arg as number)));
+    const answer = listener ? listener(kernel, name, numbers) : Promise.reject(new Error('its queue was destroyed'));
+    answer.then(
+      (value) => this.post({ op: 'host-call-result', call, value }),
+      (error: unknown) => this.post({ op: 'host-call-result', call, error: { code: 'KERNEL_TRAP', message: cut(error instanceof Error ? error.message : String(error), 4096) } }),
+    );
+  }
+
+  /** Where the host calls of the proxy's queue `queue` go (undefined: nowhere any more). */
+  listenForHostCalls(queue: number, listener: HostCallListener | undefined): void {
+    if (listener) this.hostCallListeners.set(queue, listener);
+    else this.hostCallListeners.delete(queue);
   }
 
   /** Where the print() lines of the proxy's queue `queue` go (undefined: nowhere any more). */

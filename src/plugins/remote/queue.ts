@@ -13,7 +13,7 @@ import { errors } from '../../errors.js';
 import { PeerQueues } from '../peer-queues.js';
 import { asOffloadError } from '../serial-queue.js';
 import { CHUNK_BYTES, EAGER_BYTES, type WireArg } from '../../proxy/protocol.js';
-import type { Allocation, Dims, Grid, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue, PrintListener } from '../interface.js';
+import type { Allocation, Dims, Grid, HostCallListener, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue, PrintListener } from '../interface.js';
 import type { RemoteConnection } from './connection.js';
 import { RemoteAllocation, RemoteDevice, type RemoteKernel } from './device.js';
 
@@ -63,6 +63,11 @@ export class RemoteQueue implements PluginQueue {
   /** Set by the runtime: the proxy's 'print' frames for this queue reach it (connection.ts). */
   set onPrint(listener: PrintListener | undefined) {
     this.connection.listenForPrints(this.id, listener);
+  }
+
+  /** Set by the runtime: the proxy's 'host-call' frames for this queue reach it (connection.ts). */
+  set onHostCall(listener: HostCallListener | undefined) {
+    this.connection.listenForHostCalls(this.id, listener);
   }
 
   constructor(private readonly device: RemoteDevice) {
@@ -235,6 +240,7 @@ export class RemoteQueue implements PluginQueue {
 
   async destroy(): Promise<void> {
     this.connection.listenForPrints(this.id, undefined);
+    this.connection.listenForHostCalls(this.id, undefined);
     await this.peers.destroy();
     if (this.connection.lost) return;
     await this.connection.request({ op: 'queue-destroy', queue: this.id }).catch(() => {});

@@ -139,6 +139,8 @@ export class WebGpuDevice implements PluginDevice {
       launchTimeouts: false,
       // WGSL has no printf: a WebGPU kernel cannot print.
       kernelPrint: false,
+      // Nor can a dispatch wait for the host.
+      hostCalls: false,
       limits: { ...this.limits },
       limitNames: {
         maxTeams: 'maxComputeWorkgroupsPerDimension',

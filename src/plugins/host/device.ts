@@ -17,11 +17,14 @@ import type {
   LaunchArg,
   LoadedImage,
   LoadedKernel,
+  MemoryInfo,
   MemoryKind,
   PluginDevice,
   PluginQueue,
+  Rect,
 } from '../interface.js';
-import { MEMORY_KINDS, type PrintListener } from '../interface.js';
+import { forEachRow, MEMORY_KINDS, type PrintListener } from '../interface.js';
+import { fillPattern } from '../fill-pattern.js';
 import { SerialPluginQueue } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
 import { collectGarbageSoon } from './garbage.js';
@@ -64,6 +67,7 @@ class HostAllocation implements Allocation {
 type KernelFunction = (...args: unknown[]) => unknown;
 
 class HostKernel implements LoadedKernel {
+  readonly format = 'wasm';
   /** The kernel instantiated on this (the calling) thread, for inline launches; none with OFFLOAD_HOST_INLINE=never. */
   inline: KernelFunction | undefined;
   constructor(
@@ -74,6 +78,11 @@ class HostKernel implements LoadedKernel {
     readonly kinds: readonly ArgKind[],
     readonly policy: InlinePolicy,
   ) {}
+
+  get staticBytes(): number {
+    const range = this.image.staticRange;
+    return range ? range.end - range.start : 0;
+  }
 }
 
 /** A static data range of loaded images, shared by byte-identical images. */
@@ -274,6 +283,18 @@ export class HostDevice implements PluginDevice {
       // With every launch inline (OFFLOAD_HOST_INLINE=always) none can be stopped at its limit.
       launchTimeouts: inline !== 'always',
       kernelPrint: true,
+      capabilities: {
+        i64: true,
+        f64: true,
+        traps: true,
+        // With every launch inline one runs at a time, on the calling thread.
+        concurrentQueues: inline !== 'always',
+        atomics: true,
+        // Device memory is a SharedArrayBuffer of this process: a buffer's view is its memory.
+        mappedMemory: true,
+        // The device library has no teamMemory() on the host device yet.
+        maxTeamMemoryBytes: 0,
+      },
     };
     const pool = new WorkerPool(threads);
     const device = new HostDevice(info, pool, true, inline);
@@ -435,6 +456,19 @@ export class HostDevice implements PluginDevice {
     return this.heap.subarray(start, start + bytes);
   }
 
+  /**
+   * This context's free bytes: those free below its high-water mark, plus what the device's
+   * contexts together have not yet taken (see alloc). The largest block is the allocator's,
+   * within that.
+   */
+  async memoryInfo(): Promise<MemoryInfo> {
+    this.checkAlive();
+    const total = this.info.memoryBytes;
+    const heldHere = this.highWater - STATIC_WINDOW_END;
+    const freeBytes = Math.max(0, heldHere - this.allocator.usedBytes) + Math.max(0, total - this.pool.heldBytes);
+    return { totalBytes: total, freeBytes, largestFreeBlockBytes: Math.min(this.allocator.largestFreeBlock, freeBytes) };
+  }
+
   async free(alloc: Allocation): Promise<void> {
     this.checkAlive();
     const address = (alloc as HostAllocation).address;
@@ -573,6 +607,38 @@ class HostQueue extends SerialPluginQueue {
     return this.serial.enqueue(() => {
       const start = this.address(src, srcOffset);
       dst.set(this.device.heap.subarray(start, start + dst.byteLength));
+    });
+  }
+
+  fill(dst: Allocation, offset: number, bytes: number, pattern: Uint8Array): Promise<void> {
+    return this.serial.enqueue(() => {
+      const start = this.address(dst, offset);
+      fillPattern(this.device.heap.subarray(start, start + bytes), pattern);
+    });
+  }
+
+  submitRect(dst: Allocation, src: Uint8Array, rect: Rect): Promise<void> {
+    return this.serial.enqueue(() => {
+      const heap = this.device.heap;
+      const base = this.address(dst, 0);
+      forEachRow(rect, (srcAt, dstAt) => copyInto(heap, src.subarray(srcAt, srcAt + rect.width), base + dstAt));
+    });
+  }
+
+  retrieveRect(dst: Uint8Array, src: Allocation, rect: Rect): Promise<void> {
+    return this.serial.enqueue(() => {
+      const heap = this.device.heap;
+      const base = this.address(src, 0);
+      forEachRow(rect, (srcAt, dstAt) => dst.set(heap.subarray(base + srcAt, base + srcAt + rect.width), dstAt));
+    });
+  }
+
+  copyRect(dst: Allocation, src: Allocation, rect: Rect): Promise<void> {
+    return this.serial.enqueue(() => {
+      const heap = this.device.heap;
+      const from = this.address(src, 0);
+      const to = this.address(dst, 0);
+      forEachRow(rect, (srcAt, dstAt) => heap.copyWithin(to + dstAt, from + srcAt, from + srcAt + rect.width));
     });
   }
 

@@ -6,6 +6,7 @@ import { Buffer, DevicePointer } from './buffer.js';
 import { checkInteger, checkOptions, checkRange, checkScalar, checkSize, describe, hostBytes } from './checks.js';
 import type { Device } from './device.js';
 import { Kernel } from './kernel.js';
+import { dropped } from '../runtime/debug.js';
 import { rectBytes } from '../plugins/interface.js';
 
 /** A point in a queue: `done` settles when everything before it in its queue has completed. */
@@ -207,7 +208,7 @@ export const MAX_TIMEOUT_MS = MAX_MILLISECONDS;
  * Queue is collected (its device queue never holds on to the Queue object).
  */
 const abandoned = new FinalizationRegistry<PluginQueue>((plugin) => {
-  plugin.destroy().catch(() => {});
+  plugin.destroy().catch(dropped('queue', 'releasing a queue the program dropped'));
 });
 
 /** A kernel argument: a number (i32, f32, f64), a bigint (i64), a Buffer or a DevicePointer (ptr). */
@@ -594,7 +595,7 @@ export class Queue {
 
   /** @internal For runtime shutdown. */
   async drain(): Promise<void> {
-    await this.plugin.synchronize().catch(() => {});
+    await this.plugin.synchronize().catch(dropped(`queue ${this.id} of device ${this.device.id}`, 'its work (drained at destroy or shutdown, unreported)'));
   }
 
   /**
@@ -607,7 +608,7 @@ export class Queue {
     this.destroyed ??= (async () => {
       abandoned.unregister(this);
       await this.drain();
-      await this.plugin.destroy().catch(() => {});
+      await this.plugin.destroy().catch(dropped(`queue ${this.id} of device ${this.device.id}`, 'releasing the device queue'));
     })();
     return this.destroyed;
   }

@@ -6,6 +6,7 @@
 import { OffloadError } from '../errors.js';
 import { LOCAL_CLOCK, type Allocation, type EventTiming, type Grid, type LaunchArg, type LoadedKernel, type PluginDevice, type PluginEvent, type PluginQueue, type Rect } from './interface.js';
 import { PeerQueues } from './peer-queues.js';
+import { dropped } from '../runtime/debug.js';
 
 const noop = (): void => {};
 
@@ -164,7 +165,7 @@ export abstract class SerialPluginQueue implements PluginQueue {
   }
 
   async destroy(): Promise<void> {
-    await this.serial.synchronize().catch(() => {});
+    await this.serial.synchronize().catch(dropped('queue', 'its last work before destroy'));
     await this.peers.destroy();
   }
 }

@@ -7,6 +7,7 @@
  */
 import { errors, OffloadError, quoted } from '../errors.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
+import { debug } from '../runtime/debug.js';
 import type { Buffer } from '../api/buffer.js';
 import type { Device } from '../api/device.js';
 import type { Event, KernelArgument, Queue, RectCopy } from '../api/queue.js';
@@ -165,6 +166,7 @@ export class ProxyConnection {
 
   /** Answers request `id` with `error` and closes the connection. */
   private refuse(id: number, error: OffloadError): void {
+    debug.log('proxy', `closing the connection of ${this.transport.peer}: ${error.code}: ${error.message}`);
     this.send({ op: 'reply', id, error: toWireError(error) });
     this.transport.close(error);
   }

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
+import { debug } from '../../src/runtime/debug.js';
 import { Offload, OffloadError, type Buffer, type Device, type Event, type Kernel, type KernelPrint, type Library, type Queue, type Runtime } from '../../src/index.js';
 
 export interface ConformanceTarget {
@@ -972,6 +973,31 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         // The wasm image keeps its strings (print's messages) as static data; a wgsl image keeps none.
         if (info.imageFormat === 'wasm') assert.ok(info.staticDataBytes > 0, `${info.staticDataBytes} bytes of static data`);
         else assert.equal(info.staticDataBytes, 0);
+      });
+
+      it('says under OFFLOAD_DEBUG what it decided and which errors it dropped', async () => {
+        const lines: string[] = [];
+        const { enabled, sink } = debug;
+        debug.enabled = true;
+        debug.sink = (line) => lines.push(line);
+        try {
+          const lib = await runtime.register(target.bundle);
+          await device.kernel(lib, 'iota_i32');
+          await withBuffer(16, async (buffer) => {
+            const q = device.queue();
+            const { event, code } = await failingOp(q, buffer);
+            await event.done.catch(() => {});
+            await q.destroy(); // its failure is reported nowhere else
+            const queueLine = lines.find((line) => line.includes(`queue ${q.id} of device ${device.id}`));
+            assert.ok(queueLine?.includes(`the error was dropped: ${code}`), lines.join('\n'));
+          });
+          await lib.unregister();
+        } finally {
+          debug.enabled = enabled;
+          debug.sink = sink;
+        }
+        const format = device.info.imageFormats[0]!;
+        assert.ok(lines.some((line) => line.startsWith(`offload-ts debug: device ${device.id}: library`) && line.includes(`its ${format} image`)), lines.join('\n'));
       });
 
       it('maps shared memory: hostView() is the buffer itself where the device has mapped memory, UNSUPPORTED elsewhere', async () => {

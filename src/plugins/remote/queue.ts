@@ -12,6 +12,7 @@
 import { errors } from '../../errors.js';
 import { PeerQueues } from '../peer-queues.js';
 import { asOffloadError } from '../serial-queue.js';
+import { dropped } from '../../runtime/debug.js';
 import { CHUNK_BYTES, EAGER_BYTES, type WireArg } from '../../proxy/protocol.js';
 import {
   forEachRow,
@@ -209,7 +210,7 @@ export class RemoteQueue implements PluginQueue {
 
   private signal(gate: number, error?: unknown): void {
     const failure = error === undefined ? undefined : asOffloadError(error);
-    this.connection.request({ op: 'signal', gate, error: failure && { code: failure.code, message: failure.message } }).catch(() => {});
+    this.connection.request({ op: 'signal', gate, error: failure && { code: failure.code, message: failure.message } }).catch(dropped(`proxy ${this.connection.address}`, `signalling gate ${gate}`));
   }
 
 
@@ -318,6 +319,6 @@ export class RemoteQueue implements PluginQueue {
     this.connection.listenForPrints(this.id, undefined);
     await this.peers.destroy();
     if (this.connection.lost) return;
-    await this.connection.request({ op: 'queue-destroy', queue: this.id }).catch(() => {});
+    await this.connection.request({ op: 'queue-destroy', queue: this.id }).catch(dropped(`proxy ${this.connection.address}`, `destroying queue ${this.id} there`));
   }
 }

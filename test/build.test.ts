@@ -84,9 +84,11 @@ test('the fixtures build lists every exported kernel with its parameter names an
   assert.equal(manifest.name, 'fixtures');
   assert.deepEqual(
     manifest.entries.map((entry) => entry.name),
-    ['empty', 'fill_f32', 'saxpy', 'iota_i32', 'add_i32', 'scale_f64', 'sum_i64', 'record_grid', 'trap_oob', 'trap_abort', 'trap_unreachable', 'busy', 'mixed', 'wait_flag', 'count_team', 'scan_memory', 'spin', 'say'],
+    ['empty', 'fill_f32', 'saxpy', 'iota_i32', 'add_i32', 'scale_f64', 'sum_i64', 'record_grid', 'trap_oob', 'trap_abort', 'trap_unreachable', 'busy', 'mixed', 'wait_flag', 'count_team', 'scan_memory', 'spin', 'say', 'tally_teams', 'tallies'],
   );
-  assert.ok(manifest.entries.every((entry) => entry.kind === 'kernel'));
+  // Exported module-level data is a device global; every exported function a kernel.
+  assert.deepEqual(manifest.entries.filter((entry) => entry.kind === 'global'), [{ name: 'tallies', kind: 'global', params: [] }]);
+  assert.ok(manifest.entries.filter((entry) => entry.name !== 'tallies').every((entry) => entry.kind === 'kernel'));
   const params = (name: string) => manifest.entries.find((entry) => entry.name === name)?.params;
   assert.deepEqual(params('saxpy'), [
     { name: 'n', type: 'i32' },

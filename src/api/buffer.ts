@@ -1,6 +1,7 @@
 import { errors } from '../errors.js';
 import type { Allocation, MemoryKind } from '../plugins/interface.js';
 import type { Device } from './device.js';
+import type { LibraryRecord } from '../runtime/image-registry.js';
 
 /**
  * Memory on a device. Owned by whoever allocated it until `free()`; the runtime frees what is
@@ -12,11 +13,18 @@ export class Buffer {
   private uses = 0;
   private idleWaiters: (() => void)[] = [];
 
-  /** @internal Use `device.alloc()`. */
+  /** @internal Use `device.alloc()` (or `library.global()`, which passes the library that owns it). */
   constructor(
     readonly device: Device,
     /** @internal */ readonly allocation: Allocation,
+    /** @internal For a device global: the library whose image holds it (it lives as long as that is registered). */
+    readonly owner?: LibraryRecord,
   ) {}
+
+  /** True for a device global (`library.global()`): module-level data of a loaded image, never freed by the program. */
+  get isGlobal(): boolean {
+    return this.owner !== undefined;
+  }
 
   get byteLength(): number {
     return this.allocation.bytes;
@@ -26,13 +34,17 @@ export class Buffer {
     return this.allocation.kind;
   }
 
+  /** True once freed (for a device global: once its library was unregistered). */
   get freed(): boolean {
-    return this.isFreed;
+    return this.isFreed || this.owner?.unregistered === true;
   }
 
-  /** Frees the memory. A second call rejects with INVALID_BUFFER. */
+  /** Frees the memory. A second call rejects with INVALID_BUFFER, as does a device global's. */
   async free(): Promise<void> {
     this.device.context.checkOpen(this.device.id);
+    if (this.owner) {
+      throw errors.invalidBuffer(`${this.describe()} is a device global of library '${this.owner.name}': it lives until the library is unregistered`, this.device.id);
+    }
     if (this.isFreed) throw errors.invalidBuffer(`${this.describe()} was already freed`, this.device.id);
     this.isFreed = true;
     if (this.uses > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
@@ -41,7 +53,7 @@ export class Buffer {
 
   /** `await using buffer = await device.alloc(n)` frees it at the end of the block (unless freed already). */
   async [Symbol.asyncDispose](): Promise<void> {
-    if (!this.isFreed && !this.device.context.isClosed) await this.free();
+    if (!this.isFreed && !this.owner && !this.device.context.isClosed) await this.free();
   }
 
   /** @internal Keeps the memory alive until `done` settles. */

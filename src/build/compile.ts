@@ -22,7 +22,7 @@ import {
 import { runCompiler } from './compiler-job.js';
 import { kernelEntries } from './kernel-signatures.js';
 import { checkFitsWindow, fnv1a32, pickStaticBase, staticSizeOf } from './static-placement.js';
-import { readWasmModuleInfo, type MemoryLimits, type WasmModuleInfo } from './wasm-module-info.js';
+import { exportedAddresses, readWasmModuleInfo, type MemoryLimits, type WasmModuleInfo } from './wasm-module-info.js';
 import { wrapperSource, wrapperTypes } from './wrappers.js';
 import { joinEntries, WGSL_TRIPLE, wgslKernels } from './wgsl-kernels.js';
 
@@ -183,6 +183,9 @@ async function buildWasmImage(files: string[], name: string, options: BuildOptio
   checkModuleVariables(image.wat, sources);
   checkImports(info);
   checkExports(info, image.entries);
+  // Exported module-level data (`export const table: StaticArray<f32> = [...]`): device globals.
+  const globals = [...exportedAddresses(info)].filter(([, address]) => address >= staticBase && address < staticBase + staticSize);
+  const entries: EntryInfo[] = [...image.entries, ...globals.map(([name]): EntryInfo => ({ name, kind: 'global', params: [] }))];
   const imageInfo: ImageInfo = {
     format: 'wasm',
     triple: WASM_TRIPLE,
@@ -192,7 +195,7 @@ async function buildWasmImage(files: string[], name: string, options: BuildOptio
     staticSize,
     minPages: memoryImportOf(info).minimum,
   };
-  return { image: { info: imageInfo, bytes: image.wasm }, entries: image.entries, texts: sources.texts };
+  return { image: { info: imageInfo, bytes: image.wasm }, entries, texts: sources.texts };
 }
 
 function checkOptions(options: BuildOptions): void {

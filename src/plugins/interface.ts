@@ -278,6 +278,13 @@ export interface PluginDevice {
   /** How much of its memory this context could allocate now (olGetDeviceInfo FREE_MEMORY, cudaMemGetInfo). */
   memoryInfo(): Promise<MemoryInfo>;
   /**
+   * Optional, for devices whose images keep module-level data in device memory: the device
+   * global `name` of a loaded image (olGetSymbol GLOBAL_VARIABLE), as an allocation that lives
+   * as long as the image and that `free` must never be given; undefined when the image has none
+   * of that name. Devices without it have no device globals (UNSUPPORTED above).
+   */
+  global?(image: LoadedImage, name: string): Promise<Allocation | undefined>;
+  /**
    * Optional, for diagnostics and leak tests: counts of what the device holds now, across all
    * its contexts (contexts, images loaded, buffers: whatever the plugin keeps).
    */

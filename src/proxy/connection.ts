@@ -306,9 +306,13 @@ export class ProxyConnection {
         return this.reply(id, this.unload(meta, session));
       case 'alloc':
         return this.reply(id, this.made(this.alloc(meta, session)), (made) => made);
+      case 'global':
+        return this.reply(id, this.made(this.global(meta, session)), (made) => made);
       case 'free': {
         const bufferId = meta.uint('buffer');
         const buffer = session.buffer(bufferId);
+        // A device global was never counted against the quotas; it goes with its image.
+        if (buffer.isGlobal) throw errors.invalidBuffer(`buffer ${bufferId} is a device global: it lives until its image is unloaded`);
         session.buffers.delete(bufferId);
         this.directory.revoke(session, bufferId);
         return this.reply(
@@ -523,6 +527,24 @@ export class ProxyConnection {
       return { address: buffer.allocation.address ?? 0, grant: this.directory.grant(session, bufferId) };
     } catch (error) {
       for (const give of giveBack) give();
+      throw error;
+    }
+  }
+
+  /** A device global of image `image` on a device, named `buffer` for the client from now on. */
+  private async global(meta: Meta, session: Session): Promise<{ bytes: number; address: number }> {
+    this.ownerOnly('name device globals');
+    const bufferId = meta.uint('buffer');
+    if (session.buffers.has(bufferId)) throw errors.protocol(`buffer ${bufferId} exists already`);
+    const library = session.image(meta.uint('image'));
+    const device = this.device(meta);
+    const giveBack = session.take('buffers');
+    try {
+      const { buffer } = await library.global(device, meta.string('name'));
+      session.buffers.set(bufferId, buffer);
+      return { bytes: buffer.byteLength, address: buffer.allocation.address ?? 0 };
+    } catch (error) {
+      giveBack();
       throw error;
     }
   }

@@ -975,6 +975,43 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         else assert.equal(info.staticDataBytes, 0);
       });
 
+      it('keeps module-level data in device memory: library.global() gives it for copies and kernel arguments, one copy per device', async () => {
+        assert.deepEqual(library.globals, ['tallies']);
+        await rejectsWith(library.global(device, 'nothing'), 'NOT_FOUND', /no global 'nothing' \(it has: tallies\)/);
+        await rejectsWith(library.global('device' as never, 'tallies'), 'INVALID_ARGUMENT', /Device/);
+        if (!device.info.imageFormats.includes('wasm')) {
+          await rejectsWith(library.global(device, 'tallies'), 'UNSUPPORTED', /no device globals/);
+          return;
+        }
+        const pointer = await library.global(device, 'tallies');
+        const tallies = pointer.buffer;
+        assert.equal(tallies.byteLength, 32);
+        assert.equal(tallies.isGlobal, true);
+        const q = device.queue();
+        const read = async (): Promise<number[]> => {
+          const out = new Int32Array(8);
+          await q.read(tallies, out).done;
+          return [...out];
+        };
+        await q.write(tallies, Int32Array.of(10, 20, 30, 40, 50, 60, 70, 80)).done; // as the source initialises it (other cases may have run)
+        // Every team of a launch adds to the one copy; so does a second launch.
+        await q.launch(await kernel('tally_teams'), { teams: 16 }, []).done;
+        await q.launch(await kernel('tally_teams'), { teams: 8 }, []).done;
+        assert.deepEqual(await read(), [13, 23, 33, 43, 53, 63, 73, 83]);
+        // As a kernel argument (a pointer), and through fill and copies like any buffer.
+        await q.launch(await kernel('add_i32'), { teams: 2 }, [8, 100, pointer]).done;
+        assert.deepEqual(await read(), [113, 123, 133, 143, 153, 163, 173, 183]);
+        await q.fill(tallies, Int32Array.of(5), 16).done;
+        assert.deepEqual(await read(), [113, 123, 133, 143, 5, 5, 5, 5]);
+        // The same memory for every call on this device.
+        const again = await library.global(device, 'tallies');
+        const out = new Int32Array(8);
+        await q.read(again.buffer, out).done;
+        assert.deepEqual([...out], [113, 123, 133, 143, 5, 5, 5, 5]);
+        await rejectsWith(tallies.free(), 'INVALID_BUFFER', /device global/);
+        await q.finish();
+      });
+
       it('says under OFFLOAD_DEBUG what it decided and which errors it dropped', async () => {
         const lines: string[] = [];
         const { enabled, sink } = debug;

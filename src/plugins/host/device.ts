@@ -7,7 +7,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import { parseBytes } from '../../units.js';
 import { copyInto } from '../../shared-copy.js';
-import { readWasmModuleInfo, type DataSegment, type WasmModuleInfo } from '../../build/wasm-module-info.js';
+import { exportedAddresses, readWasmModuleInfo, type DataSegment, type WasmModuleInfo } from '../../build/wasm-module-info.js';
 import { DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
 import type {
   Allocation,
@@ -96,6 +96,8 @@ interface StaticRange {
 
 class HostImage implements LoadedImage {
   readonly kernels = new Map<string, HostKernel>();
+  /** Its device globals: module-level data in its static range, by name. */
+  readonly globals = new Map<string, HostAllocation>();
   constructor(
     readonly id: number,
     readonly name: string,
@@ -377,6 +379,12 @@ export class HostDevice implements PluginDevice {
       this.checkAlive();
       throw errors.incompatibleImage(`image of ${shown} failed to instantiate: ${failed?.type === 'load-failed' ? failed.message : 'no reply'}`);
     }
+    try {
+      this.findGlobals(image, info, hostImage, shown);
+    } catch (error) {
+      await this.unloadImage(hostImage);
+      throw error;
+    }
     if (this.inlineMode !== 'never' && this.memory) {
       // The same module over the same memory, on this thread (its data segments write what the
       // workers' instances wrote: the bytes of this image's own static range).
@@ -384,6 +392,37 @@ export class HostDevice implements PluginDevice {
       for (const kernel of hostImage.kernels.values()) kernel.inline = instance.exports[kernel.name] as KernelFunction;
     }
     return hostImage;
+  }
+
+  /**
+   * The image's device globals (entries of kind 'global'): each an exported constant of the
+   * module holding the address of module-level data, whose length AssemblyScript's object
+   * header keeps just before it. The image is untrusted: the address and the length must lie
+   * inside its own static range, read from the module and from device memory (where its data
+   * segments were just written), never from the manifest.
+   */
+  private findGlobals(image: DeviceImage, info: WasmModuleInfo, hostImage: HostImage, shown: string): void {
+    const wanted = image.entries.filter((entry) => entry.kind === 'global');
+    if (wanted.length === 0) return;
+    const addresses = exportedAddresses(info);
+    const range = hostImage.staticRange;
+    const view = new DataView(this.heap.buffer, this.heap.byteOffset, this.heap.byteLength);
+    for (const { name } of wanted) {
+      const address = addresses.get(name);
+      const header = address === undefined ? undefined : address - 4;
+      const bytes = header === undefined || !range || header < range.start || address! > range.end ? undefined : view.getUint32(header, true);
+      if (address === undefined || bytes === undefined || address + bytes > range!.end) {
+        throw errors.incompatibleImage(
+          `image of ${shown} lists global ${quoted(name)}, which is not module-level data of its own static range ` +
+            `(an exported constant whose data lies inside it); rebuild it with 'offload build'`,
+        );
+      }
+      hostImage.globals.set(name, new HostAllocation(bytes, 'device', address));
+    }
+  }
+
+  async global(image: LoadedImage, name: string): Promise<Allocation | undefined> {
+    return (image as HostImage).globals.get(name);
   }
 
   /**

@@ -172,6 +172,13 @@ export class RemoteDevice implements PluginDevice {
     return info;
   }
 
+  /** A device global of a loaded image: the proxy names it as one of this client's buffers there. */
+  async global(image: LoadedImage, name: string): Promise<Allocation | undefined> {
+    const id = this.state.next('buffer');
+    const reply = new Meta(await this.connection.request({ op: 'global', image: (image as RemoteImage).id, device: this.index, name, buffer: id }));
+    return new RemoteAllocation(id, reply.uint('bytes'), 'device', reply.uint('address'), '');
+  }
+
   async free(alloc: Allocation): Promise<void> {
     await this.connection.request({ op: 'free', buffer: (alloc as RemoteAllocation).id });
   }

@@ -66,6 +66,8 @@ function instantiateFixtures() {
       thread_id: () => 0,
       num_threads: () => 1,
       print: () => {},
+      barrier: () => {},
+      team_memory: () => 0,
     },
   };
   const module = new WebAssembly.Module(decodeBundle(fixtures.bundle).images[0]!.bytes);
@@ -84,7 +86,7 @@ test('the fixtures build lists every exported kernel with its parameter names an
   assert.equal(manifest.name, 'fixtures');
   assert.deepEqual(
     manifest.entries.map((entry) => entry.name),
-    ['empty', 'fill_f32', 'saxpy', 'iota_i32', 'add_i32', 'scale_f64', 'sum_i64', 'record_grid', 'trap_oob', 'trap_abort', 'trap_unreachable', 'busy', 'mixed', 'wait_flag', 'count_team', 'scan_memory', 'spin', 'say', 'tally_teams', 'tallies'],
+    ['empty', 'fill_f32', 'saxpy', 'iota_i32', 'add_i32', 'scale_f64', 'sum_i64', 'record_grid', 'trap_oob', 'trap_abort', 'trap_unreachable', 'busy', 'mixed', 'wait_flag', 'count_team', 'scan_memory', 'spin', 'say', 'grid3d', 'team_scan', 'tally_teams', 'tallies'],
   );
   // Exported module-level data is a device global; every exported function a kernel.
   assert.deepEqual(manifest.entries.filter((entry) => entry.kind === 'global'), [{ name: 'tallies', kind: 'global', params: [] }]);
@@ -126,7 +128,7 @@ test('the image imports a shared env.memory with the ABI maximum, and only devic
   const memory = info.imports.find((i) => i.module === 'env' && i.name === 'memory');
   assert.deepEqual(memory?.memory, { minimum: image.info.minPages, maximum: MAX_PAGES, shared: true });
   assert.ok(!info.exports.some((e) => e.kind === 'memory'), 'the memory is not exported');
-  const allowed = ['env.memory', 'env.abort', 'env.seed', 'env.trace', 'offload.team_id', 'offload.num_teams', 'offload.thread_id', 'offload.num_threads', 'offload.print'];
+  const allowed = ['env.memory', 'env.abort', 'env.seed', 'env.trace', 'offload.team_id', 'offload.num_teams', 'offload.thread_id', 'offload.num_threads', 'offload.print', 'offload.barrier', 'offload.team_memory'];
   for (const { module, name } of info.imports) assert.ok(allowed.includes(`${module}.${name}`), `${module}.${name}`);
 });
 
@@ -148,7 +150,7 @@ test('a kernel file with top-level code fails, naming the file and the way out',
 test('kernels import the device library as offload-ts/device', { timeout: 120_000 }, () => {
   const info = readWasmModuleInfo(decodeBundle(fixtures.bundle).images[0]!.bytes);
   const device = info.imports.filter((i) => i.module === 'offload').map((i) => i.name);
-  assert.deepEqual(device.sort(), ['num_teams', 'num_threads', 'print', 'team_id', 'thread_id']);
+  assert.deepEqual(device.sort(), ['barrier', 'num_teams', 'num_threads', 'print', 'team_id', 'team_memory', 'thread_id']);
 });
 
 test('saxpy computes y = a * x + y over a grid of teams, on data above 1 MiB', { timeout: 120_000 }, () => {

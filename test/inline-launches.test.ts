@@ -14,6 +14,7 @@ import { decodeBundle } from '../src/image/bundle.js';
 import { OffloadError } from '../src/errors.js';
 import { Offload, type Kernel, type KernelArgument, type Runtime } from '../src/index.js';
 import { HostDevice } from '../src/plugins/host/device.js';
+import type { Grid } from '../src/plugins/interface.js';
 import { inlineMode } from '../src/plugins/host/inline.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
@@ -219,7 +220,7 @@ describe('inline launches', { timeout: 120_000 }, () => {
       const buffer = await client.alloc(64, 'device');
       const queue = client.createQueue();
       const ptr = { type: 'ptr', alloc: buffer, offset: 0 } as const;
-      const grid = { teams: 1, threads: 1 };
+      const grid = { teams: 1, threads: 1, teamDims: [1, 1, 1], threadDims: [1, 1, 1], teamMemoryBytes: 0 } as Grid;
       const where: unknown[] = [];
       for (let i = 0; i < 3; i++) where.push(await queue.launch(loaded.kernels.get('empty')!, grid, []));
       for (let i = 0; i < 3; i++) where.push(await queue.launch(loaded.kernels.get('iota_i32')!, grid, [{ type: 'i32', value: 16 }, ptr]));

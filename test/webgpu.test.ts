@@ -53,7 +53,9 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
     assert.equal(info.kind, 'gpu');
     assert.deepEqual(info.imageFormats, ['wgsl']);
     assert.deepEqual(info.memoryKinds, ['device']);
+    assert.deepEqual(info.maxTeamDims, [1, 1, 1].map(() => info.limits!.maxComputeWorkgroupsPerDimension));
     assert.equal(info.maxTeams, info.limits!.maxComputeWorkgroupsPerDimension);
+    assert.equal(info.maxTeamMemoryBytes, info.limits!.maxComputeWorkgroupStorageSize);
     assert.ok(info.maxThreadsPerTeam <= info.limits!.maxComputeInvocationsPerWorkgroup);
     assert.ok(info.limits!.minStorageBufferOffsetAlignment > 0);
   });
@@ -137,7 +139,9 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
     const out = await gpu.alloc(16);
     const q = gpu.queue();
     const teams = gpu.info.maxTeams + 1;
-    await rejectsWith(q.launch(fixed, { teams }, [out]).done, 'INVALID_ARGUMENT', new RegExp(`grid.teams ${teams}.*maxComputeWorkgroupsPerDimension`));
+    await rejectsWith(q.launch(fixed, { teams }, [out]).done, 'INVALID_ARGUMENT', new RegExp(`grid.teams ${teams}: .*maxComputeWorkgroupsPerDimension`));
+    await rejectsWith(q.finish(), 'INVALID_ARGUMENT');
+    await rejectsWith(q.launch(fixed, { teams: [2, teams] }, [out]).done, 'INVALID_ARGUMENT', new RegExp(`grid.teams 2 x ${teams}: y = ${teams} .*maxTeamDims.*maxComputeWorkgroupsPerDimension`));
     await rejectsWith(q.finish(), 'INVALID_ARGUMENT');
     await out.free();
   });
@@ -171,7 +175,7 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
       'INVALID_ARGUMENT',
       /scalar parameter 'v' has type vec4.*i32, u32 and f32/,
     );
-    await rejectsWith(buildFiles(dir, wgsl('@compute @workgroup_size(8, 8) fn k() {}')), 'INVALID_ARGUMENT', /not one-dimensional/);
+    await rejectsWith(buildFiles(dir, wgsl('@compute @workgroup_size(8, 2.5) fn k() {}')), 'INVALID_ARGUMENT', /@workgroup_size\(8, 2.5\): each size must be a number or the name of an override constant/);
     // A kernel in both images must take the same parameters.
     await rejectsWith(
       buildFiles(dir, {

@@ -5,6 +5,7 @@ import { asOffloadError } from '../plugins/serial-queue.js';
 import { Buffer, DevicePointer } from './buffer.js';
 import { checkInteger, checkOptions, checkRange, checkScalar, checkSize, describe, hostBytes } from './checks.js';
 import type { Device } from './device.js';
+import { type GridSize, lowerGrid } from './grid.js';
 import { Kernel } from './kernel.js';
 import { dropped } from '../runtime/debug.js';
 import { rectBytes } from '../plugins/interface.js';
@@ -187,10 +188,23 @@ export interface CopyOptions {
 }
 
 export interface Grid {
-  /** Number of teams (at least 1). */
-  teams: number;
-  /** Threads per team; default 1; clamped to `device.info.maxThreadsPerTeam` as OpenMP's thread_limit. */
-  threads?: number;
+  /**
+   * Number of teams (at least 1), or teams along [x, y, z] (each within `device.info.maxTeamDims`,
+   * their product within `maxTeams`). A kernel reads its place with teamId(d) and numTeams(d).
+   */
+  teams: GridSize;
+  /**
+   * Threads per team; default 1. A number is clamped to `device.info.maxThreadsPerTeam`, as
+   * OpenMP's thread_limit; dimensions [x, y, z] are taken as given or refused (within
+   * `maxThreadDims`, their product within `maxThreadsPerTeam`). The threads of a team share its
+   * team memory and meet at barrier().
+   */
+  threads?: GridSize;
+  /**
+   * Bytes of scratch memory per team, shared by its threads (teamMemory() in a kernel); default
+   * 0; at most `device.info.maxTeamMemoryBytes`. Its contents start undefined and end with the team.
+   */
+  teamMemoryBytes?: number;
   /**
    * Time limit in milliseconds: a launch still running after it fails with TIMEOUT, naming the
    * kernel and the limit, and the device stops it and goes on (on the host device the workers
@@ -378,16 +392,8 @@ export class Queue {
       if (library.unregistered) throw errors.invalidArgument(`launch: the library '${library.name}' of kernel '${kernel.name}' was unregistered`, device);
       const info = this.device.info;
       const shape = checkOptions(grid, `launch of '${kernel.name}': grid`);
-      const teams = checkInteger(shape.teams, `launch of '${kernel.name}': grid.teams`, 1, 2 ** 31 - 1, device);
-      if (teams > info.maxTeams) {
-        const named = info.limitNames?.maxTeams;
-        throw errors.invalidArgument(
-          `launch of '${kernel.name}': grid.teams ${teams} is more than device ${device} runs in one launch ` +
-            `(maxTeams ${info.maxTeams}${named ? `, the adapter's ${named}` : ''})`,
-          device,
-        );
-      }
-      const threads = Math.min(checkInteger(shape.threads ?? 1, `launch of '${kernel.name}': grid.threads`, 1, 2 ** 31 - 1, device), info.maxThreadsPerTeam);
+      const lowered = lowerGrid(shape, kernel.name, info, device);
+      const { teams, threads } = lowered;
       let timeoutMs: number | undefined;
       if (shape.timeoutMs !== undefined) {
         timeoutMs = checkInteger(shape.timeoutMs, `launch of '${kernel.name}': grid.timeoutMs`, 1, MAX_TIMEOUT_MS, device);
@@ -398,6 +404,7 @@ export class Queue {
         // The runtime's default (OFFLOAD_LAUNCH_TIMEOUT) applies where a device can honour it.
         timeoutMs = this.device.context.launchTimeoutMs;
       }
+      lowered.timeoutMs = timeoutMs;
       if (!Array.isArray(args)) throw errors.invalidArgument(`launch of '${kernel.name}': args must be an array, got ${describe(args)}`, device);
       const params = kernel.params;
       if (args.length !== params.length) {
@@ -405,7 +412,7 @@ export class Queue {
         throw errors.invalidArgument(`launch of '${kernel.name}': expected ${params.length} arguments (${expected}), got ${args.length}`, device);
       }
       const buffers: Buffer[] = [];
-      const lowered: LaunchArg[] = params.map((param, index) => {
+      const loweredArgs: LaunchArg[] = params.map((param, index) => {
         const value: unknown = args[index];
         const position = `launch of '${kernel.name}': argument ${index}`;
         if (param.type === 'ptr') {
@@ -424,7 +431,7 @@ export class Queue {
         return param.type === 'i64' ? { type: 'i64', value: value as bigint } : { type: param.type, value: value as number };
       });
       const started = performance.now();
-      const done = this.plugin.launch(kernel.loaded, { teams, threads, timeoutMs }, lowered);
+      const done = this.plugin.launch(kernel.loaded, lowered, loweredArgs);
       // `started`: an inline launch on an idle queue has already run by now.
       this.trace(kernel.name, { kernel: kernel.name, teams, threads }, done, started);
       for (const buffer of buffers) buffer.use(done);

@@ -10,6 +10,8 @@ import { OffloadError, errors } from '../errors.js';
 import { BUNDLE_EXTENSION, encodeBundle } from '../image/bundle.js';
 import type { EntryInfo, ImageInfo, Manifest } from '../image/manifest.js';
 import {
+  ASYNCIFY_EXPORTS,
+  BARRIER_IMPORT,
   DEVICE_IMPORTS,
   DEVICE_IMPORT_MODULE,
   ENV_IMPORTS,
@@ -276,6 +278,8 @@ async function compileImage(sources: SourceSet, staticBase: number, options: Bui
     deviceText: sources.deviceText,
     wasmFile: WASM_FILE,
     watFile: WAT_FILE,
+    barrierImport: { module: DEVICE_IMPORT_MODULE, name: BARRIER_IMPORT },
+    optimize: options.optimize !== false,
   });
   const display = (source: string) => displaySource(sources.baseDir, source);
   if (output.diagnostics.length > 0) {
@@ -425,9 +429,15 @@ function memoryImportOf(info: WasmModuleInfo): MemoryLimits {
   return memory;
 }
 
-/** The module's function exports must be exactly the kernels the manifest lists. */
+/**
+ * The module's function exports must be exactly the kernels the manifest lists (and, in a module
+ * with barriers, the functions asyncify adds for the host device).
+ */
 function checkExports(info: WasmModuleInfo, entries: EntryInfo[]): void {
   const exported = new Set(info.exports.filter((e) => e.kind === 'function').map((e) => e.name));
+  if (info.imports.some((i) => i.module === DEVICE_IMPORT_MODULE && i.name === BARRIER_IMPORT)) {
+    for (const name of ASYNCIFY_EXPORTS) exported.delete(name);
+  }
   for (const entry of entries) {
     if (!exported.delete(entry.name)) throw errors.invalidArgument(`kernel '${entry.name}' is missing from the compiled module's exports`);
   }

@@ -20,6 +20,10 @@ export interface CompileJob {
   /** The names argv gives to the binary and text outputs. */
   wasmFile: string;
   watFile: string;
+  /** A module importing this function is run through asyncify (see compiler-worker.js). */
+  barrierImport: { module: string; name: string };
+  /** Optimize again after asyncify (the build's -O3). */
+  optimize: boolean;
 }
 
 /** An exported function of an entry file, as the compiler resolved it. */
@@ -57,8 +61,9 @@ export interface CompileOutput {
   /** Error diagnostics, in the order reported. */
   diagnostics: CompilerDiagnostic[];
   kernels: KernelSignature[];
+  /** The module, asyncified when it imports the barrier. */
   wasm: Uint8Array | null;
-  /** Text format of the optimized module; it keeps function and global names. */
+  /** Text format of the optimized module as asc made it (before asyncify); it keeps function and global names. */
   wat: string | null;
 }
 

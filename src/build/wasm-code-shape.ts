@@ -14,6 +14,7 @@
  * truncation, bulk memory, reference types, SIMD, threads); an opcode it does not know ends the
  * reading of that function, which then counts as unbounded and synchronising.
  */
+import { BARRIER_IMPORT, DEVICE_IMPORT_MODULE } from '../image/wasm-abi.js';
 import { ByteReader, malformed, readWasmModuleInfo, type WasmModuleInfo } from './wasm-module-info.js';
 
 export interface CodeShape {
@@ -52,8 +53,10 @@ interface FunctionFacts {
 export function readCodeShapes(bytes: Uint8Array, kernels: readonly string[], info: WasmModuleInfo = readWasmModuleInfo(bytes)): Map<string, CodeShape> {
   const functionImports = info.imports.filter((imp) => imp.kind === 'function');
   const importedFunctions = functionImports.length;
-  // Imports that return at once; `trace` is not one (it writes to stderr, which may block).
-  const quick = (callee: number) => callee < importedFunctions && !(functionImports[callee]!.module === 'env' && functionImports[callee]!.name === 'trace');
+  // Imports that return at once. `trace` is not one (it writes to stderr, which may block), nor
+  // `barrier` (the host device switches threads there: a team's run is as long as its threads').
+  const slow = new Set(['env.trace', `${DEVICE_IMPORT_MODULE}.${BARRIER_IMPORT}`]);
+  const quick = (callee: number) => callee < importedFunctions && !slow.has(`${functionImports[callee]!.module}.${functionImports[callee]!.name}`);
   const bodies = codeBodies(bytes);
   const facts = bodies.map(readFunction);
   const shapes = new Map<string, CodeShape>();

@@ -6,9 +6,12 @@
  */
 import { WgslReflect, type VariableInfo } from 'wgsl_reflect/wgsl_reflect.module.js';
 import { errors } from '../errors.js';
-import type { EntryInfo, ParamInfo, WgslKernelInfo, WgslParamInfo } from '../image/manifest.js';
+import type { EntryInfo, ParamInfo, WgslKernelInfo, WgslParamInfo, WorkgroupSize } from '../image/manifest.js';
 
 export const WGSL_TRIPLE = 'wgsl-unknown-webgpu';
+
+/** The override constant a WebGPU device sets to a launch's `teamMemoryBytes` (docs/wgsl-abi.md). */
+export const TEAM_MEMORY_OVERRIDE = 'team_memory_bytes';
 
 /** WGSL scalar types a kernel parameter may have, and how they travel. */
 const SCALAR_TYPE_OF = new Map<string, 'i32' | 'f32'>([
@@ -28,6 +31,7 @@ export function wgslKernels(source: string, file: string): WgslKernelInfo[] {
     const line = /Line: (\d+)$/.exec((cause as Error).message)?.[1];
     throw errors.invalidArgument(`WGSL parse error: ${file}${line ? `:${line}` : ''}: ${message}`);
   }
+  const teamMemory = reflect.overrides.some((override) => override.name === TEAM_MEMORY_OVERRIDE);
   const kernels = reflect.entry.compute.map((entry) => {
     const where = `${file}: kernel '${entry.name}'`;
     const resources = [...entry.resources].sort((a, b) => a.group - b.group || a.binding - b.binding);
@@ -46,7 +50,13 @@ export function wgslKernels(source: string, file: string): WgslKernelInfo[] {
         throw errors.invalidArgument(`${what}: only storage buffers (pointers) and one uniform buffer (scalars) can be kernel parameters`);
       }
     }
-    return { name: entry.name, params, workgroupSize: workgroupSizeOf(entry.attributes ?? [], where), ...(uniform ? { uniform } : {}) };
+    return {
+      name: entry.name,
+      params,
+      workgroupSize: workgroupSizeOf(entry.attributes ?? [], where),
+      ...(uniform ? { uniform } : {}),
+      ...(teamMemory ? { teamMemory: TEAM_MEMORY_OVERRIDE } : {}),
+    };
   });
   if (kernels.length === 0) throw errors.invalidArgument(`${file} has no @compute entry point`);
   return kernels;
@@ -72,18 +82,17 @@ function scalarParams(resource: VariableInfo, what: string): WgslParamInfo[] {
   });
 }
 
-function workgroupSizeOf(attributes: { name: string; value: unknown }[], where: string): number | string {
+function workgroupSizeOf(attributes: { name: string; value: unknown }[], where: string): WorkgroupSize {
   const attribute = attributes.find((a) => a.name === 'workgroup_size');
   const values = (Array.isArray(attribute?.value) ? attribute.value : [attribute?.value]).map((v) => String(v).trim());
-  const [x, ...rest] = values;
-  if (!attribute || !x) throw errors.invalidArgument(`${where}: missing @workgroup_size`);
-  if (rest.some((v) => v !== '1' && v !== '1u' && v !== '1i')) {
-    throw errors.invalidArgument(`${where}: @workgroup_size(${values.join(', ')}) is not one-dimensional; kernels run teams of threads along x`);
-  }
-  const fixed = /^(\d+)[ui]?$/.exec(x);
-  if (fixed) return Number(fixed[1]);
-  if (/^[A-Za-z_]\w*$/.test(x)) return x;
-  throw errors.invalidArgument(`${where}: @workgroup_size(${x}) must be a number or the name of an override constant`);
+  if (!attribute || !values[0]) throw errors.invalidArgument(`${where}: missing @workgroup_size`);
+  const sizes = values.map((value) => {
+    const fixed = /^(\d+)[ui]?$/.exec(value);
+    if (fixed) return Number(fixed[1]);
+    if (/^[A-Za-z_]\w*$/.test(value)) return value;
+    throw errors.invalidArgument(`${where}: @workgroup_size(${values.join(', ')}): each size must be a number or the name of an override constant, not ${value}`);
+  });
+  return sizes.length === 1 ? sizes[0]! : sizes;
 }
 
 /**

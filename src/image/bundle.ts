@@ -183,11 +183,14 @@ function parseImage(value: unknown, k: number): ImageInfo {
 function parseWgslKernel(value: unknown, where: string): WgslKernelInfo {
   if (!isRecord(value) || typeof value.name !== 'string' || value.name === '') throw invalid(`missing or invalid field 'name' in ${where}`);
   where = `WGSL kernel '${value.name}'`;
-  const { workgroupSize, uniform } = value;
+  const { workgroupSize, uniform, teamMemory } = value;
   const isCount = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
-  if (!(typeof workgroupSize === 'string' || (isCount(workgroupSize) && workgroupSize > 0))) {
+  const isName = (n: unknown): n is string => typeof n === 'string' && /^[A-Za-z_]\w{0,127}$/.test(n);
+  const isSize = (n: unknown) => isName(n) || (isCount(n) && n > 0);
+  if (!(isSize(workgroupSize) || (Array.isArray(workgroupSize) && workgroupSize.length >= 1 && workgroupSize.length <= 3 && workgroupSize.every(isSize)))) {
     throw invalid(`missing or invalid field 'workgroupSize' in ${where}`);
   }
+  if (teamMemory !== undefined && !isName(teamMemory)) throw invalid(`invalid field 'teamMemory' in ${where}`);
   if (uniform !== undefined && !(isRecord(uniform) && isCount(uniform.binding) && isCount(uniform.bytes))) {
     throw invalid(`invalid field 'uniform' in ${where}`);
   }
@@ -203,7 +206,13 @@ function parseWgslKernel(value: unknown, where: string): WgslKernelInfo {
     }
     throw invalid(`invalid parameter ${i} of ${where}`);
   });
-  return { name: value.name, params, workgroupSize, ...(uniform === undefined ? {} : { uniform: uniform as WgslKernelInfo['uniform'] }) };
+  return {
+    name: value.name,
+    params,
+    workgroupSize: workgroupSize as WgslKernelInfo['workgroupSize'],
+    ...(uniform === undefined ? {} : { uniform: uniform as WgslKernelInfo['uniform'] }),
+    ...(teamMemory === undefined ? {} : { teamMemory }),
+  };
 }
 
 function parseEntry(value: unknown, k: number): EntryInfo {

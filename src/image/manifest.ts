@@ -56,9 +56,16 @@ export interface WgslKernelInfo {
   params: WgslParamInfo[];
   /** The uniform buffer of the scalars: its binding and byte size; absent without scalars. */
   uniform?: { binding: number; bytes: number };
-  /** A fixed workgroup size, or the name of the override constant the device sets to `threads`. */
-  workgroupSize: number | string;
+  /**
+   * The workgroup size along x, or along [x, y, z]: each a fixed number, or the name of the
+   * override constant the device sets to the launch's threads along that axis.
+   */
+  workgroupSize: WorkgroupSize;
+  /** The override constant the device sets to the launch's `teamMemoryBytes`, when the module declares one. */
+  teamMemory?: string;
 }
+
+export type WorkgroupSize = number | string | (number | string)[];
 
 export type WgslParamInfo =
   | { name: string; type: 'ptr'; binding: number; readOnly: boolean }

@@ -7,7 +7,16 @@ export const WASM_TRIPLE = 'wasm32-unknown-offload';
 
 /** Module and field names of the device library's imports (see assembly/device.ts). */
 export const DEVICE_IMPORT_MODULE = 'offload';
-export const DEVICE_IMPORTS = ['team_id', 'num_teams', 'thread_id', 'num_threads', 'print'] as const;
+export const DEVICE_IMPORTS = ['team_id', 'num_teams', 'thread_id', 'num_threads', 'print', 'barrier', 'team_memory'] as const;
+
+/**
+ * A kernel that imports `offload.barrier` is built with binaryen's asyncify, instrumenting only
+ * what can reach that import: the host device runs a team's threads in turn on one thread and
+ * switches between them at barriers (src/plugins/host/team-threads.ts).
+ */
+export const BARRIER_IMPORT = 'barrier';
+/** What asyncify adds to such a module: the exports the host device drives it with. */
+export const ASYNCIFY_EXPORTS = ['asyncify_start_unwind', 'asyncify_stop_unwind', 'asyncify_start_rewind', 'asyncify_stop_rewind', 'asyncify_get_state'] as const;
 
 /**
  * Imports from `env` a device provides: the shared memory, AssemblyScript's `abort` (turned

@@ -26,8 +26,14 @@ export interface DeviceInfo {
   memoryBytes: number;
   /** Upper bound of `threads` per team; larger requests are clamped, as OpenMP's thread_limit. */
   maxThreadsPerTeam: number;
-  /** Upper bound of `teams` per launch. */
+  /** Upper bound of `teams` per launch given as a number (one dimension); dimensions are bounded by maxTeamDims. */
   maxTeams: number;
+  /** Upper bounds of a launch's teams along x, y and z (`grid.teams` as dimensions). */
+  maxTeamDims: Dims;
+  /** Upper bounds of a team's threads along x, y and z; their product is also bounded by maxThreadsPerTeam. */
+  maxThreadDims: Dims;
+  /** The most team memory (`grid.teamMemoryBytes`, the device library's teamMemory()) a team can have. */
+  maxTeamMemoryBytes: number;
   /** Number of units that run teams concurrently (workers, SMs, ...). */
   computeUnits: number;
   /** Image formats this device can load, in order of preference. */
@@ -47,8 +53,8 @@ export interface DeviceInfo {
   capabilities: DeviceCapabilities;
   /** Hardware limits behind the figures above, by their API's names (a WebGPU adapter's limits). */
   limits?: Record<string, number>;
-  /** Which of `limits` gives maxTeams and maxThreadsPerTeam, for error messages. */
-  limitNames?: { maxTeams?: string; maxThreadsPerTeam?: string };
+  /** Which of `limits` gives each of the figures above, for error messages. */
+  limitNames?: { maxTeams?: string; maxThreadsPerTeam?: string; maxTeamDims?: string; maxThreadDims?: string; maxTeamMemoryBytes?: string };
 }
 
 /**
@@ -68,7 +74,7 @@ export interface DeviceCapabilities {
   atomics: boolean;
   /** `alloc(bytes, { kind: 'shared' })` gives buffers whose `hostView()` is the device memory itself. */
   mappedMemory: boolean;
-  /** Bytes of memory a team shares (CUDA's shared memory, WebGPU's workgroup storage); 0: none. */
+  /** Bytes of memory a team shares (teamMemory(): CUDA's shared memory, WebGPU's workgroup storage), as info.maxTeamMemoryBytes; 0: none. */
   maxTeamMemoryBytes: number;
 }
 
@@ -112,10 +118,21 @@ export interface LoadedImage {
   readonly kernels: ReadonlyMap<string, LoadedKernel>;
 }
 
-/** The launch grid after checks: both at least 1, threads already clamped to the device. */
+/** Sizes along x, y and z. */
+export type Dims = [number, number, number];
+
+/**
+ * The launch grid after checks: `teams` and `threads` are the totals (products of the
+ * dimensions, at least 1; threads already clamped to the device), a team's linear id runs x
+ * fastest, then y, then z.
+ */
 export interface Grid {
   teams: number;
   threads: number;
+  teamDims: Dims;
+  threadDims: Dims;
+  /** Bytes of scratch memory each team gets (teamMemory()), shared by its threads. */
+  teamMemoryBytes: number;
   /** The launch fails with TIMEOUT after running this long (the device stops it and goes on). */
   timeoutMs?: number;
 }

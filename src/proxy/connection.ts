@@ -565,7 +565,8 @@ export class ProxyConnection {
     const asked = meta.optional('timeoutMs', meta.uint);
     const cap = queue.device.info.launchTimeouts ? this.directory.launchTimeoutMs : undefined;
     const timeoutMs = asked === undefined ? cap : Math.min(asked, cap ?? asked);
-    return queue.launch(kernel, { teams: meta.uint('teams'), threads: meta.uint('threads'), timeoutMs }, args);
+    const grid = { teams: meta.gridSize('teams'), threads: meta.gridSize('threads'), teamMemoryBytes: meta.optional('teamMemoryBytes', meta.uint), timeoutMs };
+    return queue.launch(kernel, grid, args);
   }
 
   private write(meta: Meta, id: number): void {

@@ -87,6 +87,16 @@ export class Meta {
     return value;
   }
 
+  /** A grid size: a non-negative integer, or 1 to 3 of them ([x, y, z]); the API checks the values. */
+  gridSize(field: string): number | [number] | [number, number] | [number, number, number] {
+    const value = this.frame.meta[field];
+    if (typeof value === 'number') return this.uint(field);
+    if (!Array.isArray(value) || value.length < 1 || value.length > 3 || !value.every((v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0)) {
+      this.fail(field, 'a non-negative integer or 1 to 3 of them');
+    }
+    return value as [number, number, number];
+  }
+
   optional<T>(field: string, read: (field: string) => T): T | undefined {
     return this.frame.meta[field] === undefined ? undefined : read.call(this, field);
   }

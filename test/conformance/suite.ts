@@ -698,6 +698,76 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
       });
     });
 
+    describe('execution model: 3-D grids, team memory and barriers', () => {
+      it('runs a 3-D grid of 3-D teams: every thread once, with its team and thread ids along x, y and z', async () => {
+        const teams: [number, number, number] = [2, 3, 2];
+        const threads: [number, number, number] = [3, 2, 2];
+        const total = 12 * 12;
+        await withBuffer((total + 6) * 4, async (out) => {
+          const q = device.queue();
+          q.launch(await kernel('grid3d'), { teams, threads }, [out]);
+          const got = new Int32Array(total + 6);
+          q.read(out, got);
+          await q.finish();
+          const expected: number[] = [];
+          for (let tz = 0; tz < 2; tz++)
+            for (let ty = 0; ty < 3; ty++)
+              for (let tx = 0; tx < 2; tx++)
+                for (let hz = 0; hz < 2; hz++)
+                  for (let hy = 0; hy < 2; hy++) for (let hx = 0; hx < 3; hx++) expected.push(tx + 10 * ty + 100 * tz + 1000 * (hx + 10 * hy + 100 * hz));
+          assert.deepEqual([...got.subarray(0, total)], expected);
+          assert.deepEqual([...got.subarray(total)], [...teams, ...threads], 'numTeams(d) and numThreads(d)');
+        });
+      });
+
+      it('computes a team-wide prefix sum through team memory and barriers', async (t) => {
+        const threads = 64;
+        if (device.info.maxThreadsPerTeam < threads) return t.skip(`device ${device.id} has teams of at most ${device.info.maxThreadsPerTeam} threads`);
+        const n = 1000;
+        const input = Int32Array.from({ length: n }, (_, i) => ((i * 7919) % 201) - 100);
+        await withBuffer(n * 4, (data) =>
+          withBuffer(n * 4, async (out) => {
+            const q = device.queue();
+            q.write(data, input);
+            q.launch(await kernel('team_scan'), { teams: Math.ceil(n / threads), threads, teamMemoryBytes: 2 * threads * 4 }, [data, out, n]);
+            const got = new Int32Array(n);
+            q.read(out, got);
+            await q.finish();
+            const expected = new Int32Array(n);
+            for (let i = 0; i < n; i++) expected[i] = (i % threads === 0 ? 0 : expected[i - 1]!) + input[i]!;
+            assert.deepEqual(got, expected);
+          }),
+        );
+      });
+
+      it('refuses grids beyond the limits its info states, and malformed ones, with INVALID_ARGUMENT naming the limit', async () => {
+        const info = device.info;
+        assert.equal(info.maxTeamDims.length, 3);
+        assert.equal(info.maxThreadDims.length, 3);
+        assert.ok(info.maxTeamMemoryBytes >= 1024, `maxTeamMemoryBytes ${info.maxTeamMemoryBytes}`);
+        const grid3d = await kernel('grid3d');
+        await withBuffer(64, async (out) => {
+          const q = device.queue();
+          const cases: [Record<string, unknown>, RegExp][] = [
+            // Beyond 2^31 - 1 (the host device's limit) a size is no i32: refused as such.
+            [{ teams: [1, 1, info.maxTeamDims[2] + 1] }, /grid.teams( .*z = \d+ is more than \d+ \(maxTeamDims|\[2\] \(z\) must be an integer from 1 to 2147483647)/],
+            [{ teams: 1, threads: [1, info.maxThreadDims[1] + 1, 1] }, /grid.threads .*(y = \d+ is more than \d+ \(maxThreadDims|maxThreadsPerTeam)/],
+            [{ teams: 1, threads: [info.maxThreadsPerTeam, 2] }, /grid.threads .*(maxThreadsPerTeam|maxThreadDims)/],
+            [{ teams: 1, teamMemoryBytes: info.maxTeamMemoryBytes + 1 }, /grid.teamMemoryBytes \d+ is more than .*maxTeamMemoryBytes/],
+            [{ teams: [] }, /grid.teams must be a number or 1 to 3 dimensions/],
+            [{ teams: [1, 2, 3, 4] }, /grid.teams must be a number or 1 to 3 dimensions/],
+            [{ teams: [2, 0] }, /grid.teams\[1\] \(y\)/],
+            [{ teams: [2 ** 16, 2 ** 16] }, /grid.teams .*(more than 2\^31 - 1|maxTeams)/],
+            [{ teams: 1, teamMemoryBytes: -1 }, /grid.teamMemoryBytes/],
+          ];
+          for (const [grid, message] of cases) {
+            await rejectsWith(q.launch(grid3d, grid as never, [out]).done, 'INVALID_ARGUMENT', message);
+            await rejectsWith(q.finish(), 'INVALID_ARGUMENT');
+          }
+        });
+      });
+    });
+
     describe('time limits', () => {
       it('fails a runaway launch with TIMEOUT naming the kernel and the limit; the device goes on with its memory intact', async (t) => {
         if (!device.info.launchTimeouts) return t.skip(`device ${device.id} (${device.info.name}) cannot stop a running launch (info.launchTimeouts is false)`);
@@ -781,7 +851,7 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
       it('says what the device can do in info.capabilities, and the device does just that', async () => {
         const caps = device.info.capabilities;
         for (const name of ['i64', 'f64', 'traps', 'concurrentQueues', 'atomics', 'mappedMemory'] as const) assert.equal(typeof caps[name], 'boolean', name);
-        assert.ok(Number.isSafeInteger(caps.maxTeamMemoryBytes) && caps.maxTeamMemoryBytes >= 0, `maxTeamMemoryBytes ${caps.maxTeamMemoryBytes}`);
+        assert.equal(caps.maxTeamMemoryBytes, device.info.maxTeamMemoryBytes, 'capabilities.maxTeamMemoryBytes is the limit a launch is checked against');
         // A kernel that needs a capability exists in the device's image exactly when the device has it.
         for (const [capability, name] of [['i64', 'sum_i64'], ['f64', 'scale_f64'], ['traps', 'trap_unreachable']] as const) {
           const found = await device.kernel(library, name).then(

@@ -8,7 +8,7 @@ import { errors, quoted, type OffloadError } from '../../errors.js';
 import { parseBytes } from '../../units.js';
 import { copyInto } from '../../shared-copy.js';
 import { exportedAddresses, readWasmModuleInfo, type DataSegment, type WasmModuleInfo } from '../../build/wasm-module-info.js';
-import { DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
+import { BARRIER_IMPORT, DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
 import type {
   Allocation,
   DeviceImage,
@@ -30,7 +30,9 @@ import { DeviceAllocator } from './allocator.js';
 import { collectGarbageSoon } from './garbage.js';
 import { readCodeShapes, type CodeShape } from '../../build/wasm-code-shape.js';
 import { InlinePolicy, inlineMode, type InlineMode } from './inline.js';
-import { trapText, KernelEnvironment } from './kernel-env.js';
+import { alignScratch, type GridWords, trapText, KernelEnvironment } from './kernel-env.js';
+import type { TeamShape } from './launch-protocol.js';
+import { asyncifyOf, MAX_TEAM_MEMORY_BYTES, MAX_TEAM_THREADS, runTeamThreads, STACK_BYTES, type Asyncify } from './team-threads.js';
 import { droppedLine } from './kernel-print.js';
 import { ARG_KIND, type ArgKind, fitErrorText, MAX_ARGS, MAX_WORKERS, PRINT_BYTES } from './launch-ring.js';
 import { WorkerPool } from './worker-pool.js';
@@ -70,6 +72,10 @@ class HostKernel implements LoadedKernel {
   readonly format = 'wasm';
   /** The kernel instantiated on this (the calling) thread, for inline launches; none with OFFLOAD_HOST_INLINE=never. */
   inline: KernelFunction | undefined;
+  /** That instance's asyncify exports, when the kernel's module has barriers. */
+  inlineAsyncify: Asyncify | undefined;
+  /** Whether its module was built with barriers (asyncify): its threads need stacks. */
+  hasBarriers = false;
   constructor(
     readonly name: string,
     readonly params: LoadedKernel['params'],
@@ -176,7 +182,10 @@ function zero(heap: Uint8Array, start: number, end: number): void {
  * workers, which refuse them as unloaded.
  */
 function dropInline(image: HostImage): void {
-  for (const kernel of image.kernels.values()) kernel.inline = undefined;
+  for (const kernel of image.kernels.values()) {
+    kernel.inline = undefined;
+    kernel.inlineAsyncify = undefined;
+  }
 }
 
 /** The grid and imports of every inline kernel: this thread runs one team at a time. */
@@ -210,6 +219,8 @@ class InlinePrints {
 }
 
 const inlinePrints = new InlinePrints();
+/** The grid of the inline launch running now (KernelEnvironment.setGrid), reused. */
+const inlineGrid: GridWords = [1, 1, 1, 1, 1, 1, 0, 0, 0];
 inlineEnv.onPrint = inlinePrints.add;
 
 const allowedImports = new Set([
@@ -276,8 +287,12 @@ export class HostDevice implements PluginDevice {
       vendor: cpus()[0]?.model.trim() || 'unknown',
       plugin: 'host',
       memoryBytes: memoryBytes - STATIC_WINDOW_END,
-      maxThreadsPerTeam: 1,
+      // A team's threads take turns on one worker, meeting at barrier() (team-threads.ts).
+      maxThreadsPerTeam: MAX_TEAM_THREADS,
       maxTeams: 0x7fffffff,
+      maxTeamDims: [0x7fffffff, 0x7fffffff, 0x7fffffff],
+      maxThreadDims: [MAX_TEAM_THREADS, MAX_TEAM_THREADS, 64],
+      maxTeamMemoryBytes: MAX_TEAM_MEMORY_BYTES,
       computeUnits: threads,
       imageFormats: ['wasm'],
       memoryKinds: [...MEMORY_KINDS],
@@ -294,8 +309,7 @@ export class HostDevice implements PluginDevice {
         atomics: true,
         // Device memory is a SharedArrayBuffer of this process: a buffer's view is its memory.
         mappedMemory: true,
-        // The device library has no teamMemory() on the host device yet.
-        maxTeamMemoryBytes: 0,
+        maxTeamMemoryBytes: MAX_TEAM_MEMORY_BYTES, // teamMemory(), as info.maxTeamMemoryBytes
       },
     };
     const pool = new WorkerPool(threads);
@@ -364,10 +378,13 @@ export class HostDevice implements PluginDevice {
     const hostImage = new HostImage(id, image.name, staticRange);
     const kernels = image.entries.filter((entry) => entry.kind === 'kernel');
     const shapes = codeShapesOf(image.bytes, info, kernels.map((entry) => entry.name));
+    const hasBarriers = info.imports.some((imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === BARRIER_IMPORT);
     kernels.forEach((entry, index) => {
       const kinds = entry.params.map((param) => ARG_KIND[param.type]);
       const policy = new InlinePolicy(this.inlineMode, shapes.get(entry.name)!, this.ownsPool);
-      hostImage.kernels.set(entry.name, new HostKernel(entry.name, entry.params, hostImage, index, kinds, policy));
+      const kernel = new HostKernel(entry.name, entry.params, hostImage, index, kinds, policy);
+      kernel.hasBarriers = hasBarriers;
+      hostImage.kernels.set(entry.name, kernel);
     });
     // Registered before the workers answer, so that a concurrent load sees the static range.
     this.images.set(id, hostImage);
@@ -389,7 +406,11 @@ export class HostDevice implements PluginDevice {
       // The same module over the same memory, on this thread (its data segments write what the
       // workers' instances wrote: the bytes of this image's own static range).
       const instance = new WebAssembly.Instance(module, inlineEnv.imports(this.memory));
-      for (const kernel of hostImage.kernels.values()) kernel.inline = instance.exports[kernel.name] as KernelFunction;
+      const asyncify = asyncifyOf(instance);
+      for (const kernel of hostImage.kernels.values()) {
+        kernel.inline = instance.exports[kernel.name] as KernelFunction;
+        kernel.inlineAsyncify = asyncify;
+      }
     }
     return hostImage;
   }
@@ -470,6 +491,11 @@ export class HostDevice implements PluginDevice {
 
   async alloc(bytes: number, kind: MemoryKind): Promise<Allocation> {
     this.checkAlive();
+    return new HostAllocation(bytes, kind, this.allocate(bytes));
+  }
+
+  /** `bytes` of this context's memory, within what its contexts together may hold. */
+  private allocate(bytes: number): number {
     const address = this.allocator.alloc(bytes);
     const end = address + this.allocator.sizeOf(address)!;
     if (end > this.highWater) {
@@ -487,7 +513,7 @@ export class HostDevice implements PluginDevice {
       this.pool.heldBytes += growth;
       this.highWater = end;
     }
-    return new HostAllocation(bytes, kind, address);
+    return address;
   }
 
   hostView(alloc: Allocation, offset: number, bytes: number): Uint8Array {
@@ -510,7 +536,10 @@ export class HostDevice implements PluginDevice {
 
   async free(alloc: Allocation): Promise<void> {
     this.checkAlive();
-    const address = (alloc as HostAllocation).address;
+    this.release((alloc as HostAllocation).address);
+  }
+
+  private release(address: number): void {
     const size = this.allocator.free(address);
     // Zeroed before it is handed out again: a new buffer never shows what the last one held.
     // (Zeroing at free touches only pages that were used; zeroing at alloc would commit fresh ones.)
@@ -536,8 +565,13 @@ export class HostDevice implements PluginDevice {
   launch(kernel: HostKernel, grid: Grid, args: readonly LaunchArg[], inline = this.placesInline(kernel, grid), print?: PrintListener): string | Promise<string> {
     const values = args.map((arg) => (arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value));
     if (values.length > MAX_ARGS) throw errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${values.length}`);
+    const shape = this.teamShape(kernel, grid);
     if (inline) {
-      this.runInline(kernel, kernel.inline!, grid, values, print);
+      try {
+        this.runInline(kernel, kernel.inline!, grid, shape, values, print);
+      } finally {
+        if (shape?.scratch) this.release(shape.scratch);
+      }
       return ON_THIS_THREAD;
     }
     const published = performance.now();
@@ -551,11 +585,35 @@ export class HostDevice implements PluginDevice {
       values,
       timeoutMs: grid.timeoutMs,
       print,
+      shape,
     });
-    return done.then(() => {
-      kernel.policy.ranOnPool(grid.teams, (performance.now() - published) * 1000);
-      return 'on the workers';
-    });
+    return done.then(
+      () => {
+        if (shape?.scratch) this.release(shape.scratch);
+        kernel.policy.ranOnPool(grid.teams, (performance.now() - published) * 1000);
+        return 'on the workers';
+      },
+      (error: unknown) => {
+        // Settled: no worker runs a team of it any more (a withdrawn launch's workers were killed).
+        if (shape?.scratch && !this.closed) this.release(shape.scratch);
+        throw error;
+      },
+    );
+  }
+
+  /**
+   * The team shape of a launch with more than one dimension, thread or byte of team memory
+   * (undefined for a plain one-dimensional launch), with its scratch memory allocated: one
+   * region per worker and one for this thread, each with the team memory and, for a kernel
+   * with barriers, an asyncify stack per thread (team-threads.ts). Released when it settles.
+   */
+  private teamShape(kernel: HostKernel, grid: Grid): TeamShape | undefined {
+    const { teamDims, threadDims, teamMemoryBytes } = grid;
+    if (grid.threads === 1 && teamMemoryBytes === 0 && teamDims[1] === 1 && teamDims[2] === 1) return undefined;
+    const stackBytes = kernel.hasBarriers && grid.threads > 1 ? STACK_BYTES : 0;
+    const regionBytes = alignScratch(teamMemoryBytes) + grid.threads * stackBytes;
+    const scratch = regionBytes === 0 ? 0 : this.allocate((this.info.computeUnits + 1) * regionBytes);
+    return { teamsX: teamDims[0], teamsY: teamDims[1], threadsX: threadDims[0], threadsY: threadDims[1], scratch, regionBytes, teamMemoryBytes, stackBytes };
   }
 
   /**
@@ -563,17 +621,29 @@ export class HostDevice implements PluginDevice {
    * with the same KERNEL_TRAP text; a time limit is checked afterwards (a wasm call on this
    * thread cannot be stopped), which the policy makes rare by running only short kernels here.
    */
-  private runInline(kernel: HostKernel, fn: KernelFunction, grid: Grid, values: unknown[], print: PrintListener | undefined): void {
+  private runInline(kernel: HostKernel, fn: KernelFunction, grid: Grid, shape: TeamShape | undefined, values: unknown[], print: PrintListener | undefined): void {
     const env = inlineEnv;
-    env.numTeams = grid.teams;
-    env.numThreads = grid.threads;
+    // The calling thread's scratch region is the one after the workers'.
+    const region = shape === undefined ? 0 : shape.scratch + this.info.computeUnits * shape.regionBytes;
+    inlineGrid[0] = grid.teams;
+    inlineGrid[1] = grid.teamDims[0];
+    inlineGrid[2] = grid.teamDims[1];
+    inlineGrid[3] = grid.threads;
+    inlineGrid[4] = grid.threadDims[0];
+    inlineGrid[5] = grid.threadDims[1];
+    inlineGrid[6] = region;
+    inlineGrid[7] = shape?.teamMemoryBytes ?? 0;
+    inlineGrid[8] = shape?.stackBytes ?? 0;
+    env.setGrid(inlineGrid);
+    const run = grid.threads === 1 ? undefined : () => fn(...values);
     const started = performance.now();
     let trap: string | undefined;
     let team = 0;
     for (; team < grid.teams; team++) {
       env.teamId = team;
       try {
-        fn(...values);
+        if (run === undefined) fn(...values);
+        else runTeamThreads(env, kernel.inlineAsyncify, run);
       } catch (error) {
         trap = trapText(kernel.name, team, error);
         break;

@@ -6,7 +6,8 @@
  */
 import { writeSync } from 'node:fs';
 import { quoted } from '../../errors.js';
-import { MAX_PRINT_CHARS } from '../interface.js';
+import { MAX_PRINT_CHARS, type Dims } from '../interface.js';
+import { along, barrier, sizeAlong, type Asyncify, type TeamThreadState } from './team-threads.js';
 
 /** Thrown by AssemblyScript's abort(): carries the assertion message and source position. */
 class KernelAbort extends Error {}
@@ -59,11 +60,35 @@ export function trapText(kernel: string, team: number, error: unknown): string {
   return `kernel '${kernel}' trapped in team ${team}: ${reason}`;
 }
 
-export class KernelEnvironment {
-  // Grid position of the team being run, read by the device library's imports.
+/**
+ * A launch's grid as a thread that runs its teams sees it: total teams, their x and y sizes,
+ * total threads, their x and y sizes (z follows from the totals), then where this thread's
+ * scratch region is (team memory of teamBytes, then the threads' asyncify stacks of
+ * stackBytes each; team-threads.ts).
+ */
+export type GridWords = [teams: number, teamsX: number, teamsY: number, threads: number, threadsX: number, threadsY: number, scratch: number, teamBytes: number, stackBytes: number];
+
+/** Team memory and stacks start on 16-byte boundaries within a scratch region. */
+export function alignScratch(bytes: number): number {
+  return Math.ceil(bytes / 16) * 16;
+}
+
+export class KernelEnvironment implements TeamThreadState {
+  // Grid position of the team and thread being run, read by the device library's imports.
+  /** The team's linear id, and the launch's team count and dimensions. */
   teamId = 0;
   numTeams = 1;
+  teamDims: Dims = [1, 1, 1];
+  threadId = 0;
   numThreads = 1;
+  threadDims: Dims = [1, 1, 1];
+  /** Address of the running team's team memory. */
+  teamMemory = 0;
+  // Barrier state (team-threads.ts).
+  stacks = 0;
+  stackBytes = 0;
+  asyncify: Asyncify | undefined = undefined;
+  rewinding = false;
   /**
    * Trace lines of the team running now. A kernel that traces in a loop would flood stderr and,
    * on a worker, the main process's memory; so at most MAX_TRACE_LINES are written per team
@@ -77,6 +102,8 @@ export class KernelEnvironment {
 
   /** The imports of an instance over `memory`. */
   imports(memory: WebAssembly.Memory): WebAssembly.Imports {
+    // The device's memory never grows (its initial size is its maximum), so one view serves.
+    const words = new Int32Array(memory.buffer);
     return {
       env: {
         memory,
@@ -103,12 +130,30 @@ export class KernelEnvironment {
           const text = readString(memory, message, MAX_PRINT_CHARS);
           this.onPrint(this.teamId, shown.length > 0 ? `${text} ${shown.join(', ')}` : text);
         },
-        team_id: () => this.teamId,
-        num_teams: () => this.numTeams,
-        thread_id: () => 0,
-        num_threads: () => this.numThreads,
+        team_id: (d: number) => along(this.teamId, this.teamDims, d),
+        num_teams: (d: number) => sizeAlong(this.teamDims, d),
+        thread_id: (d: number) => along(this.threadId, this.threadDims, d),
+        num_threads: (d: number) => sizeAlong(this.threadDims, d),
+        barrier: () => barrier(this, words),
+        team_memory: () => this.teamMemory,
       },
     };
+  }
+
+  /** Sets the grid of a launch (see GridWords); in place, since a worker does it for every team. */
+  setGrid(grid: GridWords): void {
+    const [teams, teamsX, teamsY, threads, threadsX, threadsY, scratch, teamBytes, stackBytes] = grid;
+    this.numTeams = teams;
+    this.teamDims[0] = teamsX;
+    this.teamDims[1] = teamsY;
+    this.teamDims[2] = teams / (teamsX * teamsY);
+    this.numThreads = threads;
+    this.threadDims[0] = threadsX;
+    this.threadDims[1] = threadsY;
+    this.threadDims[2] = threads / (threadsX * threadsY);
+    this.teamMemory = scratch;
+    this.stacks = scratch + alignScratch(teamBytes);
+    this.stackBytes = stackBytes;
   }
 
   /** Ends the trace of a team run: says how many of its lines were dropped. */

@@ -91,6 +91,14 @@ import {
   S_NARGS,
   S_PRINT_DROPPED,
   S_PRINT_TAIL,
+  S_SCRATCH,
+  S_SCRATCH_REGION,
+  S_STACK_BYTES,
+  S_TEAM_BYTES,
+  S_TEAMS_X,
+  S_TEAMS_Y,
+  S_THREADS_X,
+  S_THREADS_Y,
   S_STATE,
   S_THREADS,
   S_TICKET,
@@ -281,6 +289,22 @@ export interface RingLaunch {
   kinds: readonly ArgKind[];
   /** number for i32/f32/f64/ptr, bigint for i64, in parameter order. */
   values: readonly (number | bigint)[];
+  /** Dimensions, team memory and scratch of a launch with more than one dimension or thread (team-threads.ts); none: 1-D, one thread. */
+  shape?: TeamShape;
+}
+
+/** What a team run needs beyond its id (team-threads.ts says how workers use it). */
+export interface TeamShape {
+  teamsX: number;
+  teamsY: number;
+  threadsX: number;
+  threadsY: number;
+  /** Address of the launch's scratch memory: one region per worker (and one for the calling thread). */
+  scratch: number;
+  regionBytes: number;
+  teamMemoryBytes: number;
+  /** Bytes of asyncify stack per thread (0: the kernel has no barrier). */
+  stackBytes: number;
 }
 
 /** What the pool does after a step of the main side. */
@@ -416,6 +440,14 @@ export class HostSide<L extends RingLaunch> {
         i32[ring.at(slot, S_KERNEL)] = launch.kernel;
         i32[ring.at(slot, S_THREADS)] = launch.threads;
         i32[ring.at(slot, S_NARGS)] = launch.values.length;
+        i32[ring.at(slot, S_TEAMS_X)] = launch.shape?.teamsX ?? launch.teams;
+        i32[ring.at(slot, S_TEAMS_Y)] = launch.shape?.teamsY ?? 1;
+        i32[ring.at(slot, S_THREADS_X)] = launch.shape?.threadsX ?? launch.threads;
+        i32[ring.at(slot, S_THREADS_Y)] = launch.shape?.threadsY ?? 1;
+        i32[ring.at(slot, S_SCRATCH)] = launch.shape?.scratch ?? 0;
+        i32[ring.at(slot, S_SCRATCH_REGION)] = launch.shape?.regionBytes ?? 0;
+        i32[ring.at(slot, S_TEAM_BYTES)] = launch.shape?.teamMemoryBytes ?? 0;
+        i32[ring.at(slot, S_STACK_BYTES)] = launch.shape?.stackBytes ?? 0;
         i32[ring.at(slot, S_FINISHED)] = 0;
         i32[ring.at(slot, S_TRAPPED)] = 0;
         i32[ring.at(slot, S_ERROR_LENGTH)] = 0;

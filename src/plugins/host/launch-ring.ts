@@ -36,8 +36,21 @@ export const S_TICKET = 10;
 /** Kernel print records of the launch (kernel-print.ts): bytes claimed, and lines that did not fit. */
 export const S_PRINT_TAIL = 12;
 export const S_PRINT_DROPPED = 13;
-/** Arguments, 8 bytes each, from Int32 offset 16. */
-export const S_ARGS = 16;
+/**
+ * The team shape of the launch (team-threads.ts): the x and y sizes of its teams and threads
+ * (z follows from the totals), the address of its scratch memory and the bytes of each
+ * worker's region there, a team's team memory, and each thread's asyncify stack.
+ */
+export const S_SCRATCH = 14;
+export const S_SCRATCH_REGION = 15;
+export const S_TEAMS_X = 16;
+export const S_TEAMS_Y = 17;
+export const S_THREADS_X = 18;
+export const S_THREADS_Y = 19;
+export const S_TEAM_BYTES = 20;
+export const S_STACK_BYTES = 21;
+/** Arguments, 8 bytes each, from Int32 offset 24. */
+export const S_ARGS = 24;
 
 export const STATE_FREE = 0;
 export const STATE_READY = 1;

@@ -56,7 +56,6 @@ export interface PoolLaunch extends RingLaunch {
   print?: PrintListener;
 }
 
-
 /**
  * A launch the pool holds until it settles. A class with fixed fields, not a spread of the
  * launch plus closures: this is made once per launch, and the spread cost 6 us of a 40 us launch.
@@ -71,6 +70,7 @@ class Flight implements PoolLaunch {
   readonly values: PoolLaunch['values'];
   readonly timeoutMs: number | undefined;
   readonly print: PrintListener | undefined;
+  readonly shape: PoolLaunch['shape'];
   /** When the pump first saw a team of it claimed (the launch's time limit counts from then). */
   begunBy: number | undefined;
   private settled = false;
@@ -90,6 +90,7 @@ class Flight implements PoolLaunch {
     this.values = launch.values;
     this.timeoutMs = launch.timeoutMs;
     this.print = launch.print;
+    this.shape = launch.shape;
   }
 
   resolve(): void {

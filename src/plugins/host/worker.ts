@@ -9,7 +9,7 @@
  */
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { collectGarbage } from './garbage.js';
-import { KernelEnvironment, trapText } from './kernel-env.js';
+import { type GridWords, KernelEnvironment, trapText } from './kernel-env.js';
 import { appendPrint } from './kernel-print.js';
 import {
   ARG_KIND,
@@ -21,12 +21,21 @@ import {
   S_IMAGE,
   S_KERNEL,
   S_NARGS,
+  S_SCRATCH,
+  S_SCRATCH_REGION,
+  S_STACK_BYTES,
+  S_TEAM_BYTES,
+  S_TEAMS_X,
+  S_TEAMS_Y,
   S_THREADS,
+  S_THREADS_X,
+  S_THREADS_Y,
   S_TRAPPED,
   type WorkerData,
   type WorkerReply,
 } from './launch-ring.js';
 import { WorkerAction, WorkerSide } from './launch-protocol.js';
+import { asyncifyOf, runTeamThreads, type Asyncify } from './team-threads.js';
 
 const data = workerData as WorkerData;
 const ring = new LaunchRing(data.ring, data.shape);
@@ -38,6 +47,8 @@ interface LoadedKernel {
   name: string;
   fn: KernelFunction;
   kinds: ArgKind[];
+  /** Its instance's asyncify exports, when its module has barriers. */
+  asyncify: Asyncify | undefined;
 }
 /** Instances by image id; each image is instantiated over its own context's memory. */
 const images = new Map<number, LoadedKernel[]>();
@@ -54,10 +65,11 @@ function handleControl(message: ControlMessage): void {
   if (message.type === 'load') {
     try {
       const instance = new WebAssembly.Instance(message.module, env.imports(message.memory));
+      const asyncify = asyncifyOf(instance);
       const kernels = message.kernels.map(({ name, kinds }) => {
         const fn = instance.exports[name];
         if (typeof fn !== 'function') throw new Error(`the module exports no function '${name}'`);
-        return { name, fn: fn as KernelFunction, kinds };
+        return { name, fn: fn as KernelFunction, kinds, asyncify };
       });
       images.set(message.image, kernels);
       reply = { type: 'loaded', image: message.image, worker: data.index };
@@ -85,17 +97,33 @@ interface SlotView {
   entry: number;
   gen: number;
   kernel: LoadedKernel | undefined;
-  threads: number;
   args: unknown[];
+  /** The launch's grid and this worker's scratch region, for KernelEnvironment.setGrid. */
+  grid: GridWords;
+  /** Runs the kernel once with `args` (one thread of a team). */
+  run: () => void;
 }
-const views: SlotView[] = Array.from({ length: ring.shape.slots }, () => ({ entry: -1, gen: 0, kernel: undefined, threads: 1, args: [] }));
+const views: SlotView[] = Array.from({ length: ring.shape.slots }, () => {
+  const view: SlotView = { entry: -1, gen: 0, kernel: undefined, args: [], grid: [1, 1, 1, 1, 1, 1, 0, 0, 0], run: () => view.kernel!.fn(...view.args) };
+  return view;
+});
 
 /** Reads the payload of the slot the worker holds a claim in (it cannot change under a claim: I2). */
 function readPayload(slot: number, view: SlotView): void {
   view.entry = side.entry;
   view.gen = side.gen;
   view.kernel = images.get(i32[ring.at(slot, S_IMAGE)]!)?.[i32[ring.at(slot, S_KERNEL)]!];
-  view.threads = i32[ring.at(slot, S_THREADS)]!;
+  const grid = view.grid;
+  grid[0] = side.teams;
+  grid[1] = i32[ring.at(slot, S_TEAMS_X)]!;
+  grid[2] = i32[ring.at(slot, S_TEAMS_Y)]!;
+  grid[3] = i32[ring.at(slot, S_THREADS)]!;
+  grid[4] = i32[ring.at(slot, S_THREADS_X)]!;
+  grid[5] = i32[ring.at(slot, S_THREADS_Y)]!;
+  // This worker's region of the launch's scratch memory (team-threads.ts).
+  grid[6] = (i32[ring.at(slot, S_SCRATCH)]! >>> 0) + data.index * i32[ring.at(slot, S_SCRATCH_REGION)]!;
+  grid[7] = i32[ring.at(slot, S_TEAM_BYTES)]!;
+  grid[8] = i32[ring.at(slot, S_STACK_BYTES)]!;
   const nargs = Math.min(i32[ring.at(slot, S_NARGS)]!, ring.shape.maxArgs);
   const kinds = view.kernel?.kinds ?? [];
   view.args = new Array(nargs);
@@ -114,10 +142,9 @@ function runTeam(): void {
   const kernel = view.kernel;
   try {
     if (!kernel) throw new Error('the image of this kernel is not loaded on the worker');
+    env.setGrid(view.grid);
     env.teamId = side.team;
-    env.numTeams = side.teams;
-    env.numThreads = view.threads;
-    kernel.fn(...view.args);
+    runTeamThreads(env, kernel.asyncify, view.run);
   } catch (error) {
     if (Atomics.compareExchange(i32, trapped, 0, 1) === 0) ring.writeErrorText(slot, trapText(kernel?.name ?? '?', side.team, error));
   }

@@ -18,6 +18,7 @@ import {
   forEachRow,
   rectBytes,
   type Allocation,
+  type Dims,
   type EventTiming,
   type Grid,
   type LaunchArg,
@@ -217,7 +218,10 @@ export class RemoteQueue implements PluginQueue {
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
     const { name, image } = kernel as RemoteKernel;
     const limit = grid.timeoutMs === undefined ? {} : { timeoutMs: grid.timeoutMs };
-    return this.op({ op: 'launch', image, kernel: name, teams: grid.teams, threads: grid.threads, ...limit, args: args.map(wireArg) });
+    // One-dimensional sizes travel as numbers, as before dimensions existed.
+    const size = (dims: Dims, total: number) => (dims[1] === 1 && dims[2] === 1 ? total : dims);
+    const shape = { teams: size(grid.teamDims, grid.teams), threads: size(grid.threadDims, grid.threads), ...(grid.teamMemoryBytes > 0 ? { teamMemoryBytes: grid.teamMemoryBytes } : {}) };
+    return this.op({ op: 'launch', image, kernel: name, ...shape, ...limit, args: args.map(wireArg) });
   }
 
   waitEvent(event: PluginEvent): Promise<void> {

@@ -23,6 +23,8 @@ const LIMITS = [
   'maxComputeWorkgroupsPerDimension',
   'maxComputeInvocationsPerWorkgroup',
   'maxComputeWorkgroupSizeX',
+  'maxComputeWorkgroupSizeY',
+  'maxComputeWorkgroupSizeZ',
   'maxComputeWorkgroupStorageSize',
   'minStorageBufferOffsetAlignment',
   'minUniformBufferOffsetAlignment',
@@ -124,7 +126,11 @@ export class WebGpuDevice implements PluginDevice {
       // WebGPU does not tell how much memory a device has: this is the budget all buffers share.
       memoryBytes: this.shared.budget,
       maxThreadsPerTeam: Math.min(this.limits.maxComputeInvocationsPerWorkgroup, this.limits.maxComputeWorkgroupSizeX),
+      // A dispatch has up to maxComputeWorkgroupsPerDimension workgroups along each of x, y and z.
       maxTeams: this.limits.maxComputeWorkgroupsPerDimension,
+      maxTeamDims: [this.limits.maxComputeWorkgroupsPerDimension, this.limits.maxComputeWorkgroupsPerDimension, this.limits.maxComputeWorkgroupsPerDimension],
+      maxThreadDims: [this.limits.maxComputeWorkgroupSizeX, this.limits.maxComputeWorkgroupSizeY, this.limits.maxComputeWorkgroupSizeZ],
+      maxTeamMemoryBytes: this.limits.maxComputeWorkgroupStorageSize,
       // Nor how many compute units it has.
       computeUnits: 1,
       imageFormats: ['wgsl'],
@@ -146,6 +152,9 @@ export class WebGpuDevice implements PluginDevice {
       limits: { ...this.limits },
       limitNames: {
         maxTeams: 'maxComputeWorkgroupsPerDimension',
+        maxTeamDims: 'maxComputeWorkgroupsPerDimension',
+        maxThreadDims: 'maxComputeWorkgroupSize{X,Y,Z}',
+        maxTeamMemoryBytes: 'maxComputeWorkgroupStorageSize',
         maxThreadsPerTeam: this.limits.maxComputeInvocationsPerWorkgroup <= this.limits.maxComputeWorkgroupSizeX ? 'maxComputeInvocationsPerWorkgroup' : 'maxComputeWorkgroupSizeX',
       },
     };
@@ -321,13 +330,13 @@ export class WebGpuDevice implements PluginDevice {
   }
 
   /**
-   * Runs `kernel` with `grid.teams` workgroups of its workgroup size: pointers become storage
-   * buffer bindings at their offsets, scalars fill the uniform buffer.
+   * Runs `kernel` with `grid.teamDims` workgroups of its workgroup size (from `grid.threadDims`):
+   * pointers become storage buffer bindings at their offsets, scalars fill the uniform buffer.
    * @throws OffloadError INVALID_ARGUMENT for a pointer offset WebGPU cannot bind.
    */
   async launch(kernel: WgslKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
     const gpu = await this.device();
-    const pipeline = await kernel.pipeline(grid.threads);
+    const pipeline = await kernel.pipeline(grid.threadDims, grid.teamMemoryBytes);
     const entries: GPUBindGroupEntry[] = [];
     const { uniform } = kernel.info;
     const scalars = uniform ? new DataView(new ArrayBuffer(Math.ceil(uniform.bytes / 16) * 16)) : undefined;
@@ -355,7 +364,7 @@ export class WebGpuDevice implements PluginDevice {
         const pass = encoder.beginComputePass();
         pass.setPipeline(pipeline);
         pass.setBindGroup(0, bindGroup);
-        pass.dispatchWorkgroups(grid.teams);
+        pass.dispatchWorkgroups(grid.teamDims[0], grid.teamDims[1], grid.teamDims[2]);
         pass.end();
         gpu.queue.submit([encoder.finish()]);
       });

@@ -5,7 +5,7 @@
  */
 import { errors } from '../../errors.js';
 import type { WgslKernelInfo } from '../../image/manifest.js';
-import type { DeviceImage, LoadedImage, LoadedKernel } from '../interface.js';
+import type { DeviceImage, Dims, LoadedImage, LoadedKernel } from '../interface.js';
 
 export class WgslKernel implements LoadedKernel {
   readonly format = 'wgsl';
@@ -15,8 +15,8 @@ export class WgslKernel implements LoadedKernel {
   readonly params: readonly { name: string; type: 'ptr' | 'i32' | 'f32' }[];
   readonly layout: GPUBindGroupLayout;
   private readonly pipelineLayout: GPUPipelineLayout;
-  /** Pipelines by workgroup size, made on first use. */
-  private readonly pipelines = new Map<number, Promise<GPUComputePipeline>>();
+  /** Pipelines by workgroup size and team memory, made on first use. */
+  private readonly pipelines = new Map<string, Promise<GPUComputePipeline>>();
 
   constructor(
     private readonly device: GPUDevice,
@@ -36,28 +36,59 @@ export class WgslKernel implements LoadedKernel {
     this.pipelineLayout = device.createPipelineLayout({ label: info.name, bindGroupLayouts: [this.layout] });
   }
 
-  /** The workgroup size a launch of `threads` threads per team runs with. */
-  workgroupSize(threads: number): number {
-    return typeof this.info.workgroupSize === 'number' ? this.info.workgroupSize : threads;
+  /**
+   * The workgroup size a launch with threads `threads` (x, y, z) runs with: fixed sizes stay,
+   * override constants take the launch's threads along their axis.
+   * @throws OffloadError INVALID_ARGUMENT for threads along y or z given to a kernel whose
+   *   workgroup size names only x.
+   */
+  workgroupSize(threads: Dims): Dims {
+    const declared = this.info.workgroupSize;
+    if (!Array.isArray(declared)) {
+      if (typeof declared === 'number') return [declared, 1, 1];
+      if (threads[1] !== 1 || threads[2] !== 1) {
+        throw errors.invalidArgument(
+          `${this.deviceId}: kernel '${this.name}' has a one-dimensional @workgroup_size(${declared}); launch it with threads as a number, ` +
+            `or declare @workgroup_size(x, y, z) with an override constant per axis`,
+        );
+      }
+      return [threads[0], 1, 1];
+    }
+    return [0, 1, 2].map((axis) => {
+      const size = declared[axis] ?? 1;
+      return typeof size === 'number' ? size : threads[axis]!;
+    }) as Dims;
   }
 
-  /** The pipeline for teams of `threads` threads (the override constant set to it, if the kernel has one). */
-  pipeline(threads: number): Promise<GPUComputePipeline> {
+  /**
+   * The pipeline for teams of `threads` threads (x, y, z) with `teamMemoryBytes` of team memory:
+   * the override constants of the workgroup size set to the threads along their axes, and the
+   * team memory's (docs/wgsl-abi.md) to its bytes when there are any.
+   */
+  pipeline(threads: Dims, teamMemoryBytes = 0): Promise<GPUComputePipeline> {
     const size = this.workgroupSize(threads);
-    let pipeline = this.pipelines.get(size);
+    const teamMemory = this.info.teamMemory !== undefined && teamMemoryBytes > 0 ? teamMemoryBytes : 0;
+    const key = `${size.join('x')}:${teamMemory}`;
+    let pipeline = this.pipelines.get(key);
     if (!pipeline) {
-      const constants = typeof this.info.workgroupSize === 'string' ? { [this.info.workgroupSize]: size } : undefined;
+      const constants: Record<string, number> = {};
+      const declared = this.info.workgroupSize;
+      (Array.isArray(declared) ? declared : [declared]).forEach((name, axis) => {
+        if (typeof name === 'string') constants[name] = size[axis]!;
+      });
+      if (teamMemory > 0) constants[this.info.teamMemory!] = teamMemory;
+      const shown = `workgroup size ${size.join(' x ')}${teamMemory > 0 ? ` and ${teamMemory} bytes of team memory` : ''}`;
       pipeline = this.device
         .createComputePipelineAsync({
-          label: `${this.name} (workgroup size ${size})`,
+          label: `${this.name} (${shown})`,
           layout: this.pipelineLayout,
-          compute: { module: this.module, entryPoint: this.name, ...(constants ? { constants } : {}) },
+          compute: { module: this.module, entryPoint: this.name, ...(Object.keys(constants).length > 0 ? { constants } : {}) },
         })
         .catch((error: Error) => {
-          this.pipelines.delete(size);
-          throw errors.incompatibleImage(`${this.deviceId}: kernel '${this.name}' cannot be compiled for workgroup size ${size}: ${error.message}`);
+          this.pipelines.delete(key);
+          throw errors.incompatibleImage(`${this.deviceId}: kernel '${this.name}' cannot be compiled for ${shown}: ${error.message}`);
         });
-      this.pipelines.set(size, pipeline);
+      this.pipelines.set(key, pipeline);
     }
     return pipeline;
   }
@@ -94,6 +125,7 @@ export async function loadWgslImage(device: GPUDevice, image: DeviceImage, defau
     loaded.set(info.name, new WgslKernel(device, module, info, deviceId));
   }
   // Every pipeline is made once here, so that entry point and layout errors surface at load time.
-  await Promise.all([...loaded.values()].map((kernel) => kernel.pipeline(defaultThreads)));
+  await Promise.all([...loaded.values()].map((kernel) => kernel.pipeline([defaultThreads, 1, 1])));
   return new WgslImage(loaded);
 }
+

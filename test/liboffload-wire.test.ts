@@ -86,6 +86,10 @@ describe('liboffload operations over the wire', { timeout: 180_000 }, () => {
       assert.equal((await raw.error(9))?.code, 'OUT_OF_BOUNDS');
       raw.send({ op: 'sync', id: 10, queue: 1 });
       await raw.reply(10);
+      // 2^40 empty slices: nothing to copy, answered at once (no loop over them).
+      const empty = { op: 'copy-rect', queue: 1, width: 4, height: 0, depth: 2 ** 40, src: 1, srcOffset: 0, srcRowPitch: 4, srcSlicePitch: 0, dst: 1, dstOffset: 0, dstRowPitch: 4, dstSlicePitch: 0 };
+      raw.send({ ...empty, id: 15 });
+      assert.equal(await raw.error(15, 2000), undefined);
       raw.send({ op: 'memory-info', id: 11, device: 99 });
       assert.equal((await raw.error(11))?.code, 'NOT_FOUND');
       raw.send({ op: 'memory-info', id: 12, device: 0 });

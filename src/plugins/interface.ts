@@ -156,7 +156,8 @@ export interface Rect {
 
 /** Calls `row(srcAt, dstAt)` with the start of each row of `rect` on both sides, slice by slice. */
 export function forEachRow(rect: Rect, row: (srcAt: number, dstAt: number) => void): void {
-  if (rect.width === 0) return;
+  // An empty rectangle has no rows, however many slices it names (2^40 empty slices must not loop).
+  if (rect.width === 0 || rect.height === 0 || rect.depth === 0) return;
   for (let z = 0; z < rect.depth; z++) {
     for (let r = 0; r < rect.height; r++) {
       row(rect.srcOffset + z * rect.srcSlicePitch + r * rect.srcRowPitch, rect.dstOffset + z * rect.dstSlicePitch + r * rect.dstRowPitch);

@@ -641,6 +641,10 @@ export class ProxyConnection {
     if (bytes > MAX_PAYLOAD_BYTES) {
       throw errors.invalidArgument(`a readRect of ${bytes} bytes is more than one reply carries (${MAX_PAYLOAD_BYTES}); read it in parts`);
     }
+    // Rows (pitches at least their width) never hold more than their buffer: nothing is allocated for a rectangle that cannot fit.
+    if (bytes > buffer.byteLength) {
+      throw errors.outOfBounds(`a readRect of ${bytes} bytes of rows is more than ${buffer.describe()} holds`);
+    }
     const giveBack = this.session!.take('pendingBytes', bytes);
     const out = new Uint8Array(bytes);
     const done = queue.readRect(buffer, out, rect).done;

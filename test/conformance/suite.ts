@@ -1029,6 +1029,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           await q.finish().catch(() => {});
           await rejectsWith(q.copyRect(buffer, buffer, { width: -1, height: 1 }).done, 'INVALID_ARGUMENT', /width/);
           await q.finish().catch(() => {});
+          // An empty rectangle moves nothing at once, however many empty slices it names.
+          await q.copyRect(buffer, buffer, { width: 4, height: 0, depth: 2 ** 40 }).done;
+          await q.readRect(buffer, new Uint8Array(0), { width: 8, height: 0, depth: 2 ** 40 }).done;
+          await q.finish().catch(() => {});
         });
       });
 

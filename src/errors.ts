@@ -29,6 +29,8 @@ export const ErrorCode = {
   TIMEOUT: 'TIMEOUT',
   /** The device does not support what was asked (a memory kind, an image format). */
   UNSUPPORTED: 'UNSUPPORTED',
+  /** A function of queue.hostFunction() threw or rejected (its `cause`); its queue went on. */
+  HOST_FUNCTION_FAILED: 'HOST_FUNCTION_FAILED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -1,12 +1,12 @@
 /** offload-ts: an offloading runtime for TypeScript. See README.md and DESIGN.md. */
 export { Offload, Runtime } from './api/runtime.js';
 export { Device, type AllocOptions } from './api/device.js';
-export { Buffer, DevicePointer } from './api/buffer.js';
-export { Queue, Event, type CopyOptions, type Grid, type KernelArgument } from './api/queue.js';
-export { Kernel } from './api/kernel.js';
+export { Buffer, DevicePointer, type TypedArrayType } from './api/buffer.js';
+export { Queue, Event, type CopyOptions, type Grid, type KernelArgument, type RecordOptions, type RectCopy, type RectSide } from './api/queue.js';
+export { Kernel, type KernelInfo } from './api/kernel.js';
 export { Library } from './api/library.js';
 export { OffloadError, ErrorCode } from './errors.js';
-export type { DeviceInfo, MemoryKind } from './plugins/interface.js';
+export type { DeviceCapabilities, DeviceInfo, MemoryInfo, MemoryKind } from './plugins/interface.js';
 export type { KernelPrint, RuntimeOptions } from './runtime/options.js';
 export type { ContextOptions } from './api/runtime.js';
 export { HostFunctions, type HostCall, type HostFunction } from './api/host-functions.js';

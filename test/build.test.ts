@@ -87,9 +87,11 @@ test('the fixtures build lists every exported kernel with its parameter names an
   assert.equal(manifest.name, 'fixtures');
   assert.deepEqual(
     manifest.entries.map((entry) => entry.name),
-    ['empty', 'fill_f32', 'saxpy', 'iota_i32', 'add_i32', 'scale_f64', 'sum_i64', 'record_grid', 'trap_oob', 'trap_abort', 'trap_unreachable', 'busy', 'mixed', 'wait_flag', 'count_team', 'scan_memory', 'spin', 'say', 'grid3d', 'team_scan', 'call_host'],
+    ['empty', 'fill_f32', 'saxpy', 'iota_i32', 'add_i32', 'scale_f64', 'sum_i64', 'record_grid', 'trap_oob', 'trap_abort', 'trap_unreachable', 'busy', 'mixed', 'wait_flag', 'count_team', 'scan_memory', 'spin', 'say', 'grid3d', 'team_scan', 'call_host', 'tally_teams', 'tallies'],
   );
-  assert.ok(manifest.entries.every((entry) => entry.kind === 'kernel'));
+  // Exported module-level data is a device global; every exported function a kernel.
+  assert.deepEqual(manifest.entries.filter((entry) => entry.kind === 'global'), [{ name: 'tallies', kind: 'global', params: [] }]);
+  assert.ok(manifest.entries.filter((entry) => entry.name !== 'tallies').every((entry) => entry.kind === 'kernel'));
   const params = (name: string) => manifest.entries.find((entry) => entry.name === name)?.params;
   assert.deepEqual(params('saxpy'), [
     { name: 'n', type: 'i32' },
@@ -226,6 +228,35 @@ export function make(n: i32, out: usize): void {
 `,
   );
   await assertBuildFails({ sources: [source], output: path.join(dir, 'alloc') }, 'INVALID_ARGUMENT', /alloc\.ts \(function 'make'\)/, /allocates managed memory/, /load<T>\/store<T>/);
+});
+
+test('a mutable module-level variable fails, naming it, unless its file declares it private per team', { timeout: 120_000 }, async () => {
+  const text = (declaration: string) => `import { teamId } from "offload-ts/device";
+${declaration}
+let counter: i32 = 0;
+let scratch: f64 = 0;
+const limit: i32 = 7;
+@inline function half(x: f64): void { scratch = x / 2; }
+export function bump(out: usize): void {
+  counter += 1;
+  half(<f64>teamId());
+  store<i32>(out + (<usize>teamId() << 2), counter + limit + <i32>scratch);
+}
+`;
+  const shared = await kernelSource('counter.ts', text(''));
+  await assertBuildFails(
+    { sources: [shared], output: path.join(dir, 'counter') },
+    'INVALID_ARGUMENT',
+    /counter\.ts \(variable 'counter'\), .*counter\.ts \(variable 'scratch'\)/,
+    /each worker of the host device would hold its own copy/,
+    /offload: private/,
+  );
+  // Declaring the scratch private leaves only the counter; a const is never a variable.
+  const partly = await kernelSource('partly.ts', text('// offload: private scratch'));
+  await assertBuildFails({ sources: [partly], output: path.join(dir, 'partly') }, 'INVALID_ARGUMENT', /partly\.ts \(variable 'counter'\): each/);
+  const both = await kernelSource('both.ts', text('// offload: private scratch, counter'));
+  const built = await buildBundle({ sources: [both], output: path.join(dir, 'both') });
+  assert.deepEqual(built.manifest.entries.map((entry) => entry.name), ['bump']);
 });
 
 test('a kernel with a string parameter fails, naming the kernel and the parameter', { timeout: 120_000 }, async () => {

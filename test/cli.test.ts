@@ -154,7 +154,7 @@ describe('offload command', { timeout: 300_000 }, () => {
     const { code, stdout, stderr } = await offload(['build', 'test/fixtures/kernels.ts', 'test/fixtures/kernels.wgsl', '-o', output]);
     assert.equal(code, 0, stderr);
     assert.match(stdout, /image {4}wasm32-unknown-offload/);
-    assert.match(stdout, /image {4}wgsl-unknown-webgpu, .*, 9 kernels from kernels\.wgsl/);
+    assert.match(stdout, /image {4}wgsl-unknown-webgpu, .*, 11 kernels from kernels\.wgsl/);
     const twoWgsl = await offload(['build', 'test/fixtures/kernels.wgsl', 'examples/kernels.wgsl', '-o', output]);
     assert.equal(twoWgsl.code, 1);
     assert.match(twoWgsl.stderr, /INVALID_ARGUMENT.*one WGSL image/);

@@ -58,7 +58,7 @@ describe('printing from kernels', { timeout: 120_000 }, () => {
   });
 
   it("takes a hostile proxy's print frames cut to a line's length, and a malformed one as a protocol error", async () => {
-    const device = { name: 'fake', plugin: 'host', imageFormats: ['wasm'], memoryBytes: 1 << 20, computeUnits: 1, maxTeams: 1, maxThreadsPerTeam: 1, memoryKinds: ['device'], launchTimeouts: false, kernelPrint: true };
+    const device = { name: 'fake', plugin: 'host', imageFormats: ['wasm'], memoryBytes: 1 << 20, computeUnits: 1, maxTeams: 1, maxThreadsPerTeam: 1, memoryKinds: ['device'], launchTimeouts: false, kernelPrint: true, capabilities: { i64: true, f64: true, traps: true, concurrentQueues: true, atomics: true, mappedMemory: false, maxTeamMemoryBytes: 0 } };
     let client: Transport | undefined;
     const listener = await listenTcp('127.0.0.1:0', (transport) => {
       client = transport;

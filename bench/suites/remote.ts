@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Device, Kernel, Runtime } from '../../src/index.js';
+import type { RemoteDevice } from '../../src/plugins/remote/device.js';
 import { Offload } from '../offload.js';
 import { startLocalProxies } from '../../src/cli/local-proxies.js';
 import { benchBundle } from '../kernel-bundle.js';
@@ -42,6 +43,35 @@ async function transfers(device: Device, raw: RawTcpPeer, plan: Plan): Promise<R
     { name: 'remote write 64 MiB', unit: 'GB/s', offload: write!, baseline: rawWrite!, goal },
     { name: 'remote read 64 MiB', unit: 'GB/s', offload: read!, baseline: rawRead!, goal },
   ];
+}
+
+/**
+ * queue.fill of 64 MiB against queue.write of 64 MiB to the same remote buffer: a fill is one
+ * small frame (the pattern, not the bytes), so what it costs is the proxy filling its memory.
+ * The row's name carries the bytes one fill put on the wire (both directions), counted on the
+ * client's transport.
+ */
+export async function fills(device: Device, plan: Plan): Promise<Row> {
+  const buffer = await device.alloc(COPY_BYTES);
+  const queue = device.queue();
+  const src = new Uint8Array(COPY_BYTES).fill(0xa5);
+  const stats = (device.plugin as RemoteDevice).connection.transport.stats;
+  await queue.fill(buffer, 0).done;
+  const before = stats.bytesSent + stats.bytesReceived;
+  await queue.fill(buffer, Uint32Array.of(0xa5a5a5a5)).done;
+  const wire = stats.bytesSent + stats.bytesReceived - before;
+  const [fill, write] = await measure(plan, [
+    { label: 'queue.fill(remoteBuffer, 4-byte pattern) of 64 MiB + finish()', count: COPY_BYTES, run: () => (queue.fill(buffer, Uint32Array.of(0xa5a5a5a5)), queue.finish()) },
+    { label: 'queue.write(remoteBuffer, 64 MiB of the same bytes) + finish()', count: COPY_BYTES, run: () => (queue.write(buffer, src), queue.finish()) },
+  ]);
+  await buffer.free();
+  return {
+    name: `remote fill 64 MiB (${wire} bytes on the wire) vs remote write 64 MiB`,
+    unit: 'GB/s',
+    offload: fill!,
+    baseline: write!,
+    goal: `under 1 KiB on the wire: ${wire < 1024 ? 'met' : 'missed'}`,
+  };
 }
 
 async function launches(device: Device, empty: Kernel, raw: RawTcpPeer, plan: Plan): Promise<Row[]> {
@@ -140,6 +170,8 @@ export const remoteSuite: Suite = {
       const empty = await device.kernel(library, 'empty');
       progress('remote: write/read of 64 MiB');
       const copyRows = await transfers(device, raw, plan);
+      progress('remote: fill of 64 MiB');
+      copyRows.push(await fills(device, plan));
       progress('remote: launch round trips and pipelined launches');
       const launchRows = await launches(device, empty, raw, plan);
       progress('remote: launch-heavy loop over one and two proxies');

@@ -76,7 +76,9 @@ const QB: f64 = 0.27525512860841095;
 const QC: f64 = 0.051765358792987826;
 const QD: f64 = 2.724744871391589;
 
-// The Faddeeva result, returned through globals: a function returns one value.
+// The Faddeeva result, returned through globals: a function returns one value. Scratch of the
+// running team (written before it is read), so private per team rather than in device memory.
+// offload: private wRe, wIm
 let wRe: f64 = 0;
 let wIm: f64 = 0;
 
@@ -127,7 +129,8 @@ function faddeeva(zr: f64, zi: f64): void {
   }
 }
 
-// The four sigT factors of calculate_sig_T, per nuclide, as (re, im).
+// The four sigT factors of calculate_sig_T, per nuclide, as (re, im): scratch, as wRe/wIm.
+// offload: private fr0, fi0, fr1, fi1, fr2, fi2, fr3, fi3
 let fr0: f64 = 0, fi0: f64 = 0, fr1: f64 = 0, fi1: f64 = 0, fr2: f64 = 0, fi2: f64 = 0, fr3: f64 = 0, fi3: f64 = 0;
 
 /** calculate_sig_T: (cos 2phi, -sin 2phi) per channel, phi from K0RS * sqrt(E) and the phase shifts. */

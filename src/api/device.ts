@@ -1,5 +1,6 @@
 import { errors } from '../errors.js';
-import { MEMORY_KINDS, type DeviceInfo, type MemoryKind, type PluginDevice } from '../plugins/interface.js';
+import { MEMORY_KINDS, type DeviceInfo, type MemoryInfo, type MemoryKind, type PluginDevice } from '../plugins/interface.js';
+import { asOffloadError } from '../plugins/serial-queue.js';
 import { Buffer } from './buffer.js';
 import { checkOptions, checkSize, describe } from './checks.js';
 import type { RuntimeContext } from './context.js';
@@ -8,7 +9,11 @@ import { Library } from './library.js';
 import { Queue } from './queue.js';
 
 export interface AllocOptions {
-  /** 'device' (default), 'host' or 'shared'; `device.info.memoryKinds` says which are supported. */
+  /**
+   * 'device' (default), 'host' or 'shared'; `device.info.memoryKinds` says which are supported.
+   * A 'shared' buffer is mapped memory where `info.capabilities.mappedMemory` is true: its
+   * `hostView()` is the device memory itself (zero copy).
+   */
   kind?: MemoryKind;
 }
 
@@ -74,6 +79,21 @@ export class Device {
       throw errors.notFound(`library '${library.name}' has no kernel '${name}' (it has: ${known})`, this.id);
     }
     return new Kernel(this, library, loaded);
+  }
+
+  /**
+   * How much memory this runtime could allocate on the device now (olGetDeviceInfo
+   * FREE_MEMORY, cudaMemGetInfo): `totalBytes` in all, `freeBytes` free, and
+   * `largestFreeBlockBytes`, the largest one `alloc` that fits. On a remote device, within this
+   * client's memory quota on the proxy. A snapshot: other queues, contexts or clients change it.
+   */
+  async memoryInfo(): Promise<MemoryInfo> {
+    this.checkUsable();
+    try {
+      return await this.plugin.memoryInfo();
+    } catch (error) {
+      throw asOffloadError(error).withDevice(this.id);
+    }
   }
 
   /** A new in-order queue on this device. Queues run concurrently with each other. */

@@ -1,7 +1,21 @@
-import type { ParamInfo } from '../image/manifest.js';
+import type { ImageFormat, ParamInfo } from '../image/manifest.js';
 import type { LoadedKernel } from '../plugins/interface.js';
 import type { Device } from './device.js';
 import type { Library } from './library.js';
+
+/** What `kernel.info` says. */
+export interface KernelInfo {
+  name: string;
+  /** Typed parameters, as the compiler wrote them in the bundle. */
+  params: readonly ParamInfo[];
+  /** The format of the image the device loaded it from (`wasm`, `wgsl`). */
+  imageFormat: ImageFormat;
+  /** The largest grid it can take on this device: teams per launch, threads per team. */
+  maxTeams: number;
+  maxThreadsPerTeam: number;
+  /** Bytes of static data (module-level data) its image keeps in this device's memory. */
+  staticDataBytes: number;
+}
 
 /** A kernel of a library, loaded on one device. Launch it with `queue.launch()`. */
 export class Kernel {
@@ -18,5 +32,18 @@ export class Kernel {
 
   get params(): readonly ParamInfo[] {
     return this.loaded.params;
+  }
+
+  /** What the kernel is on its device (olGetSymbolInfo, cuFuncGetAttribute). */
+  get info(): KernelInfo {
+    const device = this.device.info;
+    return {
+      name: this.loaded.name,
+      params: this.loaded.params,
+      imageFormat: this.loaded.format,
+      maxTeams: device.maxTeams,
+      maxThreadsPerTeam: device.maxThreadsPerTeam,
+      staticDataBytes: this.loaded.staticBytes,
+    };
   }
 }

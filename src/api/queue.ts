@@ -1,12 +1,14 @@
-import { errors, type OffloadError } from '../errors.js';
+import { errors, OffloadError } from '../errors.js';
 import { MAX_MILLISECONDS } from '../units.js';
-import type { LaunchArg, PluginEvent, PluginQueue } from '../plugins/interface.js';
+import type { LaunchArg, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
 import { Buffer, DevicePointer } from './buffer.js';
 import { checkInteger, checkOptions, checkRange, checkScalar, checkSize, describe, hostBytes } from './checks.js';
 import type { Device } from './device.js';
 import { type GridSize, lowerGrid } from './grid.js';
 import { Kernel } from './kernel.js';
+import { dropped } from '../runtime/debug.js';
+import { rectBytes } from '../plugins/interface.js';
 
 /** A point in a queue: `done` settles when everything before it in its queue has completed. */
 export class Event {
@@ -25,6 +27,136 @@ export class Event {
   query(): boolean {
     return this.plugin.query();
   }
+
+  /**
+   * Milliseconds from `start` to this event, on the device's clock (a remote device's: its
+   * proxy's), as olGetEventElapsedTime and cudaEventElapsedTime: both must have been recorded
+   * with `queue.record({ timing: true })`, on devices that share a clock (this process's
+   * devices do; a proxy's devices share the proxy's). Resolves once both have completed;
+   * rejects with the error of one that failed, or INVALID_ARGUMENT for untimed events or
+   * events of different clocks.
+   */
+  async elapsedSince(start: Event): Promise<number> {
+    const device = this.device.id;
+    if (!(start instanceof Event)) throw errors.invalidArgument(`elapsedSince: start must be an Event, got ${describe(start)}`, device);
+    const [from, to] = [start.plugin.timing, this.plugin.timing];
+    if (!from || !to) {
+      const which = !from && !to ? 'neither event was' : !from ? 'start was not' : 'this event was not';
+      throw errors.invalidArgument(`elapsedSince: ${which} recorded with timing; record both with queue.record({ timing: true })`, device);
+    }
+    if (from.clock !== to.clock) {
+      throw errors.invalidArgument(
+        `elapsedSince: start is an event of device ${start.device.id} (${start.device.info.location}) and this one of device ${device} ` +
+          `(${this.device.info.location}); their clocks differ, so their times do not compare`,
+        device,
+      );
+    }
+    await Promise.all([start.done, this.done]);
+    return (await to.at) - (await from.at);
+  }
+}
+
+/** What `queue.record()` takes. */
+export interface RecordOptions {
+  /**
+   * Also read the device's clock when the queue reaches the event, for `event.elapsedSince()`.
+   * Off by default: a plain event costs no clock read (nor, on a remote device, a time in its reply).
+   */
+  timing?: boolean;
+}
+
+/**
+ * One side of a rectangular copy: where its first row starts, and the bytes from one row to
+ * the next and one slice to the next (defaults: rows packed, `width` bytes apart; slices packed,
+ * `rowPitch * height` apart).
+ */
+export interface RectSide {
+  offset?: number;
+  rowPitch?: number;
+  slicePitch?: number;
+}
+
+/**
+ * A rectangular copy (olMemcpyRect, cudaMemcpy3D): `depth` slices of `height` rows of `width`
+ * bytes, read from `src` and written to `dst` with the layout each side says.
+ */
+export interface RectCopy {
+  /** Bytes per row. */
+  width: number;
+  /** Rows per slice. */
+  height: number;
+  /** Slices; default 1. */
+  depth?: number;
+  /** The layout of the side read from (the host view of writeRect, the buffer of readRect, src of copyRect). */
+  src?: RectSide;
+  /** The layout of the side written to. */
+  dst?: RectSide;
+}
+
+/** The bytes `rect` spans on one side, from its offset to the end of its last row. */
+function rectSpan(width: number, height: number, depth: number, rowPitch: number, slicePitch: number): number {
+  if (width === 0 || height === 0 || depth === 0) return 0;
+  return (depth - 1) * slicePitch + (height - 1) * rowPitch + width;
+}
+
+/** `rect` checked against the byte lengths of both sides, as the plugin contract's Rect. */
+function checkRect(rect: unknown, what: string, srcLength: number, dstLength: number, device: number): Rect {
+  const shape = checkOptions(rect, `${what}: rect`);
+  const width = checkSize(shape.width, `${what}: rect.width`, device);
+  const height = checkSize(shape.height, `${what}: rect.height`, device);
+  const depth = checkSize(shape.depth ?? 1, `${what}: rect.depth`, device);
+  const side = (name: 'src' | 'dst', length: number) => {
+    const layout = checkOptions(shape[name], `${what}: rect.${name}`);
+    const offset = checkSize(layout.offset ?? 0, `${what}: rect.${name}.offset`, device);
+    const rowPitch = checkSize(layout.rowPitch ?? width, `${what}: rect.${name}.rowPitch`, device);
+    if (rowPitch < width) throw errors.invalidArgument(`${what}: rect.${name}.rowPitch ${rowPitch} is less than rect.width ${width}: rows would overlap`, device);
+    const slicePitch = checkSize(layout.slicePitch ?? rowPitch * height, `${what}: rect.${name}.slicePitch`, device);
+    if (depth > 1 && slicePitch < rowPitch * height) {
+      throw errors.invalidArgument(`${what}: rect.${name}.slicePitch ${slicePitch} is less than rowPitch * height (${rowPitch * height}): slices would overlap`, device);
+    }
+    const span = rectSpan(width, height, depth, rowPitch, slicePitch);
+    if (!Number.isSafeInteger(offset + span) || offset + span > length) {
+      throw errors.outOfBounds(`${what}: the ${name} side's last row ends at byte ${offset + span}, beyond its ${length} bytes`, device);
+    }
+    return { offset, rowPitch, slicePitch };
+  };
+  const src = side('src', srcLength);
+  const dst = side('dst', dstLength);
+  return {
+    width,
+    height,
+    depth,
+    srcOffset: src.offset,
+    srcRowPitch: src.rowPitch,
+    srcSlicePitch: src.slicePitch,
+    dstOffset: dst.offset,
+    dstRowPitch: dst.rowPitch,
+    dstSlicePitch: dst.slicePitch,
+  };
+}
+
+/** A fill pattern as its bytes (a copy: the caller may change its array once fill() returns). */
+function fillPatternBytes(pattern: unknown, device: number): Uint8Array {
+  if (typeof pattern === 'number') {
+    checkInteger(pattern, 'fill: pattern (a number is one byte)', 0, 255, device);
+    return Uint8Array.of(pattern);
+  }
+  if (!ArrayBuffer.isView(pattern) || pattern instanceof DataView) {
+    throw errors.invalidArgument(`fill: pattern must be a number (one byte) or a TypedArray of 1, 2, 4 or 8 bytes, got ${describe(pattern)}`, device);
+  }
+  if (![1, 2, 4, 8].includes(pattern.byteLength)) {
+    throw errors.invalidArgument(`fill: pattern must be 1, 2, 4 or 8 bytes long, got ${pattern.byteLength} (a ${describe(pattern)}); pass one element`, device);
+  }
+  return new Uint8Array(pattern.buffer, pattern.byteOffset, pattern.byteLength).slice();
+}
+
+/** The failure of a host function: HOST_FUNCTION_FAILED, its cause the thrown value. */
+function hostFunctionError(thrown: unknown, device: number): OffloadError {
+  const text = thrown instanceof Error ? thrown.message : String(thrown);
+  return new OffloadError('HOST_FUNCTION_FAILED', `a host function of queue.hostFunction() threw: ${text.length > 500 ? `${text.slice(0, 500)}...` : text}`, {
+    device,
+    cause: thrown,
+  });
 }
 
 /**
@@ -90,7 +222,7 @@ export const MAX_TIMEOUT_MS = MAX_MILLISECONDS;
  * Queue is collected (its device queue never holds on to the Queue object).
  */
 const abandoned = new FinalizationRegistry<PluginQueue>((plugin) => {
-  plugin.destroy().catch(() => {});
+  plugin.destroy().catch(dropped('queue', 'releasing a queue the program dropped'));
 });
 
 /** A kernel argument: a number (i32, f32, f64), a bigint (i64), a Buffer or a DevicePointer (ptr). */
@@ -317,18 +449,120 @@ export class Queue {
     });
   }
 
-  /** An event that completes when everything enqueued so far on this queue has completed. */
-  record(): Event {
+  /**
+   * An event that completes when everything enqueued so far on this queue has completed. With
+   * `{ timing: true }` it also reads the device's clock when the queue reaches it, for
+   * `event.elapsedSince(start)`.
+   */
+  record(options?: RecordOptions): Event {
     if (this.destroyed) return this.refused();
     try {
       this.device.checkUsable();
-      const event = this.plugin.record();
+      const timing = checkOptions(options, 'record: options').timing ?? false;
+      if (typeof timing !== 'boolean') throw errors.invalidArgument(`record: options.timing must be a boolean, got ${describe(timing)}`, this.device.id);
+      const event = this.plugin.record(timing);
       const settle = this.track();
       event.done.then(settle, settle);
       return new Event(event, this.device);
     } catch (error) {
       return this.op(() => Promise.reject(error));
     }
+  }
+
+  // --- liboffload's further operations: fill, rectangular copies, host functions ---
+
+  /**
+   * Fills `bytes` bytes of `buffer` from `offset` with `pattern` repeated (olMemFill,
+   * cuMemsetD8/D16/D32): a number is one byte (0 to 255), a TypedArray of 1, 2, 4 or 8 bytes is
+   * repeated whole, its first byte at `offset`. `bytes` (default: the rest of the buffer) must be
+   * a multiple of the pattern's length. On a remote device it is one small frame, not the bytes.
+   */
+  fill(buffer: Buffer, pattern: number | ArrayBufferView, offset = 0, bytes?: number): Event {
+    return this.op(() => {
+      const device = this.device.id;
+      const dst = this.localBuffer(buffer, 'fill: buffer');
+      const bytesOf = fillPatternBytes(pattern, device);
+      const at = checkSize(offset, 'fill: offset', device);
+      checkRange(at, 0, dst.byteLength, `fill of ${dst.describe()}`, device);
+      const length = checkSize(bytes ?? dst.byteLength - at, 'fill: bytes', device);
+      checkRange(at, length, dst.byteLength, `fill of ${dst.describe()}`, device);
+      if (length % bytesOf.byteLength !== 0) {
+        throw errors.invalidArgument(`fill: ${length} bytes is not a multiple of the pattern's ${bytesOf.byteLength} bytes; pass bytes that is`, device);
+      }
+      const done = this.plugin.fill(dst.allocation, at, length, bytesOf);
+      this.trace('fill', { bytes: length, offset: at }, done);
+      dst.use(done);
+      return done;
+    });
+  }
+
+  /**
+   * Copies a rectangle of `hostView` into `buffer` (olMemcpyRect, cudaMemcpy3D): `rect.src` is
+   * the host view's layout, `rect.dst` the buffer's. On a remote device the rows travel packed,
+   * in one frame (at most 64 MiB of rows).
+   */
+  writeRect(buffer: Buffer, hostView: ArrayBufferView, rect: RectCopy): Event {
+    return this.op(() => {
+      const dst = this.localBuffer(buffer, 'writeRect: buffer');
+      const src = hostBytes(hostView, 'writeRect: hostView', this.device.id);
+      const checked = checkRect(rect, `writeRect into ${dst.describe()}`, src.byteLength, dst.byteLength, this.device.id);
+      const done = this.plugin.submitRect(dst.allocation, src, checked);
+      this.trace('writeRect', { bytes: rectBytes(checked) }, done);
+      dst.use(done);
+      return done;
+    });
+  }
+
+  /** Copies a rectangle of `buffer` into `hostView`: `rect.src` is the buffer's layout, `rect.dst` the host view's. */
+  readRect(buffer: Buffer, hostView: ArrayBufferView, rect: RectCopy): Event {
+    return this.op(() => {
+      const src = this.localBuffer(buffer, 'readRect: buffer');
+      const dst = hostBytes(hostView, 'readRect: hostView', this.device.id);
+      const checked = checkRect(rect, `readRect from ${src.describe()}`, src.byteLength, dst.byteLength, this.device.id);
+      const done = this.plugin.retrieveRect(dst, src.allocation, checked);
+      this.trace('readRect', { bytes: rectBytes(checked) }, done);
+      src.use(done);
+      return done;
+    });
+  }
+
+  /** Copies a rectangle between two buffers of this queue's device. */
+  copyRect(dst: Buffer, src: Buffer, rect: RectCopy): Event {
+    return this.op(() => {
+      const to = this.localBuffer(dst, 'copyRect: dst');
+      const from = this.localBuffer(src, 'copyRect: src');
+      const checked = checkRect(rect, `copyRect from ${from.describe()}`, from.byteLength, to.byteLength, this.device.id);
+      const done = this.plugin.copyRect(to.allocation, from.allocation, checked);
+      this.trace('copyRect', { bytes: rectBytes(checked) }, done);
+      from.use(done);
+      to.use(done);
+      return done;
+    });
+  }
+
+  /**
+   * Runs `fn` on the program's thread when the queue reaches it (olLaunchHostFunction,
+   * cudaLaunchHostFunc); the queue's later work waits until it returns (or its promise settles).
+   * A throw or rejection fails the returned event with HOST_FUNCTION_FAILED (the thrown value as
+   * its cause) and nothing else: the queue goes on, and finish() does not report it. On a
+   * remote device the proxy holds the queue until `fn` is done here.
+   */
+  hostFunction(fn: () => unknown): Event {
+    let failure: OffloadError | undefined;
+    const device = this.device.id;
+    return this.op(() => {
+      if (typeof fn !== 'function') throw errors.invalidArgument(`hostFunction: fn must be a function, got ${describe(fn)}`, device);
+      const run = async (): Promise<void> => {
+        try {
+          await fn();
+        } catch (error) {
+          failure = hostFunctionError(error, device);
+        }
+      };
+      return this.plugin.hostFunction(run).then(() => {
+        if (failure) throw failure;
+      });
+    });
   }
 
   /** Makes later operations of this queue wait for `event` (of any queue or device of this runtime). */
@@ -369,7 +603,7 @@ export class Queue {
 
   /** @internal For runtime shutdown. */
   async drain(): Promise<void> {
-    await this.plugin.synchronize().catch(() => {});
+    await this.plugin.synchronize().catch(dropped(`queue ${this.id} of device ${this.device.id}`, 'its work (drained at destroy or shutdown, unreported)'));
   }
 
   /**
@@ -382,7 +616,7 @@ export class Queue {
     this.destroyed ??= (async () => {
       abandoned.unregister(this);
       await this.drain();
-      await this.plugin.destroy().catch(() => {});
+      await this.plugin.destroy().catch(dropped(`queue ${this.id} of device ${this.device.id}`, 'releasing the device queue'));
     })();
     return this.destroyed;
   }

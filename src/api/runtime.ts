@@ -9,6 +9,8 @@ import type { KernelPrint, RuntimeOptions } from '../runtime/options.js';
 import type { HostView, MapSpec } from '../runtime/mapping/map.js';
 import { Mapper, type TargetArgument } from '../runtime/mapping/mapper.js';
 import { registeredPlugins } from '../runtime/plugin-registry.js';
+import { debug, debugFromEnv, dropped } from '../runtime/debug.js';
+import { webgpuUnavailable } from '../plugins/webgpu/adapter.js';
 import { traceFile, Tracer } from '../runtime/trace.js';
 import { checkInteger, checkOptions, describe } from './checks.js';
 import { RuntimeContext } from './context.js';
@@ -81,7 +83,7 @@ export class Runtime {
         for (let index = 0; index < count; index++) devices.push(new Device(devices.length, plugin.device(index), context));
       }
     } catch (error) {
-      for (const plugin of plugins.reverse()) await plugin.deinit().catch(() => {});
+      for (const plugin of plugins.reverse()) await plugin.deinit().catch(dropped('createContext', `stopping plugin ${plugin.name} after a failed context`));
       throw asOffloadError(error);
     }
     const child = new Runtime(context, plugins, devices, this);
@@ -235,7 +237,7 @@ export class Runtime {
 
   private stopPlugins(): Promise<void> {
     this.stopped ??= (async () => {
-      for (const plugin of [...this.plugins].reverse()) await plugin.deinit().catch(() => {});
+      for (const plugin of [...this.plugins].reverse()) await plugin.deinit().catch(dropped('shutdown', `stopping plugin ${plugin.name}`));
     })();
     return this.stopped;
   }
@@ -283,6 +285,7 @@ export function launchTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env): numb
 
 async function init(options?: RuntimeOptions): Promise<Runtime> {
   const opts = checkOptions(options, 'Offload.init: options') as RuntimeOptions;
+  debug.enabled = debugFromEnv();
   const info = opts.info ?? infoEnabled();
   if (typeof info !== 'boolean' && typeof info !== 'function') {
     throw errors.invalidArgument(`Offload.init: options.info must be a boolean or a function, got ${describe(info)}`);
@@ -304,15 +307,19 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   const plugins: Plugin[] = [];
   const devices: Device[] = [];
   try {
-    for (const { factory } of registeredPlugins()) {
+    for (const { name, factory } of registeredPlugins()) {
       const plugin = await factory(opts);
-      if (!plugin) continue;
+      if (!plugin) {
+        debug.log(`plugin ${name}`, name === 'webgpu' && webgpuUnavailable() ? `not loaded: ${webgpuUnavailable()}` : 'not loaded: nothing for it here (see Offload.init options)');
+        continue;
+      }
       plugins.push(plugin);
       const count = await plugin.init();
+      debug.log(`plugin ${name}`, `loaded with ${count} device${count === 1 ? '' : 's'}, ids ${devices.length} to ${devices.length + count - 1}`);
       for (let index = 0; index < count; index++) devices.push(new Device(devices.length, plugin.device(index), context));
     }
   } catch (error) {
-    for (const plugin of plugins.reverse()) await plugin.deinit().catch(() => {});
+    for (const plugin of plugins.reverse()) await plugin.deinit().catch(dropped('Offload.init', `stopping plugin ${plugin.name} after a failed init`));
     if (error instanceof OffloadError) throw error;
     throw errors.invalidArgument(`Offload.init failed: ${(error as Error).message}`);
   }

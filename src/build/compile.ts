@@ -24,7 +24,7 @@ import {
 import { runCompiler } from './compiler-job.js';
 import { kernelEntries } from './kernel-signatures.js';
 import { checkFitsWindow, fnv1a32, pickStaticBase, staticSizeOf } from './static-placement.js';
-import { readWasmModuleInfo, type MemoryLimits, type WasmModuleInfo } from './wasm-module-info.js';
+import { exportedAddresses, readWasmModuleInfo, type MemoryLimits, type WasmModuleInfo } from './wasm-module-info.js';
 import { wrapperSource, wrapperTypes } from './wrappers.js';
 import { joinEntries, WGSL_TRIPLE, wgslKernels } from './wgsl-kernels.js';
 
@@ -182,8 +182,12 @@ async function buildWasmImage(files: string[], name: string, options: BuildOptio
   checkFitsWindow(staticBase, staticSize);
   checkAllocations(image.wat, sources, info.hasStart);
   if (info.hasStart) await refuseTopLevelCode(sources, staticBase, options, image.wat);
+  checkModuleVariables(image.wat, sources);
   checkImports(info);
   checkExports(info, image.entries);
+  // Exported module-level data (`export const table: StaticArray<f32> = [...]`): device globals.
+  const globals = [...exportedAddresses(info)].filter(([, address]) => address >= staticBase && address < staticBase + staticSize);
+  const entries: EntryInfo[] = [...image.entries, ...globals.map(([name]): EntryInfo => ({ name, kind: 'global', params: [] }))];
   const imageInfo: ImageInfo = {
     format: 'wasm',
     triple: WASM_TRIPLE,
@@ -193,7 +197,7 @@ async function buildWasmImage(files: string[], name: string, options: BuildOptio
     staticSize,
     minPages: memoryImportOf(info).minimum,
   };
-  return { image: { info: imageInfo, bytes: image.wasm }, entries: image.entries, texts: sources.texts };
+  return { image: { info: imageInfo, bytes: image.wasm }, entries, texts: sources.texts };
 }
 
 function checkOptions(options: BuildOptions): void {
@@ -365,6 +369,42 @@ async function refuseTopLevelCode(sources: SourceSet, staticBase: number, option
     `${where}: top-level code (a global initialised by a call, a top-level statement or loop) would run ` +
       `each time the image loads, on every worker, outside any launch; devices refuse images with a start ` +
       `function: move that code into a kernel, or make the value a constant (a literal)`,
+  );
+}
+
+/** A source line that declares module-level variables per running team: `// offload: private a, b`. */
+const PRIVATE_LINE = /^[ \t]*\/\/[ \t]*offload:[ \t]*private[ \t]+(.+)$/gm;
+
+/**
+ * A mutable module-level variable (`let x` at the top of a kernel file) is a wasm global: each
+ * worker's instance of the image has its own, so a counter a kernel bumps would count per worker
+ * (and per replaced worker), silently unlike a GPU, where a module-level variable is one per
+ * device. Such variables are refused, named, unless the file declares them private per running
+ * team (`// offload: private wRe, wIm`, as WGSL's var<private>): scratch a team writes before it
+ * reads, whose value no other team or launch sees. Variables the optimizer proved constant (or
+ * unused) are gone from the module by now, and the device library's own are not the program's.
+ */
+function checkModuleVariables(wat: string, sources: SourceSet): void {
+  const declared = new Set<string>();
+  for (const [file, text] of Object.entries(sources.texts)) {
+    const internal = path.relative(sources.baseDir, file).split(path.sep).join('/').replace(/\.ts$/, '');
+    for (const [, names] of text.matchAll(PRIVATE_LINE)) {
+      for (const name of names!.split(',')) if (name.trim() !== '') declared.add(`${internal}/${name.trim()}`);
+    }
+  }
+  const shared = [...wat.matchAll(/^ \(global \$(\S+) \(mut /gm)]
+    .map(([, internal]) => internal!)
+    .filter((internal) => !internal.startsWith(LIBRARY_PREFIX) && !internal.startsWith('~') && !declared.has(internal));
+  if (shared.length === 0) return;
+  const places = shared.map((internal) => {
+    const slash = internal.lastIndexOf('/');
+    return `${displaySource(sources.baseDir, `${internal.slice(0, slash)}.ts`)} (variable '${internal.slice(slash + 1)}')`;
+  });
+  throw errors.invalidArgument(
+    `mutable module-level variables in ${places.join(', ')}: each worker of the host device would hold its own copy, not one per ` +
+      `device as on a GPU; keep state that teams or launches share in device memory (a buffer passed to the kernel), make a value ` +
+      `that never changes a const, or, for scratch a team writes before it reads, declare it private per team with a ` +
+      `'// offload: private <name>, ...' line in its file`,
   );
 }
 

@@ -45,10 +45,34 @@ export interface WasmModuleInfo {
    * before any export can be called (AssemblyScript emits one for top-level code).
    */
   hasStart: boolean;
+  /** The module's own globals (imported ones not included), in index order after the imported. */
+  globals: WasmGlobal[];
+}
+
+/** A global the module defines: whether it is mutable, and its value when it is an i32 constant. */
+export interface WasmGlobal {
+  mutable: boolean;
+  i32: number | undefined;
+}
+
+/**
+ * The exported immutable i32 globals: what AssemblyScript makes of `export const name = <static
+ * data>` (a module-level array): the address of data in the image's static range, by name.
+ */
+export function exportedAddresses(info: WasmModuleInfo): Map<string, number> {
+  const imported = info.imports.filter((imp) => imp.kind === 'global').length;
+  const addresses = new Map<string, number>();
+  for (const exp of info.exports) {
+    if (exp.kind !== 'global') continue;
+    const global = info.globals[exp.index - imported];
+    if (global && !global.mutable && global.i32 !== undefined) addresses.set(exp.name, global.i32 >>> 0);
+  }
+  return addresses;
 }
 
 const EXTERN_KINDS: readonly WasmExternKind[] = ['function', 'table', 'memory', 'global', 'tag'];
 const SECTION_IMPORT = 2;
+const SECTION_GLOBAL = 6;
 const SECTION_EXPORT = 7;
 const SECTION_START = 8;
 const SECTION_DATA = 11;
@@ -64,13 +88,14 @@ export function readWasmModuleInfo(bytes: Uint8Array): WasmModuleInfo {
   const reader = new ByteReader(bytes);
   if (reader.u32le() !== 0x6d736100) throw malformed('bad magic');
   if (reader.u32le() !== 1) throw malformed('unsupported binary version');
-  const info: WasmModuleInfo = { imports: [], exports: [], dataSegments: [], hasStart: false };
+  const info: WasmModuleInfo = { imports: [], exports: [], dataSegments: [], hasStart: false, globals: [] };
   while (!reader.atEnd()) {
     const id = reader.byte();
     const size = reader.leb();
     const section = reader.sub(size);
     if (id === SECTION_IMPORT) info.imports = section.vector(readImport);
     else if (id === SECTION_EXPORT) info.exports = section.vector(readExport);
+    else if (id === SECTION_GLOBAL) info.globals = section.vector(readGlobal);
     else if (id === SECTION_START) info.hasStart = true;
     else if (id === SECTION_DATA) info.dataSegments = section.vector(readDataSegment).filter((s) => s !== null);
   }
@@ -100,6 +125,25 @@ function readImport(r: ByteReader): WasmImport {
       r.leb();
       return { module, name, kind };
   }
+}
+
+function readGlobal(r: ByteReader): WasmGlobal {
+  r.byte(); // value type
+  const mutable = r.byte() === 1;
+  const op = r.byte();
+  let i32: number | undefined;
+  if (op === OP_I32_CONST) i32 = r.sleb32();
+  else if (op === 0x42) r.skipSleb();
+  else if (op === 0x43) r.skip(4);
+  else if (op === 0x44) r.skip(8);
+  else if (op === 0x23 || op === 0xd2) r.leb(); // global.get, ref.func
+  else if (op === 0xd0) r.byte(); // ref.null
+  else if (op === 0xfd) {
+    r.leb(); // v128.const
+    r.skip(16);
+  } else throw malformed(`global initialiser opcode 0x${op.toString(16)} is not supported`);
+  if (r.byte() !== OP_END) throw malformed('global initialiser is not one constant');
+  return { mutable, i32 };
 }
 
 function readExport(r: ByteReader): WasmExport {

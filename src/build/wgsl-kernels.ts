@@ -104,7 +104,7 @@ function workgroupSizeOf(attributes: { name: string; value: unknown }[], where: 
 export function joinEntries(wasmEntries: EntryInfo[], kernels: WgslKernelInfo[], file: string): { kernels: WgslKernelInfo[]; entries: EntryInfo[] } {
   const entries = [...wasmEntries];
   const joined = kernels.map((kernel) => {
-    const twin = wasmEntries.find((entry) => entry.name === kernel.name);
+    const twin = wasmEntries.find((entry) => entry.kind === 'kernel' && entry.name === kernel.name);
     if (!twin) {
       entries.push({ name: kernel.name, kind: 'kernel', params: kernel.params.map(({ name, type }): ParamInfo => ({ name, type })) });
       return kernel;

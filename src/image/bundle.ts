@@ -14,6 +14,7 @@ import {
   PARAM_TYPES,
   type Bundle,
   type EntryInfo,
+  IMAGE_FORMATS,
   type ImageFormat,
   type ImageInfo,
   type Manifest,
@@ -31,7 +32,6 @@ export const BUNDLE_VERSION = 1;
 export const BUNDLE_EXTENSION = '.offload';
 
 const HEADER_BYTES = 16;
-const IMAGE_FORMATS: readonly ImageFormat[] = ['wasm', 'wgsl', 'ptx'];
 const ENTRY_KINDS: readonly EntryInfo['kind'][] = ['kernel', 'global'];
 
 /**

@@ -20,6 +20,7 @@ export interface EntryInfo {
 
 /** Image formats a device may load: `wasm` (host device), `wgsl` (WebGPU device). */
 export type ImageFormat = 'wasm' | 'wgsl' | 'ptx';
+export const IMAGE_FORMATS: readonly ImageFormat[] = ['wasm', 'wgsl', 'ptx'];
 
 export interface ImageInfo {
   format: ImageFormat;

@@ -51,10 +51,43 @@ export interface DeviceInfo {
   kernelPrint: boolean;
   /** Whether its kernels can call the program's host functions (hostCall; `runtime.hostFunctions`). */
   hostCalls: boolean;
+  /** What its kernels and memory can do: programs (and the conformance suite) ask rather than guess. */
+  capabilities: DeviceCapabilities;
   /** Hardware limits behind the figures above, by their API's names (a WebGPU adapter's limits). */
   limits?: Record<string, number>;
   /** Which of `limits` gives each of the figures above, for error messages. */
   limitNames?: { maxTeams?: string; maxThreadsPerTeam?: string; maxTeamDims?: string; maxThreadDims?: string; maxTeamMemoryBytes?: string };
+}
+
+/**
+ * What a device can do, as liboffload's olGetDeviceInfo and CUDA's device attributes say it.
+ * Static for the device's lifetime.
+ */
+export interface DeviceCapabilities {
+  /** Kernels take and compute 64-bit integers (i64 parameters). */
+  i64: boolean;
+  /** Kernels take and compute f64. */
+  f64: boolean;
+  /** A kernel's fault (out-of-bounds access, unreachable) fails its launch with KERNEL_TRAP; false: faults go unnoticed. */
+  traps: boolean;
+  /** Queues of the device run at the same time (a kernel on one can wait for work of another). */
+  concurrentQueues: boolean;
+  /** Kernels have atomic operations on device memory. */
+  atomics: boolean;
+  /** `alloc(bytes, { kind: 'shared' })` gives buffers whose `hostView()` is the device memory itself. */
+  mappedMemory: boolean;
+  /** Bytes of memory a team shares (teamMemory(): CUDA's shared memory, WebGPU's workgroup storage), as info.maxTeamMemoryBytes; 0: none. */
+  maxTeamMemoryBytes: number;
+}
+
+/** The names of the boolean capabilities, in the order documentation lists them. */
+export const BOOLEAN_CAPABILITIES = ['i64', 'f64', 'traps', 'concurrentQueues', 'atomics', 'mappedMemory'] as const;
+
+/** What `device.memoryInfo()` says: bytes in all, free, and the largest one allocation that fits now. */
+export interface MemoryInfo {
+  totalBytes: number;
+  freeBytes: number;
+  largestFreeBlockBytes: number;
 }
 
 /** A live allocation. Plugins subclass or extend it with their own fields. */
@@ -77,6 +110,10 @@ export interface DeviceImage {
 export interface LoadedKernel {
   readonly name: string;
   readonly params: readonly { name: string; type: ParamType }[];
+  /** The format of the image it was loaded from. */
+  readonly format: ImageFormat;
+  /** Bytes of static data its image keeps in device memory (0 where there is none). */
+  readonly staticBytes: number;
 }
 
 export interface LoadedImage {
@@ -100,6 +137,39 @@ export interface Grid {
   teamMemoryBytes: number;
   /** The launch fails with TIMEOUT after running this long (the device stops it and goes on). */
   timeoutMs?: number;
+}
+
+/**
+ * A rectangular copy after checks (olMemcpyRect, cudaMemcpy3D): `depth` slices of `height` rows
+ * of `width` bytes. Row r of slice z starts at `offset + z * slicePitch + r * rowPitch` on each
+ * side; every row lies inside its side's memory.
+ */
+export interface Rect {
+  width: number;
+  height: number;
+  depth: number;
+  srcOffset: number;
+  srcRowPitch: number;
+  srcSlicePitch: number;
+  dstOffset: number;
+  dstRowPitch: number;
+  dstSlicePitch: number;
+}
+
+/** Calls `row(srcAt, dstAt)` with the start of each row of `rect` on both sides, slice by slice. */
+export function forEachRow(rect: Rect, row: (srcAt: number, dstAt: number) => void): void {
+  // An empty rectangle has no rows, however many slices it names (2^40 empty slices must not loop).
+  if (rect.width === 0 || rect.height === 0 || rect.depth === 0) return;
+  for (let z = 0; z < rect.depth; z++) {
+    for (let r = 0; r < rect.height; r++) {
+      row(rect.srcOffset + z * rect.srcSlicePitch + r * rect.srcRowPitch, rect.dstOffset + z * rect.dstSlicePitch + r * rect.dstRowPitch);
+    }
+  }
+}
+
+/** Bytes a rectangle moves (its rows packed one after another). */
+export function rectBytes(rect: Pick<Rect, 'width' | 'height' | 'depth'>): number {
+  return rect.width * rect.height * rect.depth;
 }
 
 /** One lowered kernel argument, aligned with the kernel's parameters. */
@@ -170,18 +240,53 @@ export interface PluginQueue {
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<string | void>;
   /** An operation that completes once `event` has completed (event from any queue or device). */
   waitEvent(event: PluginEvent): Promise<void>;
-  /** Records an event: it completes when every operation enqueued before it has. */
-  record(): PluginEvent;
+  /**
+   * Records an event: it completes when every operation enqueued before it has. With `timing`,
+   * the event also says when the queue reached it (`PluginEvent.timing`).
+   */
+  record(timing?: boolean): PluginEvent;
   synchronize(): Promise<void>;
+
+  // --- liboffload's further operations (olMemFill, olMemcpyRect, olLaunchHostFunction) ---
+
+  /**
+   * Fills `bytes` bytes of `dst` at `offset` with `pattern` (1, 2, 4 or 8 bytes) repeated from
+   * `offset` on; `bytes` is a multiple of the pattern's length (checked above).
+   */
+  fill(dst: Allocation, offset: number, bytes: number, pattern: Uint8Array): Promise<void>;
+  /** Host to device, a rectangle: `src` is the host side of `rect`, `dst` the device side. */
+  submitRect(dst: Allocation, src: Uint8Array, rect: Rect): Promise<void>;
+  /** Device to host, a rectangle: `src` is the device side of `rect`, `dst` the host side. */
+  retrieveRect(dst: Uint8Array, src: Allocation, rect: Rect): Promise<void>;
+  /** Device to device within this queue's device, a rectangle. */
+  copyRect(dst: Allocation, src: Allocation, rect: Rect): Promise<void>;
+  /**
+   * Runs `fn` on the program's thread when the queue reaches it; the queue's later operations
+   * wait until its promise settles. `fn` never rejects (the API layer keeps its failure).
+   */
+  hostFunction(fn: () => Promise<void>): Promise<void>;
   /** True when every enqueued operation has completed (successfully or not). */
   query(): boolean;
   /** Releases the queue once its operations have completed. Further use is a caller bug. */
   destroy(): Promise<void>;
 }
 
+/** Where an event's time was read: events compare only when their clocks are the same object. */
+export interface EventTiming {
+  /** The clock: LOCAL_CLOCK for devices of this process, a proxy connection for its devices. */
+  readonly clock: object;
+  /** Milliseconds on that clock when the queue reached the event (rejects as `done` does). */
+  readonly at: Promise<number>;
+}
+
+/** The clock of every device this process runs itself (performance.now()). */
+export const LOCAL_CLOCK: object = Object.freeze({ clock: 'this process' });
+
 /** A point in a queue. `done` never rejects unhandled: a holder must observe it. */
 export interface PluginEvent {
   readonly done: Promise<void>;
+  /** Set on events recorded with timing. */
+  readonly timing?: EventTiming;
   /** The queue that recorded it (a plugin may recognise its own events and avoid a round trip). */
   readonly queue: PluginQueue;
   query(): boolean;
@@ -202,6 +307,15 @@ export interface PluginDevice {
   hostView?(alloc: Allocation, offset: number, bytes: number): Uint8Array;
   /** Set once the device is gone; every later operation rejects with it. */
   readonly lost: OffloadError | undefined;
+  /** How much of its memory this context could allocate now (olGetDeviceInfo FREE_MEMORY, cudaMemGetInfo). */
+  memoryInfo(): Promise<MemoryInfo>;
+  /**
+   * Optional, for devices whose images keep module-level data in device memory: the device
+   * global `name` of a loaded image (olGetSymbol GLOBAL_VARIABLE), as an allocation that lives
+   * as long as the image and that `free` must never be given; undefined when the image has none
+   * of that name. Devices without it have no device globals (UNSUPPORTED above).
+   */
+  global?(image: LoadedImage, name: string): Promise<Allocation | undefined>;
   /**
    * Optional, for diagnostics and leak tests: counts of what the device holds now, across all
    * its contexts (contexts, images loaded, buffers: whatever the plugin keeps).

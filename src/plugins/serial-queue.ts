@@ -4,8 +4,9 @@
  * failure state and the bookkeeping, once.
  */
 import { OffloadError } from '../errors.js';
-import type { Allocation, Grid, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue } from './interface.js';
+import { LOCAL_CLOCK, type Allocation, type EventTiming, type Grid, type LaunchArg, type LoadedKernel, type PluginDevice, type PluginEvent, type PluginQueue, type Rect } from './interface.js';
 import { PeerQueues } from './peer-queues.js';
+import { dropped } from '../runtime/debug.js';
 
 const noop = (): void => {};
 
@@ -91,6 +92,7 @@ export class SerialEvent implements PluginEvent {
   constructor(
     readonly queue: PluginQueue,
     done: Promise<void>,
+    readonly timing?: EventTiming,
   ) {
     this.done = done.finally(() => {
       this.settled = true;
@@ -136,8 +138,22 @@ export abstract class SerialPluginQueue implements PluginQueue {
     return this.serial.enqueue(() => event.done);
   }
 
-  record(): PluginEvent {
-    return new SerialEvent(this, this.serial.enqueue(() => {}));
+  abstract fill(dst: Allocation, offset: number, bytes: number, pattern: Uint8Array): Promise<void>;
+  abstract submitRect(dst: Allocation, src: Uint8Array, rect: Rect): Promise<void>;
+  abstract retrieveRect(dst: Uint8Array, src: Allocation, rect: Rect): Promise<void>;
+  abstract copyRect(dst: Allocation, src: Allocation, rect: Rect): Promise<void>;
+
+  record(timing = false): PluginEvent {
+    if (!timing) return new SerialEvent(this, this.serial.enqueue(() => {}));
+    // Read when the queue reaches the event: every operation before it has completed (on a GPU
+    // too: its operations settle when the GPU is done), so the process's clock is the device's.
+    const at = this.serial.enqueue(() => performance.now());
+    at.catch(() => {});
+    return new SerialEvent(this, at.then(() => {}), { clock: LOCAL_CLOCK, at });
+  }
+
+  hostFunction(fn: () => Promise<void>): Promise<void> {
+    return this.serial.enqueue(fn);
   }
 
   synchronize(): Promise<void> {
@@ -149,7 +165,7 @@ export abstract class SerialPluginQueue implements PluginQueue {
   }
 
   async destroy(): Promise<void> {
-    await this.serial.synchronize().catch(() => {});
+    await this.serial.synchronize().catch(dropped('queue', 'its last work before destroy'));
     await this.peers.destroy();
   }
 }

@@ -7,15 +7,17 @@
  */
 import { errors, OffloadError, quoted } from '../errors.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
+import { debug } from '../runtime/debug.js';
 import type { Buffer } from '../api/buffer.js';
 import type { Device } from '../api/device.js';
-import type { Event, KernelArgument, Queue } from '../api/queue.js';
+import type { Event, KernelArgument, Queue, RectCopy } from '../api/queue.js';
+import type { MemoryInfo } from '../plugins/interface.js';
 import type { Runtime } from '../api/runtime.js';
 import type { KernelPrint } from '../runtime/options.js';
 import type { HostCall } from '../api/host-functions.js';
 import type { EntryInfo, ImageInfo } from '../image/manifest.js';
 import { encodeBundle } from '../image/bundle.js';
-import type { Frame, FrameLimits } from '../transport/frame.js';
+import { MAX_PAYLOAD_BYTES, type Frame, type FrameLimits } from '../transport/frame.js';
 import { startHeartbeat } from '../transport/heartbeat.js';
 import type { Transport } from '../transport/transport.js';
 import { CHUNK_BYTES, EAGER_BYTES, Meta, PROTOCOL_VERSION, toWireError, type WireArg } from './protocol.js';
@@ -167,6 +169,7 @@ export class ProxyConnection {
 
   /** Answers request `id` with `error` and closes the connection. */
   private refuse(id: number, error: OffloadError): void {
+    debug.log('proxy', `closing the connection of ${this.transport.peer}: ${error.code}: ${error.message}`);
     this.send({ op: 'reply', id, error: toWireError(error) });
     this.transport.close(error);
   }
@@ -337,9 +340,13 @@ export class ProxyConnection {
         return this.reply(id, this.unload(meta, session));
       case 'alloc':
         return this.reply(id, this.made(this.alloc(meta, session)), (made) => made);
+      case 'global':
+        return this.reply(id, this.made(this.global(meta, session)), (made) => made);
       case 'free': {
         const bufferId = meta.uint('buffer');
         const buffer = session.buffer(bufferId);
+        // A device global was never counted against the quotas; it goes with its image.
+        if (buffer.isGlobal) throw errors.invalidBuffer(`buffer ${bufferId} is a device global: it lives until its image is unloaded`);
         session.buffers.delete(bufferId);
         this.directory.revoke(session, bufferId);
         return this.reply(
@@ -388,10 +395,13 @@ export class ProxyConnection {
         const eventId = meta.uint('event');
         if (eventId <= this.lastEvent) throw errors.protocol(`event ids must increase: ${eventId} after ${this.lastEvent}`);
         this.lastEvent = eventId;
-        const event = this.queue(meta).record();
+        const timing = meta.frame.meta.timing === true;
+        const event = this.queue(meta).record({ timing });
         // Only failed events are kept: an older id that is absent completed successfully.
         this.events.set(eventId, event);
         event.done.then(() => this.events.delete(eventId), () => {});
+        // A timed event's reply says when this proxy's queue reached it, on this proxy's clock.
+        if (timing) return this.reply(id, event.plugin.timing!.at, (time) => ({ time }));
         return this.reply(id, event.done);
       }
       case 'wait': {
@@ -421,6 +431,20 @@ export class ProxyConnection {
       }
       case 'sync':
         return this.reply(id, this.queue(meta).finish());
+      // liboffload's further operations (fill, rectangles, memory info): one frame each.
+      case 'fill':
+        return this.reply(id, this.queue(meta).fill(session.buffer(meta.uint('buffer')), meta.bytes('pattern', 8), meta.uint('offset'), meta.uint('bytes')).done);
+      case 'write-rect':
+        return this.writeRect(meta, id);
+      case 'read-rect':
+        return this.readRect(meta, id);
+      case 'copy-rect': {
+        const side = (name: 'src' | 'dst') => ({ offset: meta.uint(`${name}Offset`), rowPitch: meta.uint(`${name}RowPitch`), slicePitch: meta.uint(`${name}SlicePitch`) });
+        const rect = { width: meta.uint('width'), height: meta.uint('height'), depth: meta.uint('depth'), src: side('src'), dst: side('dst') };
+        return this.reply(id, this.queue(meta).copyRect(session.buffer(meta.uint('dst')), session.buffer(meta.uint('src')), rect).done);
+      }
+      case 'memory-info':
+        return this.reply(id, this.memoryInfo(meta, session), (info) => ({ ...info }));
       default:
         throw errors.protocol(`unknown op '${op}'`);
     }
@@ -491,7 +515,7 @@ export class ProxyConnection {
     }
   }
 
-  private async load(meta: Meta, session: Session): Promise<{ name: string; params: unknown }[]> {
+  private async load(meta: Meta, session: Session): Promise<{ name: string; params: unknown; format: string; staticBytes: number }[]> {
     const imageId = meta.uint('image');
     const image = session.image(imageId);
     const device = this.device(meta);
@@ -504,7 +528,8 @@ export class ProxyConnection {
       });
       if (!kernel) continue;
       session.kernels.set(`${imageId}/${device.id}/${entry.name}`, kernel);
-      kernels.push({ name: entry.name, params: kernel.params });
+      const { imageFormat: format, staticDataBytes: staticBytes } = kernel.info;
+      kernels.push({ name: entry.name, params: kernel.params, format, staticBytes });
     }
     return kernels;
   }
@@ -536,6 +561,24 @@ export class ProxyConnection {
       return { address: buffer.allocation.address ?? 0, grant: this.directory.grant(session, bufferId) };
     } catch (error) {
       for (const give of giveBack) give();
+      throw error;
+    }
+  }
+
+  /** A device global of image `image` on a device, named `buffer` for the client from now on. */
+  private async global(meta: Meta, session: Session): Promise<{ bytes: number; address: number }> {
+    this.ownerOnly('name device globals');
+    const bufferId = meta.uint('buffer');
+    if (session.buffers.has(bufferId)) throw errors.protocol(`buffer ${bufferId} exists already`);
+    const library = session.image(meta.uint('image'));
+    const device = this.device(meta);
+    const giveBack = session.take('buffers');
+    try {
+      const { buffer } = await library.global(device, meta.string('name'));
+      session.buffers.set(bufferId, buffer);
+      return { bytes: buffer.byteLength, address: buffer.allocation.address ?? 0 };
+    } catch (error) {
+      giveBack();
       throw error;
     }
   }
@@ -590,13 +633,65 @@ export class ProxyConnection {
       reached.done.then(
         () => {
           // The queue is parked at this write: nothing of it touches the range until the gate opens.
-          write.direct = buffer.hostView(offset, bytes);
+          write.direct = buffer.directView(offset, bytes);
           this.send({ op: 'ready', id });
         },
         (error: unknown) => gate.reject(error),
       );
     }
     this.reply(id, held.done.finally(() => this.incoming.delete(id)));
+  }
+
+  /** The device side of a rectangle from a request: the host side is packed rows. */
+  private rectOf(meta: Meta, side: 'src' | 'dst'): RectCopy {
+    return {
+      width: meta.uint('width'),
+      height: meta.uint('height'),
+      depth: meta.uint('depth'),
+      [side]: { offset: meta.uint('offset'), rowPitch: meta.uint('rowPitch'), slicePitch: meta.uint('slicePitch') },
+    };
+  }
+
+  /** A rectangle's rows arrive packed in the request's payload; they wait there for their queue (pending bytes). */
+  private writeRect(meta: Meta, id: number): void {
+    const queue = this.queue(meta);
+    const buffer = this.session!.buffer(meta.uint('buffer'));
+    const rect = this.rectOf(meta, 'dst');
+    const payload = meta.frame.payload;
+    const bytes = rect.width * rect.height * (rect.depth ?? 1);
+    if (payload.byteLength !== bytes) throw errors.protocol(`a write-rect of ${rect.width} x ${rect.height} x ${rect.depth} bytes carries ${payload.byteLength}`);
+    const giveBack = this.session!.take('pendingBytes', bytes);
+    const done = queue.writeRect(buffer, payload, rect).done;
+    done.then(giveBack, giveBack);
+    this.reply(id, done);
+  }
+
+  /** A rectangle's rows go back packed in the reply's payload: at most what one frame holds. */
+  private readRect(meta: Meta, id: number): void {
+    const queue = this.queue(meta);
+    const buffer = this.session!.buffer(meta.uint('buffer'));
+    const rect = this.rectOf(meta, 'src');
+    const bytes = rect.width * rect.height * (rect.depth ?? 1);
+    if (bytes > MAX_PAYLOAD_BYTES) {
+      throw errors.invalidArgument(`a readRect of ${bytes} bytes is more than one reply carries (${MAX_PAYLOAD_BYTES}); read it in parts`);
+    }
+    // Rows (pitches at least their width) never hold more than their buffer: nothing is allocated for a rectangle that cannot fit.
+    if (bytes > buffer.byteLength) {
+      throw errors.outOfBounds(`a readRect of ${bytes} bytes of rows is more than ${buffer.describe()} holds`);
+    }
+    const giveBack = this.session!.take('pendingBytes', bytes);
+    const out = new Uint8Array(bytes);
+    const done = queue.readRect(buffer, out, rect).done;
+    done.then(giveBack, giveBack);
+    this.reply(id, done, undefined, () => out);
+  }
+
+  /** The device's memory as this client may use it: within what is left of its memory quota. */
+  private async memoryInfo(meta: Meta, session: Session): Promise<MemoryInfo> {
+    const info = await this.device(meta).memoryInfo();
+    const left = Math.max(0, session.quotas.memoryBytes - session.usage.memoryBytes);
+    const freeBytes = Math.min(info.freeBytes, left);
+    return { totalBytes: info.totalBytes, freeBytes, largestFreeBlockBytes: Math.min(info.largestFreeBlockBytes, freeBytes) };
   }
 
   private chunk(meta: Meta): void {

@@ -124,6 +124,15 @@ export class Meta {
     return { code: wire.code as ErrorCode, message: bounded(wire.message!) };
   }
 
+  /** Up to `max` bytes as an array of integers 0..255 (a fill's pattern). */
+  bytes(field: string, max: number): Uint8Array {
+    const value = this.array(field);
+    if (value.length > max || !value.every((byte) => Number.isInteger(byte) && (byte as number) >= 0 && (byte as number) <= 255)) {
+      this.fail(field, `an array of at most ${max} bytes (integers 0 to 255)`);
+    }
+    return Uint8Array.from(value as number[]);
+  }
+
   args(field: string): WireArg[] {
     return this.array(field).map((arg, index) => {
       if (typeof arg === 'number') return arg;

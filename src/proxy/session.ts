@@ -8,6 +8,7 @@
 import { totalmem } from 'node:os';
 import { getHeapStatistics } from 'node:v8';
 import { errors } from '../errors.js';
+import { dropped } from '../runtime/debug.js';
 import type { Buffer } from '../api/buffer.js';
 import type { Kernel } from '../api/kernel.js';
 import type { Library } from '../api/library.js';
@@ -178,6 +179,6 @@ export class Session {
     this.kernels.clear();
     this.images.clear();
     this.imageBytes.clear();
-    await this.runtime.shutdown({ graceMs: LEAVING_GRACE_MS }).catch(() => {});
+    await this.runtime.shutdown({ graceMs: LEAVING_GRACE_MS }).catch(dropped(`proxy session of ${this.client}`, 'shutting its context down'));
   }
 }

@@ -11,6 +11,7 @@ import { errors, OffloadError } from '../errors.js';
 import type { Bundle } from '../image/manifest.js';
 import type { LoadedImage, PluginDevice } from '../plugins/interface.js';
 import type { InfoLog } from './info-log.js';
+import { debug, dropped } from './debug.js';
 
 interface DeviceLoad {
   device: PluginDevice;
@@ -89,6 +90,7 @@ export class ImageRegistry {
         deviceId,
       );
     }
+    debug.log(`device ${deviceId}`, `library '${library.name}': loading its ${chosen.info.format} image (the first of [${formats.join(', ')}] it has)`);
     const started = performance.now();
     try {
       const loaded = await device.loadImage({ name: library.name, info: chosen.info, bytes: chosen.bytes, entries: bundle.manifest.entries });
@@ -112,7 +114,7 @@ export class ImageRegistry {
     const failures: unknown[] = [];
     for (const load of library.loads.splice(0).reverse()) {
       try {
-        const image = await load.image.catch(() => undefined);
+        const image = await load.image.catch((error: unknown) => dropped(`device ${load.deviceId}`, `loading library '${library.name}' (now unregistered)`)(error));
         if (image && !load.device.lost) {
           await load.device.unloadImage(image);
           this.info.imageUnloaded(load.deviceId, library.name);
@@ -128,6 +130,6 @@ export class ImageRegistry {
 
   /** Unregisters every library, the last registered first. */
   async unregisterAll(): Promise<void> {
-    for (const library of [...this.libraries].reverse()) await this.unregister(library).catch(() => {});
+    for (const library of [...this.libraries].reverse()) await this.unregister(library).catch(dropped('shutdown', `unregistering library '${library.name}'`));
   }
 }

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
+import { debug } from '../../src/runtime/debug.js';
 import { Offload, OffloadError, type Buffer, type Device, type Event, type Kernel, type KernelPrint, type Library, type Queue, type Runtime } from '../../src/index.js';
 
 export interface ConformanceTarget {
@@ -17,20 +18,16 @@ export interface ConformanceTarget {
   bundle: string;
   /** Releases whatever the target started besides the runtime (which the suite shuts down). */
   cleanup?: () => Promise<void>;
-  /**
-   * What the device's kernels cannot do, with the reason (the tests that need it are skipped
-   * with that reason): 64-bit arguments (i64, f64), traps, and queues that run concurrently.
-   */
-  lacks?: Partial<Record<Capability, string>>;
 }
 
-export type Capability = 'i64' | 'f64' | 'traps' | 'concurrentQueues';
+/** The boolean capabilities a test may need (device.info.capabilities). */
+export type Capability = 'i64' | 'f64' | 'traps' | 'concurrentQueues' | 'atomics' | 'mappedMemory';
 
-/** Skips test `t` when the target lacks one of `needs`; true when skipped. */
-function lacking(t: TestContext, target: ConformanceTarget, ...needs: Capability[]): boolean {
-  const reason = needs.map((need) => target.lacks?.[need]).find((found) => found !== undefined);
-  if (reason !== undefined) t.skip(reason);
-  return reason !== undefined;
+/** Skips test `t` when the device says it lacks one of `needs` (info.capabilities); true when skipped. */
+function lacking(t: TestContext, device: Device, ...needs: Capability[]): boolean {
+  const missing = needs.filter((need) => !device.info.capabilities[need]);
+  if (missing.length > 0) t.skip(`device ${device.id} (${device.info.name}) lacks ${missing.join(', ')} (info.capabilities)`);
+  return missing.length > 0;
 }
 
 /** Asserts that `promise` rejects with an OffloadError of `code` whose message matches `message`. */
@@ -76,7 +73,7 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
 
     /** An operation that fails on the device: a trapping kernel, or a read beyond a buffer's end where kernels cannot trap. */
     const failingOp = async (q: Queue, buffer: Buffer): Promise<{ event: Event; code: string }> => {
-      if (target.lacks?.traps) return { event: q.read(buffer, new Uint8Array(8), { offset: buffer.byteLength - 4 }), code: 'OUT_OF_BOUNDS' };
+      if (!device.info.capabilities.traps) return { event: q.read(buffer, new Uint8Array(8), { offset: buffer.byteLength - 4 }), code: 'OUT_OF_BOUNDS' };
       return { event: q.launch(await kernel('trap_unreachable'), { teams: 1 }, []), code: 'KERNEL_TRAP' };
     };
 
@@ -339,7 +336,7 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
       });
 
       it('passes arguments of every type whole: i32, i64, f32, f64, ptr', async (t) => {
-        if (lacking(t, target, 'i64', 'f64')) return;
+        if (lacking(t, device, 'i64', 'f64')) return;
         const mixed = await kernel('mixed');
         const sum = await kernel('sum_i64');
         await withBuffer(32, async (out) => {
@@ -367,7 +364,7 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
 
       it('checks arguments before launching: count, types, ranges, buffers', async () => {
         const saxpy = await kernel('saxpy');
-        const sum = target.lacks?.i64 ? undefined : await kernel('sum_i64');
+        const sum = !device.info.capabilities.i64 ? undefined : await kernel('sum_i64');
         const q = device.queue();
         await withBuffer(16, async (b) => {
           // One at a time: a failure is sticky, so each case is reported and cleared by finish().
@@ -448,7 +445,7 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
       ];
       for (const [name, args, message] of cases) {
         it(`fails a launch of ${name} with KERNEL_TRAP and keeps the device working`, async (t) => {
-          if (lacking(t, target, 'traps')) return;
+          if (lacking(t, device, 'traps')) return;
           const trap = await kernel(name);
           const iota = await kernel('iota_i32');
           await withBuffer(64, async (b) => {
@@ -534,7 +531,7 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
       });
 
       it('runs queues concurrently: a kernel waiting on a flag is released by another queue', async (t) => {
-        if (lacking(t, target, 'concurrentQueues')) return;
+        if (lacking(t, device, 'concurrentQueues')) return;
         const waitFlag = await kernel('wait_flag');
         await withBuffer(16, async (b) => {
           const setup = device.queue();
@@ -678,7 +675,7 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
 
       it('keeps the lines printed before a trap, and bounds a flood with a count of what it dropped', async (t) => {
         if (!device.info.kernelPrint) return t.skip(`device ${device.id} (${device.info.name}) cannot print (info.kernelPrint is false)`);
-        if (lacking(t, target, 'traps')) return;
+        if (lacking(t, device, 'traps')) return;
         await printing(async (own, say, lines) => {
           const data = await own.alloc(32);
           const q = own.queue();
@@ -894,6 +891,309 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           if (device.info.launchTimeouts) await limited.done;
           else await rejectsWith(limited.done, 'UNSUPPORTED', /cannot stop a running launch/);
           await q.finish().catch(() => {});
+        });
+      });
+    });
+
+    describe('liboffload operations (fill, rectangles, timing, host functions, memory and kernel info, mapped memory)', () => {
+      /** The whole of `buffer`, read back. */
+      const contents = async (buffer: Buffer): Promise<Uint8Array> => {
+        const out = new Uint8Array(buffer.byteLength);
+        await device.queue().read(buffer, out).done;
+        return out;
+      };
+      const patterned = (bytes: number): Uint8Array => Uint8Array.from({ length: bytes }, (_, i) => (i * 29 + 7) & 255);
+
+      it('says what the device can do in info.capabilities, and the device does just that', async () => {
+        const caps = device.info.capabilities;
+        for (const name of ['i64', 'f64', 'traps', 'concurrentQueues', 'atomics', 'mappedMemory'] as const) assert.equal(typeof caps[name], 'boolean', name);
+        assert.equal(caps.maxTeamMemoryBytes, device.info.maxTeamMemoryBytes, 'capabilities.maxTeamMemoryBytes is the limit a launch is checked against');
+        // A kernel that needs a capability exists in the device's image exactly when the device has it.
+        for (const [capability, name] of [['i64', 'sum_i64'], ['f64', 'scale_f64'], ['traps', 'trap_unreachable']] as const) {
+          const found = await device.kernel(library, name).then(
+            () => true,
+            (error: unknown) => (OffloadError.is(error, 'NOT_FOUND') ? false : Promise.reject(error)),
+          );
+          assert.equal(found, caps[capability], `kernel ${name} on a device whose capabilities.${capability} is ${caps[capability]}`);
+        }
+        assert.equal(caps.mappedMemory, device.info.memoryKinds.includes('shared'));
+        if (device.info.plugin === 'remote') assert.equal(caps.mappedMemory, false, 'memory across a network is never the program\'s');
+      });
+
+      it('fills with a byte, and with 2-, 4- and 8-byte patterns from any offset, leaving the rest untouched', async () => {
+        await withBuffer(1003, async (buffer) => {
+          const q = device.queue();
+          const base = patterned(1003);
+          q.write(buffer, base);
+          q.fill(buffer, 0xab, 1, 10);
+          q.fill(buffer, Uint16Array.of(0x1234), 13, 20);
+          q.fill(buffer, Float32Array.of(1.5), 35, 400);
+          q.fill(buffer, BigInt64Array.of(-2n), 443, 64);
+          q.fill(buffer, 0, 600); // the rest
+          await q.finish();
+          const expected = base.slice();
+          expected.fill(0xab, 1, 11);
+          const repeat = (pattern: Uint8Array, at: number, bytes: number) => {
+            for (let i = 0; i < bytes; i++) expected[at + i] = pattern[i % pattern.length]!;
+          };
+          repeat(new Uint8Array(Uint16Array.of(0x1234).buffer), 13, 20);
+          repeat(new Uint8Array(Float32Array.of(1.5).buffer), 35, 400);
+          repeat(new Uint8Array(BigInt64Array.of(-2n).buffer), 443, 64);
+          expected.fill(0, 600);
+          assert.deepEqual(await contents(buffer), expected);
+        });
+      });
+
+      it('fills a large buffer whole (the default range), and refuses bad patterns and ranges', async () => {
+        const bytes = 3 * 1024 * 1024 + 8;
+        await withBuffer(bytes, async (buffer) => {
+          const q = device.queue();
+          await q.fill(buffer, Int32Array.of(-559038737)).done; // 0xdeadbeef
+          const back = new Int32Array((await contents(buffer)).buffer);
+          assert.equal(back.length, bytes / 4);
+          assert.ok(back.every((value) => value === -559038737), 'every word holds the pattern');
+          await rejectsWith(q.fill(buffer, 256).done, 'INVALID_ARGUMENT', /0 to 255/);
+          await q.finish().catch(() => {});
+          await rejectsWith(q.fill(buffer, new Uint8Array(3)).done, 'INVALID_ARGUMENT', /1, 2, 4 or 8 bytes/);
+          await q.finish().catch(() => {});
+          await rejectsWith(q.fill(buffer, 'x' as never).done, 'INVALID_ARGUMENT', /pattern/);
+          await q.finish().catch(() => {});
+          await rejectsWith(q.fill(buffer, Uint32Array.of(1), 0, 6).done, 'INVALID_ARGUMENT', /multiple/);
+          await q.finish().catch(() => {});
+          await rejectsWith(q.fill(buffer, 1, bytes - 4, 8).done, 'OUT_OF_BOUNDS');
+          await q.finish().catch(() => {});
+        });
+      });
+
+      it('says how much memory is free (memoryInfo), and an allocation takes its size from it', async () => {
+        const before = await device.memoryInfo();
+        assert.ok(before.totalBytes > 0 && before.freeBytes <= before.totalBytes, JSON.stringify(before));
+        assert.ok(before.largestFreeBlockBytes <= before.freeBytes, JSON.stringify(before));
+        assert.ok(before.totalBytes <= device.info.memoryBytes + 2 ** 20, `total ${before.totalBytes} against info.memoryBytes ${device.info.memoryBytes}`);
+        const size = 1024 * 1024;
+        const buffer = await device.alloc(size);
+        const during = await device.memoryInfo();
+        const taken = before.freeBytes - during.freeBytes;
+        assert.ok(taken >= size && taken <= size + 64 * 1024, `an allocation of ${size} bytes took ${taken}`);
+        await buffer.free();
+        assert.equal((await device.memoryInfo()).freeBytes, before.freeBytes, 'freeing gives it back');
+      });
+
+      it('times events on the device clock: elapsedSince measures the work between them', async () => {
+        const q = device.queue();
+        const start = q.record({ timing: true });
+        q.hostFunction(() => new Promise((resolve) => setTimeout(resolve, 40)));
+        const end = q.record({ timing: true });
+        const ms = await end.elapsedSince(start);
+        assert.ok(ms >= 35 && ms < 5000, `${ms} ms across a 40 ms host function`);
+        assert.ok((await start.elapsedSince(start)) === 0);
+        const plain = q.record();
+        await rejectsWith(end.elapsedSince(plain), 'INVALID_ARGUMENT', /timing: true/);
+        await rejectsWith(end.elapsedSince('start' as never), 'INVALID_ARGUMENT', /Event/);
+        await rejectsWith(Promise.resolve(q.record({ timing: 'yes' as never }).done), 'INVALID_ARGUMENT', /timing/);
+        if (target.peer) {
+          const other = target.peer.queue().record({ timing: true });
+          const sameClock = (target.peer.info.plugin === 'remote') === (device.info.plugin === 'remote');
+          if (sameClock) assert.equal(typeof (await end.elapsedSince(other)), 'number');
+          else await rejectsWith(end.elapsedSince(other), 'INVALID_ARGUMENT', /clocks differ/);
+        }
+        await q.finish();
+      });
+
+      it('runs host functions in queue order on the program thread; a throw fails only its event', async () => {
+        const iota = await kernel('iota_i32');
+        await withBuffer(64, async (buffer) => {
+          const q = device.queue();
+          const order: string[] = [];
+          q.launch(iota, { teams: 2 }, [16, buffer]);
+          let seen = -1;
+          const ran = q.hostFunction(async () => {
+            // The launch before it has completed: another queue reads its result.
+            const out = new Int32Array(16);
+            await device.queue().read(buffer, out).done;
+            seen = out[15]!;
+            await new Promise((resolve) => setTimeout(resolve, 20));
+            order.push('host function');
+          });
+          const after = q.fill(buffer, 0);
+          void after.done.then(() => order.push('fill after it'));
+          await ran.done;
+          await after.done;
+          assert.equal(seen, 15);
+          assert.deepEqual(order, ['host function', 'fill after it']);
+          const cause = new RangeError('host side broke');
+          const thrown = q.hostFunction(() => {
+            throw cause;
+          });
+          const rejected = q.hostFunction(() => Promise.reject(new Error('async host side broke')));
+          const goesOn = q.write(buffer, Int32Array.of(7));
+          const error = await rejectsWith(thrown.done, 'HOST_FUNCTION_FAILED', /host side broke/);
+          assert.equal(error.cause, cause);
+          await rejectsWith(rejected.done, 'HOST_FUNCTION_FAILED', /async host side broke/);
+          await goesOn.done;
+          await q.finish(); // nothing sticky: the queue went on
+          const out = new Int32Array(1);
+          await q.read(buffer, out).done;
+          assert.equal(out[0], 7);
+          await rejectsWith(q.hostFunction('fn' as never).done, 'INVALID_ARGUMENT', /function/);
+          await q.finish().catch(() => {});
+          // Behind a failure, a host function is skipped like any operation.
+          const { event: failed } = await failingOp(q, buffer);
+          let called = false;
+          const skipped = q.hostFunction(() => {
+            called = true;
+          });
+          await failed.done.catch(() => {});
+          await skipped.done.catch(() => {});
+          assert.equal(called, false);
+          await q.finish().catch(() => {});
+        });
+      });
+
+      it('copies rectangles with pitches both ways and within the device (writeRect, readRect, copyRect)', async () => {
+        await withBuffer(200, async (buffer) => {
+          const q = device.queue();
+          q.fill(buffer, 0xee);
+          // 3 rows of 5 bytes, packed on the host, rows 11 bytes apart from offset 3 in the buffer.
+          const rows = patterned(15);
+          await q.writeRect(buffer, rows, { width: 5, height: 3, dst: { offset: 3, rowPitch: 11 } }).done;
+          const expected = new Uint8Array(200).fill(0xee);
+          for (let r = 0; r < 3; r++) expected.set(rows.subarray(r * 5, r * 5 + 5), 3 + r * 11);
+          assert.deepEqual(await contents(buffer), expected);
+          // Read those rows back into a host array with a pitch of 7, from offset 1.
+          const host = new Uint8Array(1 + 2 * 7 + 5).fill(1);
+          await q.readRect(buffer, host, { width: 5, height: 3, src: { offset: 3, rowPitch: 11 }, dst: { offset: 1, rowPitch: 7 } }).done;
+          for (let r = 0; r < 3; r++) assert.deepEqual(host.subarray(1 + r * 7, 6 + r * 7), rows.subarray(r * 5, r * 5 + 5));
+          assert.equal(host[0], 1);
+          assert.equal(host[6], 1, 'bytes between rows are untouched');
+          // Two slices of 2 rows of 3 bytes, within the device, from offset 3 to offset 120.
+          const rect = { width: 3, height: 2, depth: 2, src: { offset: 3, rowPitch: 11, slicePitch: 22 }, dst: { offset: 120, rowPitch: 4, slicePitch: 9 } };
+          await q.copyRect(buffer, buffer, rect).done;
+          const copied = await contents(buffer);
+          for (let z = 0; z < 2; z++) {
+            for (let r = 0; r < 2; r++) {
+              const from = 3 + z * 22 + r * 11;
+              assert.deepEqual(copied.subarray(120 + z * 9 + r * 4, 123 + z * 9 + r * 4), expected.subarray(from, from + 3), `slice ${z} row ${r}`);
+            }
+          }
+          assert.equal(copied[123], 0xee, 'the byte after a row stays');
+          await rejectsWith(q.writeRect(buffer, rows, { width: 5, height: 3, dst: { rowPitch: 4 } }).done, 'INVALID_ARGUMENT', /rowPitch/);
+          await q.finish().catch(() => {});
+          await rejectsWith(q.writeRect(buffer, rows, { width: 5, height: 3, dst: { offset: 190 } }).done, 'OUT_OF_BOUNDS', /dst side/);
+          await q.finish().catch(() => {});
+          await rejectsWith(q.readRect(buffer, new Uint8Array(4), { width: 5, height: 1 }).done, 'OUT_OF_BOUNDS', /dst side/);
+          await q.finish().catch(() => {});
+          await rejectsWith(q.copyRect(buffer, buffer, { width: -1, height: 1 }).done, 'INVALID_ARGUMENT', /width/);
+          await q.finish().catch(() => {});
+          // An empty rectangle moves nothing at once, however many empty slices it names.
+          await q.copyRect(buffer, buffer, { width: 4, height: 0, depth: 2 ** 40 }).done;
+          await q.readRect(buffer, new Uint8Array(0), { width: 8, height: 0, depth: 2 ** 40 }).done;
+          await q.finish().catch(() => {});
+        });
+      });
+
+      it('describes a loaded kernel (kernel.info)', async () => {
+        const saxpy = await kernel('saxpy');
+        const info = saxpy.info;
+        assert.equal(info.name, 'saxpy');
+        assert.deepEqual(info.params, saxpy.params);
+        assert.ok(device.info.imageFormats.includes(info.imageFormat), `${info.imageFormat} of ${device.info.imageFormats.join(', ')}`);
+        assert.equal(info.maxTeams, device.info.maxTeams);
+        assert.equal(info.maxThreadsPerTeam, device.info.maxThreadsPerTeam);
+        // The wasm image keeps its strings (print's messages) as static data; a wgsl image keeps none.
+        if (info.imageFormat === 'wasm') assert.ok(info.staticDataBytes > 0, `${info.staticDataBytes} bytes of static data`);
+        else assert.equal(info.staticDataBytes, 0);
+      });
+
+      it('keeps module-level data in device memory: library.global() gives it for copies and kernel arguments, one copy per device', async () => {
+        assert.deepEqual(library.globals, ['tallies']);
+        await rejectsWith(library.global(device, 'nothing'), 'NOT_FOUND', /no global 'nothing' \(it has: tallies\)/);
+        await rejectsWith(library.global('device' as never, 'tallies'), 'INVALID_ARGUMENT', /Device/);
+        if (!device.info.imageFormats.includes('wasm')) {
+          await rejectsWith(library.global(device, 'tallies'), 'UNSUPPORTED', /no device globals/);
+          return;
+        }
+        const pointer = await library.global(device, 'tallies');
+        const tallies = pointer.buffer;
+        assert.equal(tallies.byteLength, 32);
+        assert.equal(tallies.isGlobal, true);
+        const q = device.queue();
+        const read = async (): Promise<number[]> => {
+          const out = new Int32Array(8);
+          await q.read(tallies, out).done;
+          return [...out];
+        };
+        await q.write(tallies, Int32Array.of(10, 20, 30, 40, 50, 60, 70, 80)).done; // as the source initialises it (other cases may have run)
+        // Every team of a launch adds to the one copy; so does a second launch.
+        await q.launch(await kernel('tally_teams'), { teams: 16 }, []).done;
+        await q.launch(await kernel('tally_teams'), { teams: 8 }, []).done;
+        assert.deepEqual(await read(), [13, 23, 33, 43, 53, 63, 73, 83]);
+        // As a kernel argument (a pointer), and through fill and copies like any buffer.
+        await q.launch(await kernel('add_i32'), { teams: 2 }, [8, 100, pointer]).done;
+        assert.deepEqual(await read(), [113, 123, 133, 143, 153, 163, 173, 183]);
+        await q.fill(tallies, Int32Array.of(5), 16).done;
+        assert.deepEqual(await read(), [113, 123, 133, 143, 5, 5, 5, 5]);
+        // The same memory for every call on this device.
+        const again = await library.global(device, 'tallies');
+        const out = new Int32Array(8);
+        await q.read(again.buffer, out).done;
+        assert.deepEqual([...out], [113, 123, 133, 143, 5, 5, 5, 5]);
+        await rejectsWith(tallies.free(), 'INVALID_BUFFER', /device global/);
+        await q.finish();
+      });
+
+      it('says under OFFLOAD_DEBUG what it decided and which errors it dropped', async () => {
+        const lines: string[] = [];
+        const { enabled, sink } = debug;
+        debug.enabled = true;
+        debug.sink = (line) => lines.push(line);
+        try {
+          const lib = await runtime.register(target.bundle);
+          await device.kernel(lib, 'iota_i32');
+          await withBuffer(16, async (buffer) => {
+            const q = device.queue();
+            const { event, code } = await failingOp(q, buffer);
+            await event.done.catch(() => {});
+            await q.destroy(); // its failure is reported nowhere else
+            const queueLine = lines.find((line) => line.includes(`queue ${q.id} of device ${device.id}`));
+            assert.ok(queueLine?.includes(`the error was dropped: ${code}`), lines.join('\n'));
+          });
+          await lib.unregister();
+        } finally {
+          debug.enabled = enabled;
+          debug.sink = sink;
+        }
+        const format = device.info.imageFormats[0]!;
+        assert.ok(lines.some((line) => line.startsWith(`offload-ts debug: device ${device.id}: library`) && line.includes(`its ${format} image`)), lines.join('\n'));
+      });
+
+      it('maps shared memory: hostView() is the buffer itself where the device has mapped memory, UNSUPPORTED elsewhere', async () => {
+        if (!device.info.capabilities.mappedMemory) {
+          await rejectsWith(device.alloc(64, { kind: 'shared' }), 'UNSUPPORTED', /shared/);
+          await withBuffer(64, async (buffer) => {
+            assert.throws(() => buffer.hostView(), (e: OffloadError) => e.code === 'UNSUPPORTED' && /mappedMemory/.test(e.message));
+          });
+          return;
+        }
+        const buffer = await device.alloc(64, { kind: 'shared' });
+        const view = buffer.hostView(Int32Array);
+        assert.equal(view.length, 16);
+        for (let i = 0; i < 16; i++) view[i] = i * 10;
+        const q = device.queue();
+        await q.launch(await kernel('add_i32'), { teams: 2 }, [16, 1, buffer]).done;
+        assert.deepEqual([...view], Array.from({ length: 16 }, (_, i) => i * 10 + 1), 'the kernel wrote into the view (zero copy)');
+        await q.write(buffer, Int32Array.of(-5)).done;
+        assert.equal(view[0], -5);
+        assert.equal(buffer.hostView().byteLength, 64);
+        assert.equal(buffer.hostView(Float64Array).length, 8);
+        const odd = await device.alloc(12, { kind: 'shared' });
+        assert.throws(() => odd.hostView(Float64Array), (e: OffloadError) => e.code === 'INVALID_ARGUMENT' && /whole number/.test(e.message));
+        await odd.free();
+        assert.throws(() => buffer.hostView('x' as never), (e: OffloadError) => e.code === 'INVALID_ARGUMENT');
+        await buffer.free();
+        assert.throws(() => buffer.hostView(), (e: OffloadError) => e.code === 'INVALID_BUFFER');
+        await withBuffer(8, async (plain) => {
+          assert.throws(() => plain.hostView(), (e: OffloadError) => e.code === 'UNSUPPORTED' && /'device' memory/.test(e.message));
         });
       });
     });

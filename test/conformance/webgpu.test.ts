@@ -6,7 +6,7 @@ import { describe } from 'node:test';
 import { conformance } from './suite.js';
 import { Offload } from '../../src/index.js';
 import { fixtureBundle } from '../helpers/fixtures.js';
-import { WEBGPU_LACKS, webgpuSkipReason } from '../helpers/webgpu.js';
+import { webgpuSkipReason } from '../helpers/webgpu.js';
 
 const skip = await webgpuSkipReason();
 if (skip) {
@@ -15,6 +15,6 @@ if (skip) {
   conformance('WebGPU device', async () => {
     const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * 1024 * 1024 }, webgpu: { fallback: true }, proxies: [] });
     const device = runtime.devices.find((candidate) => candidate.info.plugin === 'webgpu')!;
-    return { runtime, device, peer: runtime.devices[0], bundle: await fixtureBundle(), lacks: WEBGPU_LACKS };
+    return { runtime, device, peer: runtime.devices[0], bundle: await fixtureBundle() };
   });
 }

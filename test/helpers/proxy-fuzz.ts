@@ -66,7 +66,7 @@ export interface FuzzReport {
 }
 
 const CODES = new Set<string>(Object.values(ErrorCode));
-const OPS = ['hello', 'ping', 'register', 'load', 'unload', 'alloc', 'free', 'queue', 'queue-destroy', 'write', 'read', 'copy', 'send-peer', 'launch', 'record', 'wait', 'wait-host', 'signal', 'sync', 'chunk', 'ready', 'data', 'reply'];
+const OPS = ['hello', 'ping', 'register', 'load', 'unload', 'alloc', 'free', 'queue', 'queue-destroy', 'write', 'read', 'copy', 'send-peer', 'launch', 'record', 'wait', 'wait-host', 'signal', 'sync', 'chunk', 'ready', 'data', 'reply', 'fill', 'write-rect', 'read-rect', 'copy-rect', 'memory-info', 'global'];
 
 function randomValue(random: Random): unknown {
   switch (random.below(14)) {
@@ -123,6 +123,13 @@ function corpus(random: Random, id: number, image: Uint8Array, imageMeta: Record
     { meta: { op: 'free', id, buffer: random.below(60) }, payload: new Uint8Array(0) },
     { meta: { op: 'load', id, image: 1, device: 0 }, payload: new Uint8Array(0) },
     { meta: { op: 'register', id, image: 2 + random.below(5), ...imageMeta }, payload: random.below(2) ? image : random.bytes(64) },
+    { meta: { op: 'fill', id, queue: 1, buffer: 1, offset: random.below(64), bytes: 8, pattern: [1, 2, 3, 4] }, payload: new Uint8Array(0) },
+    { meta: { op: 'write-rect', id, queue: 1, buffer: 1, width: 4, height: 2, depth: 1, offset: random.below(8), rowPitch: 8, slicePitch: 16 }, payload: small },
+    { meta: { op: 'read-rect', id, queue: 1, buffer: 2, width: 4, height: 2, depth: 1, offset: 0, rowPitch: 8, slicePitch: 16 }, payload: new Uint8Array(0) },
+    { meta: { op: 'copy-rect', id, queue: 1, width: 4, height: 2, depth: 1, src: 1, srcOffset: 0, srcRowPitch: 8, srcSlicePitch: 16, dst: 2, dstOffset: 4, dstRowPitch: 8, dstSlicePitch: 16 }, payload: new Uint8Array(0) },
+    { meta: { op: 'memory-info', id, device: 0 }, payload: new Uint8Array(0) },
+    { meta: { op: 'global', id, image: 1, device: 0, name: 'tallies', buffer: 60 + random.below(20) }, payload: new Uint8Array(0) },
+    { meta: { op: 'record', id, queue: 1, event: id, timing: true }, payload: new Uint8Array(0) },
     { meta: { op: 'send-peer', id, queue: 1, src: 1, srcOffset: 0, bytes: 8, peer: '127.0.0.1:1', grant: 'g'.repeat(43), device: 0, dst: 1, dstOffset: 0 }, payload: new Uint8Array(0) },
   ];
   return random.pick(frames);

@@ -7,7 +7,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import { parseBytes } from '../../units.js';
 import { copyInto } from '../../shared-copy.js';
-import { readWasmModuleInfo, type DataSegment, type WasmModuleInfo } from '../../build/wasm-module-info.js';
+import { exportedAddresses, readWasmModuleInfo, type DataSegment, type WasmModuleInfo } from '../../build/wasm-module-info.js';
 import { BARRIER_IMPORT, DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, HOST_CALL_IMPORT, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
 import type {
   Allocation,
@@ -17,11 +17,14 @@ import type {
   LaunchArg,
   LoadedImage,
   LoadedKernel,
+  MemoryInfo,
   MemoryKind,
   PluginDevice,
   PluginQueue,
+  Rect,
 } from '../interface.js';
-import { type HostCallListener, MEMORY_KINDS, type PrintListener } from '../interface.js';
+import { forEachRow, type HostCallListener, MEMORY_KINDS, type PrintListener } from '../interface.js';
+import { fillPattern } from '../fill-pattern.js';
 import { SerialPluginQueue } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
 import { collectGarbageSoon } from './garbage.js';
@@ -66,6 +69,7 @@ class HostAllocation implements Allocation {
 type KernelFunction = (...args: unknown[]) => unknown;
 
 class HostKernel implements LoadedKernel {
+  readonly format = 'wasm';
   /** The kernel instantiated on this (the calling) thread, for inline launches; none with OFFLOAD_HOST_INLINE=never. */
   inline: KernelFunction | undefined;
   /** That instance's asyncify exports, when the kernel's module has barriers. */
@@ -82,6 +86,11 @@ class HostKernel implements LoadedKernel {
     readonly kinds: readonly ArgKind[],
     readonly policy: InlinePolicy,
   ) {}
+
+  get staticBytes(): number {
+    const range = this.image.staticRange;
+    return range ? range.end - range.start : 0;
+  }
 }
 
 /** A static data range of loaded images, shared by byte-identical images. */
@@ -95,6 +104,8 @@ interface StaticRange {
 
 class HostImage implements LoadedImage {
   readonly kernels = new Map<string, HostKernel>();
+  /** Its device globals: module-level data in its static range, by name. */
+  readonly globals = new Map<string, HostAllocation>();
   constructor(
     readonly id: number,
     readonly name: string,
@@ -292,6 +303,17 @@ export class HostDevice implements PluginDevice {
       launchTimeouts: inline !== 'always',
       kernelPrint: true,
       hostCalls: true,
+      capabilities: {
+        i64: true,
+        f64: true,
+        traps: true,
+        // With every launch inline one runs at a time, on the calling thread.
+        concurrentQueues: inline !== 'always',
+        atomics: true,
+        // Device memory is a SharedArrayBuffer of this process: a buffer's view is its memory.
+        mappedMemory: true,
+        maxTeamMemoryBytes: MAX_TEAM_MEMORY_BYTES, // teamMemory(), as info.maxTeamMemoryBytes
+      },
     };
     const pool = new WorkerPool(threads);
     const device = new HostDevice(info, pool, true, inline);
@@ -379,6 +401,12 @@ export class HostDevice implements PluginDevice {
       this.checkAlive();
       throw errors.incompatibleImage(`image of ${shown} failed to instantiate: ${failed?.type === 'load-failed' ? failed.message : 'no reply'}`);
     }
+    try {
+      this.findGlobals(image, info, hostImage, shown);
+    } catch (error) {
+      await this.unloadImage(hostImage);
+      throw error;
+    }
     if (this.inlineMode !== 'never' && this.memory) {
       // The same module over the same memory, on this thread (its data segments write what the
       // workers' instances wrote: the bytes of this image's own static range).
@@ -392,6 +420,37 @@ export class HostDevice implements PluginDevice {
       }
     }
     return hostImage;
+  }
+
+  /**
+   * The image's device globals (entries of kind 'global'): each an exported constant of the
+   * module holding the address of module-level data, whose length AssemblyScript's object
+   * header keeps just before it. The image is untrusted: the address and the length must lie
+   * inside its own static range, read from the module and from device memory (where its data
+   * segments were just written), never from the manifest.
+   */
+  private findGlobals(image: DeviceImage, info: WasmModuleInfo, hostImage: HostImage, shown: string): void {
+    const wanted = image.entries.filter((entry) => entry.kind === 'global');
+    if (wanted.length === 0) return;
+    const addresses = exportedAddresses(info);
+    const range = hostImage.staticRange;
+    const view = new DataView(this.heap.buffer, this.heap.byteOffset, this.heap.byteLength);
+    for (const { name } of wanted) {
+      const address = addresses.get(name);
+      const header = address === undefined ? undefined : address - 4;
+      const bytes = header === undefined || !range || header < range.start || address! > range.end ? undefined : view.getUint32(header, true);
+      if (address === undefined || bytes === undefined || address + bytes > range!.end) {
+        throw errors.incompatibleImage(
+          `image of ${shown} lists global ${quoted(name)}, which is not module-level data of its own static range ` +
+            `(an exported constant whose data lies inside it); rebuild it with 'offload build'`,
+        );
+      }
+      hostImage.globals.set(name, new HostAllocation(bytes, 'device', address));
+    }
+  }
+
+  async global(image: LoadedImage, name: string): Promise<Allocation | undefined> {
+    return (image as HostImage).globals.get(name);
   }
 
   /**
@@ -467,6 +526,19 @@ export class HostDevice implements PluginDevice {
   hostView(alloc: Allocation, offset: number, bytes: number): Uint8Array {
     const start = (alloc as HostAllocation).address + offset;
     return this.heap.subarray(start, start + bytes);
+  }
+
+  /**
+   * This context's free bytes: those free below its high-water mark, plus what the device's
+   * contexts together have not yet taken (see alloc). The largest block is the allocator's,
+   * within that.
+   */
+  async memoryInfo(): Promise<MemoryInfo> {
+    this.checkAlive();
+    const total = this.info.memoryBytes;
+    const heldHere = this.highWater - STATIC_WINDOW_END;
+    const freeBytes = Math.max(0, heldHere - this.allocator.usedBytes) + Math.max(0, total - this.pool.heldBytes);
+    return { totalBytes: total, freeBytes, largestFreeBlockBytes: Math.min(this.allocator.largestFreeBlock, freeBytes) };
   }
 
   async free(alloc: Allocation): Promise<void> {
@@ -660,6 +732,38 @@ class HostQueue extends SerialPluginQueue {
     return this.serial.enqueue(() => {
       const start = this.address(src, srcOffset);
       dst.set(this.device.heap.subarray(start, start + dst.byteLength));
+    });
+  }
+
+  fill(dst: Allocation, offset: number, bytes: number, pattern: Uint8Array): Promise<void> {
+    return this.serial.enqueue(() => {
+      const start = this.address(dst, offset);
+      fillPattern(this.device.heap.subarray(start, start + bytes), pattern);
+    });
+  }
+
+  submitRect(dst: Allocation, src: Uint8Array, rect: Rect): Promise<void> {
+    return this.serial.enqueue(() => {
+      const heap = this.device.heap;
+      const base = this.address(dst, 0);
+      forEachRow(rect, (srcAt, dstAt) => copyInto(heap, src.subarray(srcAt, srcAt + rect.width), base + dstAt));
+    });
+  }
+
+  retrieveRect(dst: Uint8Array, src: Allocation, rect: Rect): Promise<void> {
+    return this.serial.enqueue(() => {
+      const heap = this.device.heap;
+      const base = this.address(src, 0);
+      forEachRow(rect, (srcAt, dstAt) => dst.set(heap.subarray(base + srcAt, base + srcAt + rect.width), dstAt));
+    });
+  }
+
+  copyRect(dst: Allocation, src: Allocation, rect: Rect): Promise<void> {
+    return this.serial.enqueue(() => {
+      const heap = this.device.heap;
+      const from = this.address(src, 0);
+      const to = this.address(dst, 0);
+      forEachRow(rect, (srcAt, dstAt) => heap.copyWithin(to + dstAt, from + srcAt, from + srcAt + rect.width));
     });
   }
 

@@ -2,18 +2,21 @@
  * A device served by a proxy, made to look local. Memory operations and image loads wait for
  * the proxy's answer (the API awaits them anyway); queue operations are pipelined (queue.ts).
  */
-import { errors, type OffloadError } from '../../errors.js';
-import type { ParamInfo } from '../../image/manifest.js';
+import { errors, quoted, type OffloadError } from '../../errors.js';
+import { IMAGE_FORMATS, type ImageFormat, type ParamInfo } from '../../image/manifest.js';
 import { Meta } from '../../proxy/protocol.js';
-import type {
-  Allocation,
-  DeviceImage,
-  DeviceInfo,
-  LoadedImage,
-  LoadedKernel,
-  MemoryKind,
-  PluginDevice,
-  PluginQueue,
+import {
+  BOOLEAN_CAPABILITIES,
+  type DeviceCapabilities,
+  type Allocation,
+  type DeviceImage,
+  type DeviceInfo,
+  type LoadedImage,
+  type LoadedKernel,
+  type MemoryInfo,
+  type MemoryKind,
+  type PluginDevice,
+  type PluginQueue,
 } from '../interface.js';
 import type { RemoteConnection } from './connection.js';
 import { RemoteQueue } from './queue.js';
@@ -35,7 +38,23 @@ export class RemoteKernel implements LoadedKernel {
     readonly name: string,
     readonly params: readonly ParamInfo[],
     readonly image: number,
+    readonly format: ImageFormat,
+    readonly staticBytes: number,
   ) {}
+}
+
+/** A kernel of a 'load' reply: name and parameters as the proxy's device loaded them, its format and static size checked. */
+function remoteKernel(told: unknown, image: number, proxy: string): RemoteKernel {
+  const kernel = (typeof told === 'object' && told !== null ? told : {}) as Record<string, unknown>;
+  const { name, params, format, staticBytes } = kernel;
+  if (typeof name !== 'string' || !Array.isArray(params)) throw errors.protocol(`proxy ${proxy} described a loaded kernel without a name and parameters`);
+  if (typeof format !== 'string' || !(IMAGE_FORMATS as readonly string[]).includes(format)) {
+    throw errors.protocol(`proxy ${proxy} said kernel ${quoted(name)} is of image format ${quoted(String(format))}; formats are ${IMAGE_FORMATS.join(', ')}`);
+  }
+  if (typeof staticBytes !== 'number' || !Number.isSafeInteger(staticBytes) || staticBytes < 0) {
+    throw errors.protocol(`proxy ${proxy} said kernel ${quoted(name)} keeps ${JSON.stringify(staticBytes)} bytes of static data`);
+  }
+  return new RemoteKernel(name, params as ParamInfo[], image, format as ImageFormat, staticBytes);
 }
 
 class RemoteImage implements LoadedImage {
@@ -61,6 +80,22 @@ export class ConnectionState {
   }
 }
 
+/**
+ * What a proxy says its device can do, each field checked (a proxy is a peer like any other: a
+ * missing or mistyped field reads as lacking), and no mapped memory: a buffer across a network
+ * cannot be a view of the program's memory.
+ */
+function remoteCapabilities(told: unknown): DeviceCapabilities {
+  const fields = typeof told === 'object' && told !== null ? (told as Record<string, unknown>) : {};
+  const capabilities = Object.fromEntries(BOOLEAN_CAPABILITIES.map((name) => [name, fields[name] === true])) as Record<(typeof BOOLEAN_CAPABILITIES)[number], boolean>;
+  const teamMemory = fields.maxTeamMemoryBytes;
+  return {
+    ...capabilities,
+    mappedMemory: false,
+    maxTeamMemoryBytes: typeof teamMemory === 'number' && Number.isSafeInteger(teamMemory) && teamMemory >= 0 ? teamMemory : 0,
+  };
+}
+
 export class RemoteDevice implements PluginDevice {
   readonly info: DeviceInfo;
 
@@ -72,7 +107,14 @@ export class RemoteDevice implements PluginDevice {
   ) {
     const address = state.connection.address;
     // Host-visible kinds ('host', 'shared') make no sense across a network: only device memory.
-    this.info = { ...remote, plugin: 'remote', location: address, memoryKinds: ['device'], name: `${remote.name} @ ${address}` };
+    this.info = {
+      ...remote,
+      plugin: 'remote',
+      location: address,
+      memoryKinds: ['device'],
+      name: `${remote.name} @ ${address}`,
+      capabilities: remoteCapabilities(remote.capabilities),
+    };
   }
 
   get connection(): RemoteConnection {
@@ -97,8 +139,9 @@ export class RemoteDevice implements PluginDevice {
     const reply = new Meta(await this.connection.request({ op: 'load', image: sent.id, device: this.index }));
     sent.devices++;
     const kernels = new Map<string, RemoteKernel>();
-    for (const kernel of reply.array('kernels') as { name: string; params: ParamInfo[] }[]) {
-      kernels.set(kernel.name, new RemoteKernel(kernel.name, kernel.params, sent.id));
+    for (const told of reply.array('kernels')) {
+      const kernel = remoteKernel(told, sent.id, this.connection.address);
+      kernels.set(kernel.name, kernel);
     }
     return new RemoteImage(sent.id, kernels);
   }
@@ -117,6 +160,23 @@ export class RemoteDevice implements PluginDevice {
     const id = this.state.next('buffer');
     const reply = new Meta(await this.connection.request({ op: 'alloc', device: this.index, buffer: id, bytes, kind }));
     return new RemoteAllocation(id, bytes, kind, reply.uint('address'), reply.string('grant'));
+  }
+
+  /** The proxy's device as this client may use it: within its memory quota there. */
+  async memoryInfo(): Promise<MemoryInfo> {
+    const reply = new Meta(await this.connection.request({ op: 'memory-info', device: this.index }));
+    const info = { totalBytes: reply.uint('totalBytes'), freeBytes: reply.uint('freeBytes'), largestFreeBlockBytes: reply.uint('largestFreeBlockBytes') };
+    if (info.freeBytes > info.totalBytes || info.largestFreeBlockBytes > info.freeBytes) {
+      throw errors.protocol(`proxy ${this.connection.address} said ${JSON.stringify(info)}: free memory above the total, or a block above the free memory`);
+    }
+    return info;
+  }
+
+  /** A device global of a loaded image: the proxy names it as one of this client's buffers there. */
+  async global(image: LoadedImage, name: string): Promise<Allocation | undefined> {
+    const id = this.state.next('buffer');
+    const reply = new Meta(await this.connection.request({ op: 'global', image: (image as RemoteImage).id, device: this.index, name, buffer: id }));
+    return new RemoteAllocation(id, reply.uint('bytes'), 'device', reply.uint('address'), '');
   }
 
   async free(alloc: Allocation): Promise<void> {

@@ -12,8 +12,24 @@
 import { errors } from '../../errors.js';
 import { PeerQueues } from '../peer-queues.js';
 import { asOffloadError } from '../serial-queue.js';
+import { dropped } from '../../runtime/debug.js';
 import { CHUNK_BYTES, EAGER_BYTES, type WireArg } from '../../proxy/protocol.js';
-import type { Allocation, Dims, Grid, HostCallListener, LaunchArg, LoadedKernel, PluginDevice, PluginEvent, PluginQueue, PrintListener } from '../interface.js';
+import {
+  forEachRow,
+  rectBytes,
+  type Allocation,
+  type Dims,
+  type EventTiming,
+  type Grid,
+  type HostCallListener,
+  type LaunchArg,
+  type LoadedKernel,
+  type PluginDevice,
+  type PluginEvent,
+  type PluginQueue,
+  type PrintListener,
+  type Rect,
+} from '../interface.js';
 import type { RemoteConnection } from './connection.js';
 import { RemoteAllocation, RemoteDevice, type RemoteKernel } from './device.js';
 
@@ -25,6 +41,8 @@ class RemoteEvent implements PluginEvent {
     /** The event's id on the proxy (for `wait` requests of queues on the same connection). */
     readonly id: number,
     readonly done: Promise<void>,
+    /** With timing: read on the proxy's clock (the connection stands for it). */
+    readonly timing?: EventTiming,
   ) {
     const settle = () => {
       this.settled = true;
@@ -199,7 +217,7 @@ export class RemoteQueue implements PluginQueue {
 
   private signal(gate: number, error?: unknown): void {
     const failure = error === undefined ? undefined : asOffloadError(error);
-    this.connection.request({ op: 'signal', gate, error: failure && { code: failure.code, message: failure.message } }).catch(() => {});
+    this.connection.request({ op: 'signal', gate, error: failure && { code: failure.code, message: failure.message } }).catch(dropped(`proxy ${this.connection.address}`, `signalling gate ${gate}`));
   }
 
 
@@ -225,9 +243,78 @@ export class RemoteQueue implements PluginQueue {
     return held;
   }
 
-  record(): PluginEvent {
+  record(timing = false): PluginEvent {
     const id = this.device.state.next('event');
-    return new RemoteEvent(this, id, this.op({ op: 'record', event: id }));
+    if (!timing) return new RemoteEvent(this, id, this.op({ op: 'record', event: id }));
+    const at = this.connection.request({ op: 'record', event: id, timing: true, queue: this.id }).then((reply) => {
+      const time = reply.meta.time;
+      if (typeof time !== 'number' || !Number.isFinite(time)) throw errors.protocol(`proxy ${this.connection.address} timed event ${id} at ${JSON.stringify(time)}`);
+      return time;
+    });
+    at.catch(() => {});
+    return new RemoteEvent(this, id, this.track(at.then(() => {})), { clock: this.connection, at });
+  }
+
+  // --- liboffload's further operations: one frame each, however many bytes they touch ---
+
+  fill(dst: Allocation, offset: number, bytes: number, pattern: Uint8Array): Promise<void> {
+    return this.op({ op: 'fill', buffer: bufferId(dst), offset, bytes, pattern: [...pattern] });
+  }
+
+  /** The device side of `rect` on the wire (the host side travels packed: rows one after another). */
+  private static deviceSide(alloc: Allocation, rect: Rect, side: 'src' | 'dst'): Record<string, unknown> {
+    return {
+      buffer: bufferId(alloc),
+      width: rect.width,
+      height: rect.height,
+      depth: rect.depth,
+      offset: rect[`${side}Offset`],
+      rowPitch: rect[`${side}RowPitch`],
+      slicePitch: rect[`${side}SlicePitch`],
+    };
+  }
+
+  submitRect(dst: Allocation, src: Uint8Array, rect: Rect): Promise<void> {
+    const packed = new Uint8Array(rectBytes(rect));
+    const { width, height } = rect;
+    forEachRow({ ...rect, dstOffset: 0, dstRowPitch: width, dstSlicePitch: width * height }, (srcAt, at) => packed.set(src.subarray(srcAt, srcAt + width), at));
+    return this.op({ op: 'write-rect', ...RemoteQueue.deviceSide(dst, rect, 'dst') }, packed);
+  }
+
+  retrieveRect(dst: Uint8Array, src: Allocation, rect: Rect): Promise<void> {
+    const reply = this.connection.request({ op: 'read-rect', queue: this.id, ...RemoteQueue.deviceSide(src, rect, 'src') });
+    const { width, height } = rect;
+    return this.track(
+      reply.then((frame) => {
+        const packed = frame.payload;
+        if (packed.byteLength !== rectBytes(rect)) throw errors.protocol(`read-rect reply of ${packed.byteLength} bytes for ${rectBytes(rect)} asked`);
+        forEachRow({ ...rect, srcOffset: 0, srcRowPitch: width, srcSlicePitch: width * height }, (at, dstAt) => dst.set(packed.subarray(at, at + width), dstAt));
+      }),
+    );
+  }
+
+  copyRect(dst: Allocation, src: Allocation, rect: Rect): Promise<void> {
+    const srcSide = RemoteQueue.deviceSide(src, rect, 'src');
+    const dstSide = RemoteQueue.deviceSide(dst, rect, 'dst');
+    return this.op({
+      op: 'copy-rect',
+      width: rect.width,
+      height: rect.height,
+      depth: rect.depth,
+      src: srcSide.buffer,
+      srcOffset: srcSide.offset,
+      srcRowPitch: srcSide.rowPitch,
+      srcSlicePitch: srcSide.slicePitch,
+      dst: dstSide.buffer,
+      dstOffset: dstSide.offset,
+      dstRowPitch: dstSide.rowPitch,
+      dstSlicePitch: dstSide.slicePitch,
+    });
+  }
+
+  /** The proxy queue is parked at a gate while `fn` runs here (see gated). */
+  hostFunction(fn: () => Promise<void>): Promise<void> {
+    return this.gated(fn);
   }
 
   synchronize(): Promise<void> {
@@ -243,6 +330,6 @@ export class RemoteQueue implements PluginQueue {
     this.connection.listenForHostCalls(this.id, undefined);
     await this.peers.destroy();
     if (this.connection.lost) return;
-    await this.connection.request({ op: 'queue-destroy', queue: this.id }).catch(() => {});
+    await this.connection.request({ op: 'queue-destroy', queue: this.id }).catch(dropped(`proxy ${this.connection.address}`, `destroying queue ${this.id} there`));
   }
 }

@@ -8,7 +8,8 @@
  * offset are made of aligned ones (reading the partial edge words first when writing).
  */
 import { OffloadError, errors } from '../../errors.js';
-import type { Allocation, DeviceImage, DeviceInfo, Grid, LaunchArg, LoadedImage, MemoryKind, PluginDevice, PluginQueue } from '../interface.js';
+import type { Allocation, DeviceImage, DeviceInfo, Grid, LaunchArg, LoadedImage, MemoryInfo, MemoryKind, PluginDevice, PluginQueue } from '../interface.js';
+import { patternChunk } from '../fill-pattern.js';
 import { isFallback } from './adapter.js';
 import { loadWgslImage, type WgslKernel } from './kernels.js';
 import { WebGpuQueue } from './queue.js';
@@ -141,6 +142,15 @@ export class WebGpuDevice implements PluginDevice {
       kernelPrint: false,
       // Nor can a dispatch wait for the host.
       hostCalls: false,
+      capabilities: {
+        i64: false, // WGSL has no 64-bit integers
+        f64: false, // nor f64
+        traps: false, // out-of-bounds accesses are clamped, not caught
+        concurrentQueues: false, // one GPU queue: queues' work runs one after another
+        atomics: true, // atomic<i32>, atomic<u32> in storage buffers
+        mappedMemory: false, // GPU buffers are mapped only for staging, never as live views
+        maxTeamMemoryBytes: this.limits.maxComputeWorkgroupStorageSize,
+      },
       limits: { ...this.limits },
       limitNames: {
         maxTeams: 'maxComputeWorkgroupsPerDimension',
@@ -229,6 +239,31 @@ export class WebGpuDevice implements PluginDevice {
 
   census(): Record<string, number> {
     return { contexts: this.shared.contexts, buffers: this.shared.buffers, bytes: this.shared.bytes };
+  }
+
+  /** The budget's free bytes (WebGPU says nothing of the GPU's own); one buffer holds at most largestBuffer. */
+  async memoryInfo(): Promise<MemoryInfo> {
+    this.check();
+    const freeBytes = Math.max(0, this.shared.budget - this.shared.bytes);
+    return { totalBytes: this.shared.budget, freeBytes, largestFreeBlockBytes: Math.min(freeBytes, this.largestBuffer) };
+  }
+
+  /** Fills `bytes` bytes of `dst` at `offset` with `pattern`, a staged chunk at a time (zeros: cleared on the GPU where aligned). */
+  async fill(dst: GPUBuffer, offset: number, bytes: number, pattern: Uint8Array): Promise<void> {
+    if (bytes === 0) return;
+    if (pattern.every((byte) => byte === 0) && offset % 4 === 0 && bytes % 4 === 0) {
+      const gpu = await this.device();
+      await scoped(gpu, `clearing ${bytes} bytes`, () => {
+        const encoder = gpu.createCommandEncoder();
+        encoder.clearBuffer(dst, offset, bytes);
+        gpu.queue.submit([encoder.finish()]);
+      });
+      return this.settled(gpu);
+    }
+    const chunk = patternChunk(pattern, bytes);
+    for (let done = 0; done < bytes; done += chunk.byteLength) {
+      await this.write(dst, offset + done, chunk.subarray(0, Math.min(chunk.byteLength, bytes - done)));
+    }
   }
 
   createQueue(): PluginQueue {

@@ -8,6 +8,9 @@ import type { WgslKernelInfo } from '../../image/manifest.js';
 import type { DeviceImage, Dims, LoadedImage, LoadedKernel } from '../interface.js';
 
 export class WgslKernel implements LoadedKernel {
+  readonly format = 'wgsl';
+  /** WGSL images keep no static data in device memory (module-scope storage is per dispatch). */
+  readonly staticBytes = 0;
   readonly name: string;
   readonly params: readonly { name: string; type: 'ptr' | 'i32' | 'f32' }[];
   readonly layout: GPUBindGroupLayout;

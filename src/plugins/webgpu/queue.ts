@@ -3,7 +3,7 @@
  * other devices go through host memory: in place when the other device's memory is host
  * addressable (the host device), through a staging array and that device's queue otherwise.
  */
-import type { Allocation, Grid, LaunchArg, LoadedKernel, PluginDevice } from '../interface.js';
+import { forEachRow, type Allocation, type Grid, type LaunchArg, type LoadedKernel, type PluginDevice, type Rect } from '../interface.js';
 import { SerialPluginQueue } from '../serial-queue.js';
 import type { WebGpuAllocation, WebGpuDevice } from './device.js';
 import type { WgslKernel } from './kernels.js';
@@ -21,6 +21,29 @@ export class WebGpuQueue extends SerialPluginQueue {
 
   retrieve(dst: Uint8Array, src: Allocation, srcOffset: number): Promise<void> {
     return this.serial.enqueue(() => this.device.read(bufferOf(src), srcOffset, dst));
+  }
+
+  fill(dst: Allocation, offset: number, bytes: number, pattern: Uint8Array): Promise<void> {
+    return this.serial.enqueue(() => this.device.fill(bufferOf(dst), offset, bytes, pattern));
+  }
+
+  /** Row by row: each row is one write, read or copy of the device (they keep byte-exact edges). */
+  submitRect(dst: Allocation, src: Uint8Array, rect: Rect): Promise<void> {
+    return this.serial.enqueue(() => this.rows(rect, (srcAt, dstAt) => this.device.write(bufferOf(dst), dstAt, src.subarray(srcAt, srcAt + rect.width))));
+  }
+
+  retrieveRect(dst: Uint8Array, src: Allocation, rect: Rect): Promise<void> {
+    return this.serial.enqueue(() => this.rows(rect, (srcAt, dstAt) => this.device.read(bufferOf(src), srcAt, dst.subarray(dstAt, dstAt + rect.width))));
+  }
+
+  copyRect(dst: Allocation, src: Allocation, rect: Rect): Promise<void> {
+    return this.serial.enqueue(() => this.rows(rect, (srcAt, dstAt) => this.device.copy(bufferOf(src), srcAt, bufferOf(dst), dstAt, rect.width)));
+  }
+
+  private async rows(rect: Rect, row: (srcAt: number, dstAt: number) => Promise<void>): Promise<void> {
+    const starts: [number, number][] = [];
+    forEachRow(rect, (srcAt, dstAt) => starts.push([srcAt, dstAt]));
+    for (const [srcAt, dstAt] of starts) await row(srcAt, dstAt);
   }
 
   exchange(

@@ -14,6 +14,7 @@ import type { Device } from '../../api/device.js';
 import type { Kernel } from '../../api/kernel.js';
 import type { Grid, KernelArgument, Queue } from '../../api/queue.js';
 import type { InfoLog } from '../info-log.js';
+import { dropped } from '../debug.js';
 import type { Tracer } from '../trace.js';
 import { isMapSpec, type HostView, type MapSpec, type MapType } from './map.js';
 import { describeRange, hostAddress, MappingTable, type MapEntry } from './table.js';
@@ -110,7 +111,7 @@ export class Mapper {
     try {
       for (const spec of specs) entered.push(await this.enterOne(device, queue, table, spec));
     } catch (error) {
-      for (const done of entered.reverse()) await this.leave(device, queue, table, done.entry, 'release', false, done.spec.view).catch(() => {});
+      for (const done of entered.reverse()) await this.leave(device, queue, table, done.entry, 'release', false, done.spec.view).catch(dropped('target data', 'releasing a mapping after a failure'));
       throw error;
     }
     return entered;
@@ -129,7 +130,7 @@ export class Mapper {
       throw errors.notFound(`map.present.${spec.type}: ${describeRange(spec.view, spec.name)} is not present on device ${device.id}`, device.id);
     }
     const allocation = device.alloc(spec.view.byteLength);
-    allocation.catch(() => {});
+    allocation.catch(() => {}); // observed below, through the entry
     const entry = table.add(spec.view, allocation, spec.name);
     let buffer: Buffer;
     try {
@@ -234,7 +235,7 @@ export class Mapper {
       result = await body();
     } catch (error) {
       // The maps are released even when the body throws; its error is the one reported.
-      await this.leaveRegion(device, specs).catch(() => {});
+      await this.leaveRegion(device, specs).catch(dropped('target data', 'releasing a mapping after a failure'));
       throw error;
     }
     await this.leaveRegion(device, specs);

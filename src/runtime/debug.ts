@@ -1,0 +1,51 @@
+/**
+ * OFFLOAD_DEBUG=1, as LIBOMPTARGET_DEBUG: the runtime's internal decisions (which plugins load,
+ * and why one has no device; which image a device loads) and every error it swallows (a drain
+ * or destroy whose failure nobody asked for, a plugin that would not stop, a signal to a proxy
+ * that no longer listens), one line each on stderr. Off by default; when off a call costs one
+ * boolean test. OFFLOAD_INFO, by contrast, reports what the program asked for (loads, copies,
+ * launches).
+ */
+import { errors, quoted } from '../errors.js';
+
+/** Whether OFFLOAD_DEBUG turns debug output on: '1' yes; unset, '' or '0' no; anything else is refused. */
+export function debugFromEnv(value: string | undefined = process.env.OFFLOAD_DEBUG): boolean {
+  if (value === undefined || value === '' || value === '0') return false;
+  if (value === '1') return true;
+  throw errors.invalidArgument(`OFFLOAD_DEBUG must be 1 (debug output on stderr) or 0, not ${quoted(value)}`);
+}
+
+/** The longest text of a swallowed error a line repeats. */
+const MAX_ERROR_TEXT = 500;
+
+function errorText(error: unknown): string {
+  const code = typeof error === 'object' && error !== null && typeof (error as { code?: unknown }).code === 'string' ? `${(error as { code: string }).code}: ` : '';
+  const text = `${code}${error instanceof Error ? error.message : String(error)}`;
+  return text.length > MAX_ERROR_TEXT ? `${text.slice(0, MAX_ERROR_TEXT)}...` : text;
+}
+
+/** Process-wide, as the environment is: set from OFFLOAD_DEBUG when the module loads and by every Offload.init. */
+export const debug = {
+  enabled: (() => {
+    try {
+      return debugFromEnv();
+    } catch {
+      return false; // Offload.init reports the bad value
+    }
+  })(),
+  /** Where lines go (tests may capture them). */
+  sink: (line: string): void => {
+    process.stderr.write(`${line}\n`);
+  },
+  /** One line about `area` (a plugin, a queue, the proxy). */
+  log(area: string, text: string): void {
+    if (this.enabled) this.sink(`offload-ts debug: ${area}: ${text}`);
+  },
+};
+
+/** A rejection handler for an error the runtime drops on purpose: under OFFLOAD_DEBUG it says so. */
+export function dropped(area: string, what: string): (error: unknown) => void {
+  return (error) => {
+    if (debug.enabled) debug.log(area, `${what} failed, and the error was dropped: ${errorText(error)}`);
+  };
+}

@@ -19,7 +19,7 @@ import {
   STATIC_WINDOW_START,
   WASM_TRIPLE,
 } from '../image/wasm-abi.js';
-import { runCompiler, type FunctionSyntax, type KernelSignature } from './compiler-job.js';
+import { runCompiler, type ConstantSyntax, type FunctionSyntax, type KernelSignature } from './compiler-job.js';
 import { kernelEntries } from './kernel-signatures.js';
 import { checkFitsWindow, fnv1a32, pickStaticBase, staticSizeOf } from './static-placement.js';
 import { readWasmModuleInfo, type MemoryLimits, type WasmModuleInfo } from './wasm-module-info.js';
@@ -107,6 +107,7 @@ interface CompiledImage {
   /** The kernels' signatures and the user functions' syntax, for the WGSL translation. */
   kernels: KernelSignature[];
   functions: FunctionSyntax[];
+  constants: ConstantSyntax[];
   display: (source: string) => string;
 }
 
@@ -151,7 +152,7 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
   if (wasm !== undefined && options.wgsl !== 'off') {
     const built = new Set(entries.map((entry) => entry.name));
     const kernels = wasm.compiled.kernels.filter((kernel) => built.has(kernel.name));
-    const translation = translateKernels(wasm.compiled.functions, kernels, wasm.compiled.display, handWritten);
+    const translation = translateKernels({ functions: wasm.compiled.functions, constants: wasm.compiled.constants }, kernels, wasm.compiled.display, handWritten);
     notes = translation.notes;
     if (options.wgsl === 'require' && notes.length > 0) {
       throw errors.invalidArgument(`--wgsl=require: ${notes.length} kernel(s) cannot be translated to WGSL:\n${notes.map(formatNote).join('\n')}`);
@@ -327,7 +328,7 @@ async function compileImage(sources: SourceSet, staticBase: number, options: Bui
   if (output.error !== null) throw errors.invalidArgument(`AssemblyScript compilation failed: ${output.error}`);
   const entries = kernelEntries(output.kernels, display);
   if (output.wasm === null || output.wat === null) throw errors.invalidArgument('AssemblyScript compilation produced no module');
-  return { wasm: output.wasm, wat: output.wat, entries, kernels: output.kernels, functions: output.functions, display };
+  return { wasm: output.wasm, wat: output.wat, entries, kernels: output.kernels, functions: output.functions, constants: output.constants, display };
 }
 
 /** The path to show for a compiler source path (relative to baseDir, or a library path). */

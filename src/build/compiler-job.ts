@@ -62,6 +62,16 @@ export interface FunctionSyntax {
   error: string | null;
 }
 
+/** A top-level `const`: its type as written (a NamedType node, or null) and initializer (null when it has none to translate). */
+export interface ConstantSyntax {
+  name: string;
+  internalName: string;
+  source: string;
+  line: number;
+  type: SyntaxNode | null;
+  initializer: SyntaxNode | null;
+}
+
 /** A compiler error; `source` null when it has no location, `line` and `column` count from 1. */
 export interface CompilerDiagnostic {
   code: number;
@@ -80,6 +90,8 @@ export interface CompileOutput {
   kernels: KernelSignature[];
   /** Every function of the user sources, as the WGSL translator reads them. */
   functions: FunctionSyntax[];
+  /** Every top-level constant of the user sources. */
+  constants: ConstantSyntax[];
   wasm: Uint8Array | null;
   /** Text format of the optimized module; it keeps function and global names. */
   wat: string | null;

@@ -37,6 +37,7 @@ const texts = new Map(Object.entries(job.sources));
 class KernelSignatureCollector extends Transform {
   kernels = [];
   functions = [];
+  constants = [];
 
   afterInitialize(program) {
     const visited = new Set();
@@ -53,6 +54,7 @@ class KernelSignatureCollector extends Transform {
       if (file.source.sourceKind === SourceKind.UserEntry || file.source.sourceKind === SourceKind.User) {
         for (const element of file.members?.values() ?? []) {
           if (element.kind === ElementKind.FunctionPrototype) this.functions.push(syntaxOf(program, element));
+          if (element.kind === ElementKind.Global && element.is(CommonFlags.Const)) this.constants.push(constantOf(program, element));
         }
       }
     }
@@ -72,15 +74,14 @@ const MAX_NODES = 100_000;
  * identifiers carry the internal name of the element they name in the function's scope, type
  * nodes the type they resolve to.
  */
-function syntaxOf(program, prototype) {
-  const declaration = prototype.declaration;
-  const source = declaration.range.source;
-  const text = textOf(source.normalizedPath) ?? '';
+/** A converter of `element`'s syntax trees to plain data (see syntaxOf), bounded by MAX_NODES. */
+function converterFor(program, element) {
+  const text = textOf(element.declaration.range.source.normalizedPath) ?? '';
   const lineOf = (range) => text.slice(0, range.start).split('\n').length;
   let nodes = 0;
   const resolveType = (node) => {
     try {
-      return program.resolver.resolveType(node, null, prototype, null, 1 /* ReportMode.Swallow */)?.toString() ?? null;
+      return program.resolver.resolveType(node, null, element, null, 1 /* ReportMode.Swallow */)?.toString() ?? null;
     } catch {
       return null;
     }
@@ -91,7 +92,7 @@ function syntaxOf(program, prototype) {
     if (typeof value !== 'object') return value;
     if (Array.isArray(value)) return value.map(convert);
     if (typeof value.kind !== 'number' || value.range === undefined) return null;
-    if (++nodes > MAX_NODES) throw new Error(`function '${prototype.name}' is too large to translate`);
+    if (++nodes > MAX_NODES) throw new Error(`'${element.name}' is too large to translate`);
     const kind = NodeKind[value.kind];
     const out = { k: kind, line: lineOf(value.range) };
     for (const [key, field] of Object.entries(value)) {
@@ -103,10 +104,29 @@ function syntaxOf(program, prototype) {
     // An integer literal's value is an i64 (a `long` object in the compiler's JS build).
     if (out.literalKind === 'Integer') out.value = value.value.toString();
     if (kind === 'Assertion') out.assertionKind = ASSERTION_KINDS[value.assertionKind];
-    if (kind === 'Identifier') out.element = prototype.lookup(value.text)?.internalName ?? null;
+    if (kind === 'Identifier') out.element = element.lookup(value.text)?.internalName ?? null;
     if (kind === 'NamedType') out.resolved = resolveType(value);
     return out;
   };
+  return { convert, lineOf };
+}
+
+/** A top-level constant as plain data: its declared type (resolved) and initializer tree. */
+function constantOf(program, global) {
+  const declaration = global.declaration;
+  const base = { name: global.name, internalName: global.internalName, source: declaration.range.source.normalizedPath };
+  try {
+    const { convert, lineOf } = converterFor(program, global);
+    return { ...base, line: lineOf(declaration.range), type: convert(declaration.type), initializer: convert(declaration.initializer) };
+  } catch (error) {
+    return { ...base, line: 0, type: null, initializer: null };
+  }
+}
+
+function syntaxOf(program, prototype) {
+  const declaration = prototype.declaration;
+  const source = declaration.range.source;
+  const { convert, lineOf } = converterFor(program, prototype);
   const signature = prototype.is(CommonFlags.Generic) ? null : program.resolver.resolveFunction(prototype, null)?.signature;
   const base = { name: prototype.name, internalName: prototype.internalName, source: source.normalizedPath, line: lineOf(declaration.range) };
   if (!signature) return { ...base, params: null, returnType: null, body: null, error: 'generic or unresolved signature' };
@@ -191,6 +211,7 @@ parentPort.postMessage({
   diagnostics,
   kernels: collector.kernels,
   functions: collector.functions,
+  constants: collector.constants,
   wasm: outputs.get(job.wasmFile) ?? null,
   wat: outputs.get(job.watFile) ?? null,
 });

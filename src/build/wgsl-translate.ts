@@ -13,7 +13,7 @@
  * printing, allocation) is not translated: the build reports it as a TranslationNote and the
  * kernel stays on the devices that run wasm.
  */
-import type { FunctionSyntax, KernelSignature, SyntaxNode } from './compiler-job.js';
+import type { ConstantSyntax, FunctionSyntax, KernelSignature, SyntaxNode } from './compiler-job.js';
 
 /** Why a kernel stays wasm-only: where (file:line as shown) and what. */
 export interface TranslationNote {
@@ -166,8 +166,15 @@ interface MemoryUse {
  * hand-written WGSL file defines).
  * @param display turns a compiler source path into the path to show in notes.
  */
-export function translateKernels(functions: FunctionSyntax[], kernels: KernelSignature[], display: (source: string) => string, skip: ReadonlySet<string> = new Set()): Translation {
+export function translateKernels(
+  sources: { functions: FunctionSyntax[]; constants: ConstantSyntax[] },
+  kernels: KernelSignature[],
+  display: (source: string) => string,
+  skip: ReadonlySet<string> = new Set(),
+): Translation {
+  const { functions } = sources;
   const byInternal = new Map(functions.map((fn) => [fn.internalName, fn]));
+  const constants = new Map(sources.constants.map((constant) => [constant.internalName, constant]));
   const helpers = new Map<string, { code: string } | { error: Untranslatable }>();
   const chunks: string[] = [];
   const translated: string[] = [];
@@ -180,7 +187,7 @@ export function translateKernels(functions: FunctionSyntax[], kernels: KernelSig
       if (stack.includes(internalName)) throw new Untranslatable(fn.line, `calls '${fn.name}' recursively (WGSL has no recursion)`);
       try {
         if (fn.body === null || fn.params === null) throw new Untranslatable(fn.line, fn.error ?? 'has no body');
-        known = { code: new FunctionTranslator(fn, 'helper', byInternal, (name) => helper(name, [...stack, internalName]), { written: new Set(), atomic: new Set() }).translate() };
+        known = { code: new FunctionTranslator(fn, 'helper', byInternal, constants, (name) => helper(name, [...stack, internalName]), { written: new Set(), atomic: new Set() }).translate() };
       } catch (error) {
         if (!(error instanceof Untranslatable)) throw error;
         known = { error: new Untranslatable(error.line, `calls '${fn.name}', which at ${display(fn.source)}:${error.line} ${error.message}`) };
@@ -202,8 +209,8 @@ export function translateKernels(functions: FunctionSyntax[], kernels: KernelSig
       const use: MemoryUse = { written: new Set(), atomic: new Set() };
       const helperCall = (name: string): FunctionSyntax => helper(name, [fn.internalName]);
       // The first pass learns which bindings are written and which need atomics; the second emits with that.
-      new FunctionTranslator(fn, 'kernel', byInternal, helperCall, use).translate();
-      chunks.push(new FunctionTranslator(fn, 'kernel', byInternal, helperCall, use).translate());
+      new FunctionTranslator(fn, 'kernel', byInternal, constants, helperCall, use).translate();
+      chunks.push(new FunctionTranslator(fn, 'kernel', byInternal, constants, helperCall, use).translate());
       translated.push(kernel.name);
     } catch (error) {
       if (!(error instanceof Untranslatable)) throw error;
@@ -226,11 +233,14 @@ class FunctionTranslator {
   private readonly pointers = new Map<string, string>();
   private temps = 0;
   private readonly returnType: Ty;
+  /** The top-level constants being inlined, innermost last. */
+  private readonly inlining: string[] = [];
 
   constructor(
     private readonly fn: FunctionSyntax,
     private readonly role: 'kernel' | 'helper',
     private readonly functions: Map<string, FunctionSyntax>,
+    private readonly constants: Map<string, ConstantSyntax>,
     private readonly helper: (internalName: string) => FunctionSyntax,
     private readonly memory: MemoryUse,
   ) {
@@ -452,7 +462,7 @@ class FunctionTranslator {
     switch (node.k) {
       case 'Parenthesized': {
         const inner = this.expression(node.expression as SyntaxNode, context);
-        return { ...inner, code: `(${inner.code})` };
+        return /^\(.*\)$/.test(inner.code) && balanced(inner.code.slice(1, -1)) ? inner : { ...inner, code: `(${inner.code})` };
       }
       case 'Literal':
         return literal(node, context);
@@ -463,7 +473,9 @@ class FunctionTranslator {
       case 'Identifier': {
         const found = this.lookup(node);
         if (found) return { code: found.wgsl, type: found.type, base: found.base };
-        return fail(node, `reads '${node.text}', which is not a local variable or parameter (globals are not translated)`);
+        const constant = this.constants.get(node.element as string);
+        if (constant !== undefined) return this.constant(node, constant, context);
+        return fail(node, `reads '${node.text}', which is not a local variable, a parameter or a top-level constant`);
       }
       case 'Assertion':
         return this.assertion(node);
@@ -490,6 +502,27 @@ class FunctionTranslator {
     }
   }
 
+  /** A top-level constant, inlined: its initializer in its own scope (no locals), in its declared type. */
+  private constant(node: SyntaxNode, constant: ConstantSyntax, context?: Ty): Value {
+    if (constant.initializer === null) return fail(node, `reads constant '${constant.name}', which has no initializer to translate`);
+    if (this.inlining.includes(constant.internalName)) return fail(node, `reads constant '${constant.name}', which refers to itself`);
+    const declared = constant.type ? typeOfNode(constant.type, `constant '${constant.name}'`) : undefined;
+    const scopes = this.scopes.splice(0);
+    this.inlining.push(constant.internalName);
+    try {
+      let value = this.expression(constant.initializer, declared ?? context);
+      if (declared) value = this.coerce(value, declared, node);
+      if (value.base !== undefined) fail(node, `reads constant '${constant.name}', which holds an address`);
+      return { code: value.code, type: value.type, literal: declared ? undefined : value.literal };
+    } catch (error) {
+      if (!(error instanceof Untranslatable) || error.line === node.line) throw error;
+      throw new Untranslatable(node.line, `reads constant '${constant.name}' (line ${error.line}), which ${error.message}`);
+    } finally {
+      this.inlining.pop();
+      this.scopes.push(...scopes);
+    }
+  }
+
   /** Translates `left op right` (left already translated); `right` adopts left's type, or left a literal's. */
   private binary(node: SyntaxNode, operator: string, left: Value, rightNode: SyntaxNode, context?: Ty): Value {
     let right = this.expression(rightNode, left.literal ? context : left.type);
@@ -497,7 +530,7 @@ class FunctionTranslator {
     const symbol = OPERATORS[operator];
     if (symbol === undefined) return fail(node, `uses the operator ${operator}, which the WGSL translation does not cover`);
     if (operator === 'Ampersand_Ampersand' || operator === 'Bar_Bar') {
-      return { code: `${truthy(left, node)} ${symbol} ${truthy(right, node)}`, type: 'bool' };
+      return { code: `(${truthy(left, node)} ${symbol} ${truthy(right, node)})`, type: 'bool' };
     }
     if (left.type === 'f32' || right.type === 'f32' || left.type === 'bool' || right.type === 'bool') {
       if (left.type !== right.type) fail(node, `mixes ${left.type} and ${right.type} in '${symbol}'`);
@@ -506,9 +539,10 @@ class FunctionTranslator {
     if (shift) {
       if (!isInteger(left.type) || !isInteger(right.type)) fail(node, `shifts a ${left.type} by a ${right.type}`);
       if (left.base !== undefined || right.base !== undefined) fail(node, 'shifts an address');
-      const amount = `u32(${right.code})`;
+      // WGSL shifts by a u32; its operands are unary expressions (hence the parentheses everywhere).
+      const amount = right.literal ? literal(right.literal, 'u32').code : right.type === 'i32' ? `u32(${right.code})` : right.code;
       if (operator === 'GreaterThan_GreaterThan_GreaterThan' && left.type === 'i32') return { code: `bitcast<i32>(bitcast<u32>(${left.code}) >> ${amount})`, type: 'i32' };
-      return { code: `${left.code} ${operator === 'LessThan_LessThan' ? '<<' : '>>'} ${right.type === 'i32' ? amount : right.code}`, type: left.type };
+      return { code: `(${left.code} ${operator === 'LessThan_LessThan' ? '<<' : '>>'} ${amount})`, type: left.type };
     }
     if (isInteger(left.type) && isInteger(right.type) && unsignedness(left.type) !== unsignedness(right.type)) {
       if (right.literal) right = literal(right.literal, left.type);
@@ -529,8 +563,8 @@ class FunctionTranslator {
         fail(node, `uses an address in '${symbol}' (only +, - and comparisons keep it traceable to its pointer)`);
       }
     }
-    if (COMPARISONS.has(operator)) return { code: `${left.code} ${symbol} ${right.code}`, type: 'bool' };
-    return { code: `${left.code} ${symbol} ${right.code}`, type, base };
+    if (COMPARISONS.has(operator)) return { code: `(${left.code} ${symbol} ${right.code})`, type: 'bool' };
+    return { code: `(${left.code} ${symbol} ${right.code})`, type, base };
   }
 
   private unify(node: SyntaxNode, a: SyntaxNode, b: SyntaxNode, context?: Ty): [Value, Value] {
@@ -798,6 +832,16 @@ const COMPOUND: Record<string, string> = {
   GreaterThan_GreaterThan_Equals: 'GreaterThan_GreaterThan',
   GreaterThan_GreaterThan_GreaterThan_Equals: 'GreaterThan_GreaterThan_GreaterThan',
 };
+
+/** Whether `code`'s parentheses balance (so that `(code)` is one group). */
+function balanced(code: string): boolean {
+  let depth = 0;
+  for (const char of code) {
+    if (char === '(') depth++;
+    else if (char === ')' && --depth < 0) return false;
+  }
+  return depth === 0;
+}
 
 function isAssignment(operator: string): boolean {
   return operator === 'Equals' || operator in COMPOUND;

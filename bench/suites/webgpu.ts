@@ -1,7 +1,7 @@
 /**
- * The WebGPU device against the host device, in the same run, on twin kernels of one bundle
- * (bench/webgpu/kernels.ts for the host device, bench/webgpu/kernels.wgsl for the WebGPU one,
- * with the same parameters): saxpy over 2^24 floats (memory-bound) and a simplified XSBench
+ * The WebGPU device against the host device, in the same run, on the kernels of one source
+ * (bench/webgpu/kernels.ts: its wasm image for the host device, its WGSL translation for the
+ * WebGPU one): saxpy over 2^24 floats (memory-bound) and a simplified XSBench
  * cross-section lookup (f32, binary searches and gathers). Each result is checked: saxpy against
  * a reference, the lookups of the two devices against each other and a sample against a plain
  * TypeScript reference. With a software adapter (Mesa lavapipe) the "GPU" is this CPU: the suite
@@ -277,7 +277,7 @@ async function lookups(gpu: Side, host: Side, plan: Plan, progress: (line: strin
 
 export const webgpuSuite: Suite = {
   name: 'webgpu',
-  description: 'the WebGPU device against the host device, twin kernels (WGSL and AssemblyScript) in one bundle',
+  description: 'the WebGPU device against the host device, one AssemblyScript source (wasm, and WGSL translated by offload build)',
   async run(plan, progress) {
     const runtime = await Offload.init({ host: { memoryBytes: HOST_MEMORY_BYTES }, webgpu: { fallback: true }, proxies: [] });
     try {
@@ -289,7 +289,7 @@ export const webgpuSuite: Suite = {
       }
       if (!hostDevice) throw new Error('the runtime has no host device');
       progress(`webgpu: building the kernels, WebGPU device ${gpuDevice.info.name}`);
-      const bundle = await cachedBundle([join(root, 'bench/webgpu/kernels.ts'), join(root, 'bench/webgpu/kernels.wgsl')], { label: 'offload-bench-webgpu' });
+      const bundle = await cachedBundle([join(root, 'bench/webgpu/kernels.ts')], { label: 'offload-bench-webgpu' });
       const library = await runtime.register(bundle.path);
       const workers = hostDevice.info.computeUnits;
       const gpuThreads = (threads: number) => Math.min(threads, gpuDevice.info.maxThreadsPerTeam);

@@ -1,16 +1,19 @@
-// Kernels of the `webgpu` bench suite for the host device (AssemblyScript, compiled by
-// buildBundle; not type-checked by tsc). Their WGSL twins, with the same parameters, are in
-// kernels.wgsl beside this file: the same bundle runs them on the WebGPU device.
+// Kernels of the `webgpu` bench suite (AssemblyScript, compiled by buildBundle; not type-checked
+// by tsc), one source for both devices: the host device runs their wasm image, the WebGPU device
+// their WGSL translation (offload build; README "One kernel source for every device").
 // Pointers are usize byte offsets into device memory.
 import { numTeams, numThreads, teamId, threadId } from "offload-ts/device";
 
-/** y[i] = a * x[i] + y[i] for i < n over f32 vectors, one contiguous block per team. */
+/**
+ * y[i] = a * x[i] + y[i] for i < n over f32 vectors, one contiguous block per team, which the
+ * team's threads stride through (one thread per team on the host, coalesced on a GPU).
+ */
 export function saxpy(n: i32, a: f32, x: usize, y: usize): void {
   const teams = numTeams();
   const block = (n + teams - 1) / teams;
   const start = teamId() * block;
   const end = min(n, start + block);
-  for (let i = start; i < end; i++) {
+  for (let i = start + threadId(); i < end; i += numThreads()) {
     const offset = <usize>i << 2;
     store<f32>(y + offset, a * load<f32>(x + offset) + load<f32>(y + offset));
   }

@@ -110,6 +110,14 @@ const MEMORY_TYPES: Record<string, { bytes: 1 | 2 | 4; type: Ty; signed: boolean
  * Names a variable of the translation must not take: WGSL's keywords and reserved words, the
  * builtins the translation calls, and the keywords of wgsl_reflect (which reads the result).
  */
+/** Casts to these wrap to their width (stores of them go through load<T>/store<T>). */
+const SMALL_INTEGERS: Record<string, { bits: 8 | 16; signed: boolean }> = {
+  i8: { bits: 8, signed: true },
+  u8: { bits: 8, signed: false },
+  i16: { bits: 16, signed: true },
+  u16: { bits: 16, signed: false },
+};
+
 const WGSL_RESERVED = new Set(
   (
     'alias array atomic bitcast block bool break case const const_assert continue continuing default diagnostic discard else enable ' +
@@ -604,6 +612,14 @@ class FunctionTranslator {
 
   private assertion(node: SyntaxNode): Value {
     if (node.assertionKind !== 'Prefix' && node.assertionKind !== 'As') return fail(node, `uses a ${String(node.assertionKind)} assertion`);
+    const small = SMALL_INTEGERS[typeName(node.toType as SyntaxNode)];
+    if (small !== undefined) {
+      // A cast to i8..u16 wraps to its width; the result computes on as an i32 or u32.
+      const value = this.expression(node.expression as SyntaxNode);
+      if (!isInteger(value.type) || value.base !== undefined) fail(node, `casts a ${value.base ? 'address' : value.type} to a small integer`);
+      if (!small.signed) return { code: `(u32(${value.code}) & ${small.bits === 8 ? '0xffu' : '0xffffu'})`, type: 'u32' };
+      return { code: `((i32(${value.code}) << ${32 - small.bits}u) >> ${32 - small.bits}u)`, type: 'i32' };
+    }
     const to = typeOfNode(node.toType as SyntaxNode, 'a cast');
     const value = this.expression(node.expression as SyntaxNode, to);
     return this.convert(value, to, node);

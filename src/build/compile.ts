@@ -7,7 +7,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { OffloadError, errors } from '../errors.js';
-import { BUNDLE_EXTENSION, encodeBundle } from '../image/bundle.js';
+import { BUNDLE_EXTENSION, decodeBundle, encodeBundle } from '../image/bundle.js';
 import type { EntryInfo, ImageInfo, Manifest } from '../image/manifest.js';
 import {
   DEVICE_IMPORTS,
@@ -168,8 +168,9 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
       bytes,
     });
   }
-  const manifest: Manifest = { name, images: images.map((image) => image.info), entries };
-  const bundle = encodeBundle(manifest, images.map((image) => image.bytes));
+  const bundle = encodeBundle({ name, images: images.map((image) => image.info), entries }, images.map((image) => image.bytes));
+  // The manifest as written: encodeBundle places each image (its offset in the payload).
+  const { manifest } = decodeBundle(bundle);
   const file = options.output + BUNDLE_EXTENSION;
   const wrappers = { js: `${options.output}.js`, dts: `${options.output}.d.ts` };
   // The header names the sources relative to the wrapper, so the text does not depend on the working directory.

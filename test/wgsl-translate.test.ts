@@ -35,6 +35,7 @@ const REFUSED: [kernel: string, source: string, reason: RegExp][] = [
   ['small_local', 'export function small_local(out: usize): void {\n  let b: u8 = 3; // HERE\n  store<u8>(out, b);\n}', /gives variable 'b' the type u8/],
   ['pointer_to_helper', 'function first(p: usize): i32 { return 0; }\nexport function pointer_to_helper(out: usize): void {\n  store<i32>(out, first(out)); // HERE\n}', /passes an address to 'first'/],
   ['increment_in_expression', 'export function increment_in_expression(out: usize): void {\n  let i = 0;\n  store<i32>(out, i++); // HERE\n}', /\+\+ inside an expression/],
+  ['nested', `export function nested(out: usize): void {\n  store<i32>(out, ${'('.repeat(100)}1${' + 1)'.repeat(100)}); // HERE\n}`, /nests expressions and statements deeper than 64/],
   ['i64_load', 'export function i64_load(out: usize): void {\n  store<i32>(out, <i32>load<i64>(out)); // HERE\n}', /loads a i64, which WGSL has no type for/],
 ];
 

@@ -47,6 +47,12 @@ interface Value {
   literal?: SyntaxNode;
 }
 
+/**
+ * How deeply expressions and statements may nest in a translated kernel: WGSL compilers bound
+ * nesting (Tint at 127 brace levels), and the translation must load wherever its image does.
+ */
+const MAX_DEPTH = 64;
+
 /** A kernel's place, where a device library function reads it; filled at the start of each entry point. */
 const GRID_VARS = ['offload_team', 'offload_teams', 'offload_thread'] as const;
 
@@ -221,8 +227,10 @@ export function translateKernels(
       chunks.push(new FunctionTranslator(fn, 'kernel', byInternal, constants, helperCall, use).translate());
       translated.push(kernel.name);
     } catch (error) {
-      if (!(error instanceof Untranslatable)) throw error;
-      notes.push({ kernel: kernel.name, file, line: error.line, reason: error.message });
+      // Source nested deeper than the translator's recursion reaches stays wasm-only too.
+      if (error instanceof RangeError) notes.push({ kernel: kernel.name, file, line: fn.line, reason: 'is nested too deeply to translate' });
+      else if (error instanceof Untranslatable) notes.push({ kernel: kernel.name, file, line: error.line, reason: error.message });
+      else throw error;
     }
   }
   if (translated.length === 0) return { wgsl: '', kernels: [], notes };
@@ -241,6 +249,8 @@ class FunctionTranslator {
   private readonly pointers = new Map<string, string>();
   private temps = 0;
   private readonly returnType: Ty;
+  /** How deeply the expression and statement being translated nest. */
+  private depth = 0;
   /** The top-level constants being inlined, innermost last. */
   private readonly inlining: string[] = [];
 
@@ -353,6 +363,15 @@ class FunctionTranslator {
   }
 
   private statement(node: SyntaxNode, depth: number): string {
+    if (++this.depth > MAX_DEPTH) fail(node, `nests expressions and statements deeper than ${MAX_DEPTH} (WGSL compilers may refuse deeper)`);
+    try {
+      return this.statementAt(node, depth);
+    } finally {
+      this.depth--;
+    }
+  }
+
+  private statementAt(node: SyntaxNode, depth: number): string {
     const pad = '  '.repeat(depth);
     switch (node.k) {
       case 'Block':
@@ -467,6 +486,15 @@ class FunctionTranslator {
   }
 
   private expression(node: SyntaxNode, context?: Ty, statement = false): Value {
+    if (++this.depth > MAX_DEPTH) fail(node, `nests expressions and statements deeper than ${MAX_DEPTH} (WGSL compilers may refuse deeper)`);
+    try {
+      return this.expressionAt(node, context, statement);
+    } finally {
+      this.depth--;
+    }
+  }
+
+  private expressionAt(node: SyntaxNode, context: Ty | undefined, statement: boolean): Value {
     switch (node.k) {
       case 'Parenthesized': {
         const inner = this.expression(node.expression as SyntaxNode, context);

@@ -149,19 +149,23 @@ describe('WGSL translation in offload build', { timeout: 300_000 }, () => {
     );
   });
 
-  it('renames variables WGSL reserves, and the WebGPU device compiles and runs the result', async (t) => {
+  it('renames variables WGSL reserves, keeps same-named functions of two files apart, and the WebGPU device compiles and runs the result', async (t) => {
+    await writeFile(path.join(dir, 'more.ts'), 'export function helper(x: u32): u32 { return -x; }\n');
     const built = await build({
       'names.ts':
         HEADER +
+        'import { helper as negate } from "./more";\n' +
         'const array: i32 = 3;\n' +
         'function select(block: i32): i32 { const loop = block * array; return loop; }\n' +
+        'function helper(x: i32): i32 { return x + 1; }\n' +
         'export function names(out: usize): void {\n' +
         '  let target = 0, offload_team = 2, __x = 1, a__b = 4, ptr = 5, team = 6;\n' +
         '  for (let var_ = 0; var_ < 2; var_++) target += select(var_ + 1);\n' +
-        '  store<i32>(out, target * 1000 + offload_team + __x + a__b + ptr + team + teamId());\n' +
-        '}\n',
+        '  store<i32>(out, target * 1000 + offload_team + __x + a__b + ptr + team + teamId() + helper(0) + <i32>negate(1) + 1);\n' +
+        '}\n' +
+        'export function loop(out: usize): void { store<i32>(out, 1); }\n',
     });
-    assert.deepEqual(built.notes, []);
+    assert.deepEqual(built.notes.map((note) => [note.kernel, note.reason]), [['loop', "is named 'loop', which WGSL reserves or the translation uses (a WGSL entry point keeps the kernel's name)"]]);
     const skip = await webgpuSkipReason();
     if (skip) return t.skip(skip);
     const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 4 * 1024 * 1024 }, webgpu: { fallback: true }, proxies: [] });
@@ -174,7 +178,7 @@ describe('WGSL translation in offload build', { timeout: 300_000 }, () => {
         const result = new Int32Array(1);
         q.read(out, result);
         await q.finish();
-        assert.equal(result[0], 9 * 1000 + 2 + 1 + 4 + 5 + 6, device.info.name);
+        assert.equal(result[0], 9 * 1000 + 2 + 1 + 4 + 5 + 6 + 0 + 1 - 1 + 1, device.info.name);
         await out.free();
       }
     } finally {

@@ -215,6 +215,10 @@ export function translateKernels(
     if (skip.has(kernel.name)) continue;
     const fn = functions.find((candidate) => candidate.name === kernel.name && candidate.source === kernel.source);
     const file = display(kernel.source);
+    if (!isPlainName(kernel.name)) {
+      notes.push({ kernel: kernel.name, file, line: fn?.line ?? 1, reason: `is named '${kernel.name}', which WGSL reserves or the translation uses (a WGSL entry point keeps the kernel's name)` });
+      continue;
+    }
     if (fn === undefined || fn.body === null || fn.params === null) {
       notes.push({ kernel: kernel.name, file, line: fn?.line ?? 1, reason: fn?.error ?? 'its syntax tree is not available' });
       continue;
@@ -330,7 +334,7 @@ class FunctionTranslator {
   // ---- scopes ----
 
   private declare(name: string, type: Ty, base: string | undefined, constant: boolean): string {
-    const wgsl = WGSL_RESERVED.has(name) || name.startsWith('_') || name.includes('__') || /^offload_/.test(name) ? `${name.replace(/^_+/, 'u')}_v${this.temps++}` : name;
+    const wgsl = isPlainName(name) ? name : `${name.replace(/^_+/, 'u')}_v${this.temps++}`;
     this.scopes.at(-1)!.set(name, { wgsl, type, base, constant });
     return wgsl;
   }
@@ -622,7 +626,8 @@ class FunctionTranslator {
         const value = this.expression(operand, context);
         if (value.base !== undefined) fail(node, 'negates an address');
         if (value.type === 'bool') fail(node, 'negates a bool');
-        return { code: `-${value.code}`, type: value.type };
+        // WGSL has no unary minus on u32; AssemblyScript's wraps.
+        return { code: unsignedness(value.type) ? `(0u - ${value.code})` : `-${value.code}`, type: value.type };
       }
       case 'Plus':
         return this.expression(operand, context);
@@ -877,6 +882,11 @@ const COMPOUND: Record<string, string> = {
   GreaterThan_GreaterThan_GreaterThan_Equals: 'GreaterThan_GreaterThan_GreaterThan',
 };
 
+/** Whether WGSL takes `name` as it is: not reserved, and clear of the names the translation makes (`__`, `offload_`). */
+function isPlainName(name: string): boolean {
+  return !WGSL_RESERVED.has(name) && !name.startsWith('_') && !name.includes('__') && !name.startsWith('offload_');
+}
+
 /** Whether `code`'s parentheses balance (so that `(code)` is one group). */
 function balanced(code: string): boolean {
   let depth = 0;
@@ -952,8 +962,9 @@ function isSmallLoad(node: SyntaxNode): boolean {
   return callee?.element === '~lib/builtins/load' && type !== undefined && ['i8', 'u8', 'i16', 'u16', 'bool'].includes(typeName(type));
 }
 
+/** A called function's WGSL name: its name and where it comes from (two files may each have a `helper`). */
 function helperName(fn: FunctionSyntax): string {
-  return `${fn.name}__fn`;
+  return `${fn.name.replace(/[^A-Za-z0-9]/g, '')}__fn_${fn.internalName.replace(/[^A-Za-z0-9]/g, '_').replace(/_+/g, '_')}`;
 }
 
 function describe(node: SyntaxNode): string {

@@ -7,15 +7,25 @@
 import { numTeams, numThreads, teamId, threadId } from "offload-ts/device";
 
 /**
- * y[i] = a * x[i] + y[i] for i < n, over f32 vectors. Each team takes one contiguous block, so
- * no two host workers write the same cache line, and the team numbers are read once, not per element.
+ * y[i] = a * x[i] + y[i] for i < n, over f32 vectors. With one thread per team (the host device)
+ * each team takes one contiguous block, so no two workers write the same cache line; with teams
+ * of threads (a GPU) every invocation strides over the whole grid, so that neighbouring
+ * invocations touch neighbouring elements. The branch is the same for the whole launch.
  */
 export function saxpy(n: i32, a: f32, x: usize, y: usize): void {
+  // Read once: on the host device each device library call is a call out of wasm.
+  const threads = numThreads();
   const teams = numTeams();
-  const block = (n + teams - 1) / teams;
-  const start = teamId() * block;
-  const end = min(n, start + block);
-  for (let i = start + threadId(); i < end; i += numThreads()) {
+  let start = teamId() * threads + threadId();
+  let end = n;
+  let stride = teams * threads;
+  if (threads == 1) {
+    const block = (n + teams - 1) / teams;
+    start = teamId() * block;
+    end = min(n, start + block);
+    stride = 1;
+  }
+  for (let i = start; i < end; i += stride) {
     const offset = <usize>i << 2;
     store<f32>(y + offset, a * load<f32>(x + offset) + load<f32>(y + offset));
   }
@@ -27,10 +37,13 @@ export function saxpy(n: i32, a: f32, x: usize, y: usize): void {
  * spread over the teams, a row's pixels over the team's threads.
  */
 export function mandelbrot(width: i32, height: i32, maxIter: i32, x0: f32, y0: f32, dx: f32, out: usize): void {
-  for (let row = teamId(); row < height; row += numTeams()) {
+  const teams = numTeams();
+  const threads = numThreads();
+  const thread = threadId();
+  for (let row = teamId(); row < height; row += teams) {
     const cy = y0 + <f32>row * dx;
     const rowStart = out + ((<usize>row * <usize>width) << 2);
-    for (let col = threadId(); col < width; col += numThreads()) {
+    for (let col = thread; col < width; col += threads) {
       const cx = x0 + <f32>col * dx;
       let zx: f32 = 0.0;
       let zy: f32 = 0.0;
@@ -58,10 +71,12 @@ export function dot_partial(n: i32, x: usize, y: usize, partials: usize): void {
   const block = (n + teams - 1) / teams;
   const start = team * block;
   const end = min(n, start + block);
+  const threads = numThreads();
+  const thread = threadId();
   let sum: f32 = 0.0;
-  for (let i = start + threadId(); i < end; i += numThreads()) {
+  for (let i = start + thread; i < end; i += threads) {
     const offset = <usize>i << 2;
     sum += load<f32>(x + offset) * load<f32>(y + offset);
   }
-  store<f32>(partials + ((<usize>team * <usize>numThreads() + <usize>threadId()) << 2), sum);
+  store<f32>(partials + ((<usize>team * <usize>threads + <usize>thread) << 2), sum);
 }

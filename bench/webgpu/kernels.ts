@@ -5,15 +5,25 @@
 import { numTeams, numThreads, teamId, threadId } from "offload-ts/device";
 
 /**
- * y[i] = a * x[i] + y[i] for i < n over f32 vectors, one contiguous block per team, which the
- * team's threads stride through (one thread per team on the host, coalesced on a GPU).
+ * y[i] = a * x[i] + y[i] for i < n over f32 vectors. With one thread per team (the host device)
+ * each team takes one contiguous block, so no two workers write the same cache line; with
+ * teams of threads (a GPU) every invocation strides over the whole grid, so that neighbouring
+ * invocations touch neighbouring elements. The branch is the same for the whole launch.
  */
 export function saxpy(n: i32, a: f32, x: usize, y: usize): void {
+  // Read once: on the host device each device library call is a call out of wasm.
+  const threads = numThreads();
   const teams = numTeams();
-  const block = (n + teams - 1) / teams;
-  const start = teamId() * block;
-  const end = min(n, start + block);
-  for (let i = start + threadId(); i < end; i += numThreads()) {
+  let start = teamId() * threads + threadId();
+  let end = n;
+  let stride = teams * threads;
+  if (threads == 1) {
+    const block = (n + teams - 1) / teams;
+    start = teamId() * block;
+    end = min(n, start + block);
+    stride = 1;
+  }
+  for (let i = start; i < end; i += stride) {
     const offset = <usize>i << 2;
     store<f32>(y + offset, a * load<f32>(x + offset) + load<f32>(y + offset));
   }

@@ -284,8 +284,9 @@ class FunctionTranslator {
       });
       const body = this.block(fn.body!, 1);
       const ret = this.returnType === 'void' ? '' : ` -> ${wgslType(this.returnType)}`;
-      // A function with a result must end in a return; AssemblyScript checked that every path does.
-      const end = this.returnType === 'void' ? '' : `  return ${zero(this.returnType)};\n`;
+      // WGSL wants a function with a result to end in a return where its last statement may not
+      // return (AssemblyScript checked that every path does); one after it would be unreachable.
+      const end = this.returnType === 'void' || alwaysReturns(fn.body!) ? '' : `  return ${zero(this.returnType)};\n`;
       return `fn ${helperName(fn)}(${declared.join(', ')})${ret} {\n${prologue.join('\n')}${prologue.length ? '\n' : ''}${body}${end}}\n`;
     }
     const kernel = fn.name;
@@ -881,6 +882,17 @@ const COMPOUND: Record<string, string> = {
   GreaterThan_GreaterThan_Equals: 'GreaterThan_GreaterThan',
   GreaterThan_GreaterThan_GreaterThan_Equals: 'GreaterThan_GreaterThan_GreaterThan',
 };
+
+/** Whether `node` returns on every path, by WGSL's rules (a return, or an if/else whose branches both do). */
+function alwaysReturns(node: SyntaxNode): boolean {
+  if (node.k === 'Return') return true;
+  if (node.k === 'Block') {
+    const last = (node.statements as SyntaxNode[]).at(-1);
+    return last !== undefined && alwaysReturns(last);
+  }
+  if (node.k === 'If') return node.ifFalse !== null && alwaysReturns(node.ifTrue as SyntaxNode) && alwaysReturns(node.ifFalse as SyntaxNode);
+  return false;
+}
 
 /** Whether WGSL takes `name` as it is: not reserved, and clear of the names the translation makes (`__`, `offload_`). */
 function isPlainName(name: string): boolean {

@@ -43,6 +43,11 @@ interface Value {
   code: string;
   type: Ty;
   base?: string;
+  /**
+   * For an address (or a number added to one) known to be a multiple of 4: its value / 4, so
+   * that a 4-byte access indexes its binding's words without shifting the byte offset back.
+   */
+  words?: string;
   /** An untyped literal whose type came from its context (it may adopt the other operand's). */
   literal?: SyntaxNode;
 }
@@ -167,6 +172,8 @@ interface Binding {
   type: Ty;
   base?: string;
   constant: boolean;
+  /** The WGSL name of a constant holding the value / 4 (see Value.words). */
+  words?: string;
 }
 
 /** What one kernel's translation found it needs of its pointer bindings. */
@@ -302,6 +309,7 @@ class FunctionTranslator {
         bindings.push(`@group(0) @binding(${binding++}) var<storage, ${access}> ${name}: array<${element}>;`);
         prologue.push(`  _ = &${name};`);
         const local = this.declare(param.name, 'usize', param.name, false);
+        this.scopes.at(-1)!.get(param.name)!.words = `(${local} >> 2u)`;
         prologue.push(`  var ${local}: u32 = 0u;`);
         continue;
       }
@@ -334,9 +342,9 @@ class FunctionTranslator {
 
   // ---- scopes ----
 
-  private declare(name: string, type: Ty, base: string | undefined, constant: boolean): string {
+  private declare(name: string, type: Ty, base: string | undefined, constant: boolean, words?: string): string {
     const wgsl = isPlainName(name) ? name : `${name.replace(/^_+/, 'u')}_v${this.temps++}`;
-    this.scopes.at(-1)!.set(name, { wgsl, type, base, constant });
+    this.scopes.at(-1)!.set(name, { wgsl, type, base, constant, ...(words ? { words } : {}) });
     return wgsl;
   }
 
@@ -398,7 +406,7 @@ class FunctionTranslator {
           const init = node.initializer as SyntaxNode | null;
           let head = '';
           let hoisted = '';
-          if (init?.k === 'Variable' && (init.declarations as SyntaxNode[]).length === 1) head = this.variable((init.declarations as SyntaxNode[])[0]!);
+          if (init?.k === 'Variable' && (init.declarations as SyntaxNode[]).length === 1) head = this.variable((init.declarations as SyntaxNode[])[0]!, true);
           else if (init?.k === 'Variable') hoisted = (init.declarations as SyntaxNode[]).map((d) => `${pad}  ${this.variable(d)};\n`).join('');
           else if (init?.k === 'Expression') head = this.simpleStatement(init.expression as SyntaxNode);
           else if (init) fail(init, 'has a for-loop initializer WGSL cannot express');
@@ -426,7 +434,7 @@ class FunctionTranslator {
     }
   }
 
-  private variable(node: SyntaxNode): string {
+  private variable(node: SyntaxNode, inline = false): string {
     const name = (node.name as SyntaxNode).text as string;
     const declared = node.type ? typeOfNode(node.type as SyntaxNode, `variable '${name}'`) : undefined;
     const constant = ((node.flags as number) & 8) !== 0; // CommonFlags.Const
@@ -440,9 +448,12 @@ class FunctionTranslator {
     }
     const type = declared ?? value!.type;
     if (type === 'void') fail(node, `declares '${name}' from a call without a value`);
-    const wgsl = this.declare(name, type, value?.base, constant);
+    // A constant that is a multiple of 4 keeps its value / 4 beside it, for the accesses through it.
+    const words = constant && !inline && value?.words !== undefined ? `offload_w${this.temps++}` : undefined;
+    const wgsl = this.declare(name, type, value?.base, constant, words);
     const init = value ? ` = ${value.code}` : '';
-    return `${constant && value ? 'let' : 'var'} ${wgsl}: ${wgslType(type)}${init}`;
+    const declaration = `${constant && value ? 'let' : 'var'} ${wgsl}: ${wgslType(type)}${init}`;
+    return words ? `${declaration}; let ${words}: u32 = ${value!.words}` : declaration;
   }
 
   /** An expression statement: an assignment, ++/--, or a call whose value is dropped. */
@@ -513,7 +524,7 @@ class FunctionTranslator {
         return { code: 'false', type: 'bool' };
       case 'Identifier': {
         const found = this.lookup(node);
-        if (found) return { code: found.wgsl, type: found.type, base: found.base };
+        if (found) return { code: found.wgsl, type: found.type, base: found.base, ...(found.words ? { words: found.words } : {}) };
         const constant = this.constants.get(node.element as string);
         if (constant !== undefined) return this.constant(node, constant, context);
         return fail(node, `reads '${node.text}', which is not a local variable, a parameter or a top-level constant`);
@@ -583,7 +594,10 @@ class FunctionTranslator {
       // WGSL shifts by a u32; its operands are unary expressions (hence the parentheses everywhere).
       const amount = right.literal ? literal(right.literal, 'u32').code : right.type === 'i32' ? `u32(${right.code})` : right.code;
       if (operator === 'GreaterThan_GreaterThan_GreaterThan' && left.type === 'i32') return { code: `bitcast<i32>(bitcast<u32>(${left.code}) >> ${amount})`, type: 'i32' };
-      return { code: `(${left.code} ${operator === 'LessThan_LessThan' ? '<<' : '>>'} ${amount})`, type: left.type };
+      const code = `(${left.code} ${operator === 'LessThan_LessThan' ? '<<' : '>>'} ${amount})`;
+      // x << 2 is 4x: its value / 4 is x (the bits shifted out are the same either way).
+      const quarter = operator === 'LessThan_LessThan' && right.literal && Number(right.literal.value) === 2 ? (left.type === 'i32' ? `u32(${left.code})` : left.code) : undefined;
+      return { code, type: left.type, ...(quarter ? { words: quarter } : {}) };
     }
     if (isInteger(left.type) && isInteger(right.type) && unsignedness(left.type) !== unsignedness(right.type)) {
       if (right.literal) right = literal(right.literal, left.type);
@@ -605,7 +619,10 @@ class FunctionTranslator {
       }
     }
     if (COMPARISONS.has(operator)) return { code: `(${left.code} ${symbol} ${right.code})`, type: 'bool' };
-    return { code: `(${left.code} ${symbol} ${right.code})`, type, base };
+    const lw = left.words ?? literalWords(left);
+    const rw = right.words ?? literalWords(right);
+    const words = (operator === 'Plus' || operator === 'Minus') && unsignedness(type) && lw !== undefined && rw !== undefined ? `(${lw} ${symbol} ${rw})` : undefined;
+    return { code: `(${left.code} ${symbol} ${right.code})`, type, base, ...(words ? { words } : {}) };
   }
 
   private unify(node: SyntaxNode, a: SyntaxNode, b: SyntaxNode, context?: Ty): [Value, Value] {
@@ -769,7 +786,7 @@ class FunctionTranslator {
   }
 
   /** The binding and byte offset of an address argument plus a constant offset. */
-  private address(node: SyntaxNode, pointer: SyntaxNode, offsetArg?: SyntaxNode): { binding: string; param: string; offset: string } {
+  private address(node: SyntaxNode, pointer: SyntaxNode, offsetArg?: SyntaxNode): { binding: string; param: string; offset: string; word: string } {
     const value = this.expression(pointer, 'usize');
     if (value.base === undefined) return fail(node, 'accesses memory at an address that cannot be traced back to one pointer parameter');
     let immediate = 0;
@@ -778,7 +795,9 @@ class FunctionTranslator {
       immediate = Number(offsetArg.value);
     }
     const offset = immediate === 0 ? value.code : `(${value.code}) + ${immediate}u`;
-    return { binding: this.pointers.get(value.base)!, param: value.base, offset };
+    // The word a 4-byte access at this address reads: from the value / 4 where it is known.
+    const word = value.words !== undefined && immediate % 4 === 0 ? (immediate === 0 ? value.words : `${value.words} + ${immediate / 4}u`) : `(${offset}) >> 2u`;
+    return { binding: this.pointers.get(value.base)!, param: value.base, offset, word };
   }
 
   private memoryAccess(node: SyntaxNode, name: 'load' | 'store', typeArgs: string[], args: SyntaxNode[]): Value {
@@ -792,7 +811,7 @@ class FunctionTranslator {
     if (isStore) this.memory.written.add(at.param);
     const element = declared === 'usize' ? 'usize' : memoryType.type;
     if (memoryType.bytes === 4) {
-      const index = `${at.binding}[(${at.offset}) >> 2u]`;
+      const index = `${at.binding}[${at.word}]`;
       if (!isStore) {
         const word = atomic ? `atomicLoad(&${index})` : index;
         return { code: memoryType.type === 'u32' ? word : `bitcast<${memoryType.type}>(${word})`, type: element === 'usize' ? 'usize' : memoryType.type };
@@ -835,7 +854,7 @@ class FunctionTranslator {
     const at = this.address(node, args[0]!, offsetArg);
     this.memory.atomic.add(at.param);
     if (!isLoad) this.memory.written.add(at.param);
-    const index = `&${at.binding}[(${at.offset}) >> 2u]`;
+    const index = `&${at.binding}[${at.word}]`;
     if (isLoad) return { code: type === 'u32' ? `atomicLoad(${index})` : `bitcast<i32>(atomicLoad(${index}))`, type };
     const value = this.coerce(this.expression(args[1]!, type), type, node);
     const bits = type === 'u32' ? value.code : `bitcast<u32>(${value.code})`;
@@ -882,6 +901,13 @@ const COMPOUND: Record<string, string> = {
   GreaterThan_GreaterThan_Equals: 'GreaterThan_GreaterThan',
   GreaterThan_GreaterThan_GreaterThan_Equals: 'GreaterThan_GreaterThan_GreaterThan',
 };
+
+/** A u32 literal's value / 4 when it is a multiple of 4 (as code), else undefined. */
+function literalWords(value: Value): string | undefined {
+  if (value.literal?.literalKind !== 'Integer' || !unsignedness(value.type)) return undefined;
+  const n = BigInt.asUintN(32, BigInt(value.literal.value as string));
+  return n % 4n === 0n ? `${n / 4n}u` : undefined;
+}
 
 /** Whether `node` returns on every path, by WGSL's rules (a return, or an if/else whose branches both do). */
 function alwaysReturns(node: SyntaxNode): boolean {

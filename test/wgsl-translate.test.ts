@@ -98,10 +98,10 @@ describe('WGSL translation in offload build', { timeout: 300_000 }, () => {
       { name: 'bytes', type: 'ptr', binding: 4, readOnly: false },
     ]);
     assert.equal(kernel!.workgroupSize, 'offload_threads');
-    assert.match(wgsl.text, /var<storage, read> k__src: array<u32>;/);
-    assert.match(wgsl.text, /var<storage, read_write> k__counts: array<atomic<u32>>;/);
-    assert.match(wgsl.text, /var<storage, read_write> k__bytes: array<atomic<u32>>;/);
-    assert.match(wgsl.text, /atomicAnd\(&k__bytes\[/);
+    assert.match(wgsl.text, /var<storage, read> k__p_src: array<u32>;/);
+    assert.match(wgsl.text, /var<storage, read_write> k__p_counts: array<atomic<u32>>;/);
+    assert.match(wgsl.text, /var<storage, read_write> k__p_bytes: array<atomic<u32>>;/);
+    assert.match(wgsl.text, /atomicAnd\(&k__p_bytes\[/);
   });
 
   it('notes each kernel it cannot translate, with its file, line and why, and builds the wasm image of every kernel', async () => {

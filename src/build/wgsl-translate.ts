@@ -302,7 +302,7 @@ class FunctionTranslator {
     let binding = 1;
     for (const param of params) {
       if (param.type === 'usize') {
-        const name = `${kernel}__${param.name}`;
+        const name = `${kernel}__p_${param.name}`;
         this.pointers.set(param.name, name);
         const access = this.memory.written.has(param.name) || this.memory.atomic.has(param.name) ? 'read_write' : 'read';
         const element = this.memory.atomic.has(param.name) ? 'atomic<u32>' : 'u32';
@@ -317,18 +317,19 @@ class FunctionTranslator {
       const local = this.declare(param.name, type, undefined, false);
       if (type === 'bool') {
         members.push(`${local}: u32`);
-        prologue.push(`  var ${local}: bool = ${kernel}__args.${local} != 0u;`);
+        prologue.push(`  var ${local}: bool = ${kernel}__u.${local} != 0u;`);
       } else {
         members.push(`${local}: ${wgslType(type)}`);
-        prologue.push(`  var ${local}: ${wgslType(type)} = ${kernel}__args.${local};`);
+        prologue.push(`  var ${local}: ${wgslType(type)} = ${kernel}__u.${local};`);
       }
     }
     const body = this.block(fn.body!, 1);
     const out: string[] = [];
     if (members.length > 0) {
-      out.push(`struct ${kernel}__Args { ${members.join(', ')} }`);
-      out.push(`@group(0) @binding(0) var<uniform> ${kernel}__args: ${kernel}__Args;`);
-      prologue.unshift(`  _ = &${kernel}__args;`);
+      // Named apart from the pointers' bindings (`__p_`) and the called functions (`__fn_`).
+      out.push(`struct ${kernel}__U { ${members.join(', ')} }`);
+      out.push(`@group(0) @binding(0) var<uniform> ${kernel}__u: ${kernel}__U;`);
+      prologue.unshift(`  _ = &${kernel}__u;`);
     }
     out.push(...bindings);
     out.push(`@compute @workgroup_size(${TRANSLATED_THREADS})`);

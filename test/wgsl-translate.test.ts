@@ -122,6 +122,19 @@ describe('WGSL translation in offload build', { timeout: 300_000 }, () => {
     assert.deepEqual(wgslOf(built.bundle)!.info.kernels!.map((kernel) => kernel.name), ['fine']);
   });
 
+  it("translates a new user's kernels.ts (saxpy, dot, stencil, mandelbrot) and notes exactly the kernels that cannot be", async () => {
+    const source = path.join(import.meta.dirname, 'fixtures', 'webgpu', 'user-kernels.ts');
+    const built = await buildBundle({ sources: [source], output: path.join(dir, 'out', 'user') });
+    assert.deepEqual(wgslOf(built.bundle)!.info.kernels!.map((kernel) => kernel.name), ['saxpy', 'dot', 'stencil', 'mandelbrot']);
+    assert.deepEqual(
+      built.notes.map((note) => [note.kernel, note.reason]),
+      [
+        ['norm_f64', 'uses the float literal 0.0 where AssemblyScript computes in f64 (WGSL has no f64): give it an f32 context, as <f32>0.0'],
+        ['trace_values', 'calls print(): print() writes to the host, which WGSL kernels cannot reach'],
+      ],
+    );
+  });
+
   it("fails with every note under wgsl: 'require', and translates nothing under 'off'", async () => {
     const { text } = refusedSource();
     const files = { 'refused.ts': text };

@@ -1022,7 +1022,8 @@ function literal(node: SyntaxNode, context?: Ty, negate = false): Value {
   const kind = node.literalKind;
   if (kind === 'Float') {
     const value = (negate ? -1 : 1) * (node.value as number);
-    if (context !== 'f32') return fail(node, `uses the float literal ${value} where AssemblyScript computes in f64 (WGSL has no f64): give it an f32 context, as <f32>${value}`);
+    const shown = Number.isInteger(value) ? value.toFixed(1) : String(value);
+    if (context !== 'f32') return fail(node, `uses the float literal ${shown} where AssemblyScript computes in f64 (WGSL has no f64): give it an f32 context, as <f32>${shown}`);
     if (!Number.isFinite(Math.fround(value))) return fail(node, `uses the literal ${value}, which f32 cannot hold`);
     return { code: f32Literal(value), type: 'f32', literal: node };
   }

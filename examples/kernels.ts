@@ -1,17 +1,31 @@
 // Kernels of the `offload demo` command (AssemblyScript, compiled by buildBundle; not
-// type-checked by tsc). Pointers are usize byte offsets into device memory.
-import { numTeams, teamId } from "offload-ts/device";
+// type-checked by tsc). Pointers are usize byte offsets into device memory. One source for every
+// device: offload build compiles them to wasm (the host device) and translates them to WGSL (the
+// WebGPU device; README "One kernel source for every device"), so they compute in f32, the
+// floating point type WGSL has. Each team takes one contiguous block and its threads stride
+// through it: one thread per team on the host, a workgroup of them on a GPU.
+import { numTeams, numThreads, teamId, threadId } from "offload-ts/device";
 
 /**
- * y[i] = a * x[i] + y[i] for i < n, over f32 vectors. Each team takes one contiguous block, so
- * no two workers write the same cache line, and the team numbers are read once, not per element.
+ * y[i] = a * x[i] + y[i] for i < n, over f32 vectors. With one thread per team (the host device)
+ * each team takes one contiguous block, so no two workers write the same cache line; with teams
+ * of threads (a GPU) every invocation strides over the whole grid, so that neighbouring
+ * invocations touch neighbouring elements. The branch is the same for the whole launch.
  */
 export function saxpy(n: i32, a: f32, x: usize, y: usize): void {
+  // Read once: on the host device each device library call is a call out of wasm.
+  const threads = numThreads();
   const teams = numTeams();
-  const block = (n + teams - 1) / teams;
-  const start = teamId() * block;
-  const end = min(n, start + block);
-  for (let i = start; i < end; i++) {
+  let start = teamId() * threads + threadId();
+  let end = n;
+  let stride = teams * threads;
+  if (threads == 1) {
+    const block = (n + teams - 1) / teams;
+    start = teamId() * block;
+    end = min(n, start + block);
+    stride = 1;
+  }
+  for (let i = start; i < end; i += stride) {
     const offset = <usize>i << 2;
     store<f32>(y + offset, a * load<f32>(x + offset) + load<f32>(y + offset));
   }
@@ -19,17 +33,20 @@ export function saxpy(n: i32, a: f32, x: usize, y: usize): void {
 
 /**
  * Iteration counts of the Mandelbrot set over a width x height grid whose pixel (col, row) is the
- * point (x0 + col * dx, y0 + row * dx); out receives u32 counts, row-major. Rows are spread over
- * the teams.
+ * point (x0 + col * dx, y0 + row * dx), in f32; out receives u32 counts, row-major. Rows are
+ * spread over the teams, a row's pixels over the team's threads.
  */
-export function mandelbrot(width: i32, height: i32, maxIter: i32, x0: f64, y0: f64, dx: f64, out: usize): void {
-  for (let row = teamId(); row < height; row += numTeams()) {
-    const cy = y0 + <f64>row * dx;
+export function mandelbrot(width: i32, height: i32, maxIter: i32, x0: f32, y0: f32, dx: f32, out: usize): void {
+  const teams = numTeams();
+  const threads = numThreads();
+  const thread = threadId();
+  for (let row = teamId(); row < height; row += teams) {
+    const cy = y0 + <f32>row * dx;
     const rowStart = out + ((<usize>row * <usize>width) << 2);
-    for (let col = 0; col < width; col++) {
-      const cx = x0 + <f64>col * dx;
-      let zx = 0.0;
-      let zy = 0.0;
+    for (let col = thread; col < width; col += threads) {
+      const cx = x0 + <f32>col * dx;
+      let zx: f32 = 0.0;
+      let zy: f32 = 0.0;
       let iter = 0;
       while (iter < maxIter && zx * zx + zy * zy <= 4.0) {
         const t = zx * zx - zy * zy + cx;
@@ -44,8 +61,9 @@ export function mandelbrot(width: i32, height: i32, maxIter: i32, x0: f64, y0: f
 
 /**
  * Partial dot products of two f32 vectors of length n: each team sums x[i] * y[i] over its
- * contiguous block, in f64, and stores the sum at partials + teamId * 8. The host adds the
- * numTeams partials.
+ * contiguous block in f32, thread k of the team over elements k, k + numThreads(), ... of it, and
+ * stores the sum at partials + (teamId * numThreads + k) * 4: one partial per team on the host,
+ * one per thread on a GPU. The host adds the partials.
  */
 export function dot_partial(n: i32, x: usize, y: usize, partials: usize): void {
   const teams = numTeams();
@@ -53,10 +71,12 @@ export function dot_partial(n: i32, x: usize, y: usize, partials: usize): void {
   const block = (n + teams - 1) / teams;
   const start = team * block;
   const end = min(n, start + block);
-  let sum = 0.0;
-  for (let i = start; i < end; i++) {
+  const threads = numThreads();
+  const thread = threadId();
+  let sum: f32 = 0.0;
+  for (let i = start + thread; i < end; i += threads) {
     const offset = <usize>i << 2;
-    sum += <f64>load<f32>(x + offset) * <f64>load<f32>(y + offset);
+    sum += load<f32>(x + offset) * load<f32>(y + offset);
   }
-  store<f64>(partials + (<usize>team << 3), sum);
+  store<f32>(partials + ((<usize>team * <usize>threads + <usize>thread) << 2), sum);
 }

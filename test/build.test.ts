@@ -114,13 +114,21 @@ test('the fixtures build lists every exported kernel with its parameter names an
   assert.deepEqual(params('empty'), []);
 });
 
-test('the bundle file holds one wasm image and decodes to the returned manifest', { timeout: 120_000 }, async () => {
+test('the bundle file holds a wasm image and the WGSL translation of its kernels, and decodes to the returned manifest', { timeout: 120_000 }, async () => {
   assert.equal(fixtures.path, path.join(dir, 'out', 'fixtures.offload'));
   const { manifest, images } = await readBundleFile(fixtures.path);
   assert.deepEqual(manifest, fixtures.manifest);
-  assert.equal(images.length, 1);
+  assert.equal(images.length, 2);
   assert.equal(manifest.images[0]!.format, 'wasm');
   assert.equal(manifest.images[0]!.triple, WASM_TRIPLE);
+  assert.equal(manifest.images[1]!.format, 'wgsl');
+  assert.equal(manifest.images[1]!.source, 'kernels.translated.wgsl');
+  const translated = ['empty', 'fill_f32', 'saxpy', 'iota_i32', 'add_i32', 'record_grid', 'busy', 'wait_flag', 'count_team', 'spin'];
+  assert.deepEqual(manifest.images[1]!.kernels!.map((kernel) => kernel.name), translated);
+  // Every other kernel has a note, in source order, naming its line.
+  const notes = fixtures.notes.map((note) => [note.kernel, note.file, note.line]);
+  assert.deepEqual(notes.map(([kernel]) => kernel), ['scale_f64', 'sum_i64', 'trap_oob', 'trap_abort', 'trap_unreachable', 'mixed', 'scan_memory', 'say']);
+  for (const [, file, line] of notes) assert.ok(file === path.relative(process.cwd(), FIXTURES) && Number(line) > 1, `${file}:${line}`);
 });
 
 test('the image imports a shared env.memory with the ABI maximum, and only device imports', { timeout: 120_000 }, () => {

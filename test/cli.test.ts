@@ -123,14 +123,14 @@ describe('offload command', { timeout: 300_000 }, () => {
     assert.match(stdout, /all 3 kernels checked OK/);
   });
 
-  it('runs the demo on a WebGPU device too: the kernels its WGSL image has', async (t) => {
+  it('runs the demo on a WebGPU device too: every kernel, translated to WGSL from the one source', async (t) => {
     const reason = await webgpuSkipReason();
     if (reason) return t.skip(reason);
     const { code, stdout, stderr } = await offload(['demo', '--size', '10000'], { OFFLOAD_WEBGPU: 'fallback' });
     assert.equal(code, 0, stderr);
-    assert.match(stdout, /^saxpy +1 .*\(WebGPU.* x 64 .*checked: OK$/m);
-    assert.match(stdout, /not in the device's image \(WGSL has no f64\): dot_partial on device 1, mandelbrot on device 1/);
-    assert.match(stdout, /all 4 kernels checked OK on 2 devices/);
+    for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} +1 .*\\(WebGPU.* x 64 .*checked: OK$`, 'm'));
+    assert.doesNotMatch(stdout, /not in the device's image/);
+    assert.match(stdout, /all 6 kernels checked OK on 2 devices/);
   });
 
   it('lists the WebGPU device with its adapter limits, or says why there is none', async (t) => {
@@ -154,8 +154,22 @@ describe('offload command', { timeout: 300_000 }, () => {
     const { code, stdout, stderr } = await offload(['build', 'test/fixtures/kernels.ts', 'test/fixtures/kernels.wgsl', '-o', output]);
     assert.equal(code, 0, stderr);
     assert.match(stdout, /image {4}wasm32-unknown-offload/);
+    // scan_memory from the .wgsl file, 10 kernels translated from the .ts file; a note for each of the other 8.
     assert.match(stdout, /image {4}wgsl-unknown-webgpu, .*, 11 kernels from kernels\.wgsl/);
-    const twoWgsl = await offload(['build', 'test/fixtures/kernels.wgsl', 'examples/kernels.wgsl', '-o', output]);
+    const notes = stderr.split('\n').filter((line) => line.startsWith('note: '));
+    assert.deepEqual(
+      notes.map((line) => /kernel '(\w+)'/.exec(line)![1]),
+      ['scale_f64', 'sum_i64', 'trap_oob', 'trap_abort', 'trap_unreachable', 'mixed', 'say'],
+    );
+    assert.match(stderr, /^note: test\/fixtures\/kernels\.ts:\d+: kernel 'say' is not translated to WGSL \(it runs on wasm devices only\): it calls print\(\)/m);
+    const required = await offload(['build', 'test/fixtures/kernels.ts', '--wgsl=require', '-o', output]);
+    assert.equal(required.code, 1);
+    assert.match(required.stderr, /INVALID_ARGUMENT.*--wgsl=require: 8 kernel\(s\) cannot be translated/);
+    assert.match(required.stderr, /kernels\.ts:\d+: kernel 'scan_memory' .*cannot be traced back to one pointer parameter|kernel 'scan_memory' .*compares an address/);
+    const badMode = await offload(['build', 'test/fixtures/kernels.ts', '--wgsl=maybe', '-o', output]);
+    assert.equal(badMode.code, 2);
+    assert.match(badMode.stderr, /--wgsl must be auto, require or off/);
+    const twoWgsl = await offload(['build', 'test/fixtures/kernels.wgsl', 'test/fixtures/webgpu/abi.wgsl', '-o', output]);
     assert.equal(twoWgsl.code, 1);
     assert.match(twoWgsl.stderr, /INVALID_ARGUMENT.*one WGSL image/);
   });

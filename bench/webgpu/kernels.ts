@@ -1,16 +1,29 @@
-// Kernels of the `webgpu` bench suite for the host device (AssemblyScript, compiled by
-// buildBundle; not type-checked by tsc). Their WGSL twins, with the same parameters, are in
-// kernels.wgsl beside this file: the same bundle runs them on the WebGPU device.
+// Kernels of the `webgpu` bench suite (AssemblyScript, compiled by buildBundle; not type-checked
+// by tsc), one source for both devices: the host device runs their wasm image, the WebGPU device
+// their WGSL translation (offload build; README "One kernel source for every device").
 // Pointers are usize byte offsets into device memory.
 import { numTeams, numThreads, teamId, threadId } from "offload-ts/device";
 
-/** y[i] = a * x[i] + y[i] for i < n over f32 vectors, one contiguous block per team. */
+/**
+ * y[i] = a * x[i] + y[i] for i < n over f32 vectors. With one thread per team (the host device)
+ * each team takes one contiguous block, so no two workers write the same cache line; with
+ * teams of threads (a GPU) every invocation strides over the whole grid, so that neighbouring
+ * invocations touch neighbouring elements. The branch is the same for the whole launch.
+ */
 export function saxpy(n: i32, a: f32, x: usize, y: usize): void {
+  // Read once: on the host device each device library call is a call out of wasm.
+  const threads = numThreads();
   const teams = numTeams();
-  const block = (n + teams - 1) / teams;
-  const start = teamId() * block;
-  const end = min(n, start + block);
-  for (let i = start; i < end; i++) {
+  let start = teamId() * threads + threadId();
+  let end = n;
+  let stride = teams * threads;
+  if (threads == 1) {
+    const block = (n + teams - 1) / teams;
+    start = teamId() * block;
+    end = min(n, start + block);
+    stride = 1;
+  }
+  for (let i = start; i < end; i += stride) {
     const offset = <usize>i << 2;
     store<f32>(y + offset, a * load<f32>(x + offset) + load<f32>(y + offset));
   }

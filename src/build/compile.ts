@@ -7,7 +7,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { OffloadError, errors } from '../errors.js';
-import { BUNDLE_EXTENSION, encodeBundle } from '../image/bundle.js';
+import { BUNDLE_EXTENSION, decodeBundle, encodeBundle } from '../image/bundle.js';
 import type { EntryInfo, ImageInfo, Manifest } from '../image/manifest.js';
 import {
   ASYNCIFY_EXPORTS,
@@ -21,12 +21,13 @@ import {
   STATIC_WINDOW_START,
   WASM_TRIPLE,
 } from '../image/wasm-abi.js';
-import { runCompiler } from './compiler-job.js';
+import { runCompiler, type ConstantSyntax, type FunctionSyntax, type KernelSignature } from './compiler-job.js';
 import { kernelEntries } from './kernel-signatures.js';
 import { checkFitsWindow, fnv1a32, pickStaticBase, staticSizeOf } from './static-placement.js';
 import { exportedAddresses, readWasmModuleInfo, type MemoryLimits, type WasmModuleInfo } from './wasm-module-info.js';
 import { wrapperSource, wrapperTypes } from './wrappers.js';
 import { joinEntries, WGSL_TRIPLE, wgslKernels } from './wgsl-kernels.js';
+import { translateKernels, type TranslationNote } from './wgsl-translate.js';
 
 export interface BuildOptions {
   /**
@@ -50,6 +51,14 @@ export interface BuildOptions {
   optimize?: boolean;
   /** Keep debug information (function names) in the image (default false). */
   debug?: boolean;
+  /**
+   * The WGSL translation of the AssemblyScript kernels (README "One kernel source for every
+   * device"): `'auto'` (default) translates every kernel the subset covers and notes the others
+   * (BuildResult.notes); `'require'` fails the build when a kernel does not translate; `'off'`
+   * translates nothing. A kernel the `.wgsl` source defines is never translated: the hand-written
+   * one wins (checked against the same signature).
+   */
+  wgsl?: 'auto' | 'require' | 'off';
 }
 
 export interface BuildResult {
@@ -60,6 +69,8 @@ export interface BuildResult {
   bundle: Uint8Array;
   /** The typed host wrappers written next to the bundle (see wrappers.ts). */
   wrappers: { js: string; dts: string };
+  /** The kernels that stay wasm-only (no WGSL translation), each with where and why. */
+  notes: TranslationNote[];
 }
 
 /**
@@ -95,6 +106,11 @@ interface CompiledImage {
   /** Text format of the optimized module; it keeps function and global names. */
   wat: string;
   entries: EntryInfo[];
+  /** The kernels' signatures and the user functions' syntax, for the WGSL translation. */
+  kernels: KernelSignature[];
+  functions: FunctionSyntax[];
+  constants: ConstantSyntax[];
+  display: (source: string) => string;
 }
 
 /**
@@ -116,27 +132,47 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
   const images: { info: ImageInfo; bytes: Uint8Array }[] = [];
   let entries: EntryInfo[] = [];
   const texts: Record<string, string> = {};
+  let wasm: Awaited<ReturnType<typeof buildWasmImage>> | undefined;
   if (tsSources.length > 0) {
-    const wasm = await buildWasmImage(tsSources, name, options);
+    wasm = await buildWasmImage(tsSources, name, options);
     images.push(wasm.image);
     entries = wasm.entries;
     Object.assign(texts, wasm.texts);
   }
+  // The WGSL image: the hand-written kernels first (they win), then the translated ones.
+  let wgslText = '';
+  let shown = `${path.basename(tsSources[0] ?? name).replace(/\.ts$/, '')}.translated.wgsl`;
+  let handWritten = new Set<string>();
   if (wgslSource !== undefined) {
     const file = path.resolve(wgslSource);
-    const text = await readSourceFile(file);
-    const shown = path.basename(file);
-    const joined = joinEntries(entries, wgslKernels(text, shown), shown);
+    wgslText = await readSourceFile(file);
+    shown = path.basename(file);
+    texts[file] = wgslText;
+    handWritten = new Set(wgslKernels(wgslText, shown).map((kernel) => kernel.name));
+  }
+  let notes: TranslationNote[] = [];
+  if (wasm !== undefined && options.wgsl !== 'off') {
+    const built = new Set(entries.map((entry) => entry.name));
+    const kernels = wasm.compiled.kernels.filter((kernel) => built.has(kernel.name));
+    const translation = translateKernels({ functions: wasm.compiled.functions, constants: wasm.compiled.constants }, kernels, wasm.compiled.display, handWritten);
+    notes = translation.notes;
+    if (options.wgsl === 'require' && notes.length > 0) {
+      throw errors.invalidArgument(`--wgsl=require: ${notes.length} kernel(s) cannot be translated to WGSL:\n${notes.map(formatNote).join('\n')}`);
+    }
+    if (translation.wgsl !== '') wgslText = wgslText === '' ? translation.wgsl : `${wgslText}\n${translation.wgsl}`;
+  }
+  if (wgslText !== '') {
+    const joined = joinEntries(entries, wgslKernels(wgslText, shown), shown);
     entries = joined.entries;
-    texts[file] = text;
-    const bytes = new TextEncoder().encode(text);
+    const bytes = new TextEncoder().encode(wgslText);
     images.push({
       info: { format: 'wgsl', triple: WGSL_TRIPLE, offset: 0, size: bytes.length, staticBase: 0, staticSize: 0, minPages: 0, source: shown, kernels: joined.kernels },
       bytes,
     });
   }
-  const manifest: Manifest = { name, images: images.map((image) => image.info), entries };
-  const bundle = encodeBundle(manifest, images.map((image) => image.bytes));
+  const bundle = encodeBundle({ name, images: images.map((image) => image.info), entries }, images.map((image) => image.bytes));
+  // The manifest as written: encodeBundle places each image (its offset in the payload).
+  const { manifest } = decodeBundle(bundle);
   const file = options.output + BUNDLE_EXTENSION;
   const wrappers = { js: `${options.output}.js`, dts: `${options.output}.d.ts` };
   // The header names the sources relative to the wrapper, so the text does not depend on the working directory.
@@ -157,7 +193,12 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
   } catch (cause) {
     throw new OffloadError('INVALID_ARGUMENT', `cannot write ${target}: ${(cause as Error).message}`, { cause });
   }
-  return { path: file, manifest, bundle, wrappers };
+  return { path: file, manifest, bundle, wrappers, notes };
+}
+
+/** A note as the build prints it: `file:line: kernel 'name' runs on wasm devices only: why`. */
+export function formatNote(note: TranslationNote): string {
+  return `${note.file}:${note.line}: kernel '${note.kernel}' is not translated to WGSL (it runs on wasm devices only): it ${note.reason}`;
 }
 
 /** Compiles the AssemblyScript sources into the bundle's wasm image. */
@@ -197,12 +238,12 @@ async function buildWasmImage(files: string[], name: string, options: BuildOptio
     staticSize,
     minPages: memoryImportOf(info).minimum,
   };
-  return { image: { info: imageInfo, bytes: image.wasm }, entries, texts: sources.texts };
+  return { image: { info: imageInfo, bytes: image.wasm }, entries, texts: sources.texts, compiled: image };
 }
 
 function checkOptions(options: BuildOptions): void {
   if (typeof options !== 'object' || options === null) throw errors.invalidArgument('options must be an object');
-  const { sources, output, name, staticBase, optimize, debug } = options;
+  const { sources, output, name, staticBase, optimize, debug, wgsl } = options;
   if (!Array.isArray(sources) || sources.length === 0) {
     throw errors.invalidArgument('options.sources must be a non-empty array of .ts and .wgsl file paths');
   }
@@ -211,8 +252,8 @@ function checkOptions(options: BuildOptions): void {
       throw errors.invalidArgument(`options.sources[${i}] must be the path of a .ts (AssemblyScript) or .wgsl file`);
     }
   });
-  const wgsl = sources.filter((source) => source.endsWith('.wgsl'));
-  if (wgsl.length > 1) throw errors.invalidArgument(`options.sources names ${wgsl.length} .wgsl files (${wgsl.join(', ')}); a bundle holds one WGSL image`);
+  const wgslFiles = sources.filter((source) => source.endsWith('.wgsl'));
+  if (wgslFiles.length > 1) throw errors.invalidArgument(`options.sources names ${wgslFiles.length} .wgsl files (${wgslFiles.join(', ')}); a bundle holds one WGSL image`);
   if (typeof output !== 'string' || output === '') throw errors.invalidArgument('options.output must be a non-empty path');
   if (name !== undefined && typeof name !== 'string') throw errors.invalidArgument('options.name must be a string');
   if (
@@ -228,6 +269,9 @@ function checkOptions(options: BuildOptions): void {
   }
   if (optimize !== undefined && typeof optimize !== 'boolean') throw errors.invalidArgument('options.optimize must be a boolean');
   if (debug !== undefined && typeof debug !== 'boolean') throw errors.invalidArgument('options.debug must be a boolean');
+  if (wgsl !== undefined && wgsl !== 'auto' && wgsl !== 'require' && wgsl !== 'off') {
+    throw errors.invalidArgument(`options.wgsl must be 'auto', 'require' or 'off', got ${JSON.stringify(wgsl)}`);
+  }
 }
 
 async function readSources(files: string[]): Promise<SourceSet> {
@@ -293,7 +337,7 @@ async function compileImage(sources: SourceSet, staticBase: number, options: Bui
   if (output.error !== null) throw errors.invalidArgument(`AssemblyScript compilation failed: ${output.error}`);
   const entries = kernelEntries(output.kernels, display);
   if (output.wasm === null || output.wat === null) throw errors.invalidArgument('AssemblyScript compilation produced no module');
-  return { wasm: output.wasm, wat: output.wat, entries };
+  return { wasm: output.wasm, wat: output.wat, entries, kernels: output.kernels, functions: output.functions, constants: output.constants, display };
 }
 
 /** The path to show for a compiler source path (relative to baseDir, or a library path). */

@@ -45,6 +45,37 @@ export interface KernelSignature {
   requiredParameters: number;
 }
 
+/** A syntax tree node as the worker sends it: its NodeKind name, line and fields (see compiler-worker.js). */
+export interface SyntaxNode {
+  k: string;
+  line: number;
+  [field: string]: unknown;
+}
+
+/** A user function: its resolved signature and body (null, with `error`, when it has none to translate). */
+export interface FunctionSyntax {
+  name: string;
+  /** The compiler's name for it, `<source without .ts>/<name>`: what identifiers' `element` names. */
+  internalName: string;
+  /** Compiler path of the declaring source. */
+  source: string;
+  line: number;
+  params: { name: string; type: string }[] | null;
+  returnType: string | null;
+  body: SyntaxNode | null;
+  error: string | null;
+}
+
+/** A top-level `const`: its type as written (a NamedType node, or null) and initializer (null when it has none to translate). */
+export interface ConstantSyntax {
+  name: string;
+  internalName: string;
+  source: string;
+  line: number;
+  type: SyntaxNode | null;
+  initializer: SyntaxNode | null;
+}
+
 /** A compiler error; `source` null when it has no location, `line` and `column` count from 1. */
 export interface CompilerDiagnostic {
   code: number;
@@ -61,6 +92,10 @@ export interface CompileOutput {
   /** Error diagnostics, in the order reported. */
   diagnostics: CompilerDiagnostic[];
   kernels: KernelSignature[];
+  /** Every function of the user sources, as the WGSL translator reads them. */
+  functions: FunctionSyntax[];
+  /** Every top-level constant of the user sources. */
+  constants: ConstantSyntax[];
   /** The module, asyncified when it imports the barrier. */
   wasm: Uint8Array | null;
   /** Text format of the optimized module as asc made it (before asyncify); it keeps function and global names. */

@@ -18,7 +18,7 @@ const ASC = 'assemblyscript/asc';
 const BINARYEN = 'assemblyscript/binaryen';
 const COMPILER = 'assemblyscript';
 const TRANSFORM = 'assemblyscript/transform';
-const [{ default: asc }, { CommonFlags, ElementKind, SourceKind }, { Transform }] = await Promise.all([
+const [{ default: asc }, { CommonFlags, ElementKind, NodeKind, SourceKind, Token }, { Transform }] = await Promise.all([
   import(ASC),
   import(COMPILER),
   import(TRANSFORM),
@@ -34,9 +34,11 @@ const job = workerData;
 /** Text of every user source served to the compiler, by absolute path. */
 const texts = new Map(Object.entries(job.sources));
 
-/** Collects the raw signature of every exported function of the user entry files. */
+/** Collects the raw signature of every exported function of the user entry files, and every user function's syntax tree. */
 class KernelSignatureCollector extends Transform {
   kernels = [];
+  functions = [];
+  constants = [];
 
   afterInitialize(program) {
     const visited = new Set();
@@ -50,7 +52,95 @@ class KernelSignatureCollector extends Transform {
     };
     for (const file of program.filesByName.values()) {
       if (file.source.sourceKind === SourceKind.UserEntry) collect(file);
+      if (file.source.sourceKind === SourceKind.UserEntry || file.source.sourceKind === SourceKind.User) {
+        for (const element of file.members?.values() ?? []) {
+          if (element.kind === ElementKind.FunctionPrototype) this.functions.push(syntaxOf(program, element));
+          if (element.kind === ElementKind.Global && element.is(CommonFlags.Const)) this.constants.push(constantOf(program, element));
+        }
+      }
     }
+  }
+}
+
+/** asc's LiteralKind (a const enum the compiler does not export). */
+const LITERAL_KINDS = ['Float', 'Integer', 'String', 'Template', 'RegExp', 'Array', 'Object'];
+/** asc's AssertionKind. */
+const ASSERTION_KINDS = ['Prefix', 'As', 'NonNull', 'Const'];
+/** Bounds what one function's tree may cost to send (a kernel is far smaller). */
+const MAX_NODES = 100_000;
+
+/**
+ * A user function as plain data for the WGSL translator (src/build/wgsl-translate.ts): its
+ * resolved signature and its body's syntax tree, each node `{ k: NodeKind name, line, ...fields }`;
+ * identifiers carry the internal name of the element they name in the function's scope, type
+ * nodes the type they resolve to.
+ */
+/** A converter of `element`'s syntax trees to plain data (see syntaxOf), bounded by MAX_NODES. */
+function converterFor(program, element) {
+  const text = textOf(element.declaration.range.source.normalizedPath) ?? '';
+  const lineOf = (range) => text.slice(0, range.start).split('\n').length;
+  let nodes = 0;
+  const resolveType = (node) => {
+    try {
+      return program.resolver.resolveType(node, null, element, null, 1 /* ReportMode.Swallow */)?.toString() ?? null;
+    } catch {
+      return null;
+    }
+  };
+  const convert = (value) => {
+    if (value === null || value === undefined) return null;
+    if (typeof value === 'bigint') return value.toString();
+    if (typeof value !== 'object') return value;
+    if (Array.isArray(value)) return value.map(convert);
+    if (typeof value.kind !== 'number' || value.range === undefined) return null;
+    if (++nodes > MAX_NODES) throw new Error(`'${element.name}' is too large to translate`);
+    const kind = NodeKind[value.kind];
+    const out = { k: kind, line: lineOf(value.range) };
+    for (const [key, field] of Object.entries(value)) {
+      if (key === 'kind' || key === 'range' || key === 'currentlyResolving' || key === 'decorators') continue;
+      out[key] = convert(field);
+    }
+    if (kind === 'Binary' || kind === 'UnaryPrefix' || kind === 'UnaryPostfix') out.operator = Token[value.operator];
+    if (kind === 'Literal') out.literalKind = LITERAL_KINDS[value.literalKind];
+    // An integer literal's value is an i64 (a `long` object in the compiler's JS build).
+    if (out.literalKind === 'Integer') out.value = value.value.toString();
+    if (kind === 'Assertion') out.assertionKind = ASSERTION_KINDS[value.assertionKind];
+    if (kind === 'Identifier') out.element = element.lookup(value.text)?.internalName ?? null;
+    if (kind === 'NamedType') out.resolved = resolveType(value);
+    return out;
+  };
+  return { convert, lineOf };
+}
+
+/** A top-level constant as plain data: its declared type (resolved) and initializer tree. */
+function constantOf(program, global) {
+  const declaration = global.declaration;
+  const base = { name: global.name, internalName: global.internalName, source: declaration.range.source.normalizedPath };
+  try {
+    const { convert, lineOf } = converterFor(program, global);
+    return { ...base, line: lineOf(declaration.range), type: convert(declaration.type), initializer: convert(declaration.initializer) };
+  } catch (error) {
+    return { ...base, line: 0, type: null, initializer: null };
+  }
+}
+
+function syntaxOf(program, prototype) {
+  const declaration = prototype.declaration;
+  const source = declaration.range.source;
+  const { convert, lineOf } = converterFor(program, prototype);
+  const signature = prototype.is(CommonFlags.Generic) ? null : program.resolver.resolveFunction(prototype, null)?.signature;
+  const base = { name: prototype.name, internalName: prototype.internalName, source: source.normalizedPath, line: lineOf(declaration.range) };
+  if (!signature) return { ...base, params: null, returnType: null, body: null, error: 'generic or unresolved signature' };
+  try {
+    return {
+      ...base,
+      params: signature.parameterTypes.map((type, i) => ({ name: declaration.signature.parameters[i]?.name.text ?? `arg${i}`, type: type.toString() })),
+      returnType: signature.returnType.toString(),
+      body: convert(declaration.body),
+      error: null,
+    };
+  } catch (error) {
+    return { ...base, params: null, returnType: null, body: null, error: error.message };
   }
 }
 
@@ -153,6 +243,8 @@ parentPort.postMessage({
   error: result.error === null ? null : `${result.error.message}\n${result.stderr.toString()}`,
   diagnostics,
   kernels: collector.kernels,
+  functions: collector.functions,
+  constants: collector.constants,
   wasm: result.error === null && diagnostics.length === 0 ? await withBarriers(outputs.get(job.wasmFile)) : (outputs.get(job.wasmFile) ?? null),
   wat: outputs.get(job.watFile) ?? null,
 });

@@ -1,6 +1,6 @@
 /** `offload build`: AssemblyScript and WGSL kernel sources to a bundle, via buildBundle. */
 import { parseArgs } from 'node:util';
-import { buildBundle } from '../build/compile.js';
+import { buildBundle, formatNote } from '../build/compile.js';
 import { formatBytes, formatDuration, formatSignature, hex, usageError } from './format.js';
 
 export const summary = 'Compile AssemblyScript and WGSL kernels into a bundle (<out>.offload)';
@@ -8,9 +8,13 @@ export const summary = 'Compile AssemblyScript and WGSL kernels into a bundle (<
 const HELP = `Usage: offload build <kernels.ts...> [kernels.wgsl] -o <out> [options]
 
 ${summary}. Every exported function of the
-.ts sources becomes a kernel of the wasm image (host device); every @compute
-entry point of the .wgsl file a kernel of the wgsl image (WebGPU device), by
-the ABI in docs/wgsl-abi.md. Each device loads the image it can run. Typed
+.ts sources becomes a kernel of the wasm image (host device), and is
+translated to WGSL for the wgsl image (WebGPU device) when it keeps to the
+subset README states; a note names each kernel that is not (file:line and
+why), which then runs on wasm devices only. Every @compute entry point of the
+.wgsl file is a kernel of the wgsl image, by the ABI in docs/wgsl-abi.md, and
+wins over the translation of a kernel of the same name. Each device loads the
+image it can run. Typed
 wrappers of the kernels go to <out>.js and
 <out>.d.ts:
   import { load } from './<out>.js';
@@ -25,6 +29,9 @@ Options:
                          (default: a slot chosen by a hash of name and sources)
   --no-optimize          Compile without -O3
   --debug                Keep debug information (function names) in the image
+  --wgsl <mode>          auto: translate what the subset covers, note the rest
+                         (default); require: fail on any kernel that does not
+                         translate; off: translate nothing
   -h, --help             Show this help`;
 
 export async function run(args: string[]): Promise<number> {
@@ -37,6 +44,7 @@ export async function run(args: string[]): Promise<number> {
       'static-base': { type: 'string' },
       'no-optimize': { type: 'boolean' },
       debug: { type: 'boolean' },
+      wgsl: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -53,6 +61,9 @@ export async function run(args: string[]): Promise<number> {
     if (!Number.isSafeInteger(staticBase)) return usageError('build', `--static-base must be an address (decimal or 0x hex), got '${values['static-base']}'`);
   }
 
+  const wgsl = values.wgsl ?? 'auto';
+  if (wgsl !== 'auto' && wgsl !== 'require' && wgsl !== 'off') return usageError('build', `--wgsl must be auto, require or off, got '${wgsl}'`);
+
   const started = performance.now();
   const result = await buildBundle({
     sources: positionals,
@@ -61,6 +72,7 @@ export async function run(args: string[]): Promise<number> {
     staticBase,
     optimize: !values['no-optimize'],
     debug: values.debug === true,
+    wgsl,
   });
   const elapsed = performance.now() - started;
 
@@ -77,5 +89,6 @@ export async function run(args: string[]): Promise<number> {
     console.log(`  image    ${image.triple}, ${formatBytes(image.size)}, static data ${data}`);
   }
   for (const entry of manifest.entries.filter((e) => e.kind === 'kernel')) console.log(`  kernel   ${formatSignature(entry)}`);
+  for (const note of result.notes) console.error(`note: ${formatNote(note)}`);
   return 0;
 }

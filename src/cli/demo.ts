@@ -1,7 +1,8 @@
 /**
- * `offload demo`: compiles examples/kernels.ts and kernels.wgsl (cached by content), runs saxpy, a
- * dot product and mandelbrot on every device whose image has them (with `--proxies N`, also on N
- * local proxies it starts), and checks every result against a plain TypeScript reference.
+ * `offload demo`: compiles examples/kernels.ts (cached by content; wasm for the host device, and
+ * translated to WGSL for a WebGPU device), runs saxpy, a dot product and mandelbrot on every
+ * device whose image has them (with `--proxies N`, also on N local proxies it starts), and checks
+ * every result against a plain TypeScript reference.
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,7 +26,7 @@ const HELP = `Usage: offload demo [--size N] [--proxies N]
 
 ${summary}:
 saxpy and a dot product over N floats, and a 256x192 mandelbrot, on every device the runtime
-finds (OFFLOAD_PROXIES included; a WebGPU device runs saxpy, the one WGSL kernel).
+finds (OFFLOAD_PROXIES included; a WebGPU device runs the same kernels, translated to WGSL).
 
 Options:
   --size <N>     Vector length of saxpy and the dot product (default ${DEFAULT_SIZE})
@@ -34,12 +35,15 @@ Options:
 
 // src/cli and dist/cli sit at the same depth below the package root.
 const KERNELS_SOURCE = fileURLToPath(new URL('../../examples/kernels.ts', import.meta.url));
-const WGSL_SOURCE = fileURLToPath(new URL('../../examples/kernels.wgsl', import.meta.url));
 /** Threads per team on devices that run teams of threads (GPUs); the host device runs 1. */
 const GPU_THREADS = 64;
 
-/** f32 results may differ from the f64 reference by a few ulps (2^-23 relative each). */
+/** f32 results may differ from the reference (f32 emulated in f64) by a few ulps (2^-23 relative each). */
 const F32_TOLERANCE = 1e-6;
+/** A sum of f32 products may differ more where a device fuses a multiply and an add. */
+const SUM_TOLERANCE = 1e-5;
+/** The share of mandelbrot pixels whose count may differ from the reference (see mandelbrot()). */
+const MANDELBROT_DIFFERING = 0.01;
 const MANDELBROT = { width: 256, height: 192, maxIter: 256, x0: -2.2, y0: -1.125, dx: 3 / 256 };
 
 interface Mismatch {
@@ -78,9 +82,9 @@ export async function run(args: string[]): Promise<number> {
   }
 
   const started = performance.now();
-  const bundle = await cachedBundle([KERNELS_SOURCE, WGSL_SOURCE], { label: 'offload-demo', name: 'kernels' });
+  const bundle = await cachedBundle([KERNELS_SOURCE], { label: 'offload-demo', name: 'kernels' });
   const how = bundle.compileMs === undefined ? 'cached' : `compiled in ${formatDuration(bundle.compileMs)}`;
-  const shown = [KERNELS_SOURCE, WGSL_SOURCE].map((source) => path.relative(process.cwd(), source) || source).join(' + ');
+  const shown = path.relative(process.cwd(), KERNELS_SOURCE) || KERNELS_SOURCE;
   console.log(`kernels  ${shown}: ${how} -> ${bundle.path}`);
 
   const local = await startLocalProxies(proxyCount);
@@ -119,7 +123,7 @@ export async function run(args: string[]): Promise<number> {
       ]);
       console.log('');
       for (const line of table([header, ...rows])) console.log(line);
-      if (skipped.length > 0) console.log(`not in the device's image (WGSL has no f64): ${skipped.join(', ')}`);
+      if (skipped.length > 0) console.log(`not in the device's image: ${skipped.join(', ')}`);
       console.log('');
 
       const failed = outcomes.filter((o) => o.mismatch !== undefined).length;
@@ -209,14 +213,14 @@ async function saxpy(device: Device, kernel: Kernel, n: number, grid: Grid): Pro
   return { kernel: 'saxpy', problem: `n = ${n}, f32`, ...grid, ...times, mismatch: firstMismatch(result, expected, F32_TOLERANCE) };
 }
 
-/** dot_partial leaves one f64 partial per team; the host adds them. Checked: each partial, then the sum. */
+/** dot_partial leaves one f32 partial per thread of each team; the host adds them. Checked: each partial, then the sum. */
 async function dot(device: Device, kernel: Kernel, n: number, grid: Grid): Promise<Outcome> {
-  const { teams } = grid;
+  const { teams, threads } = grid;
   const { x, y } = inputs(n);
-  const partials = new Float64Array(teams);
+  const partials = new Float32Array(teams * threads);
   const xBuf = await device.alloc(n * 4);
   const yBuf = await device.alloc(n * 4);
-  const partialsBuf = await device.alloc(teams * 8);
+  const partialsBuf = await device.alloc(partials.byteLength);
   const times = await roundTrip(
     device,
     (q) => {
@@ -229,14 +233,17 @@ async function dot(device: Device, kernel: Kernel, n: number, grid: Grid): Promi
   await freeAll([xBuf, yBuf, partialsBuf]);
   const got = [...partials, partials.reduce((sum, p) => sum + p, 0)];
 
-  // Each team's share is one contiguous block of ceil(n / teams) elements, as in the kernel.
+  // Each team's share is one contiguous block of ceil(n / teams) elements, its thread k takes
+  // elements k, k + threads, ... of it, summing in f32 in that order, as in the kernel.
   const block = Math.ceil(n / teams);
-  const expected = new Array<number>(teams + 1).fill(0);
+  const expected = new Array<number>(teams * threads + 1).fill(0);
   for (let i = 0; i < n; i++) {
-    expected[Math.floor(i / block)] += x[i] * y[i];
-    expected[teams] += x[i] * y[i];
+    const team = Math.floor(i / block);
+    const at = team * threads + ((i - team * block) % threads);
+    expected[at] = Math.fround(expected[at]! + Math.fround(x[i]! * y[i]!));
   }
-  return { kernel: 'dot_partial', problem: `n = ${n}, f32 -> f64`, ...grid, ...times, mismatch: firstMismatch(got, expected, F32_TOLERANCE) };
+  expected[teams * threads] = expected.reduce((sum, p) => sum + p, 0);
+  return { kernel: 'dot_partial', problem: `n = ${n}, f32`, ...grid, ...times, mismatch: firstMismatch(got, expected, SUM_TOLERANCE) };
 }
 
 async function mandelbrot(device: Device, kernel: Kernel, _n: number, grid: Grid): Promise<Outcome> {
@@ -251,22 +258,28 @@ async function mandelbrot(device: Device, kernel: Kernel, _n: number, grid: Grid
   );
   await freeAll([out]);
 
+  // The kernel computes in f32: so does the reference (every operation rounded by Math.fround).
+  const f = Math.fround;
   const expected = new Uint32Array(width * height);
   for (let row = 0; row < height; row++) {
-    const cy = y0 + row * dx;
+    const cy = f(f(y0) + f(row * f(dx)));
     for (let col = 0; col < width; col++) {
-      const cx = x0 + col * dx;
+      const cx = f(f(x0) + f(col * f(dx)));
       let zx = 0;
       let zy = 0;
       let iter = 0;
-      while (iter < maxIter && zx * zx + zy * zy <= 4) {
-        const t = zx * zx - zy * zy + cx;
-        zy = 2 * zx * zy + cy;
+      while (iter < maxIter && f(f(zx * zx) + f(zy * zy)) <= 4) {
+        const t = f(f(f(zx * zx) - f(zy * zy)) + cx);
+        zy = f(f(f(2 * zx) * zy) + cy);
         zx = t;
         iter++;
       }
       expected[row * width + col] = iter;
     }
   }
-  return { kernel: 'mandelbrot', problem: `${width} x ${height}, ${maxIter} iterations`, ...grid, ...times, mismatch: firstMismatch(counts, expected, 0) };
+  // Near the set's edge an ulp changes the count, and GPU compilers may fuse a multiply and an
+  // add (WGSL allows it): up to 1% of the pixels may differ there.
+  const differing = counts.filter((count, i) => count !== expected[i]).length;
+  const mismatch = differing <= counts.length * MANDELBROT_DIFFERING ? undefined : firstMismatch(counts, expected, 0);
+  return { kernel: 'mandelbrot', problem: `${width} x ${height}, ${maxIter} iterations, f32`, ...grid, ...times, mismatch };
 }

@@ -1,7 +1,10 @@
-// Kernels of the `webgpu` bench suite for the WebGPU device: the twins of kernels.ts beside
-// this file, with the same parameters (the WGSL kernel ABI: group-0 storage buffers are the
-// pointers in binding order, the uniform struct's members the scalars in order; u32 travels as
-// i32). Teams are workgroups of `threads` invocations, set by the launch.
+// The `webgpu` bench suite's baseline for the WGSL translation: saxpy and xs_lookup of
+// kernels.ts beside this file written by hand in WGSL (the twins the bench ran before offload
+// build translated kernels.ts). Nothing runs them but the rows "translated vs hand-written WGSL",
+// which build kernels.ts with this file (a hand-written kernel wins over its translation).
+// The WGSL kernel ABI: group-0 storage buffers are the pointers in binding order, the uniform
+// struct's members the scalars in order (u32 travels as i32). Teams are workgroups of `threads`
+// invocations, set by the launch.
 
 override threads: u32 = 64;
 

@@ -1,0 +1,1039 @@
+/**
+ * Translates the kernel subset of AssemblyScript to WGSL, by the WGSL kernel ABI
+ * (docs/wgsl-abi.md), so that one kernel source runs on the host and the WebGPU devices. It reads
+ * the compiler's own syntax trees and resolved types (compiler-worker.js sends them as
+ * FunctionSyntax); README "One kernel source for every device" states the subset.
+ *
+ * How memory maps: a pointer parameter (`usize`) is a storage buffer of 32-bit words bound from
+ * the pointer's offset, so in WGSL the pointer's value is 0 and an address traced back to it
+ * (`x + offset`, a local computed from it) is a byte offset into its binding; `load<T>`/`store<T>`
+ * at such an address index the binding's words (1- and 2-byte accesses shift and mask within
+ * them, stores atomically so that neighbouring bytes written by other invocations survive). A
+ * kernel that does anything else (i64, f64, addresses not traced to one parameter, traps,
+ * printing, allocation) is not translated: the build reports it as a TranslationNote and the
+ * kernel stays on the devices that run wasm.
+ */
+import type { ConstantSyntax, FunctionSyntax, KernelSignature, SyntaxNode } from './compiler-job.js';
+
+/** Why a kernel stays wasm-only: where (file:line as shown) and what. */
+export interface TranslationNote {
+  kernel: string;
+  file: string;
+  line: number;
+  reason: string;
+}
+
+export interface Translation {
+  /** The WGSL module of the translated kernels ('' when none translates). */
+  wgsl: string;
+  /** The kernels translated, in the order given. */
+  kernels: string[];
+  /** One per kernel that stays wasm-only, in the order given. */
+  notes: TranslationNote[];
+}
+
+/** The override constant translated kernels take their workgroup size from (the launch's `threads`). */
+export const TRANSLATED_THREADS = 'offload_threads';
+
+/** Value types the subset computes with; `usize` is an unsigned 32-bit number that may be an address. */
+type Ty = 'i32' | 'u32' | 'usize' | 'f32' | 'bool' | 'void';
+
+/** A translated expression: its WGSL text, its type, and for an address the pointer parameter it derives from. */
+interface Value {
+  code: string;
+  type: Ty;
+  base?: string;
+  /**
+   * For an address (or a number added to one) known to be a multiple of 4: its value / 4, so
+   * that a 4-byte access indexes its binding's words without shifting the byte offset back.
+   */
+  words?: string;
+  /** An untyped literal whose type came from its context (it may adopt the other operand's). */
+  literal?: SyntaxNode;
+}
+
+/**
+ * How deeply expressions and statements may nest in a translated kernel: WGSL compilers bound
+ * nesting (Tint at 127 brace levels), and the translation must load wherever its image does.
+ */
+const MAX_DEPTH = 64;
+
+/** A kernel's place, where a device library function reads it; filled at the start of each entry point. */
+const GRID_VARS = ['offload_team', 'offload_teams', 'offload_thread'] as const;
+
+/**
+ * The device library (assembly/device.ts) in WGSL: each function's WGSL for its arguments, or
+ * why it has none. One table, so that new device functions (3-D grids, barriers, team memory)
+ * are one entry each.
+ */
+export const DEVICE_FUNCTIONS: Record<string, { type: Ty; args: Ty[]; wgsl: (args: string[]) => string } | { unsupported: string }> = {
+  teamId: { type: 'i32', args: [], wgsl: () => 'i32(offload_team.x)' },
+  numTeams: { type: 'i32', args: [], wgsl: () => 'i32(offload_teams.x)' },
+  threadId: { type: 'i32', args: [], wgsl: () => 'i32(offload_thread.x)' },
+  numThreads: { type: 'i32', args: [], wgsl: () => `i32(${TRANSLATED_THREADS})` },
+  print: { unsupported: 'print() writes to the host, which WGSL kernels cannot reach' },
+};
+const DEVICE_PREFIX = '~lib/offload-ts/device/';
+
+/** Generic builtins of AssemblyScript (`~lib/builtins/<name>`) with a WGSL twin: which operand types they take. */
+const MATH_BUILTINS: Record<string, { wgsl: string; arity: number; types: Ty[] }> = {
+  min: { wgsl: 'min', arity: 2, types: ['i32', 'u32', 'usize', 'f32'] },
+  max: { wgsl: 'max', arity: 2, types: ['i32', 'u32', 'usize', 'f32'] },
+  abs: { wgsl: 'abs', arity: 1, types: ['i32', 'f32'] },
+  sqrt: { wgsl: 'sqrt', arity: 1, types: ['f32'] },
+  floor: { wgsl: 'floor', arity: 1, types: ['f32'] },
+  ceil: { wgsl: 'ceil', arity: 1, types: ['f32'] },
+  trunc: { wgsl: 'trunc', arity: 1, types: ['f32'] },
+  clz: { wgsl: 'countLeadingZeros', arity: 1, types: ['i32', 'u32'] },
+  ctz: { wgsl: 'countTrailingZeros', arity: 1, types: ['i32', 'u32'] },
+  popcnt: { wgsl: 'countOneBits', arity: 1, types: ['i32', 'u32'] },
+};
+
+/** Mathf (AssemblyScript's f32 math) functions WGSL has, by arity. */
+const MATHF: Record<string, { wgsl: string; arity: number }> = Object.fromEntries(
+  [
+    ...['sqrt', 'abs', 'floor', 'ceil', 'trunc', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'exp', 'exp2', 'log', 'log2', 'sign'].map((name) => [name, { wgsl: name, arity: 1 }]),
+    ['atan2', { wgsl: 'atan2', arity: 2 }],
+    ['pow', { wgsl: 'pow', arity: 2 }],
+    ['min', { wgsl: 'min', arity: 2 }],
+    ['max', { wgsl: 'max', arity: 2 }],
+  ],
+);
+const MATHF_CONSTANTS: Record<string, number> = { PI: Math.PI, E: Math.E, LN2: Math.LN2, LN10: Math.LN10, SQRT2: Math.SQRT2 };
+
+/** atomic.<op> on 32-bit integers, as WGSL atomic builtins. */
+const ATOMIC_RMW: Record<string, string> = { add: 'atomicAdd', sub: 'atomicSub', and: 'atomicAnd', or: 'atomicOr', xor: 'atomicXor', xchg: 'atomicExchange' };
+
+/** Sizes and value types of what load<T>/store<T> can move. */
+const MEMORY_TYPES: Record<string, { bytes: 1 | 2 | 4; type: Ty; signed: boolean }> = {
+  i32: { bytes: 4, type: 'i32', signed: true },
+  u32: { bytes: 4, type: 'u32', signed: false },
+  usize: { bytes: 4, type: 'u32', signed: false },
+  f32: { bytes: 4, type: 'f32', signed: false },
+  i16: { bytes: 2, type: 'i32', signed: true },
+  u16: { bytes: 2, type: 'u32', signed: false },
+  i8: { bytes: 1, type: 'i32', signed: true },
+  u8: { bytes: 1, type: 'u32', signed: false },
+  bool: { bytes: 1, type: 'u32', signed: false },
+};
+
+/**
+ * Names a variable of the translation must not take: WGSL's keywords and reserved words, the
+ * builtins the translation calls, and the keywords of wgsl_reflect (which reads the result).
+ */
+/** Casts to these wrap to their width (stores of them go through load<T>/store<T>). */
+const SMALL_INTEGERS: Record<string, { bits: 8 | 16; signed: boolean }> = {
+  i8: { bits: 8, signed: true },
+  u8: { bits: 8, signed: false },
+  i16: { bits: 16, signed: true },
+  u16: { bits: 16, signed: false },
+};
+
+const WGSL_RESERVED = new Set(
+  (
+    'alias array atomic bitcast block bool break case const const_assert continue continuing default diagnostic discard else enable ' +
+    'f16 f32 fallthrough false fn for function i32 if immediate let loop mat2x2 mat2x3 mat2x4 mat3x2 mat3x3 mat3x4 mat4x2 mat4x3 mat4x4 ' +
+    'override private ptr read read_write requires return sampler sampler_comparison static_assert storage struct switch true type u32 ' +
+    'uniform var vec2 vec3 vec4 vec2i vec3i vec4i vec2u vec3u vec4u vec2f vec3f vec4f while workgroup write ' +
+    // WGSL's reserved words.
+    'NULL Self abstract active alignas alignof as asm asm_fragment async attribute auto await become cast catch class co_await co_return ' +
+    'co_yield coherent column_major common compile compile_fragment concept const_cast consteval constexpr constinit crate debugger decltype ' +
+    'delete demote demote_to_helper do dynamic_cast enum explicit export extends extern external fallthrough filter final finally friend ' +
+    'from fxgroup get goto groupshared highp impl implements import inline instanceof interface layout lowp macro macro_rules match ' +
+    'mediump meta mod module move mut mutable namespace new nil noexcept noinline nointerpolation non_coherent noncoherent noperspective ' +
+    'null nullptr of operator package packoffset partition pass patch pixelfragment precise precision premerge priv protected pub public ' +
+    'readonly ref regardless register reinterpret_cast require resource restrict self set shared sizeof smooth snorm static static_cast ' +
+    'std subroutine super target template this thread_local throw trait try typedef typeid typename typeof union unless unorm unsafe ' +
+    'unsized use using varying virtual volatile wgsl where with writeonly yield ' +
+    // Builtins the translation calls.
+    'select min max abs sqrt floor ceil trunc sin cos tan asin acos atan atan2 sinh cosh tanh exp exp2 log log2 pow sign ' +
+    'countLeadingZeros countTrailingZeros countOneBits atomicLoad atomicStore atomicAdd atomicSub atomicAnd atomicOr atomicXor atomicExchange ' +
+    'team teams thread'
+  ).split(' '),
+);
+
+/** An untranslatable construct: the line and the reason (caught per kernel into a note). */
+class Untranslatable extends Error {
+  constructor(
+    readonly line: number,
+    reason: string,
+  ) {
+    super(reason);
+  }
+}
+
+const fail = (node: { line: number }, reason: string): never => {
+  throw new Untranslatable(node.line, reason);
+};
+
+/** A variable in scope: its WGSL name and type, and the pointer parameter an address derives from. */
+interface Binding {
+  wgsl: string;
+  type: Ty;
+  base?: string;
+  constant: boolean;
+  /** The WGSL name of a constant holding the value / 4 (see Value.words). */
+  words?: string;
+}
+
+/** What one kernel's translation found it needs of its pointer bindings. */
+interface MemoryUse {
+  written: Set<string>;
+  atomic: Set<string>;
+}
+
+/**
+ * Translates every kernel of `kernels` that the subset covers (all but those in `skip`, which a
+ * hand-written WGSL file defines).
+ * @param display turns a compiler source path into the path to show in notes.
+ */
+export function translateKernels(
+  sources: { functions: FunctionSyntax[]; constants: ConstantSyntax[] },
+  kernels: KernelSignature[],
+  display: (source: string) => string,
+  skip: ReadonlySet<string> = new Set(),
+): Translation {
+  const { functions } = sources;
+  const byInternal = new Map(functions.map((fn) => [fn.internalName, fn]));
+  const constants = new Map(sources.constants.map((constant) => [constant.internalName, constant]));
+  const helpers = new Map<string, { code: string } | { error: Untranslatable }>();
+  const chunks: string[] = [];
+  const translated: string[] = [];
+  const notes: TranslationNote[] = [];
+  /** Translates a called function of the sources once; its failure is the caller's, naming where in it. */
+  const helper = (internalName: string, stack: string[]): FunctionSyntax => {
+    const fn = byInternal.get(internalName)!;
+    let known = helpers.get(internalName);
+    if (known === undefined) {
+      if (stack.includes(internalName)) throw new Untranslatable(fn.line, `calls '${fn.name}' recursively (WGSL has no recursion)`);
+      try {
+        if (fn.body === null || fn.params === null) throw new Untranslatable(fn.line, fn.error ?? 'has no body');
+        known = { code: new FunctionTranslator(fn, 'helper', byInternal, constants, (name) => helper(name, [...stack, internalName]), { written: new Set(), atomic: new Set() }).translate() };
+      } catch (error) {
+        if (!(error instanceof Untranslatable)) throw error;
+        known = { error: new Untranslatable(error.line, `calls '${fn.name}', which at ${display(fn.source)}:${error.line} ${error.message}`) };
+      }
+      helpers.set(internalName, known);
+    }
+    if ('error' in known) throw known.error;
+    return fn;
+  };
+  for (const kernel of kernels) {
+    if (skip.has(kernel.name)) continue;
+    const fn = functions.find((candidate) => candidate.name === kernel.name && candidate.source === kernel.source);
+    const file = display(kernel.source);
+    if (!isPlainName(kernel.name)) {
+      notes.push({ kernel: kernel.name, file, line: fn?.line ?? 1, reason: `is named '${kernel.name}', which WGSL reserves or the translation uses (a WGSL entry point keeps the kernel's name)` });
+      continue;
+    }
+    if (fn === undefined || fn.body === null || fn.params === null) {
+      notes.push({ kernel: kernel.name, file, line: fn?.line ?? 1, reason: fn?.error ?? 'its syntax tree is not available' });
+      continue;
+    }
+    try {
+      const use: MemoryUse = { written: new Set(), atomic: new Set() };
+      const helperCall = (name: string): FunctionSyntax => helper(name, [fn.internalName]);
+      // The first pass learns which bindings are written and which need atomics; the second emits with that.
+      new FunctionTranslator(fn, 'kernel', byInternal, constants, helperCall, use).translate();
+      chunks.push(new FunctionTranslator(fn, 'kernel', byInternal, constants, helperCall, use).translate());
+      translated.push(kernel.name);
+    } catch (error) {
+      // Source nested deeper than the translator's recursion reaches stays wasm-only too.
+      if (error instanceof RangeError) notes.push({ kernel: kernel.name, file, line: fn.line, reason: 'is nested too deeply to translate' });
+      else if (error instanceof Untranslatable) notes.push({ kernel: kernel.name, file, line: error.line, reason: error.message });
+      else throw error;
+    }
+  }
+  if (translated.length === 0) return { wgsl: '', kernels: [], notes };
+  const used = [...helpers.values()].flatMap((helper) => ('code' in helper ? [helper.code] : []));
+  const header = [
+    `// Translated by offload build from AssemblyScript (docs/wgsl-abi.md): ${translated.join(', ')}.`,
+    `override ${TRANSLATED_THREADS}: u32 = 64;`,
+    ...GRID_VARS.map((name) => `var<private> ${name}: vec3u;`),
+  ];
+  return { wgsl: [...header, ...used, ...chunks].join('\n') + '\n', kernels: translated, notes };
+}
+
+/** Translates one function: a kernel (an entry point with its bindings) or a helper (a WGSL function). */
+class FunctionTranslator {
+  private readonly scopes: Map<string, Binding>[] = [];
+  private readonly pointers = new Map<string, string>();
+  private temps = 0;
+  private readonly returnType: Ty;
+  /** How deeply the expression and statement being translated nest. */
+  private depth = 0;
+  /** The top-level constants being inlined, innermost last. */
+  private readonly inlining: string[] = [];
+
+  constructor(
+    private readonly fn: FunctionSyntax,
+    private readonly role: 'kernel' | 'helper',
+    private readonly functions: Map<string, FunctionSyntax>,
+    private readonly constants: Map<string, ConstantSyntax>,
+    private readonly helper: (internalName: string) => FunctionSyntax,
+    private readonly memory: MemoryUse,
+  ) {
+    this.returnType = role === 'kernel' ? 'void' : typeOf(fn.returnType!, fn, 'a result');
+  }
+
+  translate(): string {
+    const fn = this.fn;
+    const params = fn.params!;
+    const scope = new Map<string, Binding>();
+    this.scopes.push(scope);
+    const prologue: string[] = [];
+    if (this.role === 'helper') {
+      const declared = params.map((param) => {
+        const type = typeOf(param.type, fn, `parameter '${param.name}'`);
+        const name = this.declare(param.name, type, undefined, false);
+        prologue.push(`  var ${name} = ${name}_in;`);
+        return `${name}_in: ${wgslType(type)}`;
+      });
+      const body = this.block(fn.body!, 1);
+      const ret = this.returnType === 'void' ? '' : ` -> ${wgslType(this.returnType)}`;
+      // WGSL wants a function with a result to end in a return where its last statement may not
+      // return (AssemblyScript checked that every path does); one after it would be unreachable.
+      const end = this.returnType === 'void' || alwaysReturns(fn.body!) ? '' : `  return ${zero(this.returnType)};\n`;
+      return `fn ${helperName(fn)}(${declared.join(', ')})${ret} {\n${prologue.join('\n')}${prologue.length ? '\n' : ''}${body}${end}}\n`;
+    }
+    const kernel = fn.name;
+    const members: string[] = [];
+    const bindings: string[] = [];
+    let binding = 1;
+    for (const param of params) {
+      if (param.type === 'usize') {
+        const name = `${kernel}__p_${param.name}`;
+        this.pointers.set(param.name, name);
+        const access = this.memory.written.has(param.name) || this.memory.atomic.has(param.name) ? 'read_write' : 'read';
+        const element = this.memory.atomic.has(param.name) ? 'atomic<u32>' : 'u32';
+        bindings.push(`@group(0) @binding(${binding++}) var<storage, ${access}> ${name}: array<${element}>;`);
+        prologue.push(`  _ = &${name};`);
+        const local = this.declare(param.name, 'usize', param.name, false);
+        this.scopes.at(-1)!.get(param.name)!.words = `(${local} >> 2u)`;
+        prologue.push(`  var ${local}: u32 = 0u;`);
+        continue;
+      }
+      const type = typeOf(param.type, fn, `parameter '${param.name}'`);
+      const local = this.declare(param.name, type, undefined, false);
+      if (type === 'bool') {
+        members.push(`${local}: u32`);
+        prologue.push(`  var ${local}: bool = ${kernel}__u.${local} != 0u;`);
+      } else {
+        members.push(`${local}: ${wgslType(type)}`);
+        prologue.push(`  var ${local}: ${wgslType(type)} = ${kernel}__u.${local};`);
+      }
+    }
+    const body = this.block(fn.body!, 1);
+    const out: string[] = [];
+    if (members.length > 0) {
+      // Named apart from the pointers' bindings (`__p_`) and the called functions (`__fn_`).
+      out.push(`struct ${kernel}__U { ${members.join(', ')} }`);
+      out.push(`@group(0) @binding(0) var<uniform> ${kernel}__u: ${kernel}__U;`);
+      prologue.unshift(`  _ = &${kernel}__u;`);
+    }
+    out.push(...bindings);
+    out.push(`@compute @workgroup_size(${TRANSLATED_THREADS})`);
+    out.push(
+      `fn ${kernel}(@builtin(workgroup_id) team: vec3u, @builtin(num_workgroups) teams: vec3u, @builtin(local_invocation_id) thread: vec3u) {`,
+    );
+    out.push(`  ${GRID_VARS[0]} = team;\n  ${GRID_VARS[1]} = teams;\n  ${GRID_VARS[2]} = thread;`);
+    out.push(...prologue);
+    return `${out.join('\n')}\n${body}}\n`;
+  }
+
+  // ---- scopes ----
+
+  private declare(name: string, type: Ty, base: string | undefined, constant: boolean, words?: string): string {
+    const wgsl = isPlainName(name) ? name : `${name.replace(/^_+/, 'u')}_v${this.temps++}`;
+    this.scopes.at(-1)!.set(name, { wgsl, type, base, constant, ...(words ? { words } : {}) });
+    return wgsl;
+  }
+
+  private lookup(node: SyntaxNode): Binding | undefined {
+    const name = node.text as string;
+    for (let i = this.scopes.length - 1; i >= 0; i--) {
+      const found = this.scopes[i]!.get(name);
+      if (found) return found;
+    }
+    return undefined;
+  }
+
+  private scoped<T>(body: () => T): T {
+    this.scopes.push(new Map());
+    try {
+      return body();
+    } finally {
+      this.scopes.pop();
+    }
+  }
+
+  // ---- statements ----
+
+  private block(node: SyntaxNode, depth: number): string {
+    return this.scoped(() => {
+      const statements = node.k === 'Block' ? (node.statements as SyntaxNode[]) : [node];
+      return statements.map((statement) => this.statement(statement, depth)).join('');
+    });
+  }
+
+  private statement(node: SyntaxNode, depth: number): string {
+    if (++this.depth > MAX_DEPTH) fail(node, `nests expressions and statements deeper than ${MAX_DEPTH} (WGSL compilers may refuse deeper)`);
+    try {
+      return this.statementAt(node, depth);
+    } finally {
+      this.depth--;
+    }
+  }
+
+  private statementAt(node: SyntaxNode, depth: number): string {
+    const pad = '  '.repeat(depth);
+    switch (node.k) {
+      case 'Block':
+        return `${pad}{\n${this.block(node, depth + 1)}${pad}}\n`;
+      case 'Empty':
+        return '';
+      case 'Variable':
+        return (node.declarations as SyntaxNode[]).map((declaration) => `${pad}${this.variable(declaration)};\n`).join('');
+      case 'Expression':
+        return `${pad}${this.simpleStatement(node.expression as SyntaxNode)};\n`;
+      case 'If': {
+        const condition = this.condition(node.condition as SyntaxNode);
+        let out = `${pad}if (${condition}) {\n${this.block(node.ifTrue as SyntaxNode, depth + 1)}${pad}}`;
+        if (node.ifFalse) out += ` else {\n${this.block(node.ifFalse as SyntaxNode, depth + 1)}${pad}}`;
+        return `${out}\n`;
+      }
+      case 'For':
+        return this.scoped(() => {
+          const init = node.initializer as SyntaxNode | null;
+          let head = '';
+          let hoisted = '';
+          if (init?.k === 'Variable' && (init.declarations as SyntaxNode[]).length === 1) head = this.variable((init.declarations as SyntaxNode[])[0]!, true);
+          else if (init?.k === 'Variable') hoisted = (init.declarations as SyntaxNode[]).map((d) => `${pad}  ${this.variable(d)};\n`).join('');
+          else if (init?.k === 'Expression') head = this.simpleStatement(init.expression as SyntaxNode);
+          else if (init) fail(init, 'has a for-loop initializer WGSL cannot express');
+          const condition = node.condition ? this.condition(node.condition as SyntaxNode) : '';
+          const update = node.incrementor ? this.simpleStatement(node.incrementor as SyntaxNode) : '';
+          const loop = `for (${head}; ${condition}; ${update}) {\n${this.block(node.body as SyntaxNode, depth + (hoisted ? 2 : 1))}`;
+          return hoisted ? `${pad}{\n${hoisted}${pad}  ${loop}${pad}  }\n${pad}}\n` : `${pad}${loop}${pad}}\n`;
+        });
+      case 'While':
+        return `${pad}while (${this.condition(node.condition as SyntaxNode)}) {\n${this.block(node.body as SyntaxNode, depth + 1)}${pad}}\n`;
+      case 'Do':
+        // `continue` in the body goes to the continuing block, where the condition is checked: as in a do-while.
+        return `${pad}loop {\n${this.block(node.body as SyntaxNode, depth + 1)}${pad}  continuing {\n${pad}    break if !(${this.condition(node.condition as SyntaxNode)});\n${pad}  }\n${pad}}\n`;
+      case 'Break':
+      case 'Continue':
+        if (node.label) fail(node, `uses a labelled ${node.k.toLowerCase()} (WGSL has no labels)`);
+        return `${pad}${node.k.toLowerCase()};\n`;
+      case 'Return': {
+        if (!node.value) return `${pad}return;\n`;
+        if (this.returnType === 'void') return `${pad}${this.simpleStatement(node.value as SyntaxNode)};\n${pad}return;\n`;
+        return `${pad}return ${this.coerce(this.expression(node.value as SyntaxNode, this.returnType), this.returnType, node).code};\n`;
+      }
+      default:
+        return fail(node, `uses a ${describe(node)} statement, which the WGSL translation does not cover`);
+    }
+  }
+
+  private variable(node: SyntaxNode, inline = false): string {
+    const name = (node.name as SyntaxNode).text as string;
+    const declared = node.type ? typeOfNode(node.type as SyntaxNode, `variable '${name}'`) : undefined;
+    const constant = ((node.flags as number) & 8) !== 0; // CommonFlags.Const
+    let value: Value | undefined;
+    if (node.initializer) {
+      value = this.expression(node.initializer as SyntaxNode, declared);
+      if (declared) value = this.coerce(value, declared, node);
+      if (!declared && value.literal === undefined && isSmallLoad(node.initializer as SyntaxNode)) {
+        fail(node, `infers a small integer type for '${name}' from a load; declare it i32 or u32`);
+      }
+    }
+    const type = declared ?? value!.type;
+    if (type === 'void') fail(node, `declares '${name}' from a call without a value`);
+    // A constant that is a multiple of 4 keeps its value / 4 beside it, for the accesses through it.
+    const words = constant && !inline && value?.words !== undefined ? `offload_w${this.temps++}` : undefined;
+    const wgsl = this.declare(name, type, value?.base, constant, words);
+    const init = value ? ` = ${value.code}` : '';
+    const declaration = `${constant && value ? 'let' : 'var'} ${wgsl}: ${wgslType(type)}${init}`;
+    return words ? `${declaration}; let ${words}: u32 = ${value!.words}` : declaration;
+  }
+
+  /** An expression statement: an assignment, ++/--, or a call whose value is dropped. */
+  private simpleStatement(node: SyntaxNode): string {
+    if (node.k === 'Binary' && isAssignment(node.operator as string)) return this.assignment(node);
+    if ((node.k === 'UnaryPostfix' || node.k === 'UnaryPrefix') && (node.operator === 'Plus_Plus' || node.operator === 'Minus_Minus')) {
+      const target = this.target(node.operand as SyntaxNode);
+      if (target.type === 'bool' || (target.base !== undefined && target.type !== 'usize')) fail(node, `increments '${target.wgsl}' of type ${target.type}`);
+      return `${target.wgsl} ${node.operator === 'Plus_Plus' ? '+=' : '-='} ${one(target.type)}`;
+    }
+    if (node.k === 'Call') {
+      const value = this.expression(node, undefined, true);
+      return value.type === 'void' ? value.code : `_ = ${value.code}`;
+    }
+    if (node.k === 'Parenthesized') return this.simpleStatement(node.expression as SyntaxNode);
+    return fail(node, `uses a ${describe(node)} expression as a statement, which WGSL cannot express`);
+  }
+
+  private target(node: SyntaxNode): Binding {
+    if (node.k !== 'Identifier') return fail(node, `assigns to a ${describe(node)}; only local variables and parameters can be assigned`);
+    const found = this.lookup(node);
+    if (!found) return fail(node, `assigns to '${node.text}', which is not a local variable or parameter`);
+    if (found.constant) fail(node, `assigns to constant '${node.text}'`);
+    return found;
+  }
+
+  private assignment(node: SyntaxNode): string {
+    const target = this.target(node.left as SyntaxNode);
+    const operator = node.operator as string;
+    const op = COMPOUND[operator];
+    if (op === undefined) {
+      const value = this.coerce(this.expression(node.right as SyntaxNode, target.type), target.type, node);
+      if (target.base !== value.base) fail(node, `assigns an address that does not derive from pointer '${target.base ?? value.base}' to '${(node.left as SyntaxNode).text}' (an address must trace back to one pointer parameter)`);
+      return `${target.wgsl} = ${value.code}`;
+    }
+    const left: Value = { code: target.wgsl, type: target.type, base: target.base };
+    const result = this.binary(node, op, left, node.right as SyntaxNode);
+    if (result.base !== target.base) fail(node, `assigns an address that does not derive from pointer '${target.base ?? result.base}' to '${(node.left as SyntaxNode).text}'`);
+    return `${target.wgsl} = ${this.coerce(result, target.type, node).code}`;
+  }
+
+  // ---- expressions ----
+
+  private condition(node: SyntaxNode): string {
+    return truthy(this.expression(node, 'bool'), node);
+  }
+
+  private expression(node: SyntaxNode, context?: Ty, statement = false): Value {
+    if (++this.depth > MAX_DEPTH) fail(node, `nests expressions and statements deeper than ${MAX_DEPTH} (WGSL compilers may refuse deeper)`);
+    try {
+      return this.expressionAt(node, context, statement);
+    } finally {
+      this.depth--;
+    }
+  }
+
+  private expressionAt(node: SyntaxNode, context: Ty | undefined, statement: boolean): Value {
+    switch (node.k) {
+      case 'Parenthesized': {
+        const inner = this.expression(node.expression as SyntaxNode, context);
+        return /^\(.*\)$/.test(inner.code) && balanced(inner.code.slice(1, -1)) ? inner : { ...inner, code: `(${inner.code})` };
+      }
+      case 'Literal':
+        return literal(node, context);
+      case 'True':
+        return { code: 'true', type: 'bool' };
+      case 'False':
+        return { code: 'false', type: 'bool' };
+      case 'Identifier': {
+        const found = this.lookup(node);
+        if (found) return { code: found.wgsl, type: found.type, base: found.base, ...(found.words ? { words: found.words } : {}) };
+        const constant = this.constants.get(node.element as string);
+        if (constant !== undefined) return this.constant(node, constant, context);
+        return fail(node, `reads '${node.text}', which is not a local variable, a parameter or a top-level constant`);
+      }
+      case 'Assertion':
+        return this.assertion(node);
+      case 'Binary': {
+        if (isAssignment(node.operator as string)) return fail(node, 'uses an assignment inside an expression');
+        return this.binary(node, node.operator as string, this.expression(node.left as SyntaxNode, context), node.right as SyntaxNode, context);
+      }
+      case 'UnaryPrefix':
+        return this.prefix(node, context);
+      case 'UnaryPostfix':
+        return fail(node, `uses ${node.operator === 'Plus_Plus' ? '++' : '--'} inside an expression; write it as a statement`);
+      case 'Ternary': {
+        const condition = truthy(this.expression(node.condition as SyntaxNode, 'bool'), node);
+        const [a, b] = this.unify(node, node.ifThen as SyntaxNode, node.ifElse as SyntaxNode, context);
+        if (a.base !== b.base) fail(node, 'chooses between addresses of different pointers');
+        return { code: `select(${b.code}, ${a.code}, ${condition})`, type: a.type, base: a.base };
+      }
+      case 'Call':
+        return this.call(node, context, statement);
+      case 'PropertyAccess':
+        return this.property(node);
+      default:
+        return fail(node, `uses a ${describe(node)} expression, which the WGSL translation does not cover`);
+    }
+  }
+
+  /** A top-level constant, inlined: its initializer in its own scope (no locals), in its declared type. */
+  private constant(node: SyntaxNode, constant: ConstantSyntax, context?: Ty): Value {
+    if (constant.initializer === null) return fail(node, `reads constant '${constant.name}', which has no initializer to translate`);
+    if (this.inlining.includes(constant.internalName)) return fail(node, `reads constant '${constant.name}', which refers to itself`);
+    const declared = constant.type ? typeOfNode(constant.type, `constant '${constant.name}'`) : undefined;
+    const scopes = this.scopes.splice(0);
+    this.inlining.push(constant.internalName);
+    try {
+      let value = this.expression(constant.initializer, declared ?? context);
+      if (declared) value = this.coerce(value, declared, node);
+      if (value.base !== undefined) fail(node, `reads constant '${constant.name}', which holds an address`);
+      return { code: value.code, type: value.type, literal: declared ? undefined : value.literal };
+    } catch (error) {
+      if (!(error instanceof Untranslatable) || error.line === node.line) throw error;
+      throw new Untranslatable(node.line, `reads constant '${constant.name}' (line ${error.line}), which ${error.message}`);
+    } finally {
+      this.inlining.pop();
+      this.scopes.push(...scopes);
+    }
+  }
+
+  /** Translates `left op right` (left already translated); `right` adopts left's type, or left a literal's. */
+  private binary(node: SyntaxNode, operator: string, left: Value, rightNode: SyntaxNode, context?: Ty): Value {
+    let right = this.expression(rightNode, left.literal ? context : left.type);
+    if (left.literal && !right.literal && left.type !== right.type) left = literal(left.literal, right.type);
+    const symbol = OPERATORS[operator];
+    if (symbol === undefined) return fail(node, `uses the operator ${operator}, which the WGSL translation does not cover`);
+    if (operator === 'Ampersand_Ampersand' || operator === 'Bar_Bar') {
+      return { code: `(${truthy(left, node)} ${symbol} ${truthy(right, node)})`, type: 'bool' };
+    }
+    if (left.type === 'f32' || right.type === 'f32' || left.type === 'bool' || right.type === 'bool') {
+      if (left.type !== right.type) fail(node, `mixes ${left.type} and ${right.type} in '${symbol}'`);
+    }
+    const shift = operator === 'LessThan_LessThan' || operator === 'GreaterThan_GreaterThan' || operator === 'GreaterThan_GreaterThan_GreaterThan';
+    if (shift) {
+      if (!isInteger(left.type) || !isInteger(right.type)) fail(node, `shifts a ${left.type} by a ${right.type}`);
+      if (left.base !== undefined || right.base !== undefined) fail(node, 'shifts an address');
+      // WGSL shifts by a u32; its operands are unary expressions (hence the parentheses everywhere).
+      const amount = right.literal ? literal(right.literal, 'u32').code : right.type === 'i32' ? `u32(${right.code})` : right.code;
+      if (operator === 'GreaterThan_GreaterThan_GreaterThan' && left.type === 'i32') return { code: `bitcast<i32>(bitcast<u32>(${left.code}) >> ${amount})`, type: 'i32' };
+      const code = `(${left.code} ${operator === 'LessThan_LessThan' ? '<<' : '>>'} ${amount})`;
+      // x << 2 is 4x: its value / 4 is x (the bits shifted out are the same either way).
+      const quarter = operator === 'LessThan_LessThan' && right.literal && Number(right.literal.value) === 2 ? (left.type === 'i32' ? `u32(${left.code})` : left.code) : undefined;
+      return { code, type: left.type, ...(quarter ? { words: quarter } : {}) };
+    }
+    if (isInteger(left.type) && isInteger(right.type) && unsignedness(left.type) !== unsignedness(right.type)) {
+      if (right.literal) right = literal(right.literal, left.type);
+      else fail(node, `mixes ${left.type} and ${right.type} in '${symbol}'; cast one operand`);
+    }
+    const type: Ty = left.type === 'usize' || right.type === 'usize' ? 'usize' : left.type;
+    let base: string | undefined;
+    if (left.base !== undefined || right.base !== undefined) {
+      if (operator === 'Plus') {
+        if (left.base !== undefined && right.base !== undefined) fail(node, 'adds two addresses');
+        base = left.base ?? right.base;
+      } else if (operator === 'Minus') {
+        if (right.base !== undefined && left.base !== right.base) fail(node, 'subtracts addresses of different pointers');
+        base = right.base === undefined ? left.base : undefined;
+      } else if (COMPARISONS.has(operator)) {
+        if (left.base !== right.base) fail(node, 'compares an address with a number or with another pointer\'s address (their values differ between devices)');
+      } else {
+        fail(node, `uses an address in '${symbol}' (only +, - and comparisons keep it traceable to its pointer)`);
+      }
+    }
+    if (COMPARISONS.has(operator)) return { code: `(${left.code} ${symbol} ${right.code})`, type: 'bool' };
+    const lw = left.words ?? literalWords(left);
+    const rw = right.words ?? literalWords(right);
+    const words = (operator === 'Plus' || operator === 'Minus') && unsignedness(type) && lw !== undefined && rw !== undefined ? `(${lw} ${symbol} ${rw})` : undefined;
+    return { code: `(${left.code} ${symbol} ${right.code})`, type, base, ...(words ? { words } : {}) };
+  }
+
+  private unify(node: SyntaxNode, a: SyntaxNode, b: SyntaxNode, context?: Ty): [Value, Value] {
+    let left = this.expression(a, context);
+    let right = this.expression(b, left.literal ? context : left.type);
+    if (left.literal && !right.literal) left = literal(left.literal, right.type);
+    if (right.literal && !left.literal) right = literal(right.literal, left.type);
+    if (left.type !== right.type && !(isInteger(left.type) && isInteger(right.type) && unsignedness(left.type) === unsignedness(right.type))) {
+      fail(node, `mixes ${left.type} and ${right.type}`);
+    }
+    return [left, right];
+  }
+
+  private prefix(node: SyntaxNode, context?: Ty): Value {
+    const operand = node.operand as SyntaxNode;
+    switch (node.operator) {
+      case 'Minus': {
+        if (operand.k === 'Literal') return literal(operand, context, true);
+        const value = this.expression(operand, context);
+        if (value.base !== undefined) fail(node, 'negates an address');
+        if (value.type === 'bool') fail(node, 'negates a bool');
+        // WGSL has no unary minus on u32; AssemblyScript's wraps.
+        return { code: unsignedness(value.type) ? `(0u - ${value.code})` : `-${value.code}`, type: value.type };
+      }
+      case 'Plus':
+        return this.expression(operand, context);
+      case 'Exclamation':
+        return { code: `!(${truthy(this.expression(operand, 'bool'), node)})`, type: 'bool' };
+      case 'Tilde': {
+        const value = this.expression(operand, context === 'bool' ? undefined : context);
+        if (!isInteger(value.type) || value.base !== undefined) fail(node, `complements a ${value.type}`);
+        return { code: `~${value.code}`, type: value.type };
+      }
+      default:
+        return fail(node, `uses ${node.operator === 'Plus_Plus' ? '++' : '--'} inside an expression; write it as a statement`);
+    }
+  }
+
+  private assertion(node: SyntaxNode): Value {
+    if (node.assertionKind !== 'Prefix' && node.assertionKind !== 'As') return fail(node, `uses a ${String(node.assertionKind)} assertion`);
+    const small = SMALL_INTEGERS[typeName(node.toType as SyntaxNode)];
+    if (small !== undefined) {
+      // A cast to i8..u16 wraps to its width; the result computes on as an i32 or u32.
+      const value = this.expression(node.expression as SyntaxNode);
+      if (!isInteger(value.type) || value.base !== undefined) fail(node, `casts a ${value.base ? 'address' : value.type} to a small integer`);
+      if (!small.signed) return { code: `(u32(${value.code}) & ${small.bits === 8 ? '0xffu' : '0xffffu'})`, type: 'u32' };
+      return { code: `((i32(${value.code}) << ${32 - small.bits}u) >> ${32 - small.bits}u)`, type: 'i32' };
+    }
+    const to = typeOfNode(node.toType as SyntaxNode, 'a cast');
+    const value = this.expression(node.expression as SyntaxNode, to);
+    return this.convert(value, to, node);
+  }
+
+  /** An explicit conversion (`<T>x`, `x as T`), as AssemblyScript converts. */
+  private convert(value: Value, to: Ty, node: SyntaxNode): Value {
+    if (value.type === to || (value.type === 'u32' && to === 'usize') || (value.type === 'usize' && to === 'u32' && value.base === undefined)) {
+      return { code: value.code, type: to, base: value.base };
+    }
+    if (value.base !== undefined) return fail(node, `converts an address to ${to} (an address's value differs between devices)`);
+    if (to === 'bool') return { code: truthy(value, node), type: 'bool' };
+    if (value.type === 'bool') return { code: `select(${zero(to)}, ${one(to)}, ${value.code})`, type: to };
+    if (value.type === 'void') return fail(node, 'converts a call without a value');
+    return { code: `${wgslType(to)}(${value.code})`, type: to };
+  }
+
+  /** An implicit conversion (an argument, an initializer, an assignment): only between 32-bit integers. */
+  private coerce(value: Value, to: Ty, node: SyntaxNode): Value {
+    if (value.literal && value.type !== to) value = literal(value.literal, to);
+    if (value.type === to) return value;
+    if (to === 'usize' && value.type === 'u32') return { ...value, type: 'usize' };
+    if (isInteger(value.type) && isInteger(to)) {
+      if (value.base !== undefined) fail(node, `uses an address as a ${to} (an address's value differs between devices)`);
+      return { code: `${wgslType(to)}(${value.code})`, type: to };
+    }
+    if (value.type === 'bool' && isInteger(to)) return this.convert(value, to, node);
+    return fail(node, `uses a ${value.type} where a ${to} is expected`);
+  }
+
+  private property(node: SyntaxNode): Value {
+    const object = node.expression as SyntaxNode;
+    const name = (node.property as SyntaxNode).text as string;
+    const element = object.k === 'Identifier' && !this.lookup(object) ? (object.element as string | null) : null;
+    if (element === '~lib/math/NativeMathf' && name in MATHF_CONSTANTS) return { code: f32Literal(MATHF_CONSTANTS[name]!), type: 'f32' };
+    if (object.k === 'Identifier' && !this.lookup(object)) {
+      const limits: Record<string, Value> = {
+        'i32.MAX_VALUE': { code: '2147483647i', type: 'i32' },
+        'i32.MIN_VALUE': { code: 'i32(-2147483648)', type: 'i32' },
+        'u32.MAX_VALUE': { code: '4294967295u', type: 'u32' },
+        'u32.MIN_VALUE': { code: '0u', type: 'u32' },
+        'f32.MAX_VALUE': { code: f32Literal(3.4028234663852886e38), type: 'f32' },
+        'f32.EPSILON': { code: f32Literal(1.1920928955078125e-7), type: 'f32' },
+      };
+      const found = limits[`${object.text as string}.${name}`];
+      if (found) return found;
+    }
+    return fail(node, `reads '${String(object.text ?? describe(object))}.${name}', which the WGSL translation does not cover`);
+  }
+
+  private call(node: SyntaxNode, context: Ty | undefined, statement: boolean): Value {
+    const callee = node.expression as SyntaxNode;
+    const args = node.args as SyntaxNode[];
+    const typeArgs = ((node.typeArguments as SyntaxNode[] | null) ?? []).map((arg) => typeName(arg));
+    if (callee.k === 'PropertyAccess') {
+      const object = callee.expression as SyntaxNode;
+      const name = (callee.property as SyntaxNode).text as string;
+      const element = object.k === 'Identifier' && !this.lookup(object) ? (object.element as string | null) : null;
+      if (element === '~lib/builtins/atomic') return this.atomic(node, name, typeArgs, args, statement);
+      if (element === '~lib/math/NativeMathf') {
+        const math = MATHF[name];
+        if (!math || math.arity !== args.length) return fail(node, `calls Mathf.${name}, which WGSL has no twin for`);
+        const values = args.map((arg) => this.coerce(this.expression(arg, 'f32'), 'f32', arg).code);
+        return { code: `${math.wgsl}(${values.join(', ')})`, type: 'f32' };
+      }
+      if (element === '~lib/math/NativeMath') return fail(node, `calls Math.${name}, which computes in f64 (WGSL has no f64): use Mathf.${name}`);
+      return fail(node, `calls '${String(object.text ?? describe(object))}.${name}', which the WGSL translation does not cover`);
+    }
+    if (callee.k !== 'Identifier' || this.lookup(callee)) return fail(node, 'calls something other than a function of the file, the device library or a builtin');
+    const element = callee.element as string | null;
+    const name = callee.text as string;
+    if (element?.startsWith(DEVICE_PREFIX)) {
+      const device = DEVICE_FUNCTIONS[element.slice(DEVICE_PREFIX.length)];
+      if (device === undefined) return fail(node, `calls device function ${name}(), which has no WGSL translation`);
+      if ('unsupported' in device) return fail(node, `calls ${name}(): ${device.unsupported}`);
+      if (args.length !== device.args.length) fail(node, `calls ${name}() with ${args.length} arguments`);
+      const values = args.map((arg, i) => this.coerce(this.expression(arg, device.args[i]), device.args[i]!, arg).code);
+      return { code: device.wgsl(values), type: device.type };
+    }
+    if (element?.startsWith('~lib/builtins/')) return this.builtin(node, element.slice('~lib/builtins/'.length), typeArgs, args, context);
+    const target = element === null ? undefined : this.functions.get(element);
+    if (target === undefined) return fail(node, `calls '${name}', which is not a function of the kernel sources, the device library or a builtin the translation covers`);
+    const fn = this.helper(element!);
+    const params = fn.params!;
+    if (args.length !== params.length) fail(node, `calls '${name}' with ${args.length} of its ${params.length} arguments (optional parameters are not translated)`);
+    const values = args.map((arg, i) => {
+      const type = typeOf(params[i]!.type, fn, `parameter '${params[i]!.name}'`);
+      const value = this.coerce(this.expression(arg, type), type, arg);
+      if (value.base !== undefined) fail(arg, `passes an address to '${name}' (addresses stay in the kernel that takes the pointer)`);
+      return value.code;
+    });
+    return { code: `${helperName(fn)}(${values.join(', ')})`, type: typeOf(fn.returnType!, fn, 'a result') };
+  }
+
+  private builtin(node: SyntaxNode, name: string, typeArgs: string[], args: SyntaxNode[], context?: Ty): Value {
+    if (name === 'load' || name === 'store') return this.memoryAccess(node, name, typeArgs, args);
+    if (name === 'select') {
+      const [a, b] = this.unify(node, args[0]!, args[1]!, typeArgs[0] ? typeOf(typeArgs[0], this.fn, 'a select<T> type argument') : context);
+      if (a.base !== b.base) fail(node, 'selects between addresses of different pointers');
+      return { code: `select(${b.code}, ${a.code}, ${truthy(this.expression(args[2]!, 'bool'), node)})`, type: a.type, base: a.base };
+    }
+    const math = MATH_BUILTINS[name];
+    if (math === undefined) {
+      if (name === 'unreachable' || name === 'assert' || name === 'abort') return fail(node, `calls ${name}(), which traps: WGSL kernels cannot trap`);
+      return fail(node, `calls the builtin ${name}(), which the WGSL translation does not cover`);
+    }
+    if (args.length !== math.arity) fail(node, `calls ${name}() with ${args.length} arguments`);
+    const declared = typeArgs[0] ? typeOf(typeArgs[0], this.fn, `a ${name}<T> type argument`) : undefined;
+    const values = math.arity === 2 ? this.unify(node, args[0]!, args[1]!, declared ?? context) : [this.expression(args[0]!, declared ?? context)];
+    const type = declared ?? values[0]!.type;
+    if (!math.types.includes(type) || values.some((value) => value.base !== undefined)) fail(node, `calls ${name}() on a ${values.some((v) => v.base) ? 'address' : type}`);
+    return { code: `${math.wgsl}(${values.map((value) => this.coerce(value, type, node).code).join(', ')})`, type };
+  }
+
+  /** The binding and byte offset of an address argument plus a constant offset. */
+  private address(node: SyntaxNode, pointer: SyntaxNode, offsetArg?: SyntaxNode): { binding: string; param: string; offset: string; word: string } {
+    const value = this.expression(pointer, 'usize');
+    if (value.base === undefined) return fail(node, 'accesses memory at an address that cannot be traced back to one pointer parameter');
+    let immediate = 0;
+    if (offsetArg !== undefined) {
+      if (offsetArg.k !== 'Literal' || offsetArg.literalKind !== 'Integer') return fail(node, 'gives a memory access an offset that is not a constant');
+      immediate = Number(offsetArg.value);
+    }
+    const offset = immediate === 0 ? value.code : `(${value.code}) + ${immediate}u`;
+    // The word a 4-byte access at this address reads: from the value / 4 where it is known.
+    const word = value.words !== undefined && immediate % 4 === 0 ? (immediate === 0 ? value.words : `${value.words} + ${immediate / 4}u`) : `(${offset}) >> 2u`;
+    return { binding: this.pointers.get(value.base)!, param: value.base, offset, word };
+  }
+
+  private memoryAccess(node: SyntaxNode, name: 'load' | 'store', typeArgs: string[], args: SyntaxNode[]): Value {
+    const declared = typeArgs[0];
+    if (declared === undefined) return fail(node, `calls ${name}() without a type argument (write ${name}<T>)`);
+    const memoryType = MEMORY_TYPES[declared];
+    if (memoryType === undefined) return fail(node, `${name}s a ${declared}, which WGSL has no type for (kernels on WebGPU move i8..i32, u8..u32, f32 and bool)`);
+    const isStore = name === 'store';
+    const at = this.address(node, args[0]!, args[isStore ? 2 : 1]);
+    const atomic = this.memory.atomic.has(at.param);
+    if (isStore) this.memory.written.add(at.param);
+    const element = declared === 'usize' ? 'usize' : memoryType.type;
+    if (memoryType.bytes === 4) {
+      const index = `${at.binding}[${at.word}]`;
+      if (!isStore) {
+        const word = atomic ? `atomicLoad(&${index})` : index;
+        return { code: memoryType.type === 'u32' ? word : `bitcast<${memoryType.type}>(${word})`, type: element === 'usize' ? 'usize' : memoryType.type };
+      }
+      const value = this.coerce(this.expression(args[1]!, memoryType.type), memoryType.type, node);
+      if (value.base !== undefined) fail(node, 'stores an address in memory (its value differs between devices)');
+      const bits = memoryType.type === 'u32' ? value.code : `bitcast<u32>(${value.code})`;
+      return { code: atomic ? `atomicStore(&${index}, ${bits})` : `${index} = ${bits}`, type: 'void' };
+    }
+    const mask = memoryType.bytes === 1 ? '0xffu' : '0xffffu';
+    const byte = `(${at.offset})`;
+    const word = `${at.binding}[${byte} >> 2u]`;
+    const shift = `((${byte} & 3u) * 8u)`;
+    if (!isStore) {
+      const raw = atomic ? `atomicLoad(&${word})` : word;
+      if (!memoryType.signed) return { code: `((${raw} >> ${shift}) & ${mask})`, type: 'u32' };
+      const width = memoryType.bytes * 8;
+      return { code: `(bitcast<i32>(${raw} << (${32 - width}u - ${shift})) >> ${32 - width}u)`, type: 'i32' };
+    }
+    // Neighbouring bytes may belong to other invocations: clear and set this one's bits atomically.
+    this.memory.atomic.add(at.param);
+    const value = this.coerce(this.expression(args[1]!, memoryType.type), memoryType.type, node);
+    const temp = `offload_at${this.temps++}`;
+    const bits = memoryType.type === 'u32' ? value.code : `bitcast<u32>(${value.code})`;
+    return {
+      code: `{ let ${temp} = ${byte}; atomicAnd(&${at.binding}[${temp} >> 2u], ~(${mask} << ((${temp} & 3u) * 8u))); atomicOr(&${at.binding}[${temp} >> 2u], (${bits} & ${mask}) << ((${temp} & 3u) * 8u)); }`,
+      type: 'void',
+    };
+  }
+
+  private atomic(node: SyntaxNode, op: string, typeArgs: string[], args: SyntaxNode[], statement: boolean): Value {
+    const declared = typeArgs[0];
+    if (declared !== 'i32' && declared !== 'u32') return fail(node, `calls atomic.${op}<${declared ?? ''}>: WGSL atomics are on i32 and u32`);
+    const type: Ty = declared;
+    const rmw = ATOMIC_RMW[op];
+    const isLoad = op === 'load';
+    const isStore = op === 'store';
+    if (!rmw && !isLoad && !isStore) return fail(node, `calls atomic.${op}, which WGSL has no twin for`);
+    const offsetArg = isLoad ? args[1] : args[2];
+    const at = this.address(node, args[0]!, offsetArg);
+    this.memory.atomic.add(at.param);
+    if (!isLoad) this.memory.written.add(at.param);
+    const index = `&${at.binding}[${at.word}]`;
+    if (isLoad) return { code: type === 'u32' ? `atomicLoad(${index})` : `bitcast<i32>(atomicLoad(${index}))`, type };
+    const value = this.coerce(this.expression(args[1]!, type), type, node);
+    const bits = type === 'u32' ? value.code : `bitcast<u32>(${value.code})`;
+    if (isStore) return { code: `atomicStore(${index}, ${bits})`, type: 'void' };
+    const call = `${rmw}(${index}, ${bits})`;
+    return { code: type === 'u32' || statement ? call : `bitcast<i32>(${call})`, type: statement ? 'u32' : type };
+  }
+}
+
+const OPERATORS: Record<string, string> = {
+  Plus: '+',
+  Minus: '-',
+  Asterisk: '*',
+  Slash: '/',
+  Percent: '%',
+  Ampersand: '&',
+  Bar: '|',
+  Caret: '^',
+  LessThan_LessThan: '<<',
+  GreaterThan_GreaterThan: '>>',
+  GreaterThan_GreaterThan_GreaterThan: '>>>',
+  LessThan: '<',
+  LessThan_Equals: '<=',
+  GreaterThan: '>',
+  GreaterThan_Equals: '>=',
+  Equals_Equals: '==',
+  Exclamation_Equals: '!=',
+  Equals_Equals_Equals: '==',
+  Exclamation_Equals_Equals: '!=',
+  Ampersand_Ampersand: '&&',
+  Bar_Bar: '||',
+};
+const COMPARISONS = new Set(['LessThan', 'LessThan_Equals', 'GreaterThan', 'GreaterThan_Equals', 'Equals_Equals', 'Exclamation_Equals', 'Equals_Equals_Equals', 'Exclamation_Equals_Equals']);
+const COMPOUND: Record<string, string> = {
+  Plus_Equals: 'Plus',
+  Minus_Equals: 'Minus',
+  Asterisk_Equals: 'Asterisk',
+  Slash_Equals: 'Slash',
+  Percent_Equals: 'Percent',
+  Ampersand_Equals: 'Ampersand',
+  Bar_Equals: 'Bar',
+  Caret_Equals: 'Caret',
+  LessThan_LessThan_Equals: 'LessThan_LessThan',
+  GreaterThan_GreaterThan_Equals: 'GreaterThan_GreaterThan',
+  GreaterThan_GreaterThan_GreaterThan_Equals: 'GreaterThan_GreaterThan_GreaterThan',
+};
+
+/** A u32 literal's value / 4 when it is a multiple of 4 (as code), else undefined. */
+function literalWords(value: Value): string | undefined {
+  if (value.literal?.literalKind !== 'Integer' || !unsignedness(value.type)) return undefined;
+  const n = BigInt.asUintN(32, BigInt(value.literal.value as string));
+  return n % 4n === 0n ? `${n / 4n}u` : undefined;
+}
+
+/** Whether `node` returns on every path, by WGSL's rules (a return, or an if/else whose branches both do). */
+function alwaysReturns(node: SyntaxNode): boolean {
+  if (node.k === 'Return') return true;
+  if (node.k === 'Block') {
+    const last = (node.statements as SyntaxNode[]).at(-1);
+    return last !== undefined && alwaysReturns(last);
+  }
+  if (node.k === 'If') return node.ifFalse !== null && alwaysReturns(node.ifTrue as SyntaxNode) && alwaysReturns(node.ifFalse as SyntaxNode);
+  return false;
+}
+
+/** Whether WGSL takes `name` as it is: not reserved, and clear of the names the translation makes (`__`, `offload_`). */
+function isPlainName(name: string): boolean {
+  return !WGSL_RESERVED.has(name) && !name.startsWith('_') && !name.includes('__') && !name.startsWith('offload_');
+}
+
+/** Whether `code`'s parentheses balance (so that `(code)` is one group). */
+function balanced(code: string): boolean {
+  let depth = 0;
+  for (const char of code) {
+    if (char === '(') depth++;
+    else if (char === ')' && --depth < 0) return false;
+  }
+  return depth === 0;
+}
+
+function isAssignment(operator: string): boolean {
+  return operator === 'Equals' || operator in COMPOUND;
+}
+
+function isInteger(type: Ty): boolean {
+  return type === 'i32' || type === 'u32' || type === 'usize';
+}
+
+function unsignedness(type: Ty): boolean {
+  return type === 'u32' || type === 'usize';
+}
+
+function wgslType(type: Ty): string {
+  return type === 'usize' ? 'u32' : type;
+}
+
+function zero(type: Ty): string {
+  return type === 'f32' ? '0.0f' : type === 'i32' ? '0i' : type === 'bool' ? 'false' : '0u';
+}
+
+function one(type: Ty): string {
+  return type === 'f32' ? '1.0f' : type === 'i32' ? '1i' : '1u';
+}
+
+function truthy(value: Value, node: SyntaxNode): string {
+  if (value.base !== undefined) return fail(node, 'tests an address for zero (its value differs between devices)');
+  switch (value.type) {
+    case 'bool':
+      return value.code;
+    case 'f32':
+      // AssemblyScript's truthiness of a float: neither zero nor NaN.
+      return `(${value.code} != 0.0f && ${value.code} == ${value.code})`;
+    case 'void':
+      return fail(node, 'tests a call without a value');
+    default:
+      return `(${value.code} != ${zero(value.type)})`;
+  }
+}
+
+/** A resolved AssemblyScript type name as a type of the subset. */
+function typeOf(name: string, fn: FunctionSyntax, what: string): Ty {
+  if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool' || name === 'void') return name;
+  if (name === 'isize') return 'i32';
+  const why = name === 'f64' || name === 'i64' || name === 'u64' ? ` (WGSL has no ${name})` : '';
+  throw new Untranslatable(fn.line, `has ${what} of type ${name}${why}; translated kernels compute with i32, u32, f32 and bool`);
+}
+
+function typeName(node: SyntaxNode): string {
+  return (node.resolved as string | null) ?? String(((node.name as SyntaxNode | undefined)?.identifier as SyntaxNode | undefined)?.text ?? '?');
+}
+
+function typeOfNode(node: SyntaxNode, what: string): Ty {
+  const name = typeName(node);
+  if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool') return name;
+  if (name === 'isize') return 'i32';
+  const why = name === 'f64' || name === 'i64' || name === 'u64' ? ` (WGSL has no ${name})` : '';
+  return fail(node, `gives ${what} the type ${name}${why}; translated kernels compute with i32, u32, f32 and bool`);
+}
+
+function isSmallLoad(node: SyntaxNode): boolean {
+  const callee = node.k === 'Call' ? (node.expression as SyntaxNode) : undefined;
+  const type = ((node.typeArguments as SyntaxNode[] | null) ?? [])[0];
+  return callee?.element === '~lib/builtins/load' && type !== undefined && ['i8', 'u8', 'i16', 'u16', 'bool'].includes(typeName(type));
+}
+
+/** A called function's WGSL name: its name and where it comes from (two files may each have a `helper`). */
+function helperName(fn: FunctionSyntax): string {
+  return `${fn.name.replace(/[^A-Za-z0-9]/g, '')}__fn_${fn.internalName.replace(/[^A-Za-z0-9]/g, '_').replace(/_+/g, '_')}`;
+}
+
+function describe(node: SyntaxNode): string {
+  return node.k.replace(/([a-z])([A-Z])/g, '$1 $2').toLowerCase();
+}
+
+/** An f32 literal that WGSL reads back to the same value. */
+function f32Literal(value: number): string {
+  const rounded = Math.fround(value);
+  const text = String(rounded);
+  return `${text}${/[.e]/.test(text) ? '' : '.0'}f`;
+}
+
+/** A numeric literal in its context's type (i32 without one), as AssemblyScript types it. */
+function literal(node: SyntaxNode, context?: Ty, negate = false): Value {
+  const kind = node.literalKind;
+  if (kind === 'Float') {
+    const value = (negate ? -1 : 1) * (node.value as number);
+    const shown = Number.isInteger(value) ? value.toFixed(1) : String(value);
+    if (context !== 'f32') return fail(node, `uses the float literal ${shown} where AssemblyScript computes in f64 (WGSL has no f64): give it an f32 context, as <f32>${shown}`);
+    if (!Number.isFinite(Math.fround(value))) return fail(node, `uses the literal ${value}, which f32 cannot hold`);
+    return { code: f32Literal(value), type: 'f32', literal: node };
+  }
+  if (kind !== 'Integer') return fail(node, `uses a ${String(kind).toLowerCase()} literal (kernels on WebGPU have no strings, arrays or objects)`);
+  const big = BigInt(node.value as string) * (negate ? -1n : 1n);
+  const tagged = { literal: negate ? { ...node, value: String(big) } : node };
+  if (context === 'f32') return { code: f32Literal(Number(big)), type: 'f32', ...tagged };
+  if (big < -(2n ** 31n) || big >= 2n ** 32n) return fail(node, `uses the literal ${big}, which needs 64 bits (WGSL has no i64)`);
+  if (context === 'u32' || context === 'usize') return { code: `${BigInt.asUintN(32, big)}u`, type: context, ...tagged };
+  if (big >= 2n ** 31n && context !== 'i32') return fail(node, `uses the literal ${big}, which AssemblyScript types i64 here (WGSL has no i64): write <u32>${big}`);
+  const n = Number(BigInt.asIntN(32, big));
+  return { code: n === -(2 ** 31) ? 'i32(-2147483648)' : n < 0 ? `(${n}i)` : `${n}i`, type: 'i32', ...tagged };
+}

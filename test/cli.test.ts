@@ -154,17 +154,17 @@ describe('offload command', { timeout: 300_000 }, () => {
     const { code, stdout, stderr } = await offload(['build', 'test/fixtures/kernels.ts', 'test/fixtures/kernels.wgsl', '-o', output]);
     assert.equal(code, 0, stderr);
     assert.match(stdout, /image {4}wasm32-unknown-offload/);
-    // scan_memory from the .wgsl file, 10 kernels translated from the .ts file; a note for each of the other 8.
-    assert.match(stdout, /image {4}wgsl-unknown-webgpu, .*, 11 kernels from kernels\.wgsl/);
+    // scan_memory, grid3d and team_scan from the .wgsl file, 10 kernels translated from the .ts file; a note for each of the other 11.
+    assert.match(stdout, /image {4}wgsl-unknown-webgpu, .*, 13 kernels from kernels\.wgsl/);
     const notes = stderr.split('\n').filter((line) => line.startsWith('note: '));
     assert.deepEqual(
       notes.map((line) => /kernel '(\w+)'/.exec(line)![1]),
-      ['scale_f64', 'sum_i64', 'trap_oob', 'trap_abort', 'trap_unreachable', 'mixed', 'say'],
+      ['scale_f64', 'sum_i64', 'trap_oob', 'trap_abort', 'trap_unreachable', 'mixed', 'say', 'call_host', 'tally_teams'],
     );
     assert.match(stderr, /^note: test\/fixtures\/kernels\.ts:\d+: kernel 'say' is not translated to WGSL \(it runs on wasm devices only\): it calls print\(\)/m);
     const required = await offload(['build', 'test/fixtures/kernels.ts', '--wgsl=require', '-o', output]);
     assert.equal(required.code, 1);
-    assert.match(required.stderr, /INVALID_ARGUMENT.*--wgsl=require: 8 kernel\(s\) cannot be translated/);
+    assert.match(required.stderr, /INVALID_ARGUMENT.*--wgsl=require: 11 kernel\(s\) cannot be translated/);
     assert.match(required.stderr, /kernels\.ts:\d+: kernel 'scan_memory' .*cannot be traced back to one pointer parameter|kernel 'scan_memory' .*compares an address/);
     const badMode = await offload(['build', 'test/fixtures/kernels.ts', '--wgsl=maybe', '-o', output]);
     assert.equal(badMode.code, 2);

@@ -66,13 +66,26 @@ const GRID_VARS = ['offload_team', 'offload_teams', 'offload_thread'] as const;
  * why it has none. One table, so that new device functions (3-D grids, barriers, team memory)
  * are one entry each.
  */
-export const DEVICE_FUNCTIONS: Record<string, { type: Ty; args: Ty[]; wgsl: (args: string[]) => string } | { unsupported: string }> = {
-  teamId: { type: 'i32', args: [], wgsl: () => 'i32(offload_team.x)' },
-  numTeams: { type: 'i32', args: [], wgsl: () => 'i32(offload_teams.x)' },
-  threadId: { type: 'i32', args: [], wgsl: () => 'i32(offload_thread.x)' },
-  numThreads: { type: 'i32', args: [], wgsl: () => `i32(${TRANSLATED_THREADS})` },
+export const DEVICE_FUNCTIONS: Record<string, { type: Ty; args: Ty[]; optional?: number; wgsl: (args: (string | undefined)[]) => string } | { unsupported: string }> = {
+  // The dimension argument (default x) picks a component of the builtin's vec3u.
+  teamId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_team', d)})` },
+  numTeams: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_teams', d)})` },
+  threadId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_thread', d)})` },
+  // Translated kernels have a one-dimensional workgroup: threads along y and z are 1.
+  numThreads: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => (axis('v', d) === 'v.x' ? `i32(${TRANSLATED_THREADS})` : `select(1i, i32(${TRANSLATED_THREADS}), ${d} == 0)`) },
+  barrier: { type: 'void', args: [], wgsl: () => 'workgroupBarrier()' },
+  teamMemory: { unsupported: 'team memory is an address, which WGSL cannot compute (write the kernel in WGSL with a var<workgroup> array)' },
+  hostCall: { unsupported: 'a GPU cannot wait for the program in the middle of a dispatch' },
   print: { unsupported: 'print() writes to the host, which WGSL kernels cannot reach' },
 };
+
+/** Component `d` (an i32 expression, default x) of a vec3u builtin. */
+function axis(vector: string, d: string | undefined): string {
+  const literal = d === undefined ? 0 : /^\(?(\d+)i?\)?$/.exec(d)?.[1];
+  if (literal !== undefined && Number(literal) <= 2) return `${vector}.${'xyz'[Number(literal)]}`;
+  // Past z a dimension has size 1 and index 0, as on the host device.
+  return `select(${vector}[min(u32(${d}), 2u)], ${vector.endsWith('s') ? '1u' : '0u'}, u32(${d}) > 2u)`;
+}
 const DEVICE_PREFIX = '~lib/offload-ts/device/';
 
 /** Generic builtins of AssemblyScript (`~lib/builtins/<name>`) with a WGSL twin: which operand types they take. */
@@ -747,7 +760,7 @@ class FunctionTranslator {
       const device = DEVICE_FUNCTIONS[element.slice(DEVICE_PREFIX.length)];
       if (device === undefined) return fail(node, `calls device function ${name}(), which has no WGSL translation`);
       if ('unsupported' in device) return fail(node, `calls ${name}(): ${device.unsupported}`);
-      if (args.length !== device.args.length) fail(node, `calls ${name}() with ${args.length} arguments`);
+      if (args.length > device.args.length || args.length < device.args.length - (device.optional ?? 0)) fail(node, `calls ${name}() with ${args.length} arguments`);
       const values = args.map((arg, i) => this.coerce(this.expression(arg, device.args[i]), device.args[i]!, arg).code);
       return { code: device.wgsl(values), type: device.type };
     }

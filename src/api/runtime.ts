@@ -282,15 +282,24 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   const context = new RuntimeContext(new ImageRegistry(log), log, file === undefined ? undefined : new Tracer(file), launchTimeoutMs, checkPrint(opts.print, 'Offload.init'));
   const plugins: Plugin[] = [];
   const devices: Device[] = [];
+  let made: Promise<Plugin | undefined>[] = [];
   try {
-    for (const { factory } of registeredPlugins()) {
-      const plugin = await factory(opts);
+    // Every factory starts at once (a GPU probe overlaps the host workers' start and the proxies'
+    // connects); the plugins still take their places in priority order.
+    made = registeredPlugins().map(({ factory }) => Promise.resolve().then(() => factory(opts)));
+    for (const promise of made) promise.catch(() => {});
+    for (const promise of made) {
+      const plugin = await promise;
       if (!plugin) continue;
       plugins.push(plugin);
       const count = await plugin.init();
       for (let index = 0; index < count; index++) devices.push(new Device(devices.length, plugin.device(index), context));
     }
   } catch (error) {
+    // Plugins other factories made meanwhile are stopped too.
+    for (const other of await Promise.allSettled(made)) {
+      if (other.status === 'fulfilled' && other.value && !plugins.includes(other.value)) plugins.push(other.value);
+    }
     for (const plugin of plugins.reverse()) await plugin.deinit().catch(() => {});
     if (error instanceof OffloadError) throw error;
     throw errors.invalidArgument(`Offload.init failed: ${(error as Error).message}`);

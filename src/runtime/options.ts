@@ -1,6 +1,6 @@
 /** Options of `Offload.init`, with their environment fallbacks. */
 import type { HostDeviceOptions } from '../plugins/host/device.js';
-import type { WebGpuOptions } from '../plugins/webgpu/adapter.js';
+import type { WebGpuOptions } from '../plugins/webgpu/options.js';
 import type { TlsClientOptions } from '../transport/tcp.js';
 
 export interface RuntimeOptions {

@@ -1,0 +1,105 @@
+/**
+ * The package as a user gets it: `npm pack`'s tarball, unpacked into a new project's
+ * node_modules (its dependencies linked from ours: nothing is downloaded), then required,
+ * imported and type-checked with skipLibCheck off; what the tarball holds and leaves out.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { userCacheDir } from '../src/cli/kernel-cache.js';
+
+const exec = promisify(execFile);
+const ROOT = path.join(import.meta.dirname, '..');
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+
+let work: string;
+let app: string;
+let files: string[];
+
+async function run(command: string, args: string[], cwd: string): Promise<string> {
+  const { stdout } = await exec(command, args, { cwd, maxBuffer: 64 << 20 }).catch((error: { stdout: string; stderr: string }) => {
+    throw new Error(`${command} ${args.join(' ')} failed:\n${error.stdout}\n${error.stderr}`);
+  });
+  return stdout;
+}
+
+describe('the published package', { timeout: 300_000 }, () => {
+  before(async () => {
+    work = await mkdtemp(path.join(os.tmpdir(), 'offload-package-'));
+    // npm pack runs `prepare` (the build) first, as publishing does.
+    const packed = JSON.parse(await run(npm, ['pack', '--json', '--pack-destination', work], ROOT)) as { filename: string; files: { path: string }[] }[];
+    files = packed[0]!.files.map((file) => file.path);
+    app = path.join(work, 'app');
+    const installed = path.join(app, 'node_modules', 'offload-ts');
+    await mkdir(installed, { recursive: true });
+    await run('tar', ['-xzf', path.join(work, packed[0]!.filename), '-C', installed, '--strip-components=1'], work);
+    for (const entry of await readdir(path.join(ROOT, 'node_modules'))) {
+      if (entry.startsWith('.')) continue;
+      await symlink(path.join(ROOT, 'node_modules', entry), path.join(app, 'node_modules', entry));
+    }
+    await writeFile(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
+  });
+
+  after(async () => {
+    if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  it('ships a LICENSE, the docs the README links to, and no source map pointing at unshipped sources', async () => {
+    assert.ok(files.includes('LICENSE'));
+    assert.match(await readFile(path.join(app, 'node_modules/offload-ts/LICENSE'), 'utf8'), /Apache License\s+Version 2\.0/);
+    assert.deepEqual(files.filter((file) => file.endsWith('.map')), []);
+    assert.deepEqual(files.filter((file) => file.startsWith('src/')), []);
+    const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
+    const linked = [...readme.matchAll(/\]\(((?:docs|bench)\/[^)#]+)\)|`((?:docs|bench)\/[\w./-]+\.md)`/g)].map((match) => match[1] ?? match[2]!);
+    assert.ok(linked.length > 0);
+    for (const file of linked) assert.ok(files.includes(file), `README links to ${file}, which the package does not ship`);
+  });
+
+  it('is required from CommonJS and imported from an ES module', async () => {
+    const required = await run(process.execPath, ['-e', "const o = require('offload-ts'); console.log(typeof o.Offload.init, typeof o.map.to, o.OffloadError.name)"], app);
+    assert.equal(required.trim(), 'function function OffloadError');
+    const imported = await run(process.execPath, ['--input-type=module', '-e', "const o = await import('offload-ts'); console.log(typeof o.Offload.init)"], app);
+    assert.equal(imported.trim(), 'function');
+  });
+
+  it('type-checks with skipLibCheck off and shows no internal member', async () => {
+    await writeFile(
+      path.join(app, 'main.ts'),
+      `import { Offload, OffloadError, map, type Device, type RuntimeOptions } from 'offload-ts';
+const options: RuntimeOptions = { webgpu: { fallback: true } };
+const rt = await Offload.init(options);
+const device: Device = rt.devices[0]!;
+const data = new Float32Array(4);
+await rt.targetData(device, [map.tofrom(data)], async () => {});
+// @ts-expect-error internal: not in the published declarations
+rt.contextCount;
+console.log(device.info.name, OffloadError.name);
+await rt.shutdown();
+`,
+    );
+    await writeFile(
+      path.join(app, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: { target: 'ES2022', lib: ['ES2022'], module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: false, noEmit: true, types: ['node'] },
+        files: ['main.ts'],
+      }),
+    );
+    const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    const { stdout } = await exec(process.execPath, [tsc, '-p', 'tsconfig.json', '--pretty', 'false'], { cwd: app }).catch((error: { stdout: string }) => error);
+    assert.equal(stdout, '', 'tsc found errors');
+    const declarations = await readFile(path.join(app, 'node_modules/offload-ts/dist/api/runtime.d.ts'), 'utf8');
+    assert.doesNotMatch(declarations, /contextCount|mappedRanges/);
+  });
+
+  it("keeps built kernels in the user's cache directory, not the shared temporary one", () => {
+    assert.equal(userCacheDir({}, 'linux', '/home/ada'), '/home/ada/.cache/offload-ts');
+    assert.equal(userCacheDir({ XDG_CACHE_HOME: '/var/cache/ada' }, 'linux', '/home/ada'), '/var/cache/ada/offload-ts');
+    assert.equal(userCacheDir({ XDG_CACHE_HOME: 'relative' }, 'linux', '/home/ada'), '/home/ada/.cache/offload-ts');
+    assert.equal(userCacheDir({}, 'darwin', '/Users/ada'), '/Users/ada/Library/Caches/offload-ts');
+    assert.equal(userCacheDir({ OFFLOAD_CACHE_DIR: '/tmp/k' }, 'linux', '/home/ada'), '/tmp/k');
+  });
+});

@@ -29,6 +29,8 @@ export const ErrorCode = {
   TIMEOUT: 'TIMEOUT',
   /** The device does not support what was asked (a memory kind, an image format). */
   UNSUPPORTED: 'UNSUPPORTED',
+  /** The program gave up on the operation through its AbortSignal. */
+  ABORTED: 'ABORTED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -98,4 +100,5 @@ export const errors = {
   unauthorized: (msg: string) => new OffloadError('UNAUTHORIZED', msg),
   timeout: (msg: string, device?: number) => new OffloadError('TIMEOUT', msg, { device }),
   unsupported: (msg: string, device?: number) => new OffloadError('UNSUPPORTED', msg, { device }),
+  aborted: (msg: string, cause?: unknown) => new OffloadError('ABORTED', msg, { cause }),
 };

@@ -17,6 +17,7 @@ import { Library } from './library.js';
 import { MAX_TIMEOUT_MS, type Grid } from './queue.js';
 import { parseMilliseconds } from '../units.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
+import { abortable, abortError, checkSignal } from '../abort.js';
 
 /** Options of `runtime.shutdown()`. */
 export interface ShutdownOptions {
@@ -275,8 +276,21 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   if (opts.trace !== undefined && typeof opts.trace !== 'string') {
     throw errors.invalidArgument(`Offload.init: options.trace must be a file path, got ${describe(opts.trace)}`);
   }
+  const signal = checkSignal(opts.signal, 'Offload.init: options.signal');
+  if (opts.connectTimeoutMs !== undefined) checkInteger(opts.connectTimeoutMs, 'Offload.init: options.connectTimeoutMs', 1, MAX_TIMEOUT_MS);
+  if (signal?.aborted) throw abortError(signal, 'Offload.init');
   const launchTimeoutMs =
     opts.launchTimeoutMs === undefined ? launchTimeoutFromEnv() : checkInteger(opts.launchTimeoutMs, 'Offload.init: options.launchTimeoutMs', 1, MAX_TIMEOUT_MS);
+  const building = build(opts, info, launchTimeoutMs);
+  if (!signal) return building;
+  return abortable(building, signal, 'Offload.init').catch((error: unknown) => {
+    // Given up: what init still builds is shut down once it is there.
+    if (signal.aborted) void building.then((runtime) => runtime.shutdown({ graceMs: 0 })).catch(() => {});
+    throw error;
+  });
+}
+
+async function build(opts: RuntimeOptions, info: boolean | ((line: string) => void), launchTimeoutMs: number | undefined): Promise<Runtime> {
   const log = typeof info === 'function' ? new InfoLog(true, info) : new InfoLog(info);
   const file = traceFile(opts.trace);
   const context = new RuntimeContext(new ImageRegistry(log), log, file === undefined ? undefined : new Tracer(file), launchTimeoutMs, checkPrint(opts.print, 'Offload.init'));

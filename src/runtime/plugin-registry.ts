@@ -71,7 +71,14 @@ registerPlugin(
       token ||= MPI_DEFAULT_TOKEN;
     }
     if (proxies.length === 0) return undefined;
-    return new RemotePlugin({ proxies, token: token!, peerTimeoutMs: options.peerTimeoutMs, tls: options.tls ?? (await tlsFromEnv()) });
+    return new RemotePlugin({
+      proxies,
+      token: token!,
+      peerTimeoutMs: options.peerTimeoutMs,
+      connectTimeoutMs: options.connectTimeoutMs,
+      signal: options.signal,
+      tls: options.tls ?? (await tlsFromEnv()),
+    });
   },
   50,
 );

@@ -8,7 +8,8 @@
 import { errors, type OffloadError } from '../../errors.js';
 import { cut, MAX_KERNEL_NAME_CHARS, MAX_PRINT_CHARS, type DeviceInfo, type PrintListener } from '../interface.js';
 import { connectMpi, mpiRankOf } from '../../transport/mpi.js';
-import { connectTcp, formatAddress, parseAddress, type TlsClientOptions } from '../../transport/tcp.js';
+import { connectTcp, DEFAULT_CONNECT_TIMEOUT_MS, formatAddress, parseAddress, type TlsClientOptions } from '../../transport/tcp.js';
+import { abortError } from '../../abort.js';
 import type { Frame } from '../../transport/frame.js';
 import { peerTimeoutFromEnv, startHeartbeat } from '../../transport/heartbeat.js';
 import type { Transport } from '../../transport/transport.js';
@@ -31,7 +32,13 @@ export interface ConnectOptions {
   /** The proxy's token (a client), or a write grant of one of its buffers (a peer proxy's link). */
   token?: string;
   grant?: string;
+  /**
+   * How long the proxy has to accept the connection and answer its hello, in milliseconds
+   * (default 10000): a proxy that accepts and never answers is DEVICE_LOST after it.
+   */
   timeoutMs?: number;
+  /** Gives up connecting (ABORTED, or the signal's reason). */
+  signal?: AbortSignal;
   /** A proxy silent this long is DEVICE_LOST (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
   peerTimeoutMs?: number;
   /** TLS for every TCP address, trusting these CAs (a `tls://` address asks for TLS on its own). */
@@ -64,8 +71,20 @@ export class RemoteConnection {
   /** Connects and says hello; rejects with UNAUTHORIZED for a wrong token, DEVICE_LOST if unreachable. */
   static async open(address: string, options: ConnectOptions): Promise<RemoteConnection> {
     // `mpi:N` is a proxy rank of this MPI job; anything else a TCP address.
-    const transport = mpiRankOf(address) === undefined ? await connectTcp(address, { timeoutMs: options.timeoutMs, tls: options.tls }) : connectMpi(address);
+    const started = Date.now();
+    const timeoutMs = options.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    const { signal } = options;
+    const transport = mpiRankOf(address) === undefined ? await connectTcp(address, { timeoutMs, tls: options.tls, signal }) : connectMpi(address);
     const connection = new RemoteConnection(transport, address);
+    // The hello's reply counts against the same time limit as the connect: a proxy (or anything
+    // else on that port) that accepts and never answers is DEVICE_LOST, not a wait for ever.
+    const silent = setTimeout(
+      () => transport.close(errors.deviceLost(`proxy ${address} accepted the connection but did not answer within ${timeoutMs} ms (connectTimeoutMs)`)),
+      Math.max(0, timeoutMs - (Date.now() - started)),
+    );
+    const onAbort = () => transport.close(abortError(signal!, `connecting to proxy ${address}`));
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
     const hello: Record<string, unknown> = { op: 'hello', version: PROTOCOL_VERSION };
     if (options.token !== undefined) hello.token = options.token;
     if (options.grant !== undefined) hello.grant = options.grant;
@@ -80,6 +99,9 @@ export class RemoteConnection {
     } catch (error) {
       transport.close();
       throw error;
+    } finally {
+      clearTimeout(silent);
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 

@@ -14,8 +14,10 @@ export interface RemoteOptions {
   /** Proxy addresses, `host:port`. */
   proxies: string[];
   token: string;
-  /** How long to wait for each proxy to accept the connection. */
+  /** How long each proxy has to accept the connection and answer its hello. */
   connectTimeoutMs?: number;
+  /** Gives up connecting (Offload.init's signal). */
+  signal?: AbortSignal;
   /** A proxy silent this long is DEVICE_LOST (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
   peerTimeoutMs?: number;
   /** TLS for every TCP proxy, trusting these CAs. */
@@ -35,6 +37,7 @@ export class RemotePlugin implements Plugin {
         RemoteConnection.open(address, {
           token: this.options.token,
           timeoutMs: this.options.connectTimeoutMs,
+          signal: this.options.signal,
           peerTimeoutMs: this.options.peerTimeoutMs,
           tls: this.options.tls,
         }),
@@ -61,7 +64,7 @@ export class RemotePlugin implements Plugin {
 
   /** A context: a connection (a session of its own) to each proxy, which keeps the sessions apart. */
   async createContext(): Promise<Plugin> {
-    return new RemotePlugin(this.options);
+    return new RemotePlugin({ ...this.options, signal: undefined });
   }
 
   isCompatible(image: ImageInfo): boolean {

@@ -53,6 +53,17 @@ function search(energy: (i: number) => number, lo: number, hi: number, e: number
   return lo;
 }
 
+/**
+ * The bytes of device memory one device needs for XSBench's data (every device holds all of it):
+ * what generateXsbench makes, counted before making it, so a run that cannot fit fails at once.
+ */
+export function xsbenchBytes(size: XsSize, grid: XsGrid): number {
+  const points = XSBENCH.isotopes[size] * XSBENCH.gridpoints;
+  const nuclides = points * 6 * 8;
+  const index = (grid === 'unionized' ? points : XSBENCH.hashBins) * XSBENCH.isotopes[size] * 4;
+  return nuclides + index + (grid === 'unionized' ? points * 8 : 0);
+}
+
 export function generateXsbench(size: XsSize, grid: XsGrid): XsData {
   const nIsotopes = XSBENCH.isotopes[size];
   const nGridpoints = XSBENCH.gridpoints;

@@ -1,0 +1,69 @@
+/**
+ * The `offload` command as a user meets it: --version, --json on demo and bench, each command's
+ * options in its --help, and a bench that cannot fit says so before making its data.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+
+const root = path.join(import.meta.dirname, '..');
+const main = path.join(root, 'src/cli/main.ts');
+
+function offload(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, env: { ...process.env, OFFLOAD_WEBGPU: 'off', OFFLOAD_PROXIES: '', OFFLOAD_HOST_THREADS: '1', ...env }, timeout: 120_000 }, (error, stdout, stderr) =>
+      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr, ms: performance.now() - started }),
+    );
+  });
+}
+
+describe('the offload command', { timeout: 240_000 }, () => {
+  it('prints its version with --version', async () => {
+    const { version } = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { version: string };
+    const { code, stdout } = await offload(['--version']);
+    assert.equal(code, 0);
+    assert.equal(stdout.trim(), `offload-ts ${version}`);
+  });
+
+  it('lists the options of every command in its --help', async () => {
+    for (const [command, options] of [
+      ['demo', ['--size', '--proxies', '--json']],
+      ['bench', ['--size', '--grid', '--devices', '--proxies', '--json']],
+      ['launch', ['-np', '--mpi']],
+      ['proxy', ['--listen', '--exit-with-parent']],
+    ] as const) {
+      const { code, stdout } = await offload([command, '--help']);
+      assert.equal(code, 0);
+      for (const option of options) assert.match(stdout, new RegExp(`^\\s+${option}\\b`, 'm'), `${command} --help lists ${option}`);
+    }
+  });
+
+  it('prints the demo as one JSON object with --json', async () => {
+    const { code, stdout } = await offload(['demo', '--size', '1000', '--json']);
+    assert.equal(code, 0);
+    const report = JSON.parse(stdout) as { ok: boolean; results: { kernel: string; ok: boolean; device: number }[]; proxies: string[] };
+    assert.equal(report.ok, true);
+    assert.deepEqual(report.results.map((r) => r.kernel), ['saxpy', 'dot_partial', 'mandelbrot']);
+    assert.ok(report.results.every((r) => r.ok && r.device === 0));
+  });
+
+  it('prints the bench as one JSON object with --json', async () => {
+    const { code, stdout } = await offload(['bench', 'xsbench', '--grid', 'hash', '--lookups', '1000', '--json']);
+    assert.equal(code, 0);
+    const report = JSON.parse(stdout) as { app: string; checksum: number; valid: boolean | null; devices: { lookups: number }[] };
+    assert.equal(report.app, 'xsbench');
+    assert.equal(report.devices.reduce((sum, d) => sum + d.lookups, 0), 1000);
+    assert.notEqual(report.valid, false);
+  });
+
+  it('fails a bench that cannot fit on its devices at once, saying what would', async () => {
+    const { code, stderr, ms } = await offload(['bench', 'xsbench', '--size', 'large'], { OFFLOAD_HOST_MEMORY: '512M' });
+    assert.equal(code, 1);
+    assert.match(stderr, /OUT_OF_MEMORY.*needs 5\.5 GiB on every device.*device 0 .* has 51\d MiB.*more proxies do not help.*--grid hash needs 197\.\d MiB/);
+    // The data (5.9 GB, some 30 s to make) was never made.
+    assert.ok(ms < 30_000, `it took ${ms.toFixed(0)} ms`);
+  });
+});

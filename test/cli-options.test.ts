@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { typeScriptLoader } from '../src/cli/launch.js';
 
 const root = path.join(import.meta.dirname, '..');
 const main = path.join(root, 'src/cli/main.ts');
@@ -39,6 +40,17 @@ describe('the offload command', { timeout: 240_000 }, () => {
       assert.equal(code, 0);
       for (const option of options) assert.match(stdout, new RegExp(`^\\s+${option}\\b`, 'm'), `${command} --help lists ${option}`);
     }
+  });
+
+  it('runs a TypeScript program under launch through its project\'s tsx, and says what is missing when nothing can run it', async () => {
+    assert.deepEqual(await typeScriptLoader('app.js', []), []);
+    assert.deepEqual(await typeScriptLoader('app.ts', ['--import', 'tsx']), []);
+    const [flag, url] = (await typeScriptLoader(path.join(root, 'test', 'app.ts'), [])) as string[];
+    assert.equal(flag, '--import');
+    assert.match(url!, /^file:.*node_modules\/tsx\/dist\/loader\.mjs$/);
+    const elsewhere = await typeScriptLoader('/nonexistent-project/app.mts', []);
+    if ((process.features as { typescript?: unknown }).typescript) assert.deepEqual(elsewhere, ['--experimental-strip-types']);
+    else assert.match(elsewhere as string, /is TypeScript, and neither tsx .* nor Node's own type stripping/);
   });
 
   it('prints the demo as one JSON object with --json', async () => {

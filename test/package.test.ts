@@ -19,6 +19,21 @@ const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 let work: string;
 let app: string;
 let files: string[];
+let tarball: string;
+
+/** `dir`/node_modules: the tarball unpacked as offload-ts, every other package linked from ours, and the bins npm would link. */
+async function install(dir: string): Promise<void> {
+  const installed = path.join(dir, 'node_modules', 'offload-ts');
+  await mkdir(installed, { recursive: true });
+  await run('tar', ['-xzf', tarball, '-C', installed, '--strip-components=1'], work);
+  for (const entry of await readdir(path.join(ROOT, 'node_modules'))) {
+    if (entry.startsWith('.')) continue;
+    await symlink(path.join(ROOT, 'node_modules', entry), path.join(dir, 'node_modules', entry));
+  }
+  await mkdir(path.join(dir, 'node_modules', '.bin'));
+  await symlink('../offload-ts/dist/cli/main.js', path.join(dir, 'node_modules', '.bin', 'offload'));
+  await symlink('../typescript/bin/tsc', path.join(dir, 'node_modules', '.bin', 'tsc'));
+}
 
 async function run(command: string, args: string[], cwd: string): Promise<string> {
   const { stdout } = await exec(command, args, { cwd, maxBuffer: 64 << 20 }).catch((error: { stdout: string; stderr: string }) => {
@@ -34,13 +49,8 @@ describe('the published package', { timeout: 300_000 }, () => {
     const packed = JSON.parse(await run(npm, ['pack', '--json', '--pack-destination', work], ROOT)) as { filename: string; files: { path: string }[] }[];
     files = packed[0]!.files.map((file) => file.path);
     app = path.join(work, 'app');
-    const installed = path.join(app, 'node_modules', 'offload-ts');
-    await mkdir(installed, { recursive: true });
-    await run('tar', ['-xzf', path.join(work, packed[0]!.filename), '-C', installed, '--strip-components=1'], work);
-    for (const entry of await readdir(path.join(ROOT, 'node_modules'))) {
-      if (entry.startsWith('.')) continue;
-      await symlink(path.join(ROOT, 'node_modules', entry), path.join(app, 'node_modules', entry));
-    }
+    tarball = path.join(work, packed[0]!.filename);
+    await install(app);
     await writeFile(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
   });
 
@@ -93,6 +103,32 @@ await rt.shutdown();
     assert.equal(stdout, '', 'tsc found errors');
     const declarations = await readFile(path.join(app, 'node_modules/offload-ts/dist/api/runtime.d.ts'), 'utf8');
     assert.doesNotMatch(declarations, /contextCount|mappedRanges/);
+  });
+
+  it("sets a project up with 'offload init': kernels checked by AssemblyScript's tsconfig, wrappers that survive tsc --outDir, launch of the .ts app", async () => {
+    const project = path.join(work, 'project');
+    await mkdir(project);
+    await install(project);
+    const env = { ...process.env, OFFLOAD_WEBGPU: 'off', OFFLOAD_PROXIES: '', OFFLOAD_HOST_THREADS: '1', OFFLOAD_CACHE_DIR: path.join(work, 'cache') };
+    const sh = async (command: string, args: string[]) => {
+      const { stdout } = await exec(command, args, { cwd: project, env, maxBuffer: 16 << 20 }).catch((error: { stdout: string; stderr: string }) => {
+        throw new Error(`${command} ${args.join(' ')} failed:\n${error.stdout}\n${error.stderr}`);
+      });
+      return stdout;
+    };
+    const offload = path.join(project, 'node_modules', '.bin', 'offload');
+    assert.match(await sh(offload, ['init']), /wrote +kernels\/tsconfig\.json[\s\S]*scripts +build:kernels, check:kernels, build, start/);
+    // The kernels (and offload-ts/device) type-check under AssemblyScript's settings; the app's tsc never sees them.
+    await sh(npm, ['run', '--silent', 'check:kernels']);
+    await sh(npm, ['run', '--silent', 'build']);
+    const expected = /^device 0 host .*: sum of 0\.\.999 = 499500$/m;
+    assert.match(await sh(process.execPath, ['dist/main.js']), expected);
+    // A kernel that touches no memory builds too.
+    await writeFile(path.join(project, 'kernels', 'empty.ts'), 'export function empty(): void {}\n');
+    assert.match(await sh(offload, ['build', 'kernels/empty.ts', '-o', 'build/empty']), /kernel +empty\(\)/);
+    // The TypeScript program itself, on two local proxies.
+    const launched = await sh(offload, ['launch', '-np', '2', 'src/main.ts']);
+    assert.equal(launched.match(/sum of 0\.\.999 = 499500$/gm)?.length, 3, launched);
   });
 
   it("keeps built kernels in the user's cache directory, not the shared temporary one", () => {

@@ -9,12 +9,13 @@ import * as bench from './bench.js';
 import * as build from './build.js';
 import * as demo from './demo.js';
 import * as devices from './devices.js';
+import * as init from './init.js';
 import * as launch from './launch.js';
 import * as proxy from './proxy.js';
 import { table, usageError } from './format.js';
 
 /** Each module exports `summary` (one line) and `run(args)`, which resolves to the exit status. */
-const COMMANDS = { devices, build, demo, proxy, launch, bench };
+const COMMANDS = { init, devices, build, demo, proxy, launch, bench };
 type CommandName = keyof typeof COMMANDS;
 
 const HELP = `Usage: offload <command> [options]

@@ -176,12 +176,17 @@ function announce(server: ProxyServer): void {
 /** Resolves on SIGINT or SIGTERM, or (`withParent`) when standard input ends or fails. */
 function signalled(withParent = false): Promise<void> {
   return new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
+    const stop = () => {
+      // The pipe read from must not keep the process alive once the proxy has shut down.
+      if (withParent) process.stdin.destroy();
+      resolve();
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
     if (withParent) {
-      process.stdin.once('end', resolve);
-      process.stdin.once('close', resolve);
-      process.stdin.once('error', resolve);
+      process.stdin.once('end', stop);
+      process.stdin.once('close', stop);
+      process.stdin.once('error', stop);
       process.stdin.resume();
     }
   });

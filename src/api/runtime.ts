@@ -64,7 +64,7 @@ export class Runtime {
     this.context.checkOpen();
     const opts = checkOptions(options, 'createContext: options') as ContextOptions;
     const { info, tracer, launchTimeoutMs } = this.context;
-    const context = new RuntimeContext(new ImageRegistry(info), info, tracer, launchTimeoutMs, checkPrint(opts.print, 'createContext') ?? this.context.print);
+    const context = new RuntimeContext(new ImageRegistry(info), info, opts.tracer ?? tracer, launchTimeoutMs, checkPrint(opts.print, 'createContext') ?? this.context.print);
     const plugins: Plugin[] = [];
     const devices: Device[] = [];
     try {
@@ -210,10 +210,21 @@ export class Runtime {
       await this.stopPlugins();
     }
     await this.context.registry.unregisterAll();
+    await this.collectTraces();
     this.context.close();
     await this.stopPlugins();
     this.parent?.children.delete(this);
     if (!this.parent) this.context.tracer?.write();
+  }
+
+  /** Before the plugins stop: the spans the proxies recorded for this runtime, into its trace. */
+  private async collectTraces(): Promise<void> {
+    const tracer = this.context.tracer;
+    if (!tracer || this.parent) return;
+    let index = 0;
+    for (const plugin of this.plugins) {
+      for (const batch of (await plugin.traces?.().catch(() => [])) ?? []) tracer.merge(index++, batch.events, batch.clock, batch.dropped);
+    }
   }
 
   private stopped: Promise<void> | undefined;
@@ -248,6 +259,8 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
 export interface ContextOptions {
   /** Where the context's kernels' print() lines go. Default: where the runtime's go. */
   print?: (line: KernelPrint) => void;
+  /** @internal Where the context's spans go instead of the runtime's trace (a proxy's session that its client traces). */
+  tracer?: Tracer;
 }
 
 function checkPrint(print: unknown, what: string): ((line: KernelPrint) => void) | undefined {

@@ -5,6 +5,7 @@
  * synchronously on arrival, so per-queue order is the client's order. Malformed frames close
  * the connection with PROTOCOL; every other failure is a coded error in the reply.
  */
+import { Tracer } from '../runtime/trace.js';
 import { errors, OffloadError, quoted } from '../errors.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
 import type { Buffer } from '../api/buffer.js';
@@ -31,7 +32,7 @@ export interface SessionDirectory {
   login(peer: string, credentials: { token?: string; grant?: string }): OffloadError | { grant?: { session: Session; buffer: number } };
   /** A new session, in a context of its own. */
   /** A new session for `client`; its kernels' print() lines go to `print`. */
-  open(client: string, print: (line: KernelPrint) => void): Promise<Session>;
+  open(client: string, print: (line: KernelPrint) => void, traced?: boolean): Promise<Session>;
   close(session: Session): Promise<void>;
   /** A new write grant for buffer `buffer` of `session` (kept in session.grants too). */
   grant(session: Session, buffer: number): string;
@@ -254,7 +255,8 @@ export class ProxyConnection {
       return;
     }
     this.loggingIn = true;
-    const opening = this.directory.open(this.transport.peer, (line) => this.forwardPrint(line)).then(
+    const traced = meta.frame.meta.trace === true;
+    const opening = this.directory.open(this.transport.peer, (line) => this.forwardPrint(line), traced).then(
       (session) => {
         if (this.transport.closed) {
           // The client left while its context was being made.
@@ -280,7 +282,8 @@ export class ProxyConnection {
 
   private welcome(id: number): void {
     const devices = this.runtime.devices.map((device) => device.info);
-    this.send({ op: 'reply', id, devices, peers: this.directory.peerList });
+    // `now`: this proxy's clock (microseconds since the epoch), to align its trace with the client's.
+    this.send({ op: 'reply', id, devices, peers: this.directory.peerList, now: Tracer.now() });
   }
 
   /** What a peer link may do: make its own queues and write into the buffer it was granted. */
@@ -387,6 +390,11 @@ export class ProxyConnection {
       }
       case 'sync':
         return this.reply(id, this.queue(meta).finish());
+      case 'trace': {
+        // The spans of this session's work so far (none unless its hello asked), as JSON in the payload.
+        const taken = session.tracer?.take() ?? { events: [], dropped: 0 };
+        return this.reply(id, Promise.resolve(), () => ({ dropped: taken.dropped }), () => new TextEncoder().encode(JSON.stringify(taken.events)));
+      }
       default:
         throw errors.protocol(`unknown op '${op}'`);
     }

@@ -5,6 +5,7 @@
  *
  * Ownership: the connection owns its transport; `close()` closes it and rejects what is pending.
  */
+import { MAX_REMOTE_EVENTS, Tracer, type ClockAlignment, type TraceEvent } from '../../runtime/trace.js';
 import { errors, type OffloadError } from '../../errors.js';
 import { cut, MAX_KERNEL_NAME_CHARS, MAX_PRINT_CHARS, type DeviceInfo, type PrintListener } from '../interface.js';
 import { connectMpi, mpiRankOf } from '../../transport/mpi.js';
@@ -39,6 +40,8 @@ export interface ConnectOptions {
   timeoutMs?: number;
   /** Gives up connecting (ABORTED, or the signal's reason). */
   signal?: AbortSignal;
+  /** Ask the proxy to keep the spans of this session's work, for `traceEvents()`. */
+  trace?: boolean;
   /** A proxy silent this long is DEVICE_LOST (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
   peerTimeoutMs?: number;
   /** TLS for every TCP address, trusting these CAs (a `tls://` address asks for TLS on its own). */
@@ -88,9 +91,15 @@ export class RemoteConnection {
     const hello: Record<string, unknown> = { op: 'hello', version: PROTOCOL_VERSION };
     if (options.token !== undefined) hello.token = options.token;
     if (options.grant !== undefined) hello.grant = options.grant;
+    if (options.trace === true) hello.trace = true;
     try {
+      const sent = Tracer.now();
       const reply = await connection.request(hello);
+      const received = Tracer.now();
       const meta = new Meta(reply);
+      // The proxy's clock read between send and receive: at the midpoint, within half the round trip.
+      const now = reply.meta.now;
+      if (typeof now === 'number' && Number.isFinite(now)) connection.clock = { proxy: address, offsetUs: now - (sent + received) / 2, roundTripUs: received - sent };
       connection.devices = meta.array('devices') as DeviceInfo[];
       const peers = meta.frame.meta.peers;
       connection.peers = peers === 'any' ? 'any' : Array.isArray(peers) ? peers.filter((peer): peer is string => typeof peer === 'string') : [];
@@ -103,6 +112,27 @@ export class RemoteConnection {
       clearTimeout(silent);
       signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  /** How the proxy's clock relates to ours, from the hello's round trip (undefined: the proxy did not say). */
+  clock: ClockAlignment | undefined;
+
+  /**
+   * The spans the proxy kept of this session's work (its hello asked for them), checked: what
+   * is not a well-formed trace event is left out, so a hostile proxy cannot break the trace.
+   */
+  async traceEvents(): Promise<{ events: TraceEvent[]; dropped: number }> {
+    const reply = await this.request({ op: 'trace' });
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(new TextDecoder().decode(reply.payload));
+    } catch {
+      throw errors.protocol(`proxy ${this.address} sent a trace that is not JSON`);
+    }
+    if (!Array.isArray(parsed)) throw errors.protocol(`proxy ${this.address} sent a trace that is not an array of events`);
+    const events = parsed.filter(isTraceEvent).slice(0, MAX_REMOTE_EVENTS);
+    const dropped = typeof reply.meta.dropped === 'number' ? reply.meta.dropped : 0;
+    return { events, dropped: dropped + parsed.length - events.length };
   }
 
   /** Whether this proxy copies to `other` itself (proxy to proxy), rather than through the client. */
@@ -223,4 +253,16 @@ export class RemoteConnection {
   close(): void {
     this.transport.close();
   }
+}
+
+/** A trace event as a proxy may send it: a span or a name, with small integer ids. */
+function isTraceEvent(value: unknown): value is TraceEvent {
+  if (typeof value !== 'object' || value === null) return false;
+  const event = value as Record<string, unknown>;
+  const id = (n: unknown) => Number.isInteger(n) && (n as number) >= 0 && (n as number) < 1_000_000_000;
+  return (
+    typeof event.name === 'string' && event.name.length <= 256 && typeof event.cat === 'string' && event.cat.length <= 64 &&
+    (event.ph === 'X' || event.ph === 'M') && Number.isFinite(event.ts) && (event.dur === undefined || Number.isFinite(event.dur)) &&
+    id(event.pid) && event.pid as number < 1000 && id(event.tid) && (event.args === undefined || (typeof event.args === 'object' && event.args !== null))
+  );
 }

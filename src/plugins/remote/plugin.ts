@@ -5,7 +5,7 @@
  */
 import { errors } from '../../errors.js';
 import type { ImageInfo } from '../../image/manifest.js';
-import type { Plugin, PluginDevice } from '../interface.js';
+import type { Plugin, PluginDevice, RemoteTrace } from '../interface.js';
 import type { TlsClientOptions } from '../../transport/tcp.js';
 import { RemoteConnection } from './connection.js';
 import { ConnectionState, RemoteDevice } from './device.js';
@@ -18,6 +18,8 @@ export interface RemoteOptions {
   connectTimeoutMs?: number;
   /** Gives up connecting (Offload.init's signal). */
   signal?: AbortSignal;
+  /** The program traces: each proxy keeps its spans of this program's work, for `traces()`. */
+  trace?: boolean;
   /** A proxy silent this long is DEVICE_LOST (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
   peerTimeoutMs?: number;
   /** TLS for every TCP proxy, trusting these CAs. */
@@ -38,6 +40,7 @@ export class RemotePlugin implements Plugin {
           token: this.options.token,
           timeoutMs: this.options.connectTimeoutMs,
           signal: this.options.signal,
+          trace: this.options.trace,
           peerTimeoutMs: this.options.peerTimeoutMs,
           tls: this.options.tls,
         }),
@@ -69,6 +72,17 @@ export class RemotePlugin implements Plugin {
 
   isCompatible(image: ImageInfo): boolean {
     return this.devices.some((device) => device.info.imageFormats.includes(image.format));
+  }
+
+  /** Each proxy's spans of this program's work, with its clock's alignment (proxies that kept none are left out). */
+  async traces(): Promise<RemoteTrace[]> {
+    const traces: RemoteTrace[] = [];
+    for (const connection of this.connections) {
+      if (!this.options.trace || !connection.clock || connection.lost) continue;
+      const { events, dropped } = await connection.traceEvents();
+      traces.push({ events, dropped, clock: connection.clock });
+    }
+    return traces;
   }
 
   async deinit(): Promise<void> {

@@ -32,18 +32,6 @@ export const EXAMPLE_KERNEL = `// Kernels (AssemblyScript): 'npm run build:kerne
 // Pointers are usize byte offsets into device memory.
 import { numTeams, teamId } from "offload-ts/device";
 
-/** y[i] = a * x[i] + y[i] for i < n (f32). Each team takes one contiguous block. */
-export function saxpy(n: i32, a: f32, x: usize, y: usize): void {
-  const teams = numTeams();
-  const block = (n + teams - 1) / teams;
-  const start = teamId() * block;
-  const end = min(n, start + block);
-  for (let i = start; i < end; i++) {
-    const offset = <usize>i << 2;
-    store<f32>(y + offset, a * load<f32>(x + offset) + load<f32>(y + offset));
-  }
-}
-
 /**
  * A reduction with atomics: adds the n i32 at data into the i32 at total. Each team sums its
  * block in a local, then adds that to total with one atomic add, so teams never race.

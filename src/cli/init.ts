@@ -13,7 +13,7 @@ const HELP = `Usage: offload init [dir]
 ${summary}. In dir (default: here) it writes
   kernels/tsconfig.json  AssemblyScript's settings: 'tsc -p kernels' checks the kernels,
                          and the application's tsc never sees them
-  kernels/example.ts     Example kernels: saxpy, and a sum reduced with atomics
+  kernels/example.ts     An example kernel: a sum reduced with atomics
   src/main.ts            A program that launches the sum on every device
   tsconfig.json          The application's: src/ to dist/ (only if there is none)
   package.json           The scripts build:kernels, check:kernels, build, start (those it

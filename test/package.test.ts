@@ -22,12 +22,12 @@ let files: string[];
 let tarball: string;
 
 /** `dir`/node_modules: the tarball unpacked as offload-ts, every other package linked from ours, and the bins npm would link. */
-async function install(dir: string): Promise<void> {
+async function install(dir: string, omit: readonly string[] = []): Promise<void> {
   const installed = path.join(dir, 'node_modules', 'offload-ts');
   await mkdir(installed, { recursive: true });
   await run('tar', ['-xzf', tarball, '-C', installed, '--strip-components=1'], work);
   for (const entry of await readdir(path.join(ROOT, 'node_modules'))) {
-    if (entry.startsWith('.')) continue;
+    if (entry.startsWith('.') || omit.includes(entry)) continue;
     await symlink(path.join(ROOT, 'node_modules', entry), path.join(dir, 'node_modules', entry));
   }
   await mkdir(path.join(dir, 'node_modules', '.bin'));
@@ -129,6 +129,30 @@ await rt.shutdown();
     // The TypeScript program itself, on two local proxies.
     const launched = await sh(offload, ['launch', '-np', '2', 'src/main.ts']);
     assert.equal(launched.match(/sum of 0\.\.999 = 499500$/gm)?.length, 3, launched);
+  });
+
+  it('runs without its optional dependencies (webgpu, assemblyscript): prebuilt kernels on the host device', async () => {
+    const lean = path.join(work, 'runtime-only');
+    await mkdir(lean);
+    await install(lean, ['webgpu', 'assemblyscript', 'binaryen']);
+    await writeFile(path.join(lean, 'package.json'), JSON.stringify({ name: 'lean', private: true, type: 'module' }));
+    const env = { ...process.env, OFFLOAD_PROXIES: '', OFFLOAD_HOST_THREADS: '1', OFFLOAD_CACHE_DIR: path.join(work, 'cache') };
+    // Kernels built where the compiler is installed, run where it is not.
+    await exec(process.execPath, ['node_modules/offload-ts/dist/cli/main.js', 'build', 'node_modules/offload-ts/examples/kernels.ts', '-o', path.join(lean, 'kernels')], { cwd: app, env });
+    const script = `import { Offload, map } from 'offload-ts';
+const rt = await Offload.init({ webgpu: { fallback: true } });
+const k = await rt.devices[0].kernel(await rt.register('kernels.offload'), 'saxpy');
+const x = Float32Array.of(1, 2, 3), y = Float32Array.of(10, 20, 30);
+await rt.target(rt.devices[0], k, { teams: 1 }, [3, 2, map.to(x), map.tofrom(y)]);
+console.log(rt.devices.map((d) => d.info.kind).join(','), Array.from(y).join(','));
+await rt.shutdown();`;
+    const { stdout } = await exec(process.execPath, ['--input-type=module', '-e', script], { cwd: lean, env });
+    assert.equal(stdout.trim(), 'cpu 12,24,36', 'the host device only: no WebGPU engine to find a GPU with');
+    const build = await exec(process.execPath, ['node_modules/offload-ts/dist/cli/main.js', 'build', 'node_modules/offload-ts/examples/kernels.ts', '-o', 'again'], { cwd: lean, env }).catch(
+      (error: { code: number; stderr: string }) => error,
+    );
+    assert.equal((build as { code?: number }).code, 1);
+    assert.match((build as { stderr: string }).stderr, /UNSUPPORTED.*AssemblyScript compiler, which is not installed: npm install assemblyscript@/);
   });
 
   it("keeps built kernels in the user's cache directory, not the shared temporary one", () => {

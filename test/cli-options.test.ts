@@ -8,6 +8,8 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { typeScriptLoader } from '../src/cli/launch.js';
+import { progressBar } from '../src/cli/progress.js';
+import { generateXsbench } from '../src/apps/xsbench.js';
 
 const root = path.join(import.meta.dirname, '..');
 const main = path.join(root, 'src/cli/main.ts');
@@ -51,6 +53,28 @@ describe('the offload command', { timeout: 240_000 }, () => {
     const elsewhere = await typeScriptLoader('/nonexistent-project/app.mts', []);
     if ((process.features as { typescript?: unknown }).typescript) assert.deepEqual(elsewhere, ['--experimental-strip-types']);
     else assert.match(elsewhere as string, /is TypeScript, and neither tsx .* nor Node's own type stripping/);
+  });
+
+  it("draws bench's progress bar on a terminal only, and the data's making reports its progress to the end", () => {
+    let written = '';
+    const terminal = { isTTY: true, write: (text: string) => ((written += text), true) };
+    const fractions: number[] = [];
+    const bar = progressBar('data', terminal, 0);
+    generateXsbench('small', 'hash', (fraction) => {
+      fractions.push(fraction);
+      bar.update(fraction);
+    });
+    bar.done();
+    assert.ok(fractions.length > 10 && fractions.at(-1) === 1, `${fractions.length} reports`);
+    assert.ok(fractions.every((f, i) => i === 0 || f >= fractions[i - 1]!), 'never goes back');
+    assert.match(written, /\r  data \[\.{30}\] 0%/);
+    assert.match(written, /\r  data \[#{30}\] 100%\r\x1b\[K$/);
+    let piped = '';
+    const pipe = { isTTY: false, write: (text: string) => ((piped += text), true) };
+    const quiet = progressBar('data', pipe, 0);
+    quiet.update(0.5);
+    quiet.done();
+    assert.equal(piped, '');
   });
 
   it('prints the demo as one JSON object with --json', async () => {

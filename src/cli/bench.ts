@@ -18,6 +18,7 @@ import { formatBytes, formatDuration, table, usageError } from './format.js';
 import { cachedBundle } from './kernel-cache.js';
 import { mpiJob } from './launch.js';
 import { startLocalProxies } from './local-proxies.js';
+import { progressBar } from './progress.js';
 
 export const summary = 'Run a proxy app (xsbench, rsbench) on any devices and verify its checksum';
 
@@ -65,24 +66,6 @@ function checkFits(devices: readonly Device[], size: ProblemSize, grid: XsGrid):
     `xsbench --size ${size} --grid ${grid} needs ${formatBytes(need)} on every device it runs on (each holds all the data), and ${named}: ` +
       `more proxies do not help (a host device holds at most 4 GiB), leave the small devices out with --devices${hash}`,
   );
-}
-
-/** A progress bar on stderr, only on a terminal and only for runs that take a while. */
-function progressBar(): { update(fraction: number): void; done(): void } {
-  const started = performance.now();
-  let drawn = false;
-  return {
-    update(fraction) {
-      if (!process.stderr.isTTY || performance.now() - started < 2000) return;
-      const width = 30;
-      const filled = Math.round(fraction * width);
-      process.stderr.write(`\r  [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(fraction * 100).toFixed(0)}%`);
-      drawn = true;
-    },
-    done() {
-      if (drawn) process.stderr.write('\r\x1b[K');
-    },
-  };
 }
 
 /** The peers' binaries, built by bench/peers/build.sh (only in a checkout of the repository). */
@@ -174,11 +157,13 @@ export async function run(args: string[]): Promise<number> {
       // Before the data is made (tens of seconds for a large run): every device holds all of it.
       if (app === 'xsbench') checkFits(devices, size, grid);
       const initStart = performance.now();
-      const xsData = app === 'xsbench' ? generateXsbench(size, grid) : undefined;
+      const making = json ? undefined : progressBar('data');
+      const xsData = app === 'xsbench' ? generateXsbench(size, grid, making && ((f) => making.update(f))) : undefined;
+      making?.done();
       const rsData = app === 'rsbench' ? generateRsbench(size) : undefined;
       const what = app === 'xsbench' ? `${size}, ${grid} grid` : `${size}, Doppler on`;
       say(`${app}  ${what}, ${lookups.toLocaleString('en-US')} lookups; data generated in ${formatDuration(performance.now() - initStart)}`);
-      const bar = progressBar();
+      const bar = progressBar('lookups');
       const result = await (xsData
         ? runXsbench(runtime, devices, xsData, { bundle: bundle.path, lookups, progress: (f) => bar.update(f) })
         : runRsbench(runtime, devices, { size, lookups, kernelsBundle: bundle.path, data: rsData })

@@ -7,7 +7,9 @@
  * import (module "offload", see DEVICE_IMPORTS in src/image/wasm-abi.ts) that the device answers
  * for the invocation currently running, so the values are constant during one kernel call.
  *
- * This file is AssemblyScript, not TypeScript: it is compiled by asc and excluded from tsc.
+ * This file is AssemblyScript, not TypeScript: it is compiled by asc and excluded from the
+ * application's tsc; it type-checks under AssemblyScript's own tsconfig (the `offload init` layout),
+ * where each decorator carries the usual `// @ts-ignore: decorator`.
  */
 
 /*
@@ -17,18 +19,22 @@
  */
 
 /** Index of this invocation's team along dimension `d`, in [0, numTeams(d)). */
+// @ts-ignore: decorator
 @external("offload", "team_id")
 export declare function teamId(d: i32 = 0): i32;
 
 /** Number of teams of the current launch along dimension `d` (at least 1). */
+// @ts-ignore: decorator
 @external("offload", "num_teams")
 export declare function numTeams(d: i32 = 0): i32;
 
 /** Index of this invocation's thread inside its team along dimension `d`, in [0, numThreads(d)). */
+// @ts-ignore: decorator
 @external("offload", "thread_id")
 export declare function threadId(d: i32 = 0): i32;
 
 /** Number of threads per team along dimension `d` (at least 1). */
+// @ts-ignore: decorator
 @external("offload", "num_threads")
 export declare function numThreads(d: i32 = 0): i32;
 
@@ -40,6 +46,7 @@ export declare function numThreads(d: i32 = 0): i32;
  * one worker and switch at barriers, so a kernel that calls barrier() is built with binaryen's
  * asyncify (its code gets bigger and somewhat slower; kernels that never call it are unchanged).
  */
+// @ts-ignore: decorator
 @external("offload", "barrier")
 export declare function barrier(): void;
 
@@ -48,6 +55,7 @@ export declare function barrier(): void;
  * team's threads, undefined at the start of the team and gone after it (as CUDA's dynamic
  * shared memory). Use it with load<T>/store<T> like any pointer, within those bytes.
  */
+// @ts-ignore: decorator
 @external("offload", "team_memory")
 export declare function teamMemory(): usize;
 
@@ -59,6 +67,7 @@ export declare function teamMemory(): usize;
  * strings in): `print("i, x:", 2, i, x)` prints `i, x: 3, 0.25`. A line keeps 256 characters,
  * a launch 16 KiB of lines (the rest are counted, and the count printed).
  */
+// @ts-ignore: decorator
 @external("offload", "print")
 export declare function print(message: string, n?: i32, a0?: f64, a1?: f64, a2?: f64, a3?: f64, a4?: f64): void;
 
@@ -73,5 +82,6 @@ export declare function print(message: string, n?: i32, a0?: f64, a1?: f64, a2?:
  * Devices that cannot (a GPU cannot wait for the host in the middle of a dispatch) say so
  * in `device.info.hostCalls`.
  */
+// @ts-ignore: decorator
 @external("offload", "host_call")
 export declare function hostCall(name: string, n: i32 = 0, a0: f64 = 0, a1: f64 = 0, a2: f64 = 0, a3: f64 = 0, a4: f64 = 0, a5: f64 = 0): f64;

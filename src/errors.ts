@@ -31,6 +31,8 @@ export const ErrorCode = {
   UNSUPPORTED: 'UNSUPPORTED',
   /** A function of queue.hostFunction() threw or rejected (its `cause`); its queue went on. */
   HOST_FUNCTION_FAILED: 'HOST_FUNCTION_FAILED',
+  /** The program gave up on the operation through its AbortSignal. */
+  ABORTED: 'ABORTED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -100,4 +102,5 @@ export const errors = {
   unauthorized: (msg: string) => new OffloadError('UNAUTHORIZED', msg),
   timeout: (msg: string, device?: number) => new OffloadError('TIMEOUT', msg, { device }),
   unsupported: (msg: string, device?: number) => new OffloadError('UNSUPPORTED', msg, { device }),
+  aborted: (msg: string, cause?: unknown) => new OffloadError('ABORTED', msg, { cause }),
 };

@@ -2,6 +2,7 @@ import { errors, OffloadError } from '../errors.js';
 import { MAX_MILLISECONDS } from '../units.js';
 import type { LaunchArg, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
+import { abortable, checkSignal } from '../abort.js';
 import { Buffer, DevicePointer } from './buffer.js';
 import { checkInteger, checkOptions, checkRange, checkScalar, checkSize, describe, hostBytes } from './checks.js';
 import type { Device } from './device.js';
@@ -54,6 +55,26 @@ export class Event {
     await Promise.all([start.done, this.done]);
     return (await to.at) - (await from.at);
   }
+
+  /**
+   * Waits as `done` does, with a way out: rejects with ABORTED (TIMEOUT for `AbortSignal.timeout(ms)`) as soon
+   * as `options.signal` aborts. Only the wait ends; the operation goes on, and `done` still
+   * settles when it does.
+   */
+  wait(options?: WaitOptions): Promise<void> {
+    try {
+      const signal = checkSignal(checkOptions(options, 'event.wait: options').signal, 'event.wait: options.signal');
+      return abortable(this.done, signal, 'event.wait');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+}
+
+/** Options of the waits that take an AbortSignal (`event.wait`, `queue.finish`). */
+export interface WaitOptions {
+  /** Ends the wait (not the work waited for) with ABORTED, or TIMEOUT for `AbortSignal.timeout(ms)`. */
+  signal?: AbortSignal;
 }
 
 /** What `queue.record()` takes. */
@@ -240,6 +261,8 @@ export class Queue {
   /** Operations enqueued and not yet settled. */
   private pending = 0;
   private destroyed: Promise<void> | undefined;
+  /** The synchronize of a finish() that its signal ended early, for the next finish() to report. */
+  private abandonedFinish: Promise<void> | undefined;
 
   /** @internal Use `device.queue()`. */
   constructor(readonly device: Device) {
@@ -591,11 +614,22 @@ export class Queue {
   /**
    * Resolves when everything enqueued so far has completed; rejects with the first failure
    * since the previous `finish()` (and clears it, so the queue can be used again).
+   * `options.signal` ends the wait early (ABORTED, or TIMEOUT for `AbortSignal.timeout(ms)`);
+   * the work goes on, and a later `finish()` waits for it and reports its failure.
    */
-  async finish(): Promise<void> {
+  async finish(options?: WaitOptions): Promise<void> {
+    const signal = checkSignal(checkOptions(options, 'queue.finish: options').signal, 'queue.finish: options.signal');
     if (this.destroyed) throw this.destroyedError();
+    // A finish given up on its signal still took the queue's failure: the next finish reports it.
+    const abandoned = this.abandonedFinish;
+    this.abandonedFinish = undefined;
+    const synced = this.plugin.synchronize();
     try {
-      await this.plugin.synchronize();
+      if (abandoned) await Promise.allSettled([abandoned, synced]).then(() => abandoned);
+      await abortable(synced, signal, 'queue.finish').catch((error: unknown) => {
+        if (signal?.aborted) this.abandonedFinish = synced;
+        throw error;
+      });
     } catch (error) {
       throw asOffloadError(error).withDevice(this.device.id);
     }

@@ -20,6 +20,7 @@ import { Library } from './library.js';
 import { MAX_TIMEOUT_MS, type Grid } from './queue.js';
 import { parseMilliseconds } from '../units.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
+import { abortable, abortError, checkSignal } from '../abort.js';
 
 /** Options of `runtime.shutdown()`. */
 export interface ShutdownOptions {
@@ -72,7 +73,7 @@ export class Runtime {
     // A context calls the runtime's host functions, unless it is given where its calls go.
     const hostCall = opts.hostCall ?? this.context.hostCall;
     const print = checkPrint(opts.print, 'createContext') ?? this.context.print;
-    const context = new RuntimeContext(new ImageRegistry(info), info, tracer, launchTimeoutMs, print, this.context.hostFunctions, hostCall);
+    const context = new RuntimeContext(new ImageRegistry(info), info, opts.tracer ?? tracer, launchTimeoutMs, print, this.context.hostFunctions, hostCall);
     const plugins: Plugin[] = [];
     const devices: Device[] = [];
     try {
@@ -227,10 +228,21 @@ export class Runtime {
       await this.stopPlugins();
     }
     await this.context.registry.unregisterAll();
+    await this.collectTraces();
     this.context.close();
     await this.stopPlugins();
     this.parent?.children.delete(this);
     if (!this.parent) this.context.tracer?.write();
+  }
+
+  /** Before the plugins stop: the spans the proxies recorded for this runtime, into its trace. */
+  private async collectTraces(): Promise<void> {
+    const tracer = this.context.tracer;
+    if (!tracer || this.parent) return;
+    let index = 0;
+    for (const plugin of this.plugins) {
+      for (const batch of (await plugin.traces?.().catch(() => [])) ?? []) tracer.merge(index++, batch.events, batch.clock, batch.dropped);
+    }
   }
 
   private stopped: Promise<void> | undefined;
@@ -270,6 +282,8 @@ export interface ContextOptions {
    * runtime's `hostFunctions`. (A proxy sends each client's calls back to that client.)
    */
   hostCall?: (call: HostCall) => Promise<number>;
+  /** @internal Where the context's spans go instead of the runtime's trace (a proxy's session that its client traces). */
+  tracer?: Tracer;
 }
 
 function checkPrint(print: unknown, what: string): ((line: KernelPrint) => void) | undefined {
@@ -299,16 +313,36 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   if (opts.trace !== undefined && typeof opts.trace !== 'string') {
     throw errors.invalidArgument(`Offload.init: options.trace must be a file path, got ${describe(opts.trace)}`);
   }
+  const signal = checkSignal(opts.signal, 'Offload.init: options.signal');
+  if (opts.connectTimeoutMs !== undefined) checkInteger(opts.connectTimeoutMs, 'Offload.init: options.connectTimeoutMs', 1, MAX_TIMEOUT_MS);
+  if (signal?.aborted) throw abortError(signal, 'Offload.init');
   const launchTimeoutMs =
     opts.launchTimeoutMs === undefined ? launchTimeoutFromEnv() : checkInteger(opts.launchTimeoutMs, 'Offload.init: options.launchTimeoutMs', 1, MAX_TIMEOUT_MS);
+  const building = build(opts, info, launchTimeoutMs);
+  if (!signal) return building;
+  return abortable(building, signal, 'Offload.init').catch((error: unknown) => {
+    // Given up: what init still builds is shut down once it is there.
+    if (signal.aborted) void building.then((runtime) => runtime.shutdown({ graceMs: 0 })).catch(() => {});
+    throw error;
+  });
+}
+
+async function build(opts: RuntimeOptions, info: boolean | ((line: string) => void), launchTimeoutMs: number | undefined): Promise<Runtime> {
   const log = typeof info === 'function' ? new InfoLog(true, info) : new InfoLog(info);
   const file = traceFile(opts.trace);
   const context = new RuntimeContext(new ImageRegistry(log), log, file === undefined ? undefined : new Tracer(file), launchTimeoutMs, checkPrint(opts.print, 'Offload.init'));
   const plugins: Plugin[] = [];
   const devices: Device[] = [];
+  let made: Promise<Plugin | undefined>[] = [];
   try {
-    for (const { name, factory } of registeredPlugins()) {
-      const plugin = await factory(opts);
+    // Every factory starts at once (a GPU probe overlaps the host workers' start and the proxies'
+    // connects); the plugins still take their places in priority order.
+    const registered = registeredPlugins();
+    made = registered.map(({ factory }) => Promise.resolve().then(() => factory(opts)));
+    for (const promise of made) promise.catch(() => {});
+    for (const [index, promise] of made.entries()) {
+      const plugin = await promise;
+      const name = registered[index]!.name;
       if (!plugin) {
         debug.log(`plugin ${name}`, name === 'webgpu' && webgpuUnavailable() ? `not loaded: ${webgpuUnavailable()}` : 'not loaded: nothing for it here (see Offload.init options)');
         continue;
@@ -319,6 +353,10 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
       for (let index = 0; index < count; index++) devices.push(new Device(devices.length, plugin.device(index), context));
     }
   } catch (error) {
+    // Plugins other factories made meanwhile are stopped too.
+    for (const other of await Promise.allSettled(made)) {
+      if (other.status === 'fulfilled' && other.value && !plugins.includes(other.value)) plugins.push(other.value);
+    }
     for (const plugin of plugins.reverse()) await plugin.deinit().catch(dropped('Offload.init', `stopping plugin ${plugin.name} after a failed init`));
     if (error instanceof OffloadError) throw error;
     throw errors.invalidArgument(`Offload.init failed: ${(error as Error).message}`);

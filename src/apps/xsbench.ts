@@ -53,7 +53,19 @@ function search(energy: (i: number) => number, lo: number, hi: number, e: number
   return lo;
 }
 
-export function generateXsbench(size: XsSize, grid: XsGrid): XsData {
+/**
+ * The bytes of device memory one device needs for XSBench's data (every device holds all of it):
+ * what generateXsbench makes, counted before making it, so a run that cannot fit fails at once.
+ */
+export function xsbenchBytes(size: XsSize, grid: XsGrid): number {
+  const points = XSBENCH.isotopes[size] * XSBENCH.gridpoints;
+  const nuclides = points * 6 * 8;
+  const index = (grid === 'unionized' ? points : XSBENCH.hashBins) * XSBENCH.isotopes[size] * 4;
+  return nuclides + index + (grid === 'unionized' ? points * 8 : 0);
+}
+
+/** Makes XSBench's data; `progress` hears the fraction done now and then (a large run takes tens of seconds). */
+export function generateXsbench(size: XsSize, grid: XsGrid, progress?: (fraction: number) => void): XsData {
   const nIsotopes = XSBENCH.isotopes[size];
   const nGridpoints = XSBENCH.gridpoints;
   const points = nIsotopes * nGridpoints;
@@ -64,7 +76,9 @@ export function generateXsbench(size: XsSize, grid: XsGrid): XsData {
   for (let i = 0; i < raw.length; i++) raw[i] = random.double();
   const nuclideGrid = new Float64Array(points * 6);
   const order = new Int32Array(nGridpoints);
+  // The sort takes about a third of the time, the index grid the rest.
   for (let iso = 0; iso < nIsotopes; iso++) {
+    progress?.((iso / nIsotopes) / 3);
     const base = iso * nGridpoints;
     for (let p = 0; p < nGridpoints; p++) order[p] = p;
     order.sort((a, b) => raw[(base + a) * 6]! - raw[(base + b) * 6]!);
@@ -83,6 +97,7 @@ export function generateXsbench(size: XsSize, grid: XsGrid): XsData {
     const energyHigh = new Float64Array(nIsotopes);
     for (let iso = 0; iso < nIsotopes; iso++) energyHigh[iso] = energyOf(iso)(1);
     for (let u = 0; u < points; u++) {
+      if (u % 4096 === 0) progress?.(1 / 3 + ((2 / 3) * u) / points);
       const energy = unionGrid[u]!;
       for (let iso = 0; iso < nIsotopes; iso++) {
         if (energy >= energyHigh[iso]! && idxLow[iso] !== nGridpoints - 2) {
@@ -97,6 +112,7 @@ export function generateXsbench(size: XsSize, grid: XsGrid): XsData {
     indexGrid = new Int32Array(bins * nIsotopes);
     const du = 1 / bins;
     for (let e = 0; e < bins; e++) {
+      if (e % 256 === 0) progress?.(1 / 3 + ((2 / 3) * e) / bins);
       for (let iso = 0; iso < nIsotopes; iso++) indexGrid[e * nIsotopes + iso] = search(energyOf(iso), 0, nGridpoints - 1, e * du);
     }
   }
@@ -111,6 +127,7 @@ export function generateXsbench(size: XsSize, grid: XsGrid): XsData {
   lists.forEach((list, m) => {
     for (let j = 0; j < list.length; j++) concs[m * maxNumNucs + j] = concRandom.double();
   });
+  progress?.(1);
   return { size, grid, nIsotopes, nGridpoints, nuclideGrid, unionGrid, indexGrid, numNucs, mats, concs, maxNumNucs };
 }
 

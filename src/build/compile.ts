@@ -236,7 +236,7 @@ async function buildWasmImage(files: string[], name: string, options: BuildOptio
     size: image.wasm.length,
     staticBase,
     staticSize,
-    minPages: memoryImportOf(info).minimum,
+    minPages: memoryImportOf(info)?.minimum ?? 0,
   };
   return { image: { info: imageInfo, bytes: image.wasm }, entries, texts: sources.texts, compiled: image };
 }
@@ -462,15 +462,15 @@ function checkImports(info: WasmModuleInfo): void {
     }
   }
   const memory = memoryImportOf(info);
-  if (!memory.shared || memory.maximum !== MAX_PAGES) {
+  // Kernels that touch no memory compile (optimised) to a module without the import: nothing to check.
+  if (memory !== undefined && (!memory.shared || memory.maximum !== MAX_PAGES)) {
     throw errors.invalidArgument(`the compiled module's memory import is not shared with maximum ${MAX_PAGES} pages`);
   }
 }
 
-function memoryImportOf(info: WasmModuleInfo): MemoryLimits {
-  const memory = info.imports.find((i) => i.module === 'env' && i.name === 'memory' && i.kind === 'memory')?.memory;
-  if (memory === undefined) throw errors.invalidArgument('the compiled module does not import env.memory');
-  return memory;
+/** The module's env.memory import; undefined when its code touches no memory (the optimiser drops the import then). */
+function memoryImportOf(info: WasmModuleInfo): MemoryLimits | undefined {
+  return info.imports.find((i) => i.module === 'env' && i.name === 'memory' && i.kind === 'memory')?.memory;
 }
 
 /**

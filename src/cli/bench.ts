@@ -12,12 +12,13 @@ import type { Device } from '../api/device.js';
 import { Offload, type Runtime } from '../api/runtime.js';
 import type { ProblemSize } from '../apps/proxy-apps.js';
 import { generateRsbench, RSBENCH, rsbenchKernelsSource, runRsbench } from '../apps/rsbench.js';
-import { generateXsbench, runXsbench, XSBENCH, xsbenchKernelsSource, type XsGrid } from '../apps/xsbench.js';
+import { generateXsbench, runXsbench, XSBENCH, xsbenchBytes, xsbenchKernelsSource, type XsGrid } from '../apps/xsbench.js';
 import { errors } from '../errors.js';
-import { formatDuration, table, usageError } from './format.js';
+import { formatBytes, formatDuration, table, usageError } from './format.js';
 import { cachedBundle } from './kernel-cache.js';
 import { mpiJob } from './launch.js';
 import { startLocalProxies } from './local-proxies.js';
+import { progressBar } from './progress.js';
 
 export const summary = 'Run a proxy app (xsbench, rsbench) on any devices and verify its checksum';
 
@@ -37,6 +38,7 @@ Options:
   --peers                       Then run the native peers (LLVM OpenMP offload and plain
                                 OpenMP, built by bench/peers/build.sh) with the same lookups
                                 and thread count, and print the ratios
+  --json                        Print the result as one JSON object (and nothing else) on stdout
   -h, --help                    Show this help`;
 
 /** Devices named by --devices. */
@@ -50,22 +52,20 @@ function pickDevices(runtime: Runtime, spec: string): Device[] {
   });
 }
 
-/** A progress bar on stderr, only on a terminal and only for runs that take a while. */
-function progressBar(): { update(fraction: number): void; done(): void } {
-  const started = performance.now();
-  let drawn = false;
-  return {
-    update(fraction) {
-      if (!process.stderr.isTTY || performance.now() - started < 2000) return;
-      const width = 30;
-      const filled = Math.round(fraction * width);
-      process.stderr.write(`\r  [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(fraction * 100).toFixed(0)}%`);
-      drawn = true;
-    },
-    done() {
-      if (drawn) process.stderr.write('\r\x1b[K');
-    },
-  };
+/**
+ * OUT_OF_MEMORY before anything is made when a device cannot hold XSBench's data, saying what
+ * would fit: every device holds all the data, so more proxies of the same size do not help.
+ */
+function checkFits(devices: readonly Device[], size: ProblemSize, grid: XsGrid): void {
+  const need = xsbenchBytes(size, grid);
+  const small = devices.filter((device) => device.info.memoryBytes < need);
+  if (small.length === 0) return;
+  const named = small.map((device) => `device ${device.id} ${device.info.name} has ${formatBytes(device.info.memoryBytes)}`).join(', ');
+  const hash = grid === 'unionized' ? `; --grid hash needs ${formatBytes(xsbenchBytes(size, 'hash'))}` : '';
+  throw errors.outOfMemory(
+    `xsbench --size ${size} --grid ${grid} needs ${formatBytes(need)} on every device it runs on (each holds all the data), and ${named}: ` +
+      `more proxies do not help (a host device holds at most 4 GiB), leave the small devices out with --devices${hash}`,
+  );
 }
 
 /** The peers' binaries, built by bench/peers/build.sh (only in a checkout of the repository). */
@@ -116,6 +116,7 @@ export async function run(args: string[]): Promise<number> {
       proxies: { type: 'string' },
       peers: { type: 'boolean' },
       mpi: { type: 'string' },
+      json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -144,28 +145,40 @@ export async function run(args: string[]): Promise<number> {
   const size = values.size as ProblemSize;
   const grid = values.grid as XsGrid;
 
+  const json = values.json === true;
+  const say = json ? () => {} : (line: string) => console.log(line);
   const bundle = await cachedBundle(app === 'xsbench' ? xsbenchKernelsSource() : rsbenchKernelsSource(), { label: `offload-${app}`, name: app });
-  const initStart = performance.now();
-  const xsData = app === 'xsbench' ? generateXsbench(size, grid) : undefined;
-  const rsData = app === 'rsbench' ? generateRsbench(size) : undefined;
-  const what = app === 'xsbench' ? `${size}, ${grid} grid` : `${size}, Doppler on`;
-  console.log(`${app}  ${what}, ${lookups.toLocaleString('en-US')} lookups; data generated in ${formatDuration(performance.now() - initStart)}`);
 
-  const local = await startLocalProxies(proxyCount);
+  const local = await startLocalProxies(proxyCount, { announce: !json });
   try {
     const runtime = await Offload.init(local && { proxies: local.proxies.map((proxy) => proxy.address), token: local.token });
     try {
       const devices = pickDevices(runtime, values.devices!);
-      const bar = progressBar();
+      // Before the data is made (tens of seconds for a large run): every device holds all of it.
+      if (app === 'xsbench') checkFits(devices, size, grid);
+      const initStart = performance.now();
+      const making = json ? undefined : progressBar('data');
+      const xsData = app === 'xsbench' ? generateXsbench(size, grid, making && ((f) => making.update(f))) : undefined;
+      making?.done();
+      const rsData = app === 'rsbench' ? generateRsbench(size) : undefined;
+      const what = app === 'xsbench' ? `${size}, ${grid} grid` : `${size}, Doppler on`;
+      say(`${app}  ${what}, ${lookups.toLocaleString('en-US')} lookups; data generated in ${formatDuration(performance.now() - initStart)}`);
+      const bar = progressBar('lookups');
       const result = await (xsData
         ? runXsbench(runtime, devices, xsData, { bundle: bundle.path, lookups, progress: (f) => bar.update(f) })
         : runRsbench(runtime, devices, { size, lookups, kernelsBundle: bundle.path, data: rsData })
       ).finally(() => bar.done());
+      const verdict = result.valid === undefined ? 'no published value for this lookup count' : result.valid ? 'VALID' : 'INVALID';
+      if (json) {
+        const devicesOut = devices.map((device, i) => ({ id: device.id, name: device.info.name, lookups: result.perDevice[i]! }));
+        const report = { app, size, grid: app === 'xsbench' ? grid : undefined, lookups, devices: devicesOut, transferMs: result.transferSeconds * 1000, lookupMs: result.lookupSeconds * 1000 };
+        console.log(JSON.stringify({ ...report, lookupsPerSecond: result.lookupsPerSecond, checksum: result.checksum, valid: result.valid ?? null }, null, 2));
+        return result.valid === false ? 1 : 0;
+      }
       const rows = devices.map((device, i) => [`  device ${device.id}`, device.info.name, `${result.perDevice[i]!.toLocaleString('en-US')} lookups`]);
       for (const line of table(rows)) console.log(line);
       console.log(`transfer ${formatDuration(result.transferSeconds * 1000)} (moving the data to ${devices.length} device${devices.length === 1 ? '' : 's'})`);
       console.log(`lookups  ${formatDuration(result.lookupSeconds * 1000)}: ${Math.round(result.lookupsPerSecond).toLocaleString('en-US')} lookups/s`);
-      const verdict = result.valid === undefined ? 'no published value for this lookup count' : result.valid ? 'VALID' : 'INVALID';
       console.log(`checksum ${result.checksum}: ${verdict}`);
       if (values.peers) {
         const threads = devices.filter((d) => d.info.location === 'local').reduce((sum, d) => sum + d.info.computeUnits, 0) || devices[0]!.info.computeUnits;

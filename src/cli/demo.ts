@@ -31,6 +31,7 @@ finds (OFFLOAD_PROXIES included; a WebGPU device runs the same kernels, translat
 Options:
   --size <N>     Vector length of saxpy and the dot product (default ${DEFAULT_SIZE})
   --proxies <N>  Start N local 'offload proxy' processes and run on their devices too
+  --json         Print the results as one JSON object (and nothing else) on stdout
   -h, --help     Show this help`;
 
 // src/cli and dist/cli sit at the same depth below the package root.
@@ -66,7 +67,7 @@ interface Outcome {
 export async function run(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { size: { type: 'string' }, proxies: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { size: { type: 'string' }, proxies: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
   });
   if (values.help) {
     console.log(HELP);
@@ -85,9 +86,10 @@ export async function run(args: string[]): Promise<number> {
   const bundle = await cachedBundle([KERNELS_SOURCE], { label: 'offload-demo', name: 'kernels' });
   const how = bundle.compileMs === undefined ? 'cached' : `compiled in ${formatDuration(bundle.compileMs)}`;
   const shown = path.relative(process.cwd(), KERNELS_SOURCE) || KERNELS_SOURCE;
-  console.log(`kernels  ${shown}: ${how} -> ${bundle.path}`);
+  const json = values.json === true;
+  if (!json) console.log(`kernels  ${shown}: ${how} -> ${bundle.path}`);
 
-  const local = await startLocalProxies(proxyCount);
+  const local = await startLocalProxies(proxyCount, { announce: !json });
   try {
     const runtime = await Offload.init(local && { proxies: local.proxies.map((proxy) => proxy.address), token: local.token });
     try {
@@ -111,6 +113,14 @@ export async function run(args: string[]): Promise<number> {
         }
       }
 
+      const failed = outcomes.filter((o) => o.mismatch !== undefined).length;
+      if (json) {
+        const results = outcomes.map(({ device, ...o }) => ({ ...o, device: device.id, deviceName: device.info.name, ok: o.mismatch === undefined, mismatch: o.mismatch ?? null }));
+        const kernels = { sources: shown, bundle: bundle.path, compileMs: bundle.compileMs ?? null };
+        const proxies = local?.proxies.map((proxy) => proxy.address) ?? [];
+        console.log(JSON.stringify({ kernels, proxies, results, skipped, ok: failed === 0, totalMs: performance.now() - started }, null, 2));
+        return failed === 0 ? 0 : 1;
+      }
       const header = ['kernel', 'device', 'grid', 'problem', 'launch', 'round trip', 'result'];
       const rows = outcomes.map((o) => [
         o.kernel,
@@ -126,7 +136,6 @@ export async function run(args: string[]): Promise<number> {
       if (skipped.length > 0) console.log(`not in the device's image: ${skipped.join(', ')}`);
       console.log('');
 
-      const failed = outcomes.filter((o) => o.mismatch !== undefined).length;
       const total = formatDuration(performance.now() - started);
       const devices = runtime.devices.length === 1 ? `device ${runtime.devices[0]!.id} ${runtime.devices[0]!.info.name}` : `${runtime.devices.length} devices`;
       const verdict = failed === 0 ? `all ${outcomes.length} kernels checked OK` : `${failed} of ${outcomes.length} kernels MISMATCHED`;

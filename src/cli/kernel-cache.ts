@@ -16,12 +16,29 @@ const DEVICE_LIBRARY = fileURLToPath(new URL('../../assembly/device.ts', import.
 /** The build tool's own files (src/build or dist/build): a compiler change invalidates the cache. */
 const BUILD_TOOL = fileURLToPath(new URL('../build/', import.meta.url));
 
+/**
+ * Where built kernels are kept between runs: OFFLOAD_CACHE_DIR, else the user's cache directory
+ * by the platform's rules (XDG_CACHE_HOME or ~/.cache on Linux, ~/Library/Caches on macOS,
+ * %LOCALAPPDATA% on Windows), in a folder `offload-ts`; the system's temporary directory only
+ * where there is no home. Not the temporary directory by default: that is shared with every
+ * user and emptied at reboot.
+ */
+export function userCacheDir(env: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform, home: string = os.homedir()): string {
+  if (env.OFFLOAD_CACHE_DIR) return path.resolve(env.OFFLOAD_CACHE_DIR);
+  if (platform === 'win32' && env.LOCALAPPDATA) return path.join(env.LOCALAPPDATA, 'offload-ts', 'Cache');
+  if (!home) return path.join(os.tmpdir(), 'offload-ts-cache');
+  if (platform === 'darwin') return path.join(home, 'Library', 'Caches', 'offload-ts');
+  // XDG: a relative XDG_CACHE_HOME is invalid and ignored.
+  const xdg = env.XDG_CACHE_HOME;
+  return path.join(xdg && path.isAbsolute(xdg) ? xdg : path.join(home, '.cache'), 'offload-ts');
+}
+
 export interface CacheOptions {
   /** Names the cached file: `<label>-<hash>.offload`. */
   label: string;
   /** The bundle's name in its manifest (OFFLOAD_INFO shows it). Default: `<label>-<hash>`. */
   name?: string;
-  /** Where the bundles are kept. Default: the system's temporary directory. */
+  /** Where the bundles are kept. Default: `userCacheDir()`. */
   dir?: string;
 }
 
@@ -32,7 +49,7 @@ export async function cachedBundle(sources: string | readonly string[], options:
   const hash = createHash('sha256');
   for (const file of [...list, DEVICE_LIBRARY, ...tool]) hash.update(await readFile(file));
   const key = `${options.label}-${hash.digest('hex').slice(0, 12)}`;
-  const dir = options.dir ?? os.tmpdir();
+  const dir = options.dir ?? userCacheDir();
   const bundlePath = path.join(dir, `${key}.offload`);
   if (existsSync(bundlePath)) return { path: bundlePath };
 

@@ -5,6 +5,10 @@
  * exits, and the command exits with the app's status.
  */
 import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { errors } from '../errors.js';
@@ -14,10 +18,12 @@ import { startLocalProxies } from './local-proxies.js';
 
 export const summary = 'Start N local proxies and run a program wired to them';
 
-const HELP = `Usage: offload launch [--mpi] -np <N> <app.js> [app arguments...]
+const HELP = `Usage: offload launch [--mpi] -np <N> <app.js|app.ts> [app arguments...]
 
 ${summary}. The program sees
-its local devices first, then the proxies' devices. The proxies stop when it exits.
+its local devices first, then the proxies' devices. The proxies stop when it exits, or
+when this command ends by any signal. A TypeScript program runs through tsx when its
+project has tsx, else through Node's own type stripping (Node >= 22.6).
 
 Options:
   -np, --np <N>  Number of proxies (1 to 64)
@@ -44,12 +50,14 @@ export async function run(args: string[]): Promise<number> {
   }
   if (appAt < 0) return usageError('launch', 'no program given (expected: offload launch -np N app.js)');
   const [app, ...appArgs] = normalized.slice(appAt);
-  if (values.mpi) return mpiJob(count, [app!, ...appArgs]);
+  const nodeArgs = await typeScriptLoader(app!);
+  if (typeof nodeArgs === 'string') return usageError('launch', nodeArgs);
+  if (values.mpi) return mpiJob(count, [...nodeArgs, app!, ...appArgs]);
 
   const local = (await startLocalProxies(count, { announce: false }))!;
   try {
     const addresses = local.proxies.map((proxy) => proxy.address);
-    const appProcess = spawn(process.execPath, [...process.execArgv, app!, ...appArgs], {
+    const appProcess = spawn(process.execPath, [...process.execArgv, ...nodeArgs, app!, ...appArgs], {
       stdio: 'inherit',
       env: { ...process.env, OFFLOAD_PROXIES: addresses.join(','), OFFLOAD_TOKEN: local.token },
     });
@@ -70,6 +78,28 @@ export async function run(args: string[]): Promise<number> {
   } finally {
     await local.stop();
   }
+}
+
+/**
+ * The node flags a TypeScript program (.ts, .mts, .cts) needs: tsx's loader where the program's
+ * project has tsx, else Node's own type stripping where this Node has it; none for JavaScript
+ * or when this command already runs with a loader. A string says why it cannot run.
+ */
+export async function typeScriptLoader(app: string, execArgv: readonly string[] = process.execArgv): Promise<string[] | string> {
+  if (!/\.[cm]?ts$/.test(app)) return [];
+  if (execArgv.some((arg) => /^--(import|loader|experimental-loader|experimental-strip-types)\b/.test(arg))) return [];
+  const absolute = path.resolve(app);
+  try {
+    const manifestPath = createRequire(absolute).resolve('tsx/package.json');
+    const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as { exports?: Record<string, unknown> };
+    const entry = manifest.exports?.['.'];
+    const file = typeof entry === 'string' ? entry : ((entry as Record<string, unknown> | undefined)?.import ?? (entry as Record<string, unknown> | undefined)?.default);
+    if (typeof file === 'string') return ['--import', pathToFileURL(path.join(path.dirname(manifestPath), file)).href];
+  } catch {
+    // No tsx in the program's project: Node's own type stripping, if it has it.
+  }
+  if ((process.features as { typescript?: unknown }).typescript) return ['--experimental-strip-types'];
+  return `${app} is TypeScript, and neither tsx (npm install --save-dev tsx, in its project) nor Node's own type stripping (Node >= 22.6) is there to run it; or compile it and launch the .js`;
 }
 
 /**

@@ -3,17 +3,19 @@
  * The `offload` command: runs the command named by the first argument and turns its outcome into
  * the exit status (0 done, 1 failed or an OffloadError, 2 used wrongly).
  */
+import { readFile } from 'node:fs/promises';
 import { OffloadError } from '../errors.js';
 import * as bench from './bench.js';
 import * as build from './build.js';
 import * as demo from './demo.js';
 import * as devices from './devices.js';
+import * as init from './init.js';
 import * as launch from './launch.js';
 import * as proxy from './proxy.js';
 import { table, usageError } from './format.js';
 
 /** Each module exports `summary` (one line) and `run(args)`, which resolves to the exit status. */
-const COMMANDS = { devices, build, demo, proxy, launch, bench };
+const COMMANDS = { init, devices, build, demo, proxy, launch, bench };
 type CommandName = keyof typeof COMMANDS;
 
 const HELP = `Usage: offload <command> [options]
@@ -24,7 +26,14 @@ ${table([
   ['  help [command]', 'Show this list, or the help of a command'],
 ]).join('\n')}
 
-Run 'offload <command> --help' for the options of a command.`;
+Run 'offload <command> --help' for the options of a command,
+'offload --version' for the version of offload-ts.`;
+
+/** The package's version, from its package.json (src/cli and dist/cli sit two levels below it). */
+async function version(): Promise<string> {
+  const manifest = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { name: string; version: string };
+  return `${manifest.name} ${manifest.version}`;
+}
 
 function isCommand(name: string): name is CommandName {
   return Object.hasOwn(COMMANDS, name);
@@ -53,6 +62,10 @@ async function main(args: string[]): Promise<number> {
   const [name, ...rest] = args;
   if (name === undefined || name === '--help' || name === '-h' || (name === 'help' && rest.length === 0)) {
     console.log(HELP);
+    return 0;
+  }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    console.log(await version());
     return 0;
   }
   if (name === 'help') return dispatch(rest[0], ['--help']);

@@ -60,6 +60,9 @@ Options:
   --mpi                 Serve the application ranks of this MPI job instead, e.g.
                         mpirun -np 2 offload proxy --mpi : -np 1 node app.js
                         (exits when every application rank has finished)
+  --exit-with-parent    Also stop (as on SIGTERM) when standard input closes: the
+                        parent that started the proxy with a pipe there has ended,
+                        by whatever signal (launch, demo, bench and the tests do this)
   -h, --help            Show this help`;
 
 export async function run(args: string[]): Promise<number> {
@@ -85,6 +88,7 @@ export async function run(args: string[]): Promise<number> {
       'proxy-memory': { type: 'string' },
       'quota-pending': { type: 'string' },
       mpi: { type: 'boolean' },
+      'exit-with-parent': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -148,7 +152,7 @@ export async function run(args: string[]): Promise<number> {
 
   const server = await ProxyServer.start({ listen: values.listen, token, tls, peerTls, ...limits });
   announce(server);
-  await signalled();
+  await signalled(values['exit-with-parent'] === true);
   await server.shutdown();
   return 0;
 }
@@ -169,9 +173,21 @@ function announce(server: ProxyServer): void {
   console.log(`listening on ${server.address}`);
 }
 
-function signalled(): Promise<void> {
+/** Resolves on SIGINT or SIGTERM, or (`withParent`) when standard input ends or fails. */
+function signalled(withParent = false): Promise<void> {
   return new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
+    const stop = () => {
+      // The pipe read from must not keep the process alive once the proxy has shut down.
+      if (withParent) process.stdin.destroy();
+      resolve();
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    if (withParent) {
+      process.stdin.once('end', stop);
+      process.stdin.once('close', stop);
+      process.stdin.once('error', stop);
+      process.stdin.resume();
+    }
   });
 }

@@ -7,6 +7,7 @@
  * Queues are objects rather than a `queue` parameter on every device call: a queue owns its
  * ordering state, and a remote plugin needs one per queue on the proxy side anyway.
  */
+import type { ClockAlignment, TraceEvent } from '../runtime/trace.js';
 import type { OffloadError } from '../errors.js';
 import type { EntryInfo, ImageFormat, ImageInfo, ParamType } from '../image/manifest.js';
 
@@ -339,4 +340,14 @@ export interface Plugin {
   createContext(): Promise<Plugin>;
   /** Stops every device and frees everything (for a context: everything the context made). Idempotent. */
   deinit(): Promise<void>;
+  /** Spans its devices recorded in processes of their own (a proxy's), to merge into the program's trace. */
+  traces?(): Promise<RemoteTrace[]>;
+}
+
+/** One proxy's spans for this program, on the proxy's clock, and how that clock relates to ours. */
+export interface RemoteTrace {
+  events: TraceEvent[];
+  clock: ClockAlignment;
+  /** Spans the proxy left out (over MAX_REMOTE_EVENTS). */
+  dropped: number;
 }

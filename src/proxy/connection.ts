@@ -5,6 +5,7 @@
  * synchronously on arrival, so per-queue order is the client's order. Malformed frames close
  * the connection with PROTOCOL; every other failure is a coded error in the reply.
  */
+import { Tracer } from '../runtime/trace.js';
 import { errors, OffloadError, quoted } from '../errors.js';
 import { asOffloadError } from '../plugins/serial-queue.js';
 import { debug } from '../runtime/debug.js';
@@ -32,8 +33,11 @@ export interface SessionDirectory {
    * does not exist, too many failures from that address lately).
    */
   login(peer: string, credentials: { token?: string; grant?: string }): OffloadError | { grant?: { session: Session; buffer: number } };
-  /** A new session for `client`, in a context of its own; its kernels' print() lines go to `print`, their host calls to `hostCall`. */
-  open(client: string, print: (line: KernelPrint) => void, hostCall: (call: HostCall) => Promise<number>): Promise<Session>;
+  /**
+   * A new session for `client`, in a context of its own; its kernels' print() lines go to
+   * `print`, their host calls to `hostCall`; `traced`: its work's spans are kept for it.
+   */
+  open(client: string, print: (line: KernelPrint) => void, hostCall: (call: HostCall) => Promise<number>, traced?: boolean): Promise<Session>;
   close(session: Session): Promise<void>;
   /** A new write grant for buffer `buffer` of `session` (kept in session.grants too). */
   grant(session: Session, buffer: number): string;
@@ -262,7 +266,8 @@ export class ProxyConnection {
       return;
     }
     this.loggingIn = true;
-    const opening = this.directory.open(this.transport.peer, (line) => this.forwardPrint(line), (call) => this.forwardHostCall(call)).then(
+    const traced = meta.frame.meta.trace === true;
+    const opening = this.directory.open(this.transport.peer, (line) => this.forwardPrint(line), (call) => this.forwardHostCall(call), traced).then(
       (session) => {
         if (this.transport.closed) {
           // The client left while its context was being made.
@@ -317,7 +322,8 @@ export class ProxyConnection {
 
   private welcome(id: number): void {
     const devices = this.runtime.devices.map((device) => device.info);
-    this.send({ op: 'reply', id, devices, peers: this.directory.peerList });
+    // `now`: this proxy's clock (microseconds since the epoch), to align its trace with the client's.
+    this.send({ op: 'reply', id, devices, peers: this.directory.peerList, now: Tracer.now() });
   }
 
   /** What a peer link may do: make its own queues and write into the buffer it was granted. */
@@ -445,6 +451,11 @@ export class ProxyConnection {
       }
       case 'memory-info':
         return this.reply(id, this.memoryInfo(meta, session), (info) => ({ ...info }));
+      case 'trace': {
+        // The spans of this session's work so far (none unless its hello asked), as JSON in the payload.
+        const taken = session.tracer?.take() ?? { events: [], dropped: 0 };
+        return this.reply(id, Promise.resolve(), () => ({ dropped: taken.dropped }), () => new TextEncoder().encode(JSON.stringify(taken.events)));
+      }
       default:
         throw errors.protocol(`unknown op '${op}'`);
     }

@@ -6,6 +6,7 @@
  * Ownership: the server owns its runtime (unless one is passed in) and its listener; `close()`
  * closes every connection, frees every session and shuts the runtime down.
  */
+import { Tracer } from '../runtime/trace.js';
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { errors, type OffloadError } from '../errors.js';
 import { Offload, type Runtime } from '../api/runtime.js';
@@ -267,8 +268,11 @@ export class ProxyServer implements SessionDirectory {
     }
   }
 
-  async open(client: string, print: (line: KernelPrint) => void, hostCall: (call: HostCall) => Promise<number>): Promise<Session> {
-    const session = new Session(client, await this.runtime.createContext({ print, hostCall }), this.quotas, this.memory);
+  /** A session for `client`; `traced`: its work's spans are kept for it (its hello asked). */
+  async open(client: string, print: (line: KernelPrint) => void, hostCall: (call: HostCall) => Promise<number>, traced = false): Promise<Session> {
+    const tracer = traced ? new Tracer(undefined) : undefined;
+    const session = new Session(client, await this.runtime.createContext({ print, hostCall, tracer }), this.quotas, this.memory);
+    session.tracer = tracer;
     if (this.closing) {
       await session.release();
       throw errors.deviceLost('the proxy is shutting down');

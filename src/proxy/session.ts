@@ -5,6 +5,7 @@
  * closes, however it closes, every peer link attached to the session is closed and the context
  * is shut down, which frees everything the client made.
  */
+import type { Tracer } from '../runtime/trace.js';
 import { totalmem } from 'node:os';
 import { getHeapStatistics } from 'node:v8';
 import { errors } from '../errors.js';
@@ -104,6 +105,8 @@ export class Session {
   /** Its share of the proxy's memory (ProxyMemory.held); given back whole when the session ends. */
   private proxyBytes = 0;
   private released = false;
+  /** The spans of the client's work here, kept when its hello asked for them ('trace' fetches them). */
+  tracer: Tracer | undefined;
 
   constructor(
     readonly client: string,

@@ -49,3 +49,13 @@ export function dropped(area: string, what: string): (error: unknown) => void {
     if (debug.enabled) debug.log(area, `${what} failed, and the error was dropped: ${errorText(error)}`);
   };
 }
+
+/** Whether an on/off environment variable is on: set, and not empty, 0, false, off or no. */
+export function flagSet(value: string | undefined): boolean {
+  return value !== undefined && !['', '0', 'false', 'off', 'no'].includes(value.trim().toLowerCase());
+}
+
+/** Writes `message` under `topic` when OFFLOAD_DEBUG is on; `message` is only computed then. */
+export function debugLog(topic: string, message: string | (() => string)): void {
+  if (debug.enabled) debug.log(topic, typeof message === 'function' ? message() : message);
+}

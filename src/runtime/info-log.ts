@@ -1,7 +1,8 @@
 /**
  * OFFLOAD_INFO: one line per image load, copy and launch, in the spirit of LIBOMPTARGET_INFO,
- * written to stderr. Off unless the variable is set to something other than 0 or empty.
+ * written to stderr. Off unless the variable is set to something other than empty, 0, false, off or no.
  */
+import { flagSet } from './debug.js';
 
 export type InfoSink = (line: string) => void;
 
@@ -20,8 +21,7 @@ export function formatBytes(bytes: number): string {
 }
 
 export function infoEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
-  const value = env.OFFLOAD_INFO;
-  return value !== undefined && value !== '' && value !== '0';
+  return flagSet(env.OFFLOAD_INFO);
 }
 
 /** Where a copy's device side is: a device id, a device address and an offset. */

@@ -1,6 +1,6 @@
 /** Options of `Offload.init`, with their environment fallbacks. */
 import type { HostDeviceOptions } from '../plugins/host/device.js';
-import type { WebGpuOptions } from '../plugins/webgpu/adapter.js';
+import type { WebGpuOptions } from '../plugins/webgpu/options.js';
 import type { TlsClientOptions } from '../transport/tcp.js';
 
 export interface RuntimeOptions {
@@ -50,6 +50,19 @@ export interface RuntimeOptions {
    * trusting the system's CAs.
    */
   tls?: TlsClientOptions;
+
+  // Cancellation and time limits of init (issue 19).
+  /**
+   * How long each proxy has to accept the connection and answer its hello, in milliseconds
+   * (default 10000): a proxy that accepts and never answers fails init with DEVICE_LOST after it.
+   */
+  connectTimeoutMs?: number;
+  /**
+   * Gives up init: it rejects with ABORTED (TIMEOUT for `AbortSignal.timeout(ms)`, or the
+   * signal's reason when that is an OffloadError), connections still opening are closed, and
+   * whatever init had started is shut down.
+   */
+  signal?: AbortSignal;
 }
 
 /** One line a kernel printed (print() of the device library). */

@@ -13,6 +13,7 @@ import { WebGpuPlugin } from '../plugins/webgpu/plugin.js';
 import { inMpiJob, MPI_DEFAULT_TOKEN, mpiAddress, MpiHub, mpiUnavailable } from '../transport/mpi.js';
 import { tlsFromEnv } from '../transport/tls-files.js';
 import type { RuntimeOptions } from './options.js';
+import { traceFile } from './trace.js';
 
 export type PluginFactory = (options: RuntimeOptions) => Plugin | undefined | Promise<Plugin | undefined>;
 
@@ -71,7 +72,15 @@ registerPlugin(
       token ||= MPI_DEFAULT_TOKEN;
     }
     if (proxies.length === 0) return undefined;
-    return new RemotePlugin({ proxies, token: token!, peerTimeoutMs: options.peerTimeoutMs, tls: options.tls ?? (await tlsFromEnv()) });
+    return new RemotePlugin({
+      proxies,
+      token: token!,
+      peerTimeoutMs: options.peerTimeoutMs,
+      connectTimeoutMs: options.connectTimeoutMs,
+      signal: options.signal,
+      trace: traceFile(options.trace) !== undefined,
+      tls: options.tls ?? (await tlsFromEnv()),
+    });
   },
   50,
 );

@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs';
 /** Track id of the mapping spans of a device (queue ids are small integers). */
 const MAPPING_TRACK = 1_000_000;
 
-interface TraceEvent {
+export interface TraceEvent {
   name: string;
   cat: string;
   ph: 'X' | 'M';
@@ -30,6 +30,22 @@ export function traceFile(option: string | undefined, env: NodeJS.ProcessEnv = p
   return file === undefined || file === '' ? undefined : file;
 }
 
+/** Events a proxy recorded for one client's session, most kept (MAX_REMOTE_EVENTS). */
+export const MAX_REMOTE_EVENTS = 200_000;
+
+/** How a proxy's clock was aligned with this process's: its offset estimated from one round trip. */
+export interface ClockAlignment {
+  proxy: string;
+  /** The proxy's clock minus ours, in microseconds: its time at the reply minus the round trip's midpoint. */
+  offsetUs: number;
+  /** The round trip the estimate came from (its error is at most half of it), in microseconds. */
+  roundTripUs: number;
+}
+
+/** First process id of the proxies' devices in a merged trace; each proxy gets a block of PROXY_PIDS. */
+const PROXY_PID_BASE = 1000;
+const PROXY_PIDS = 1000;
+
 export class Tracer {
   private readonly events: TraceEvent[] = [];
   private readonly queueEnds = new Map<string, number>();
@@ -37,9 +53,36 @@ export class Tracer {
   private readonly origin = performance.timeOrigin;
   private written = false;
   private readonly onExit = () => this.write();
+  private readonly clocks: ClockAlignment[] = [];
+  private dropped = 0;
 
-  constructor(readonly file: string) {
-    process.once('exit', this.onExit);
+  /** `file` undefined: events are only kept (a proxy's, for its client to fetch). */
+  constructor(readonly file: string | undefined) {
+    if (file !== undefined) process.once('exit', this.onExit);
+  }
+
+  /** Microseconds since the epoch on this process's clock (what `ts` holds). */
+  static now(): number {
+    return (performance.timeOrigin + performance.now()) * 1000;
+  }
+
+  /**
+   * Adds a proxy's events (recorded on its clock, its device ids as pids) as processes of their
+   * own: pids PROXY_PID_BASE + k * PROXY_PIDS + device, times moved onto this process's clock.
+   */
+  merge(proxyIndex: number, events: readonly TraceEvent[], clock: ClockAlignment, dropped = 0): void {
+    const base = PROXY_PID_BASE + proxyIndex * PROXY_PIDS;
+    this.clocks.push(clock);
+    this.dropped += dropped;
+    for (const event of events) {
+      const pid = base + event.pid;
+      if (event.ph === 'M') {
+        const name = event.name === 'process_name' ? `proxy ${clock.proxy} ${String(event.args?.name ?? '')}` : event.args?.name;
+        this.events.push({ ...event, pid, args: { name } });
+      } else {
+        this.events.push({ ...event, pid, ts: event.ts - clock.offsetUs });
+      }
+    }
   }
 
   private now(): number {
@@ -86,10 +129,25 @@ export class Tracer {
 
   /** Writes the trace file (once). Synchronous so that it also works from the 'exit' event. */
   write(): void {
-    if (this.written) return;
+    if (this.written || this.file === undefined) return;
     this.written = true;
     process.off('exit', this.onExit);
-    writeFileSync(this.file, JSON.stringify({ traceEvents: this.events, displayTimeUnit: 'ms' }));
+    const metadata = {
+      'offload-ts': {
+        clockAlignment: 'each proxy: offset = its clock at the hello reply minus the midpoint of that TCP (or MPI) round trip',
+        proxies: this.clocks,
+        droppedProxyEvents: this.dropped,
+      },
+    };
+    writeFileSync(this.file, JSON.stringify({ traceEvents: this.events, displayTimeUnit: 'ms', metadata }));
+  }
+
+  /** The events a proxy sends its client, at most `limit` of them, and how many it left out. */
+  take(limit = MAX_REMOTE_EVENTS): { events: TraceEvent[]; dropped: number } {
+    const metadata = this.events.filter((event) => event.ph === 'M');
+    const spans = this.events.filter((event) => event.ph !== 'M');
+    const kept = spans.slice(0, Math.max(0, limit - metadata.length));
+    return { events: [...metadata, ...kept], dropped: spans.length - kept.length };
   }
 
   /** Events so far (tests count bytes from them). */

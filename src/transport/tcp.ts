@@ -5,13 +5,14 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
+import { abortError } from '../abort.js';
 import { errors, quoted, type OffloadError } from '../errors.js';
 import { encodeHead, type Frame, type PayloadSink } from './frame.js';
 import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
 
 /** Above this many queued bytes `send` returns false (bulk senders then await `drained()`). */
 export const HIGH_WATER_BYTES = 8 * 1024 * 1024;
-const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 /** How long a closed socket may still flush what was sent before it is cut. */
 const LINGER_MS = 2000;
 
@@ -160,7 +161,7 @@ class TcpTransport implements Transport {
  * when its TLS certificate is not one the client trusts. Async so a bad address rejects rather
  * than throws.
  */
-export async function connectTcp(address: string, options: { timeoutMs?: number; tls?: TlsClientOptions } = {}): Promise<Transport> {
+export async function connectTcp(address: string, options: { timeoutMs?: number; tls?: TlsClientOptions; signal?: AbortSignal } = {}): Promise<Transport> {
   const { host, port, tls: wanted } = parseAddress(address);
   const timeoutMs = options.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const secure = wanted === true || options.tls !== undefined;
@@ -174,6 +175,15 @@ export async function connectTcp(address: string, options: { timeoutMs?: number;
       socket.destroy();
       reject(errors.deviceLost(`cannot reach ${address}: no connection within ${timeoutMs} ms`));
     }, timeoutMs);
+    const { signal } = options;
+    const onAbort = () => {
+      clearTimeout(timer);
+      socket.destroy();
+      reject(abortError(signal!, `connecting to ${address}`));
+    };
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    socket.once('close', () => signal?.removeEventListener('abort', onAbort));
     socket.once('error', (error: NodeJS.ErrnoException) => {
       clearTimeout(timer);
       if (secure && /CERT|SELF_SIGNED|HOSTNAME|ALTNAME|SSL|TLS/i.test(`${error.code} ${error.message}`)) {
@@ -184,6 +194,7 @@ export async function connectTcp(address: string, options: { timeoutMs?: number;
     });
     socket.once(secure ? 'secureConnect' : 'connect', () => {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
       socket.removeAllListeners('error');
       resolve(new TcpTransport(socket, address, reader));
     });

@@ -141,6 +141,12 @@ const workerScript: string | URL = fromSource
   ? `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(workerUrl.href)}); })`
   : workerUrl;
 
+/**
+ * The program's node flags, for the workers, less those a worker refuses: `--input-type` (a
+ * program run as `node --input-type=module -e ...`) made every worker die at its start.
+ */
+const WORKER_EXEC_ARGV = process.execArgv.filter((arg) => !arg.startsWith('--input-type'));
+
 export class WorkerPool {
   private readonly ring: LaunchRing;
   private readonly host: HostSide<Flight>;
@@ -264,7 +270,7 @@ export class WorkerPool {
   private spawn(index: number): void {
     const { port1, port2 } = new MessageChannel();
     const data: WorkerData = { index, ring: this.ring.buffer, shape: this.ring.shape, control: port2, waitBoundMs: WAIT_BOUND_MS };
-    const worker = new Worker(workerScript, { eval: fromSource, workerData: data, transferList: [port2], name: `offload-host-${index}` });
+    const worker = new Worker(workerScript, { eval: fromSource, workerData: data, transferList: [port2], name: `offload-host-${index}`, execArgv: WORKER_EXEC_ARGV });
     // Queued before its first scan, which reads them all: it holds every image before any launch.
     for (const [image, { module, memory, kernels }] of this.images) port1.postMessage({ type: 'load', image, module, memory, kernels });
     worker.on('message', (reply: WorkerReply) => this.onReply(reply));

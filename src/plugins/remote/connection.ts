@@ -5,10 +5,12 @@
  *
  * Ownership: the connection owns its transport; `close()` closes it and rejects what is pending.
  */
+import { MAX_REMOTE_EVENTS, Tracer, type ClockAlignment, type TraceEvent } from '../../runtime/trace.js';
 import { errors, type OffloadError } from '../../errors.js';
 import { cut, type HostCallListener, MAX_HOST_CALL_ARGS, MAX_KERNEL_NAME_CHARS, MAX_PRINT_CHARS, type DeviceInfo, type PrintListener } from '../interface.js';
 import { connectMpi, mpiRankOf } from '../../transport/mpi.js';
-import { connectTcp, formatAddress, parseAddress, type TlsClientOptions } from '../../transport/tcp.js';
+import { connectTcp, DEFAULT_CONNECT_TIMEOUT_MS, formatAddress, parseAddress, type TlsClientOptions } from '../../transport/tcp.js';
+import { abortError } from '../../abort.js';
 import type { Frame } from '../../transport/frame.js';
 import { peerTimeoutFromEnv, startHeartbeat } from '../../transport/heartbeat.js';
 import type { Transport } from '../../transport/transport.js';
@@ -31,7 +33,15 @@ export interface ConnectOptions {
   /** The proxy's token (a client), or a write grant of one of its buffers (a peer proxy's link). */
   token?: string;
   grant?: string;
+  /**
+   * How long the proxy has to accept the connection and answer its hello, in milliseconds
+   * (default 10000): a proxy that accepts and never answers is DEVICE_LOST after it.
+   */
   timeoutMs?: number;
+  /** Gives up connecting (ABORTED, or the signal's reason). */
+  signal?: AbortSignal;
+  /** Ask the proxy to keep the spans of this session's work, for `traceEvents()`. */
+  trace?: boolean;
   /** A proxy silent this long is DEVICE_LOST (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
   peerTimeoutMs?: number;
   /** TLS for every TCP address, trusting these CAs (a `tls://` address asks for TLS on its own). */
@@ -66,14 +76,32 @@ export class RemoteConnection {
   /** Connects and says hello; rejects with UNAUTHORIZED for a wrong token, DEVICE_LOST if unreachable. */
   static async open(address: string, options: ConnectOptions): Promise<RemoteConnection> {
     // `mpi:N` is a proxy rank of this MPI job; anything else a TCP address.
-    const transport = mpiRankOf(address) === undefined ? await connectTcp(address, { timeoutMs: options.timeoutMs, tls: options.tls }) : connectMpi(address);
+    const started = Date.now();
+    const timeoutMs = options.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    const { signal } = options;
+    const transport = mpiRankOf(address) === undefined ? await connectTcp(address, { timeoutMs, tls: options.tls, signal }) : connectMpi(address);
     const connection = new RemoteConnection(transport, address);
+    // The hello's reply counts against the same time limit as the connect: a proxy (or anything
+    // else on that port) that accepts and never answers is DEVICE_LOST, not a wait for ever.
+    const silent = setTimeout(
+      () => transport.close(errors.deviceLost(`proxy ${address} accepted the connection but did not answer within ${timeoutMs} ms (connectTimeoutMs)`)),
+      Math.max(0, timeoutMs - (Date.now() - started)),
+    );
+    const onAbort = () => transport.close(abortError(signal!, `connecting to proxy ${address}`));
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
     const hello: Record<string, unknown> = { op: 'hello', version: PROTOCOL_VERSION };
     if (options.token !== undefined) hello.token = options.token;
     if (options.grant !== undefined) hello.grant = options.grant;
+    if (options.trace === true) hello.trace = true;
     try {
+      const sent = Tracer.now();
       const reply = await connection.request(hello);
+      const received = Tracer.now();
       const meta = new Meta(reply);
+      // The proxy's clock read between send and receive: at the midpoint, within half the round trip.
+      const now = reply.meta.now;
+      if (typeof now === 'number' && Number.isFinite(now)) connection.clock = { proxy: address, offsetUs: now - (sent + received) / 2, roundTripUs: received - sent };
       connection.devices = meta.array('devices') as DeviceInfo[];
       const peers = meta.frame.meta.peers;
       connection.peers = peers === 'any' ? 'any' : Array.isArray(peers) ? peers.filter((peer): peer is string => typeof peer === 'string') : [];
@@ -82,7 +110,31 @@ export class RemoteConnection {
     } catch (error) {
       transport.close();
       throw error;
+    } finally {
+      clearTimeout(silent);
+      signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  /** How the proxy's clock relates to ours, from the hello's round trip (undefined: the proxy did not say). */
+  clock: ClockAlignment | undefined;
+
+  /**
+   * The spans the proxy kept of this session's work (its hello asked for them), checked: what
+   * is not a well-formed trace event is left out, so a hostile proxy cannot break the trace.
+   */
+  async traceEvents(): Promise<{ events: TraceEvent[]; dropped: number }> {
+    const reply = await this.request({ op: 'trace' });
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(new TextDecoder().decode(reply.payload));
+    } catch {
+      throw errors.protocol(`proxy ${this.address} sent a trace that is not JSON`);
+    }
+    if (!Array.isArray(parsed)) throw errors.protocol(`proxy ${this.address} sent a trace that is not an array of events`);
+    const events = parsed.filter(isTraceEvent).slice(0, MAX_REMOTE_EVENTS);
+    const dropped = typeof reply.meta.dropped === 'number' ? reply.meta.dropped : 0;
+    return { events, dropped: dropped + parsed.length - events.length };
   }
 
   /** Whether this proxy copies to `other` itself (proxy to proxy), rather than through the client. */
@@ -236,4 +288,16 @@ export class RemoteConnection {
   close(): void {
     this.transport.close();
   }
+}
+
+/** A trace event as a proxy may send it: a span or a name, with small integer ids. */
+function isTraceEvent(value: unknown): value is TraceEvent {
+  if (typeof value !== 'object' || value === null) return false;
+  const event = value as Record<string, unknown>;
+  const id = (n: unknown) => Number.isInteger(n) && (n as number) >= 0 && (n as number) < 1_000_000_000;
+  return (
+    typeof event.name === 'string' && event.name.length <= 256 && typeof event.cat === 'string' && event.cat.length <= 64 &&
+    (event.ph === 'X' || event.ph === 'M') && Number.isFinite(event.ts) && (event.dur === undefined || Number.isFinite(event.dur)) &&
+    id(event.pid) && event.pid as number < 1000 && id(event.tid) && (event.args === undefined || (typeof event.args === 'object' && event.args !== null))
+  );
 }

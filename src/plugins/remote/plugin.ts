@@ -5,7 +5,7 @@
  */
 import { errors } from '../../errors.js';
 import type { ImageInfo } from '../../image/manifest.js';
-import type { Plugin, PluginDevice } from '../interface.js';
+import type { Plugin, PluginDevice, RemoteTrace } from '../interface.js';
 import type { TlsClientOptions } from '../../transport/tcp.js';
 import { RemoteConnection } from './connection.js';
 import { ConnectionState, RemoteDevice } from './device.js';
@@ -14,8 +14,12 @@ export interface RemoteOptions {
   /** Proxy addresses, `host:port`. */
   proxies: string[];
   token: string;
-  /** How long to wait for each proxy to accept the connection. */
+  /** How long each proxy has to accept the connection and answer its hello. */
   connectTimeoutMs?: number;
+  /** Gives up connecting (Offload.init's signal). */
+  signal?: AbortSignal;
+  /** The program traces: each proxy keeps its spans of this program's work, for `traces()`. */
+  trace?: boolean;
   /** A proxy silent this long is DEVICE_LOST (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
   peerTimeoutMs?: number;
   /** TLS for every TCP proxy, trusting these CAs. */
@@ -35,6 +39,8 @@ export class RemotePlugin implements Plugin {
         RemoteConnection.open(address, {
           token: this.options.token,
           timeoutMs: this.options.connectTimeoutMs,
+          signal: this.options.signal,
+          trace: this.options.trace,
           peerTimeoutMs: this.options.peerTimeoutMs,
           tls: this.options.tls,
         }),
@@ -61,11 +67,22 @@ export class RemotePlugin implements Plugin {
 
   /** A context: a connection (a session of its own) to each proxy, which keeps the sessions apart. */
   async createContext(): Promise<Plugin> {
-    return new RemotePlugin(this.options);
+    return new RemotePlugin({ ...this.options, signal: undefined });
   }
 
   isCompatible(image: ImageInfo): boolean {
     return this.devices.some((device) => device.info.imageFormats.includes(image.format));
+  }
+
+  /** Each proxy's spans of this program's work, with its clock's alignment (proxies that kept none are left out). */
+  async traces(): Promise<RemoteTrace[]> {
+    const traces: RemoteTrace[] = [];
+    for (const connection of this.connections) {
+      if (!this.options.trace || !connection.clock || connection.lost) continue;
+      const { events, dropped } = await connection.traceEvents();
+      traces.push({ events, dropped, clock: connection.clock });
+    }
+    return traces;
   }
 
   async deinit(): Promise<void> {

@@ -1,23 +1,16 @@
+/// <reference types="@webgpu/types" preserve="true" />
 /**
  * Finding a WebGPU adapter through the npm package `webgpu` (Dawn, the engine inside Chrome, on
  * Vulkan, Metal or D3D12). The Dawn instance is made once per process (its start is the slow
  * part, ~0.1-0.3 s); each runtime gets an adapter of its own, since an adapter makes one device.
  */
+import { readdir, stat } from 'node:fs/promises';
+import { errors } from '../../errors.js';
+import { debugLog } from '../../runtime/debug.js';
 import { parseBytes } from '../../units.js';
+import type { WebGpuOptions } from './options.js';
 
-/** Which adapters the WebGPU plugin takes. */
-export interface WebGpuOptions {
-  /**
-   * Also take a software adapter (Mesa's lavapipe, SwiftShader): it runs the real WebGPU path on
-   * the CPU, for tests and machines without a GPU. Default: OFFLOAD_WEBGPU=fallback.
-   */
-  fallback?: boolean;
-  /**
-   * The device memory budget: bytes all buffers together may hold (WebGPU does not say how much
-   * memory a GPU has). Default: OFFLOAD_WEBGPU_MEMORY, or four of the largest buffer a kernel binds.
-   */
-  memoryBytes?: number;
-}
+export type { WebGpuOptions } from './options.js';
 
 export type AdapterSearch = { adapter: GPUAdapter } | { reason: string };
 
@@ -36,10 +29,18 @@ function gpuInstance(): Promise<GPU | string> {
   return instance;
 }
 
-/** Options from OFFLOAD_WEBGPU: `off` (or `0`) turns the plugin off, `fallback` takes software adapters. */
+const WEBGPU_SETTINGS = { on: ['', 'on', '1', 'true', 'yes'], off: ['off', '0', 'false', 'no'], fallback: ['fallback'] };
+
+/**
+ * Options from OFFLOAD_WEBGPU: unset or `on` takes a hardware adapter, `off` (or `0`) turns the
+ * plugin off, `fallback` also takes software adapters; anything else is INVALID_ARGUMENT.
+ */
 export function webgpuOptionsFromEnv(value = process.env.OFFLOAD_WEBGPU, memory = process.env.OFFLOAD_WEBGPU_MEMORY): WebGpuOptions | false {
   const setting = (value ?? '').trim().toLowerCase();
-  if (setting === 'off' || setting === '0' || setting === 'false') return false;
+  if (WEBGPU_SETTINGS.off.includes(setting)) return false;
+  if (!WEBGPU_SETTINGS.on.includes(setting) && !WEBGPU_SETTINGS.fallback.includes(setting)) {
+    throw errors.invalidArgument(`OFFLOAD_WEBGPU must be on, off or fallback (or unset: on), got '${value}'`);
+  }
   const options: WebGpuOptions = { fallback: setting === 'fallback' };
   if (memory !== undefined && memory !== '') options.memoryBytes = parseBytes(memory, 'OFFLOAD_WEBGPU_MEMORY');
   return options;
@@ -47,6 +48,17 @@ export function webgpuOptionsFromEnv(value = process.env.OFFLOAD_WEBGPU, memory 
 
 /** An adapter the options accept, or the reason there is none (for `offload devices`). */
 export async function findAdapter(options: WebGpuOptions): Promise<AdapterSearch> {
+  // Dawn costs 0.1-0.3 s to start and, on a software adapter, writes lines of its own to stderr
+  // that no JavaScript can catch; where no GPU can be there, a program that did not ask for a
+  // software adapter does not start it.
+  if (!options.fallback) {
+    const absent = await noGpuDeviceNode();
+    if (absent) {
+      debugLog('webgpu', `Dawn not started: ${absent}`);
+      return { reason: absent };
+    }
+  }
+  const started = performance.now();
   const gpu = await gpuInstance();
   if (typeof gpu === 'string') return { reason: gpu };
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' }).catch(() => null);
@@ -58,12 +70,28 @@ export async function findAdapter(options: WebGpuOptions): Promise<AdapterSearch
     };
   }
   const info = adapter.info;
+  debugLog('webgpu', () => `Dawn started and found ${info.description || info.vendor} (${isFallback(adapter) ? 'software' : 'hardware'}) in ${(performance.now() - started).toFixed(0)} ms`);
   if (isFallback(adapter) && !options.fallback) {
     return {
       reason: `the only WebGPU adapter is a software one (${info.description || info.architecture || info.vendor}); OFFLOAD_WEBGPU=fallback or Offload.init({ webgpu: { fallback: true } }) uses it`,
     };
   }
   return { adapter };
+}
+
+/**
+ * On Linux, a hardware GPU reaches Vulkan only through a device node: a DRM render node, an
+ * NVIDIA node, or WSL's /dev/dxg. Without one, the reason there is no hardware adapter (found
+ * with a directory listing instead of Dawn); elsewhere (Metal, D3D12) undefined.
+ */
+export async function noGpuDeviceNode(platform = process.platform, dev = '/dev'): Promise<string | undefined> {
+  if (platform !== 'linux') return undefined;
+  const dri = await readdir(`${dev}/dri`).catch(() => [] as string[]);
+  if (dri.some((name) => name.startsWith('renderD'))) return undefined;
+  for (const node of ['nvidia0', 'nvidiactl', 'dxg']) {
+    if (await stat(`${dev}/${node}`).then(() => true, () => false)) return undefined;
+  }
+  return `no GPU device node (${dev}/dri/renderD*, ${dev}/nvidia0, ${dev}/dxg): this machine shows no GPU to Vulkan; OFFLOAD_WEBGPU=fallback or { webgpu: { fallback: true } } takes a software adapter (lavapipe)`;
 }
 
 export function isFallback(adapter: GPUAdapter): boolean {

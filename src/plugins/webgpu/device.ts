@@ -1,3 +1,4 @@
+/// <reference types="@webgpu/types" preserve="true" />
 /**
  * The WebGPU device: GPU buffers as allocations, wgsl images as loaded kernels, and the memory
  * operations and launches its queues run (queue.ts orders them). WebGPU has one queue per

@@ -1,3 +1,4 @@
+/// <reference types="@webgpu/types" preserve="true" />
 /**
  * A wgsl image on a WebGPU device: the shader module (compiled when the image loads, so that
  * shader errors surface there with the compiler's line numbers) and, per kernel, its bind group

@@ -1,3 +1,4 @@
+/// <reference types="@webgpu/types" preserve="true" />
 /** The WebGPU plugin: one device, on the adapter Dawn finds (see adapter.ts for which), and a context of it per runtime context. */
 import type { ImageInfo } from '../../image/manifest.js';
 import type { Plugin, PluginDevice } from '../interface.js';

@@ -16,6 +16,7 @@ import type { Grid, KernelArgument, Queue } from '../../api/queue.js';
 import type { InfoLog } from '../info-log.js';
 import { dropped } from '../debug.js';
 import type { Tracer } from '../trace.js';
+import { checkScalar } from '../../api/checks.js';
 import { isMapSpec, type HostView, type MapSpec, type MapType } from './map.js';
 import { describeRange, hostAddress, MappingTable, type MapEntry } from './table.js';
 
@@ -255,6 +256,7 @@ export class Mapper {
     for (const spec of specs) {
       if (!ENTER_TYPES.includes(spec.type)) throw errors.invalidArgument(`target: map.${spec.type} cannot map a kernel argument (use to, from, tofrom or alloc)`, device.id);
     }
+    checkTargetArguments(kernel, args, device.id);
     return this.traced(device, `target ${kernel.name}`, specs, () => this.onQueue(device, async (queue) => {
       const entered = await this.enter(device, queue, specs);
       let next = 0;
@@ -334,4 +336,28 @@ export class Mapper {
       span.end();
     }
   }
+}
+
+/**
+ * The kernel's parameters against a `target` call's arguments, before anything is mapped: a
+ * wrong count, a map clause for a scalar, a number for a pointer or a scalar out of its type's
+ * range fails here, having allocated and copied nothing (on a remote device: sent nothing).
+ * Buffers and pointers are checked by the launch itself, as for `queue.launch`.
+ */
+function checkTargetArguments(kernel: Kernel, args: readonly TargetArgument[], device: number): void {
+  const params = kernel.params;
+  if (args.length !== params.length) {
+    const expected = params.map((p) => `${p.name}: ${p.type}`).join(', ');
+    throw errors.invalidArgument(`target of '${kernel.name}': expected ${params.length} arguments (${expected}), got ${args.length}`, device);
+  }
+  params.forEach((param, index) => {
+    const arg = args[index];
+    const position = `target of '${kernel.name}': argument ${index}`;
+    if (param.type === 'ptr') {
+      if (isMapSpec(arg) || (typeof arg === 'object' && arg !== null)) return;
+      throw errors.invalidArgument(`${position} '${param.name}' (ptr) must be a map clause, a Buffer or a DevicePointer, got ${typeof arg === 'number' ? arg : typeof arg}`, device);
+    }
+    if (isMapSpec(arg)) throw errors.invalidArgument(`${position} '${param.name}' (${param.type}) is a scalar; a map clause maps only pointer (usize) parameters`, device);
+    checkScalar(arg, param, position, device);
+  });
 }

@@ -1,0 +1,165 @@
+/**
+ * The package as a user gets it: `npm pack`'s tarball, unpacked into a new project's
+ * node_modules (its dependencies linked from ours: nothing is downloaded), then required,
+ * imported and type-checked with skipLibCheck off; what the tarball holds and leaves out.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { userCacheDir } from '../src/cli/kernel-cache.js';
+
+const exec = promisify(execFile);
+const ROOT = path.join(import.meta.dirname, '..');
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+
+let work: string;
+let app: string;
+let files: string[];
+let tarball: string;
+
+/** `dir`/node_modules: the tarball unpacked as offload-ts, every other package linked from ours, and the bins npm would link. */
+async function install(dir: string, omit: readonly string[] = []): Promise<void> {
+  const installed = path.join(dir, 'node_modules', 'offload-ts');
+  await mkdir(installed, { recursive: true });
+  await run('tar', ['-xzf', tarball, '-C', installed, '--strip-components=1'], work);
+  for (const entry of await readdir(path.join(ROOT, 'node_modules'))) {
+    if (entry.startsWith('.') || omit.includes(entry)) continue;
+    await symlink(path.join(ROOT, 'node_modules', entry), path.join(dir, 'node_modules', entry));
+  }
+  await mkdir(path.join(dir, 'node_modules', '.bin'));
+  await symlink('../offload-ts/dist/cli/main.js', path.join(dir, 'node_modules', '.bin', 'offload'));
+  await symlink('../typescript/bin/tsc', path.join(dir, 'node_modules', '.bin', 'tsc'));
+}
+
+async function run(command: string, args: string[], cwd: string): Promise<string> {
+  const { stdout } = await exec(command, args, { cwd, maxBuffer: 64 << 20 }).catch((error: { stdout: string; stderr: string }) => {
+    throw new Error(`${command} ${args.join(' ')} failed:\n${error.stdout}\n${error.stderr}`);
+  });
+  return stdout;
+}
+
+describe('the published package', { timeout: 300_000 }, () => {
+  before(async () => {
+    work = await mkdtemp(path.join(os.tmpdir(), 'offload-package-'));
+    // npm pack runs `prepare` (the build) first, as publishing does.
+    const packed = JSON.parse(await run(npm, ['pack', '--json', '--pack-destination', work], ROOT)) as { filename: string; files: { path: string }[] }[];
+    files = packed[0]!.files.map((file) => file.path);
+    app = path.join(work, 'app');
+    tarball = path.join(work, packed[0]!.filename);
+    await install(app);
+    await writeFile(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
+  });
+
+  after(async () => {
+    if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  it('ships a LICENSE, the docs the README links to, and no source map pointing at unshipped sources', async () => {
+    assert.ok(files.includes('LICENSE'));
+    assert.match(await readFile(path.join(app, 'node_modules/offload-ts/LICENSE'), 'utf8'), /Apache License\s+Version 2\.0/);
+    assert.deepEqual(files.filter((file) => file.endsWith('.map')), []);
+    assert.deepEqual(files.filter((file) => file.startsWith('src/')), []);
+    const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
+    const linked = [...readme.matchAll(/\]\(((?:docs|bench)\/[^)#]+)\)|`((?:docs|bench)\/[\w./-]+\.md)`/g)].map((match) => match[1] ?? match[2]!);
+    assert.ok(linked.length > 0);
+    for (const file of linked) assert.ok(files.includes(file), `README links to ${file}, which the package does not ship`);
+  });
+
+  it('is required from CommonJS and imported from an ES module', async () => {
+    const required = await run(process.execPath, ['-e', "const o = require('offload-ts'); console.log(typeof o.Offload.init, typeof o.map.to, o.OffloadError.name)"], app);
+    assert.equal(required.trim(), 'function function OffloadError');
+    const imported = await run(process.execPath, ['--input-type=module', '-e', "const o = await import('offload-ts'); console.log(typeof o.Offload.init)"], app);
+    assert.equal(imported.trim(), 'function');
+  });
+
+  it('type-checks with skipLibCheck off and shows no internal member', async () => {
+    await writeFile(
+      path.join(app, 'main.ts'),
+      `import { Offload, OffloadError, map, type Device, type RuntimeOptions } from 'offload-ts';
+const options: RuntimeOptions = { webgpu: { fallback: true } };
+const rt = await Offload.init(options);
+const device: Device = rt.devices[0]!;
+const data = new Float32Array(4);
+await rt.targetData(device, [map.tofrom(data)], async () => {});
+// @ts-expect-error internal: not in the published declarations
+rt.contextCount;
+console.log(device.info.name, OffloadError.name);
+await rt.shutdown();
+`,
+    );
+    await writeFile(
+      path.join(app, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: { target: 'ES2022', lib: ['ES2022'], module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: false, noEmit: true, types: ['node'] },
+        files: ['main.ts'],
+      }),
+    );
+    const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    const { stdout } = await exec(process.execPath, [tsc, '-p', 'tsconfig.json', '--pretty', 'false'], { cwd: app }).catch((error: { stdout: string }) => error);
+    assert.equal(stdout, '', 'tsc found errors');
+    const declarations = await readFile(path.join(app, 'node_modules/offload-ts/dist/api/runtime.d.ts'), 'utf8');
+    assert.doesNotMatch(declarations, /contextCount|mappedRanges/);
+  });
+
+  it("sets a project up with 'offload init': kernels checked by AssemblyScript's tsconfig, wrappers that survive tsc --outDir, launch of the .ts app", async () => {
+    const project = path.join(work, 'project');
+    await mkdir(project);
+    await install(project);
+    const env = { ...process.env, OFFLOAD_WEBGPU: 'off', OFFLOAD_PROXIES: '', OFFLOAD_HOST_THREADS: '1', OFFLOAD_CACHE_DIR: path.join(work, 'cache') };
+    const sh = async (command: string, args: string[]) => {
+      const { stdout } = await exec(command, args, { cwd: project, env, maxBuffer: 16 << 20 }).catch((error: { stdout: string; stderr: string }) => {
+        throw new Error(`${command} ${args.join(' ')} failed:\n${error.stdout}\n${error.stderr}`);
+      });
+      return stdout;
+    };
+    const offload = path.join(project, 'node_modules', '.bin', 'offload');
+    assert.match(await sh(offload, ['init']), /wrote +kernels\/tsconfig\.json[\s\S]*scripts +build:kernels, check:kernels, build, start/);
+    // The kernels (and offload-ts/device) type-check under AssemblyScript's settings; the app's tsc never sees them.
+    await sh(npm, ['run', '--silent', 'check:kernels']);
+    await sh(npm, ['run', '--silent', 'build']);
+    const expected = /^device 0 host .*: sum of 0\.\.999 = 499500$/m;
+    assert.match(await sh(process.execPath, ['dist/main.js']), expected);
+    // A kernel that touches no memory builds too.
+    await writeFile(path.join(project, 'kernels', 'empty.ts'), 'export function empty(): void {}\n');
+    assert.match(await sh(offload, ['build', 'kernels/empty.ts', '-o', 'build/empty']), /kernel +empty\(\)/);
+    // The TypeScript program itself, on two local proxies.
+    const launched = await sh(offload, ['launch', '-np', '2', 'src/main.ts']);
+    assert.equal(launched.match(/sum of 0\.\.999 = 499500$/gm)?.length, 3, launched);
+  });
+
+  it('runs without its optional dependencies (webgpu, assemblyscript): prebuilt kernels on the host device', async () => {
+    const lean = path.join(work, 'runtime-only');
+    await mkdir(lean);
+    await install(lean, ['webgpu', 'assemblyscript', 'binaryen']);
+    await writeFile(path.join(lean, 'package.json'), JSON.stringify({ name: 'lean', private: true, type: 'module' }));
+    const env = { ...process.env, OFFLOAD_PROXIES: '', OFFLOAD_HOST_THREADS: '1', OFFLOAD_CACHE_DIR: path.join(work, 'cache') };
+    // Kernels built where the compiler is installed, run where it is not.
+    await exec(process.execPath, ['node_modules/offload-ts/dist/cli/main.js', 'build', 'node_modules/offload-ts/examples/kernels.ts', '-o', path.join(lean, 'kernels')], { cwd: app, env });
+    const script = `import { Offload, map } from 'offload-ts';
+const rt = await Offload.init({ webgpu: { fallback: true } });
+const k = await rt.devices[0].kernel(await rt.register('kernels.offload'), 'saxpy');
+const x = Float32Array.of(1, 2, 3), y = Float32Array.of(10, 20, 30);
+await rt.target(rt.devices[0], k, { teams: 1 }, [3, 2, map.to(x), map.tofrom(y)]);
+console.log(rt.devices.map((d) => d.info.kind).join(','), Array.from(y).join(','));
+await rt.shutdown();`;
+    const { stdout } = await exec(process.execPath, ['--input-type=module', '-e', script], { cwd: lean, env });
+    assert.equal(stdout.trim(), 'cpu 12,24,36', 'the host device only: no WebGPU engine to find a GPU with');
+    const build = await exec(process.execPath, ['node_modules/offload-ts/dist/cli/main.js', 'build', 'node_modules/offload-ts/examples/kernels.ts', '-o', 'again'], { cwd: lean, env }).catch(
+      (error: { code: number; stderr: string }) => error,
+    );
+    assert.equal((build as { code?: number }).code, 1);
+    assert.match((build as { stderr: string }).stderr, /UNSUPPORTED.*AssemblyScript compiler, which is not installed: npm install assemblyscript@/);
+  });
+
+  it("keeps built kernels in the user's cache directory, not the shared temporary one", () => {
+    assert.equal(userCacheDir({}, 'linux', '/home/ada'), '/home/ada/.cache/offload-ts');
+    assert.equal(userCacheDir({ XDG_CACHE_HOME: '/var/cache/ada' }, 'linux', '/home/ada'), '/var/cache/ada/offload-ts');
+    assert.equal(userCacheDir({ XDG_CACHE_HOME: 'relative' }, 'linux', '/home/ada'), '/home/ada/.cache/offload-ts');
+    assert.equal(userCacheDir({}, 'darwin', '/Users/ada'), '/Users/ada/Library/Caches/offload-ts');
+    assert.equal(userCacheDir({ OFFLOAD_CACHE_DIR: '/tmp/k' }, 'linux', '/home/ada'), '/tmp/k');
+  });
+});

@@ -21,22 +21,22 @@
 /** Index of this invocation's team along dimension `d`, in [0, numTeams(d)). */
 // @ts-ignore: decorator
 @external("offload", "team_id")
-export declare function teamId(d: i32 = 0): i32;
+export declare function teamId(d?: i32): i32;
 
 /** Number of teams of the current launch along dimension `d` (at least 1). */
 // @ts-ignore: decorator
 @external("offload", "num_teams")
-export declare function numTeams(d: i32 = 0): i32;
+export declare function numTeams(d?: i32): i32;
 
 /** Index of this invocation's thread inside its team along dimension `d`, in [0, numThreads(d)). */
 // @ts-ignore: decorator
 @external("offload", "thread_id")
-export declare function threadId(d: i32 = 0): i32;
+export declare function threadId(d?: i32): i32;
 
 /** Number of threads per team along dimension `d` (at least 1). */
 // @ts-ignore: decorator
 @external("offload", "num_threads")
-export declare function numThreads(d: i32 = 0): i32;
+export declare function numThreads(d?: i32): i32;
 
 /**
  * Waits until every thread of this team has reached this barrier (as CUDA's __syncthreads and
@@ -84,4 +84,4 @@ export declare function print(message: string, n?: i32, a0?: f64, a1?: f64, a2?:
  */
 // @ts-ignore: decorator
 @external("offload", "host_call")
-export declare function hostCall(name: string, n: i32 = 0, a0: f64 = 0, a1: f64 = 0, a2: f64 = 0, a3: f64 = 0, a4: f64 = 0, a5: f64 = 0): f64;
+export declare function hostCall(name: string, n?: i32, a0?: f64, a1?: f64, a2?: f64, a3?: f64, a4?: f64, a5?: f64): f64;

@@ -4,7 +4,7 @@
 // WebGPU device; README "One kernel source for every device"), so they compute in f32, the
 // floating point type WGSL has. Each team takes one contiguous block and its threads stride
 // through it: one thread per team on the host, a workgroup of them on a GPU.
-import { numTeams, numThreads, teamId, threadId } from "offload-ts/device";
+import { barrier, numTeams, numThreads, teamId, teamMemory, threadId } from "offload-ts/device";
 
 /**
  * y[i] = a * x[i] + y[i] for i < n, over f32 vectors. With one thread per team (the host device)
@@ -79,4 +79,38 @@ export function dot_partial(n: i32, x: usize, y: usize, partials: usize): void {
     sum += load<f32>(x + offset) * load<f32>(y + offset);
   }
   store<f32>(partials + ((<usize>team * <usize>threads + <usize>thread) << 2), sum);
+}
+
+/**
+ * output = the transpose of input (width x height f32, row-major; output is height x width), by
+ * square tiles of numThreads(0) x numThreads(0) threads through team memory: each thread reads
+ * one element of its team's tile along a row of input, the team meets at a barrier, and each
+ * thread writes one element along a row of output, so both the reads and the writes are
+ * contiguous. Team memory holds tile x (tile + 1) f32 (the extra column keeps a GPU's memory
+ * banks apart). Launch with teams [ceil(width / tile), ceil(height / tile)], threads [tile,
+ * tile] and teamMemoryBytes tile * (tile + 1) * 4.
+ */
+export function transpose(width: i32, height: i32, input: usize, output: usize): void {
+  const tile = numThreads(0);
+  const tx = threadId(0);
+  const ty = threadId(1);
+  const column = teamId(0) * tile;
+  const row = teamId(1) * tile;
+  const team = teamMemory();
+  const pitch = tile + 1;
+  if (column + tx < width && row + ty < height) {
+    store<f32>(team + (<usize>(ty * pitch + tx) << 2), load<f32>(input + (<usize>((row + ty) * width + column + tx) << 2)));
+  }
+  barrier();
+  if (row + tx < height && column + ty < width) {
+    store<f32>(output + (<usize>((column + ty) * height + row + tx) << 2), load<f32>(team + (<usize>(tx * pitch + ty) << 2)));
+  }
+}
+
+/** The same transpose without team memory: each thread reads along a row and writes along a column of output. */
+export function transpose_naive(width: i32, height: i32, input: usize, output: usize): void {
+  const tile = numThreads(0);
+  const x = teamId(0) * tile + threadId(0);
+  const y = teamId(1) * tile + threadId(1);
+  if (x < width && y < height) store<f32>(output + (<usize>(x * height + y) << 2), load<f32>(input + (<usize>(y * width + x) << 2)));
 }

@@ -120,7 +120,7 @@ describe('offload command', { timeout: 300_000 }, () => {
     const { code, stdout, stderr } = await offload(['demo', '--size', '10000'], { OFFLOAD_WEBGPU: 'off' });
     assert.equal(code, 0, stderr);
     for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} .*checked: OK$`, 'm'));
-    assert.match(stdout, /all 3 kernels checked OK/);
+    assert.match(stdout, /all 4 kernels checked OK/);
   });
 
   it('runs the demo on a WebGPU device too: every kernel, translated to WGSL from the one source', async (t) => {
@@ -130,7 +130,7 @@ describe('offload command', { timeout: 300_000 }, () => {
     assert.equal(code, 0, stderr);
     for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} +1 .*\\(WebGPU.* x 64 .*checked: OK$`, 'm'));
     assert.doesNotMatch(stdout, /not in the device's image/);
-    assert.match(stdout, /all 6 kernels checked OK on 2 devices/);
+    assert.match(stdout, /all 8 kernels checked OK on 2 devices/);
   });
 
   it('lists the WebGPU device with its adapter limits, or says why there is none', async (t) => {
@@ -154,7 +154,7 @@ describe('offload command', { timeout: 300_000 }, () => {
     const { code, stdout, stderr } = await offload(['build', 'test/fixtures/kernels.ts', 'test/fixtures/kernels.wgsl', '-o', output]);
     assert.equal(code, 0, stderr);
     assert.match(stdout, /image {4}wasm32-unknown-offload/);
-    // scan_memory, grid3d and team_scan from the .wgsl file, 10 kernels translated from the .ts file; a note for each of the other 11.
+    // scan_memory, grid3d and team_scan from the .wgsl file, 10 kernels translated from the .ts file; a note for each of the other 9.
     assert.match(stdout, /image {4}wgsl-unknown-webgpu, .*, 13 kernels from kernels\.wgsl/);
     const notes = stderr.split('\n').filter((line) => line.startsWith('note: '));
     assert.deepEqual(
@@ -164,7 +164,7 @@ describe('offload command', { timeout: 300_000 }, () => {
     assert.match(stderr, /^note: test\/fixtures\/kernels\.ts:\d+: kernel 'say' is not translated to WGSL \(it runs on wasm devices only\): it calls print\(\)/m);
     const required = await offload(['build', 'test/fixtures/kernels.ts', '--wgsl=require', '-o', output]);
     assert.equal(required.code, 1);
-    assert.match(required.stderr, /INVALID_ARGUMENT.*--wgsl=require: 11 kernel\(s\) cannot be translated/);
+    assert.match(required.stderr, /INVALID_ARGUMENT.*--wgsl=require: 10 kernel\(s\) cannot be translated/);
     assert.match(required.stderr, /kernels\.ts:\d+: kernel 'scan_memory' .*cannot be traced back to one pointer parameter|kernel 'scan_memory' .*compares an address/);
     const badMode = await offload(['build', 'test/fixtures/kernels.ts', '--wgsl=maybe', '-o', output]);
     assert.equal(badMode.code, 2);
@@ -179,7 +179,7 @@ describe('offload command', { timeout: 300_000 }, () => {
     assert.equal(code, 0, stderr);
     const proxy = /^proxy +(\S+) /m.exec(stdout)![1]!;
     for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} +1 host .* @ ${proxy.replace(/\./g, '\\.')} .*checked: OK$`, 'm'));
-    assert.match(stdout, /all 6 kernels checked OK on 2 devices/);
+    assert.match(stdout, /all 8 kernels checked OK on 2 devices/);
   });
 
   it('lists remote devices with --proxies and a token file', async () => {

@@ -55,7 +55,7 @@ describe('the GPU when it is wanted', { timeout: 120_000 }, () => {
     const absent = await noGpuDeviceNode();
     if (!absent) return t.skip('this machine has a GPU device node, so Dawn is rightly started to look at it');
     const { stderr, initMs } = await hostOnlyProgram({ OFFLOAD_DEBUG: '1' });
-    assert.match(stderr, /offload debug \[webgpu\]: Dawn not started: no GPU device node/);
+    assert.match(stderr, /offload-ts debug: webgpu: Dawn not started: no GPU device node/);
     assert.doesNotMatch(stderr, /Dawn started/);
     // Dawn alone costs 0.1-0.3 s here; a host-only init is a few ms (generous for a busy machine).
     assert.ok(initMs < 1000, `init took ${initMs} ms`);

@@ -23,9 +23,11 @@ interface Case {
   /** The kernel source, relative to the repository root. */
   source: string;
   kernel: string;
-  teams: number;
-  /** Threads per team on the WebGPU device (the host device runs 1); 1 unless the results do not depend on it. */
-  threads?: number;
+  teams: number | [number, number];
+  /** Threads per team (on both devices); 1 by default. */
+  threads?: number | [number, number];
+  /** Team memory per team (teamMemory()). */
+  teamMemoryBytes?: number;
   args: (random: () => number) => Arg[];
   /** How results may differ beyond the default rules. */
   compare?: (got: Data, expected: Data, name: string) => void;
@@ -50,6 +52,8 @@ const CASES: Case[] = [
   // examples/kernels.ts (offload demo)
   { source: 'examples/kernels.ts', kernel: 'saxpy', teams: 7, threads: 32, args: (r) => [1001, 1.5, { data: floats(r, 1001) }, { data: floats(r, 1001) }] },
   { source: 'examples/kernels.ts', kernel: 'dot_partial', teams: 5, args: (r) => [999, { data: floats(r, 999) }, { data: floats(r, 999) }, { data: zeros(5) }] },
+  { source: 'examples/kernels.ts', kernel: 'transpose', teams: [4, 3], threads: [16, 16], teamMemoryBytes: 16 * 17 * 4, args: (r) => [61, 47, { data: floats(r, 61 * 47) }, { data: zeros(61 * 47) }] },
+  { source: 'examples/kernels.ts', kernel: 'transpose_naive', teams: [4, 3], threads: [16, 16], args: (r) => [61, 47, { data: floats(r, 61 * 47) }, { data: zeros(61 * 47) }] },
   { source: 'examples/kernels.ts', kernel: 'mandelbrot', teams: 9, threads: 16, args: () => [64, 48, 200, -2.2, -1.125, 3 / 64, { data: new Int32Array(64 * 48) }], compare: mostCounts },
   // bench/webgpu/kernels.ts
   { source: 'bench/webgpu/kernels.ts', kernel: 'saxpy', teams: 5, threads: 64, args: (r) => [4097, -0.75, { data: floats(r, 4097) }, { data: floats(r, 4097) }] },
@@ -65,6 +69,8 @@ const CASES: Case[] = [
   { source: 'test/fixtures/kernels.ts', kernel: 'wait_flag', teams: 2, args: () => [{ data: Int32Array.of(1) }, 10, { data: new Int32Array(1) }] },
   { source: 'test/fixtures/kernels.ts', kernel: 'count_team', teams: 9, args: (r) => [{ data: ints(r, 9) }] },
   { source: 'test/fixtures/kernels.ts', kernel: 'spin', teams: 4, args: () => [{ data: Int32Array.of(7) }] },
+  { source: 'test/fixtures/kernels.ts', kernel: 'team_scan', teams: 4, threads: 32, teamMemoryBytes: 2 * 32 * 4, args: (r) => [{ data: ints(r, 120) }, { data: new Int32Array(120) }, 120] },
+  { source: 'test/fixtures/kernels.ts', kernel: 'grid3d', teams: 5, threads: 8, args: () => [{ data: new Int32Array(5 * 8 + 6) }] },
   // A new user's kernels
   { source: 'test/fixtures/webgpu/user-kernels.ts', kernel: 'saxpy', teams: 10, threads: 64, args: (r) => [3000, 2.5, { data: floats(r, 3000) }, { data: floats(r, 3000) }] },
   { source: 'test/fixtures/webgpu/user-kernels.ts', kernel: 'dot', teams: 8, args: (r) => [2000, { data: floats(r, 2000) }, { data: floats(r, 2000) }, { data: zeros(8) }] },
@@ -96,16 +102,16 @@ function lookupArgs(random: () => number): Arg[] {
 }
 
 /** Runs one case on `device` and returns every buffer's contents after the launch. */
-async function runCase(device: Device, library: Library, test: Case, threads: number): Promise<Data[]> {
-  const args = test.args(seededRandom(test.kernel.length * 7919 + test.source.length));
-  const kernel = await device.kernel(library, test.kernel);
+async function runCase(device: Device, library: Library, run: Case): Promise<Data[]> {
+  const args = run.args(seededRandom(run.kernel.length * 7919 + run.source.length));
+  const kernel = await device.kernel(library, run.kernel);
   const q = device.queue();
   const buffers = await Promise.all(args.map((arg) => (typeof arg === 'number' ? undefined : device.alloc(Math.max(4, arg.data.byteLength)))));
   try {
     args.forEach((arg, i) => {
       if (typeof arg !== 'number' && arg.data.byteLength > 0) q.write(buffers[i]!, arg.data);
     });
-    q.launch(kernel, { teams: test.teams, threads }, args.map((arg, i) => (typeof arg === 'number' ? arg : buffers[i]!)));
+    q.launch(kernel, { teams: run.teams, threads: run.threads ?? 1, teamMemoryBytes: run.teamMemoryBytes ?? 0 }, args.map((arg, i) => (typeof arg === 'number' ? arg : buffers[i]!)));
     const results = args.flatMap((arg, i) => {
       if (typeof arg === 'number') return [];
       const out = new (arg.data.constructor as new (n: number) => Data)(arg.data.length);
@@ -171,10 +177,11 @@ describe('WGSL translation: the same kernels on the host and the WebGPU device',
   });
 
   for (const test of CASES) {
-    it(`${test.source}: ${test.kernel} (${test.teams} teams${test.threads ? ` of ${test.threads} threads on the GPU` : ''})`, async () => {
+    it(`${test.source}: ${test.kernel} (${String(test.teams)} teams${test.threads ? ` of ${String(test.threads)} threads` : ''})`, async () => {
       const library = libraries.get(test.source)!;
-      const expected = await runCase(host, library, test, 1);
-      const got = await runCase(gpu, library, test, test.threads ?? 1);
+      // The same grid on both: the host device runs a team's threads too (in turns).
+      const expected = await runCase(host, library, test);
+      const got = await runCase(gpu, library, test);
       got.forEach((data, i) => (test.compare ?? assertAgree)(data, expected[i]!, `${test.kernel} buffer ${i}`));
     });
   }

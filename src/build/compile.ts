@@ -26,7 +26,7 @@ import { kernelEntries } from './kernel-signatures.js';
 import { checkFitsWindow, fnv1a32, pickStaticBase, staticSizeOf } from './static-placement.js';
 import { exportedAddresses, readWasmModuleInfo, type MemoryLimits, type WasmModuleInfo } from './wasm-module-info.js';
 import { wrapperSource, wrapperTypes } from './wrappers.js';
-import { joinEntries, WGSL_TRIPLE, wgslKernels } from './wgsl-kernels.js';
+import { joinEntries, TEAM_MEMORY_OVERRIDE, WGSL_TRIPLE, wgslKernels } from './wgsl-kernels.js';
 import { translateKernels, type TranslationNote } from './wgsl-translate.js';
 
 export interface BuildOptions {
@@ -154,7 +154,10 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
   if (wasm !== undefined && options.wgsl !== 'off') {
     const built = new Set(entries.map((entry) => entry.name));
     const kernels = wasm.compiled.kernels.filter((kernel) => built.has(kernel.name));
-    const translation = translateKernels({ functions: wasm.compiled.functions, constants: wasm.compiled.constants }, kernels, wasm.compiled.display, handWritten);
+    const teamMemoryDeclared = new RegExp(`\\boverride\\s+${TEAM_MEMORY_OVERRIDE}\\b`).test(wgslText);
+    const translation = translateKernels({ functions: wasm.compiled.functions, constants: wasm.compiled.constants }, kernels, wasm.compiled.display, handWritten, {
+      teamMemoryDeclared,
+    });
     notes = translation.notes;
     if (options.wgsl === 'require' && notes.length > 0) {
       throw errors.invalidArgument(`--wgsl=require: ${notes.length} kernel(s) cannot be translated to WGSL:\n${notes.map(formatNote).join('\n')}`);

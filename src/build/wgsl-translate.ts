@@ -14,6 +14,7 @@
  * kernel stays on the devices that run wasm.
  */
 import type { ConstantSyntax, FunctionSyntax, KernelSignature, SyntaxNode } from './compiler-job.js';
+import { TEAM_MEMORY_OVERRIDE } from './wgsl-kernels.js';
 
 /** Why a kernel stays wasm-only: where (file:line as shown) and what. */
 export interface TranslationNote {
@@ -34,6 +35,15 @@ export interface Translation {
 
 /** The override constant translated kernels take their workgroup size from (the launch's `threads`). */
 export const TRANSLATED_THREADS = 'offload_threads';
+/** The workgroup size's override constants along x, y and z (the launch's threads). */
+const TRANSLATED_THREADS_XYZ = [TRANSLATED_THREADS, 'offload_threads_y', 'offload_threads_z'] as const;
+/**
+ * Team memory (teamMemory()): a workgroup array of 32-bit words sized by the override the device
+ * sets to the launch's teamMemoryBytes (docs/wgsl-abi.md), addressed like a pointer parameter.
+ */
+const TEAM_MEMORY_BASE = 'teamMemory()';
+const TEAM_MEMORY_WORDS = 'offload_team_words';
+
 
 /** Value types the subset computes with; `usize` is an unsigned 32-bit number that may be an address. */
 type Ty = 'i32' | 'u32' | 'usize' | 'f32' | 'bool' | 'void';
@@ -72,9 +82,8 @@ export const DEVICE_FUNCTIONS: Record<string, { type: Ty; args: Ty[]; optional?:
   numTeams: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_teams', d)})` },
   threadId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_thread', d)})` },
   // Translated kernels have a one-dimensional workgroup: threads along y and z are 1.
-  numThreads: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => (axis('v', d) === 'v.x' ? `i32(${TRANSLATED_THREADS})` : `select(1i, i32(${TRANSLATED_THREADS}), ${d} == 0)`) },
+  numThreads: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis(`vec3u(${TRANSLATED_THREADS_XYZ.join(', ')})`, d)})` },
   barrier: { type: 'void', args: [], wgsl: () => 'workgroupBarrier()' },
-  teamMemory: { unsupported: 'team memory is an address, which WGSL cannot compute (write the kernel in WGSL with a var<workgroup> array)' },
   hostCall: { unsupported: 'a GPU cannot wait for the program in the middle of a dispatch' },
   print: { unsupported: 'print() writes to the host, which WGSL kernels cannot reach' },
 };
@@ -205,6 +214,7 @@ export function translateKernels(
   kernels: KernelSignature[],
   display: (source: string) => string,
   skip: ReadonlySet<string> = new Set(),
+  options: { teamMemoryDeclared?: boolean } = {},
 ): Translation {
   const { functions } = sources;
   const byInternal = new Map(functions.map((fn) => [fn.internalName, fn]));
@@ -262,8 +272,14 @@ export function translateKernels(
   const header = [
     `// Translated by offload build from AssemblyScript (docs/wgsl-abi.md): ${translated.join(', ')}.`,
     `override ${TRANSLATED_THREADS}: u32 = 64;`,
+    ...TRANSLATED_THREADS_XYZ.slice(1).map((name) => `override ${name}: u32 = 1;`),
     ...GRID_VARS.map((name) => `var<private> ${name}: vec3u;`),
   ];
+  if ([...chunks, ...used].some((code) => code.includes(TEAM_MEMORY_WORDS))) {
+    // A hand-written file may declare the override already: one module holds both.
+    if (!options.teamMemoryDeclared) header.push(`override ${TEAM_MEMORY_OVERRIDE}: u32 = 16;`);
+    header.push(`var<workgroup> ${TEAM_MEMORY_WORDS}: array<u32, ${TEAM_MEMORY_OVERRIDE} / 4u>;`);
+  }
   return { wgsl: [...header, ...used, ...chunks].join('\n') + '\n', kernels: translated, notes };
 }
 
@@ -287,6 +303,7 @@ class FunctionTranslator {
     private readonly memory: MemoryUse,
   ) {
     this.returnType = role === 'kernel' ? 'void' : typeOf(fn.returnType!, fn, 'a result');
+    this.pointers.set(TEAM_MEMORY_BASE, TEAM_MEMORY_WORDS);
   }
 
   translate(): string {
@@ -345,7 +362,7 @@ class FunctionTranslator {
       prologue.unshift(`  _ = &${kernel}__u;`);
     }
     out.push(...bindings);
-    out.push(`@compute @workgroup_size(${TRANSLATED_THREADS})`);
+    out.push(`@compute @workgroup_size(${TRANSLATED_THREADS_XYZ.join(', ')})`);
     out.push(
       `fn ${kernel}(@builtin(workgroup_id) team: vec3u, @builtin(num_workgroups) teams: vec3u, @builtin(local_invocation_id) thread: vec3u) {`,
     );
@@ -757,6 +774,10 @@ class FunctionTranslator {
     const element = callee.element as string | null;
     const name = callee.text as string;
     if (element?.startsWith(DEVICE_PREFIX)) {
+      if (element.slice(DEVICE_PREFIX.length) === 'teamMemory') {
+        if (args.length > 0) fail(node, 'calls teamMemory() with arguments');
+        return { code: '0u', type: 'usize', base: TEAM_MEMORY_BASE, words: '0u' };
+      }
       const device = DEVICE_FUNCTIONS[element.slice(DEVICE_PREFIX.length)];
       if (device === undefined) return fail(node, `calls device function ${name}(), which has no WGSL translation`);
       if ('unsupported' in device) return fail(node, `calls ${name}(): ${device.unsupported}`);
@@ -821,6 +842,7 @@ class FunctionTranslator {
     if (memoryType === undefined) return fail(node, `${name}s a ${declared}, which WGSL has no type for (kernels on WebGPU move i8..i32, u8..u32, f32 and bool)`);
     const isStore = name === 'store';
     const at = this.address(node, args[0]!, args[isStore ? 2 : 1]);
+    if (at.param === TEAM_MEMORY_BASE && memoryType.bytes !== 4) fail(node, `${name}s a ${declared} in team memory (translated kernels move 4-byte values there)`);
     const atomic = this.memory.atomic.has(at.param);
     if (isStore) this.memory.written.add(at.param);
     const element = declared === 'usize' ? 'usize' : memoryType.type;
@@ -866,6 +888,7 @@ class FunctionTranslator {
     if (!rmw && !isLoad && !isStore) return fail(node, `calls atomic.${op}, which WGSL has no twin for`);
     const offsetArg = isLoad ? args[1] : args[2];
     const at = this.address(node, args[0]!, offsetArg);
+    if (at.param === TEAM_MEMORY_BASE) fail(node, `calls atomic.${op} on team memory (translated kernels use atomics on pointer parameters only)`);
     this.memory.atomic.add(at.param);
     if (!isLoad) this.memory.written.add(at.param);
     const index = `&${at.binding}[${at.word}]`;

@@ -46,6 +46,8 @@ const SUM_TOLERANCE = 1e-5;
 /** The share of mandelbrot pixels whose count may differ from the reference (see mandelbrot()). */
 const MANDELBROT_DIFFERING = 0.01;
 const MANDELBROT = { width: 256, height: 192, maxIter: 256, x0: -2.2, y0: -1.125, dx: 3 / 256 };
+/** The transpose's matrix (not a multiple of its tiles, so that the edges are checked too) and tile side. */
+const TRANSPOSE = { width: 250, height: 190, tile: 16 };
 
 interface Mismatch {
   index: number;
@@ -103,6 +105,7 @@ export async function run(args: string[]): Promise<number> {
           ['saxpy', saxpy],
           ['dot_partial', dot],
           ['mandelbrot', mandelbrot],
+          ['transpose', transpose],
         ] as const) {
           const kernel = await device.kernel(library, name).catch((error: unknown) => {
             if (OffloadError.is(error, 'NOT_FOUND')) return undefined;
@@ -199,6 +202,31 @@ async function freeAll(buffers: Buffer[]): Promise<void> {
 }
 
 type Grid = { teams: number; threads: number };
+
+/**
+ * transpose moves tile x tile blocks through team memory, its threads meeting at a barrier
+ * (2-D teams and threads: the execution model). Checked exactly: it only moves values.
+ */
+async function transpose(device: Device, kernel: Kernel): Promise<Outcome> {
+  const { width, height } = TRANSPOSE;
+  const tile = Math.min(TRANSPOSE.tile, Math.floor(Math.sqrt(device.info.maxThreadsPerTeam)));
+  const input = Float32Array.from({ length: width * height }, (_, i) => (i % 997) / 997);
+  const result = new Float32Array(width * height);
+  const inBuf = await device.alloc(input.byteLength);
+  const outBuf = await device.alloc(input.byteLength);
+  const teams: [number, number] = [Math.ceil(width / tile), Math.ceil(height / tile)];
+  const times = await roundTrip(
+    device,
+    (q) => q.write(inBuf, input),
+    (q) => q.launch(kernel, { teams, threads: [tile, tile], teamMemoryBytes: tile * (tile + 1) * 4 }, [width, height, inBuf, outBuf]),
+    (q) => q.read(outBuf, result),
+  );
+  await freeAll([inBuf, outBuf]);
+  const expected = new Float32Array(width * height);
+  for (let y = 0; y < height; y++) for (let x = 0; x < width; x++) expected[x * height + y] = input[y * width + x]!;
+  const problem = `${width} x ${height} f32, ${teams.join(' x ')} teams of ${tile} x ${tile}`;
+  return { kernel: 'transpose', problem, teams: teams[0] * teams[1], threads: tile * tile, ...times, mismatch: firstMismatch(result, expected, 0) };
+}
 
 async function saxpy(device: Device, kernel: Kernel, n: number, grid: Grid): Promise<Outcome> {
   const a = 2.5;

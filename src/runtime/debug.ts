@@ -8,11 +8,24 @@
  */
 import { errors, quoted } from '../errors.js';
 
-/** Whether OFFLOAD_DEBUG turns debug output on: '1' yes; unset, '' or '0' no; anything else is refused. */
+const OFF_WORDS = ['', '0', 'false', 'off', 'no'];
+const ON_WORDS = ['1', 'true', 'on', 'yes', 'all'];
+
+/**
+ * Whether OFFLOAD_DEBUG turns debug output on: unset, '', 0, false, off or no: off; 1, true, on,
+ * yes or all: on (any case); anything else is refused, naming the variable.
+ */
 export function debugFromEnv(value: string | undefined = process.env.OFFLOAD_DEBUG): boolean {
-  if (value === undefined || value === '' || value === '0') return false;
-  if (value === '1') return true;
-  throw errors.invalidArgument(`OFFLOAD_DEBUG must be 1 (debug output on stderr) or 0, not ${quoted(value)}`);
+  if (value === undefined) return false;
+  const word = value.trim().toLowerCase();
+  if (OFF_WORDS.includes(word)) return false;
+  if (ON_WORDS.includes(word)) return true;
+  throw errors.invalidArgument(`OFFLOAD_DEBUG must be 1 (debug output on stderr) or 0 (also true/false, on/off, yes/no), not ${quoted(value)}`);
+}
+
+/** OFFLOAD_DEBUG of `env`, as debugFromEnv reads it. */
+export function debugEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
+  return debugFromEnv(env.OFFLOAD_DEBUG);
 }
 
 /** The longest text of a swallowed error a line repeats. */
@@ -52,7 +65,7 @@ export function dropped(area: string, what: string): (error: unknown) => void {
 
 /** Whether an on/off environment variable is on: set, and not empty, 0, false, off or no. */
 export function flagSet(value: string | undefined): boolean {
-  return value !== undefined && !['', '0', 'false', 'off', 'no'].includes(value.trim().toLowerCase());
+  return value !== undefined && !OFF_WORDS.includes(value.trim().toLowerCase());
 }
 
 /** Writes `message` under `topic` when OFFLOAD_DEBUG is on; `message` is only computed then. */

@@ -22,7 +22,19 @@ export async function instantiateOnMainThread(bundlePath: string, memory: WebAss
       seed: () => Date.now(),
       trace: () => {},
     },
-    offload: { team_id: () => 0, num_teams: () => 1, thread_id: () => 0, num_threads: () => 1 },
+    // Team 0 of 1, one thread: what the baselines run as.
+    offload: {
+      team_id: () => 0,
+      num_teams: () => 1,
+      thread_id: () => 0,
+      num_threads: () => 1,
+      print: () => {},
+      barrier: () => {},
+      team_memory: () => 0,
+      host_call: () => {
+        throw new Error('no host calls on the main thread baseline');
+      },
+    },
   });
   return instance.exports as Record<string, MainThreadKernel>;
 }

@@ -18,8 +18,10 @@ function values(series: Series, unit: Unit): number[] {
       return series.seconds.map((s) => series.count / s / 1e9);
     case 'launches/s':
     case 'lookups/s':
+    case 'calls/s':
       return series.seconds.map((s) => series.count / s);
     case 'Mpixels/s':
+    case 'Melements/s':
       return series.seconds.map((s) => series.count / s / 1e6);
     case 'us':
       return series.seconds.map((s) => (s / series.count) * 1e6);
@@ -81,11 +83,13 @@ function formatValue(series: Series, unit: Unit): string {
     case 'GB/s':
       return `${median.toFixed(2)} GB/s (${formatSeconds(spread(series.seconds).median)})`;
     case 'launches/s':
+    case 'calls/s':
       return `${Math.round(median).toLocaleString('en-US')}/s`;
     case 'lookups/s':
       return `${Math.round(median).toLocaleString('en-US')}/s (${formatSeconds(spread(series.seconds).median)})`;
     case 'Mpixels/s':
-      return `${median.toFixed(2)} Mpixels/s (${formatSeconds(spread(series.seconds).median)})`;
+    case 'Melements/s':
+      return `${median.toFixed(2)} ${unit} (${formatSeconds(spread(series.seconds).median)})`;
     case 'us':
       return `${median.toFixed(1)} us`;
   }

@@ -6,7 +6,7 @@ import type { Plan, Series } from './measure.js';
  * bytes, 10^9 per GB; Mpixels 10^6 pixels; launches and lookups one each); `us` divides its time
  * by its count (microseconds per operation).
  */
-export type Unit = 'GB/s' | 'launches/s' | 'lookups/s' | 'Mpixels/s' | 'us';
+export type Unit = 'GB/s' | 'launches/s' | 'lookups/s' | 'Mpixels/s' | 'Melements/s' | 'calls/s' | 'us';
 
 /** A target for a row's ratio. `~` means "close to", which gets no verdict. */
 export interface Goal {

@@ -4,7 +4,7 @@
  * kernel on the main thread for compute (DESIGN section 7).
  */
 import { PAGE_BYTES, STATIC_WINDOW_END } from '../../src/image/wasm-abi.js';
-import type { Device, Library, Queue } from '../../src/index.js';
+import type { Device, Library, Queue, Runtime } from '../../src/index.js';
 import { Offload } from '../offload.js';
 import { spinMicros } from '../../src/plugins/host/worker-pool.js';
 import { AtomicsRoundTrip } from '../atomics-round-trip.js';
@@ -223,6 +223,82 @@ async function mandelbrot({ device, queue, library, bundlePath, plan }: Setup): 
   };
 }
 
+/**
+ * The execution model's cost on the host device: examples/kernels.ts's transpose through team
+ * memory and barriers (a team's 256 threads take turns on its worker, switching at the barrier:
+ * asyncify) against transpose_naive, the same grid without team memory or barrier.
+ */
+async function teamMemoryTranspose({ device, queue, library, plan }: Setup): Promise<Row> {
+  const [tiled, naive] = [await device.kernel(library, 'transpose'), await device.kernel(library, 'transpose_naive')];
+  const [width, height, tile] = [512, 512, 16];
+  const elements = width * height;
+  const input = Float32Array.from({ length: elements }, (_, i) => i % 4093);
+  const [inBuf, outBuf] = [await device.alloc(elements * 4), await device.alloc(elements * 4)];
+  queue.write(inBuf, input);
+  await queue.finish();
+  const grid = { teams: [width / tile, height / tile] as [number, number], threads: [tile, tile] as [number, number] };
+  const [offload, baseline] = await measure(plan, [
+    {
+      label: `await queue.launch(transpose, { teams: [32, 32], threads: [16, 16], teamMemoryBytes: ${tile * (tile + 1) * 4} }, [...]).done: 16 x 16 tiles through team memory, one barrier`,
+      count: elements,
+      run: async () => {
+        await queue.launch(tiled, { ...grid, teamMemoryBytes: tile * (tile + 1) * 4 }, [width, height, inBuf, outBuf]).done;
+      },
+    },
+    {
+      label: 'await queue.launch(transpose_naive, { teams: [32, 32], threads: [16, 16] }, [...]).done: the same grid, no team memory, no barrier',
+      count: elements,
+      run: async () => {
+        await queue.launch(naive, grid, [width, height, inBuf, outBuf]).done;
+      },
+    },
+  ]);
+  const result = new Float32Array(elements);
+  queue.read(outBuf, result);
+  await queue.finish();
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      if (result[x * height + y] !== input[y * width + x]) throw new Error(`transpose: element (${x}, ${y}) is ${result[x * height + y]}, not ${input[y * width + x]}`);
+    }
+  }
+  await Promise.all([inBuf.free(), outBuf.free()]);
+  return {
+    name: `transpose ${width} x ${height} f32 in 16 x 16 tiles through team memory and a barrier vs without (host device)`,
+    unit: 'Melements/s',
+    offload: offload!,
+    baseline: baseline!,
+    goal: 'none: what a barrier costs where threads take turns',
+  };
+}
+
+/** A kernel's calls of a host function (hostCall) against a raw Atomics round trip between the main thread and a worker. */
+async function hostCalls({ device, queue, library, plan }: Setup, runtime: Runtime): Promise<Row> {
+  const kernel = await device.kernel(library, 'host_calls');
+  const calls = plan.quick ? 200 : 2000;
+  let ticks = 0;
+  runtime.hostFunctions.add('tick', () => ++ticks);
+  const raw = new AtomicsRoundTrip();
+  const [offload, baseline] = await measure(plan, [
+    {
+      label: `await queue.launch(host_calls, { teams: 1 }, [${calls}]).done: ${calls} hostCall("tick", 1, i) from one thread, answered on the main thread`,
+      count: calls,
+      run: async () => {
+        await queue.launch(kernel, { teams: 1 }, [calls]).done;
+      },
+    },
+    {
+      label: '(a) raw round trip to one worker: Atomics.store + notify; the worker answers; the main thread awaits Atomics.waitAsync',
+      count: calls,
+      run: async () => {
+        for (let i = 0; i < calls; i++) await raw.once(0);
+      },
+    },
+  ]).finally(() => raw.close());
+  runtime.hostFunctions.delete('tick');
+  if (ticks === 0) throw new Error('host_calls: the host function never ran');
+  return { name: 'hostCall from a kernel on the host device vs a raw Atomics round trip', unit: 'calls/s', offload: offload!, baseline: baseline!, goal: 'none: the cost per call (README)' };
+}
+
 export const hostSuite: Suite = {
   name: 'host',
   description: 'the host device against raw TypedArray.set, Atomics round trips and the main thread',
@@ -240,7 +316,9 @@ export const hostSuite: Suite = {
       progress('host: saxpy over 2^24 floats');
       const saxpyRow = await saxpy(setup);
       progress('host: mandelbrot');
-      return [...copyRows, ...launchRows, saxpyRow, await mandelbrot(setup)];
+      const mandelbrotRow = await mandelbrot(setup);
+      progress('host: transpose through team memory, host calls');
+      return [...copyRows, ...launchRows, saxpyRow, mandelbrotRow, await teamMemoryTranspose(setup), await hostCalls(setup, runtime)];
     } finally {
       await runtime.shutdown();
     }

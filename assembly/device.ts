@@ -44,7 +44,8 @@ export declare function numThreads(d?: i32): i32;
  * seen by the team's threads after it. Every thread of a team must reach the same barriers; a
  * thread that has returned counts as arrived. On the host device a team's threads take turns on
  * one worker and switch at barriers, so a kernel that calls barrier() is built with binaryen's
- * asyncify (its code gets bigger and somewhat slower; kernels that never call it are unchanged).
+ * asyncify (its code gets bigger and somewhat slower; kernels that never call it are unchanged),
+ * and may not recurse on its way to a barrier if its teams have several threads.
  */
 // @ts-ignore: decorator
 @external("offload", "barrier")

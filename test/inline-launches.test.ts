@@ -84,7 +84,7 @@ describe('inline launches', { timeout: 120_000 }, () => {
     assert.deepEqual(made([0x41, 0x00, 0x41, 0x00, 0x41, 0x7f, 0xfc, 0x0b, 0x00]), { bounded: false, synchronizes: false }, 'memory.fill');
     assert.deepEqual(made([0xff]), { bounded: false, synchronizes: true }, 'unknown opcode');
     assert.deepEqual(made([0x10, 0x00]), { bounded: false, synchronizes: false }, 'a call into the module (here: itself)');
-    assert.deepEqual(readCodeShapes(hostileModule({}), ['missing']).get('missing'), { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true });
+    assert.deepEqual(readCodeShapes(hostileModule({}), ['missing']).get('missing'), { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true, barrierStackBytes: undefined });
   });
 
   it('reads hostile code without hanging or failing other than INCOMPATIBLE_IMAGE', async () => {

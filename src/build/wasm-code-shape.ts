@@ -29,8 +29,17 @@ export interface CodeShape {
   codeBytes: number;
   /** It, or a function it calls, calls the program (the device library's hostCall), or the reader could not tell. */
   callsHost: boolean;
+  /**
+   * The most bytes asyncify can save of one thread's stack at a barrier (the deepest chain of
+   * frames from the kernel to the barrier import, each frame its locals and parameters plus 8
+   * bytes); 0 when it cannot reach the barrier; undefined when no bound exists (a recursion, an
+   * indirect call or code the reader does not know on the way).
+   */
+  barrierStackBytes: number | undefined;
 }
 
+const SECTION_TYPE = 1;
+const SECTION_FUNCTION = 3;
 const SECTION_CODE = 10;
 
 /** Facts of one function body. */
@@ -49,6 +58,8 @@ interface FunctionFacts {
   /** An opcode this reader does not know, or a malformed body. */
   unknown: boolean;
   bytes: number;
+  /** Bytes of its declared locals (parameters not included). */
+  localBytes: number;
 }
 
 /** The shape of each exported function named in `kernels`, keyed by name (`info`: the module's, when already read). */
@@ -62,12 +73,13 @@ export function readCodeShapes(bytes: Uint8Array, kernels: readonly string[], in
   const quick = (callee: number) => callee < importedFunctions && !slow.has(`${functionImports[callee]!.module}.${functionImports[callee]!.name}`);
   const bodies = codeBodies(bytes);
   const facts = bodies.map(readFunction);
+  const frameBytes = frameSizes(bytes, facts);
   const shapes = new Map<string, CodeShape>();
   for (const name of kernels) {
     const exported = info.exports.find((exp) => exp.kind === 'function' && exp.name === name);
     const own = exported === undefined ? undefined : facts[exported.index - importedFunctions];
     if (own === undefined) {
-      shapes.set(name, { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true });
+      shapes.set(name, { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true, barrierStackBytes: undefined });
       continue;
     }
     // Calls to the device library's imports and to abort and seed are allowed: each returns at once.
@@ -75,11 +87,13 @@ export function readCodeShapes(bytes: Uint8Array, kernels: readonly string[], in
     const bounded = !own.loops && !callsCode && !own.indirect && !own.bulk && !own.waits && !own.unknown;
     const start = exported!.index - importedFunctions;
     const hostCall = functionImports.findIndex((imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === HOST_CALL_IMPORT);
+    const barrier = functionImports.findIndex((imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === BARRIER_IMPORT);
     shapes.set(name, {
       bounded,
       synchronizes: reaches(start, facts, importedFunctions, (own) => own.waits || own.atomics || own.indirect || own.unknown, () => false),
       codeBytes: own.bytes,
       callsHost: hostCall >= 0 && reaches(start, facts, importedFunctions, (own) => own.indirect || own.unknown, (imported) => imported === hostCall),
+      barrierStackBytes: barrier < 0 ? 0 : deepestChain(start, facts, importedFunctions, barrier, frameBytes),
     });
   }
   return shapes;
@@ -111,6 +125,91 @@ function reaches(start: number, facts: readonly FunctionFacts[], importedFunctio
   return false;
 }
 
+/** Bytes of a value of each value type as asyncify saves it (a reference or unknown type counts as 16). */
+function valueBytes(type: number): number {
+  return type === 0x7f || type === 0x7d ? 4 : type === 0x7e || type === 0x7c ? 8 : 16;
+}
+
+/**
+ * Bytes asyncify may save of one frame of each defined function: its parameters (from the type
+ * and function sections) and its locals (from its body, in facts[i].localBytes), plus 8 for the
+ * call index and alignment. undefined entries: the reader could not tell.
+ */
+function frameSizes(bytes: Uint8Array, facts: readonly FunctionFacts[]): (number | undefined)[] {
+  const paramBytes: number[] = [];
+  const typeOf: number[] = [];
+  try {
+    const reader = new ByteReader(bytes, 8);
+    while (!reader.atEnd()) {
+      const id = reader.byte();
+      const section = reader.sub(reader.leb());
+      if (id === SECTION_TYPE) {
+        for (let count = section.leb(), i = 0; i < count; i++) {
+          if (section.byte() !== 0x60) throw new Error('not a function type');
+          let sum = 0;
+          for (let n = section.leb(), k = 0; k < n; k++) sum += valueBytes(section.byte());
+          for (let n = section.leb(), k = 0; k < n; k++) section.byte();
+          paramBytes.push(sum);
+        }
+      } else if (id === SECTION_FUNCTION) {
+        for (let count = section.leb(), i = 0; i < count; i++) typeOf.push(section.leb());
+      }
+    }
+  } catch {
+    return facts.map(() => undefined);
+  }
+  return facts.map((own, i) => {
+    const params = paramBytes[typeOf[i] ?? -1];
+    return params === undefined || own.unknown ? undefined : params + own.localBytes + 8;
+  });
+}
+
+/**
+ * The largest sum of frame sizes along a chain of calls from `start` to import `target`, through
+ * functions that can reach it; undefined if a chain has no bound (a cycle, an indirect call,
+ * unknown code or size).
+ */
+function deepestChain(start: number, facts: readonly FunctionFacts[], importedFunctions: number, target: number, frames: readonly (number | undefined)[]): number | undefined {
+  const memo = new Map<number, number | undefined>();
+  const onPath = new Set<number>();
+  const UNBOUNDED = -1;
+  /** The deepest chain from defined function `f` to the target (0: it does not reach it). */
+  const depth = (f: number): number => {
+    if (memo.has(f)) return memo.get(f) ?? UNBOUNDED;
+    if (onPath.has(f)) return UNBOUNDED;
+    const own = facts[f];
+    const frame = frames[f];
+    if (own === undefined || frame === undefined) return UNBOUNDED;
+    onPath.add(f);
+    let deepest = 0;
+    let reaches = false;
+    for (const callee of own.calls) {
+      if (callee === target) {
+        reaches = true;
+        continue;
+      }
+      const defined = callee - importedFunctions;
+      if (defined < 0) continue;
+      const below = depth(defined);
+      if (below === UNBOUNDED) {
+        deepest = UNBOUNDED;
+        break;
+      }
+      if (below > 0) {
+        reaches = true;
+        deepest = Math.max(deepest, below);
+      }
+    }
+    onPath.delete(f);
+    // An indirect call may reach the barrier too: asyncify counts it as unwinding.
+    const result = deepest === UNBOUNDED || own.indirect ? UNBOUNDED : reaches ? frame + deepest : 0;
+    memo.set(f, result === UNBOUNDED ? undefined : result);
+    return result;
+  };
+  const found = depth(start);
+  return found === UNBOUNDED ? undefined : found;
+}
+
 /** The code section's function bodies, as readers over each body. */
 function codeBodies(bytes: Uint8Array): ByteReader[] {
   const reader = new ByteReader(bytes, 8);
@@ -123,12 +222,13 @@ function codeBodies(bytes: Uint8Array): ByteReader[] {
 }
 
 function readFunction(body: ByteReader): FunctionFacts {
-  const facts: FunctionFacts = { loops: false, calls: new Set(), indirect: false, bulk: false, waits: false, atomics: false, unknown: false, bytes: body.remaining() };
+  const facts: FunctionFacts = { loops: false, calls: new Set(), indirect: false, bulk: false, waits: false, atomics: false, unknown: false, bytes: body.remaining(), localBytes: 0 };
   try {
     const groups = body.leb();
     for (let i = 0; i < groups; i++) {
-      body.leb();
-      body.byte(); // a value type (reference types with immediates are not emitted by the compilers we build with)
+      const count = body.leb();
+      // A value type (reference types with immediates are not emitted by the compilers we build with).
+      facts.localBytes += count * valueBytes(body.byte());
     }
     while (!body.atEnd()) readInstruction(body, facts);
   } catch {

@@ -32,7 +32,7 @@ import { readCodeShapes, type CodeShape } from '../../build/wasm-code-shape.js';
 import { InlinePolicy, inlineMode, type InlineMode } from './inline.js';
 import { alignScratch, type GridWords, trapText, KernelEnvironment } from './kernel-env.js';
 import type { TeamShape } from './launch-protocol.js';
-import { asyncifyOf, MAX_TEAM_MEMORY_BYTES, MAX_TEAM_THREADS, runTeamThreads, STACK_BYTES, type Asyncify } from './team-threads.js';
+import { asyncifyOf, MAX_TEAM_MEMORY_BYTES, MAX_TEAM_THREADS, runTeamThreads, MAX_STACK_BYTES, stackBytesFor, type Asyncify } from './team-threads.js';
 import { droppedLine } from './kernel-print.js';
 import { ARG_KIND, type ArgKind, fitErrorText, MAX_ARGS, MAX_WORKERS, PRINT_BYTES } from './launch-ring.js';
 import { WorkerPool } from './worker-pool.js';
@@ -76,6 +76,8 @@ class HostKernel implements LoadedKernel {
   inlineAsyncify: Asyncify | undefined;
   /** Whether its module was built with barriers (asyncify): its threads need stacks. */
   hasBarriers = false;
+  /** The most stack a thread of it saves at a barrier (read from its code); undefined: no bound. */
+  barrierStackBytes: number | undefined = 0;
   /** Whether its module calls host functions: it never runs inline (a call waits for this thread). */
   callsHost = false;
   constructor(
@@ -160,7 +162,7 @@ function codeShapesOf(bytes: Uint8Array, info: WasmModuleInfo, kernels: readonly
   try {
     return readCodeShapes(bytes, kernels, info);
   } catch {
-    return new Map(kernels.map((name) => [name, { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true }]));
+    return new Map(kernels.map((name) => [name, { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true, barrierStackBytes: undefined }]));
   }
 }
 
@@ -389,6 +391,7 @@ export class HostDevice implements PluginDevice {
       const kernel = new HostKernel(entry.name, entry.params, hostImage, index, kinds, policy);
       kernel.hasBarriers = hasBarriers;
       kernel.callsHost = shapes.get(entry.name)!.callsHost;
+      kernel.barrierStackBytes = shapes.get(entry.name)!.barrierStackBytes;
       hostImage.kernels.set(entry.name, kernel);
     });
     // Registered before the workers answer, so that a concurrent load sees the static range.
@@ -625,7 +628,19 @@ export class HostDevice implements PluginDevice {
   private teamShape(kernel: HostKernel, grid: Grid): TeamShape | undefined {
     const { teamDims, threadDims, teamMemoryBytes } = grid;
     if (grid.threads === 1 && teamMemoryBytes === 0 && teamDims[1] === 1 && teamDims[2] === 1) return undefined;
-    const stackBytes = kernel.hasBarriers && grid.threads > 1 ? STACK_BYTES : 0;
+    let stackBytes = 0;
+    if (kernel.hasBarriers && grid.threads > 1) {
+      const bound = kernel.barrierStackBytes;
+      if (bound === undefined || bound > MAX_STACK_BYTES) {
+        throw errors.unsupported(
+          `kernel '${kernel.name}' cannot run teams of ${grid.threads} threads on the host device: ` +
+            (bound === undefined
+              ? 'on its way to barrier() it recurses or calls indirectly, so the stack its threads save there has no bound; call barrier() from code that does not recurse'
+              : `its threads would save ${bound} bytes of stack at barrier(), more than ${MAX_STACK_BYTES}; keep fewer locals live across barrier()`),
+        );
+      }
+      stackBytes = bound === 0 ? 0 : stackBytesFor(bound);
+    }
     const regionBytes = alignScratch(teamMemoryBytes) + grid.threads * stackBytes;
     const scratch = regionBytes === 0 ? 0 : this.allocate((this.info.computeUnits + 1) * regionBytes);
     return { teamsX: teamDims[0], teamsY: teamDims[1], threadsX: threadDims[0], threadsY: threadDims[1], scratch, regionBytes, teamMemoryBytes, stackBytes };

@@ -89,6 +89,7 @@ export class KernelEnvironment implements TeamThreadState {
   stackBytes = 0;
   asyncify: Asyncify | undefined = undefined;
   rewinding = false;
+  unwinding = false;
   /**
    * Trace lines of the team running now. A kernel that traces in a loop would flood stderr and,
    * on a worker, the main process's memory; so at most MAX_TRACE_LINES are written per team

@@ -28,11 +28,18 @@ export const MAX_TEAM_THREADS = 1024;
 /** Team memory a team may have on the host device (`grid.teamMemoryBytes`). */
 export const MAX_TEAM_MEMORY_BYTES = 256 * 1024;
 /**
- * Asyncify stack per thread of a kernel with barriers: the locals of every function on its
- * stack at a barrier. A kernel's frames are small; one that needs more traps with a message
- * saying so.
+ * The most asyncify stack a thread may need: a kernel's need is read from its code at load (the
+ * deepest chain of frames from it to barrier(), wasm-code-shape.ts), and one whose need has no
+ * bound (it recurses on its way to a barrier) or is larger cannot run teams of several threads.
+ * asyncify writes a thread's frames before it checks them against the stack's end, so stacks
+ * are sized to what the code can need, never guessed.
  */
-export const STACK_BYTES = 2048;
+export const MAX_STACK_BYTES = 64 * 1024;
+
+/** The stack a thread of a kernel needing `bound` bytes gets: asyncify's 8-byte header, the bound, 16-byte aligned. */
+export function stackBytesFor(bound: number): number {
+  return Math.ceil((bound + 8) / 16) * 16;
+}
 
 /** asyncify_get_state's answers (0 is normal running). */
 const UNWINDING = 1;
@@ -79,6 +86,8 @@ export interface TeamThreadState {
   asyncify: Asyncify | undefined;
   /** True while a parked thread is being rewound to its barrier. */
   rewinding: boolean;
+  /** True from a barrier's start of an unwind until the scheduler stops it. */
+  unwinding: boolean;
 }
 
 /**
@@ -98,6 +107,7 @@ export function barrier(state: TeamThreadState, words: Int32Array): void {
   words[data >>> 2] = data + 8;
   words[(data >>> 2) + 1] = data + state.stackBytes;
   asyncify.asyncify_start_unwind(data);
+  state.unwinding = true;
 }
 
 /** A run of the team's threads by T1-T3; `run` calls the kernel once. */
@@ -127,6 +137,7 @@ export function runTeamThreads(state: TeamThreadState, asyncify: Asyncify | unde
         run();
         if (asyncify.asyncify_get_state() === UNWINDING) {
           asyncify.asyncify_stop_unwind();
+          state.unwinding = false;
           parked[thread] = 1;
         } else {
           returned[thread] = 1;
@@ -138,10 +149,13 @@ export function runTeamThreads(state: TeamThreadState, asyncify: Asyncify | unde
     const where = asyncify.asyncify_get_state();
     if (where === UNWINDING) asyncify.asyncify_stop_unwind();
     else if (where === REWINDING) asyncify.asyncify_stop_rewind();
+    const overflowed = state.unwinding;
     state.rewinding = false;
-    // asyncify traps with `unreachable` when a thread's locals outgrow its stack.
-    if (where === UNWINDING && error instanceof WebAssembly.RuntimeError) {
-      throw new Error(`${error.message}: thread ${state.threadId}'s locals at barrier() need more than the ${state.stackBytes} bytes the host device keeps per thread`);
+    state.unwinding = false;
+    // asyncify_stop_unwind traps (`unreachable`) when the saved stack ran past its end. The
+    // stacks are sized by the kernel's deepest chain of frames (stackBound), so this is a bug.
+    if (overflowed && error instanceof WebAssembly.RuntimeError) {
+      throw new Error(`${error.message}: thread ${state.threadId}'s saved stack at barrier() outgrew its ${state.stackBytes} bytes (the bound read from its code was wrong: please report this)`);
     }
     throw error;
   } finally {

@@ -82,7 +82,7 @@ describe('the offload command', { timeout: 240_000 }, () => {
     assert.equal(code, 0);
     const report = JSON.parse(stdout) as { ok: boolean; results: { kernel: string; ok: boolean; device: number }[]; proxies: string[] };
     assert.equal(report.ok, true);
-    assert.deepEqual(report.results.map((r) => r.kernel), ['saxpy', 'dot_partial', 'mandelbrot']);
+    assert.deepEqual(report.results.map((r) => r.kernel), ['saxpy', 'dot_partial', 'mandelbrot', 'transpose']);
     assert.ok(report.results.every((r) => r.ok && r.device === 0));
   });
 

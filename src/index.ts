@@ -11,6 +11,6 @@ export type { KernelPrint, RuntimeOptions } from './runtime/options.js';
 export type { ContextOptions } from './api/runtime.js';
 export { HostFunctions, type HostCall, type HostFunction } from './api/host-functions.js';
 export type { GridSize } from './api/grid.js';
-export { map, type MapSpec, type MapType, type MapBuilder, type HostView } from './runtime/mapping/map.js';
-export type { TargetArgument } from './runtime/mapping/mapper.js';
+export { map, type MapSpec, type MapType, type MapBuilder, type HostView } from './omp/map.js';
+export type { TargetArgument } from './omp/mapper.js';
 export type { ParamInfo, ParamType, EntryInfo } from './image/manifest.js';

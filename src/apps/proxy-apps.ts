@@ -6,8 +6,8 @@
 import type { Device } from '../api/device.js';
 import type { Runtime } from '../api/runtime.js';
 import { errors } from '../errors.js';
-import { map, type MapSpec } from '../runtime/mapping/map.js';
-import type { TargetArgument } from '../runtime/mapping/mapper.js';
+import { map, type MapSpec } from '../omp/map.js';
+import type { TargetArgument } from '../omp/mapper.js';
 
 export type ProblemSize = 'small' | 'large';
 

@@ -1,4 +1,4 @@
-/** offload-ts: an offloading runtime for TypeScript. See README.md and DESIGN.md. */
+/** offload-ts: an offloading runtime for TypeScript. See README.md and docs/architecture.md. */
 export { Offload, Runtime } from './api/runtime.js';
 export { Device, type AllocOptions } from './api/device.js';
 export { Buffer, DevicePointer, type TypedArrayType } from './api/buffer.js';

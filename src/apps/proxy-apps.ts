@@ -1,5 +1,5 @@
 /**
- * What XSBench and RSBench share (ANL-CESAR's proxy apps, ../shared/bench/PROXY-APPS.md): the
+ * What XSBench and RSBench share (ANL-CESAR's proxy apps): the
  * materials and their nuclides, the 63-bit LCG, and the driver that runs the lookups over devices.
  */
 

@@ -9,7 +9,6 @@
 import { errors } from '../errors.js';
 
 export type MapType = 'to' | 'from' | 'tofrom' | 'alloc' | 'release' | 'delete';
-export const MAP_TYPES: readonly MapType[] = ['to', 'from', 'tofrom', 'alloc', 'release', 'delete'];
 
 /** A host array view: any TypedArray or DataView (a sub-array maps its own range). */
 export type HostView = ArrayBufferView;

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { errors, OffloadError } from '../errors.js';
+import { asOffloadError, errors } from '../errors.js';
 import { decodeBundle } from '../image/bundle.js';
 import type { Plugin } from '../plugins/interface.js';
 import type { HostCall, HostFunctions } from './host-functions.js';
@@ -19,7 +19,6 @@ import { Kernel } from './kernel.js';
 import { Library } from './library.js';
 import { MAX_TIMEOUT_MS, type Grid } from './queue.js';
 import { parseMilliseconds } from '../units.js';
-import { asOffloadError } from '../plugins/serial-queue.js';
 import { abortable, abortError, checkSignal } from '../abort.js';
 
 /** Options of `runtime.shutdown()`. */
@@ -85,7 +84,7 @@ export class Runtime {
       }
     } catch (error) {
       for (const plugin of plugins.reverse()) await plugin.deinit().catch(dropped('createContext', `stopping plugin ${plugin.name} after a failed context`));
-      throw asOffloadError(error);
+      throw asOffloadError(error, 'creating a context');
     }
     const child = new Runtime(context, plugins, devices, this);
     this.children.add(child);
@@ -187,7 +186,7 @@ export class Runtime {
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
         if (code === 'ENOENT') throw errors.notFound(`register: no bundle at '${bundle}' (build one with 'offload build')`);
-        throw errors.invalidArgument(`register: cannot read '${bundle}': ${(error as Error).message}`);
+        throw asOffloadError(error, `register: cannot read '${bundle}'`, { code: 'INVALID_ARGUMENT' });
       }
     } else if (bundle instanceof Uint8Array) {
       bytes = bundle;
@@ -358,8 +357,7 @@ async function build(opts: RuntimeOptions, info: boolean | ((line: string) => vo
       if (other.status === 'fulfilled' && other.value && !plugins.includes(other.value)) plugins.push(other.value);
     }
     for (const plugin of plugins.reverse()) await plugin.deinit().catch(dropped('Offload.init', `stopping plugin ${plugin.name} after a failed init`));
-    if (error instanceof OffloadError) throw error;
-    throw errors.invalidArgument(`Offload.init failed: ${(error as Error).message}`);
+    throw asOffloadError(error, 'starting the runtime (Offload.init)');
   }
   return new Runtime(context, plugins, devices);
 }

@@ -196,7 +196,7 @@ function operationEvent(queue: PluginQueue, done: Promise<unknown>, device: numb
       throw asOffloadError(error, `running an operation of a queue of device ${device}`, { device });
     },
   );
-  tracked.catch(() => {});
+  tracked.catch(() => {}); // its failure is the queue's too: finish() reports it if no wait does
   return { done: tracked, queue, query: () => settled };
 }
 
@@ -316,7 +316,7 @@ export class Queue {
   /** The event an operation on a destroyed queue gets. */
   private refused(): Event {
     const done = Promise.reject(this.destroyedError());
-    done.catch(() => {});
+    done.catch(() => {}); // observed through the event, when the program waits on it
     return new Event({ done, queue: this.plugin, query: () => true }, this.device);
   }
 

@@ -240,7 +240,11 @@ export class Runtime {
     if (!tracer || this.parent) return;
     let index = 0;
     for (const plugin of this.plugins) {
-      for (const batch of (await plugin.traces?.().catch(() => [])) ?? []) tracer.merge(index++, batch.events, batch.clock, batch.dropped);
+      const batches = await plugin.traces?.().catch((error: unknown) => {
+        dropped('trace', `collecting the spans plugin ${plugin.name}'s devices recorded`)(error);
+        return [];
+      });
+      for (const batch of batches ?? []) tracer.merge(index++, batch.events, batch.clock, batch.dropped);
     }
   }
 
@@ -321,7 +325,7 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   if (!signal) return building;
   return abortable(building, signal, 'Offload.init').catch((error: unknown) => {
     // Given up: what init still builds is shut down once it is there.
-    if (signal.aborted) void building.then((runtime) => runtime.shutdown({ graceMs: 0 })).catch(() => {});
+    if (signal.aborted) void building.then((runtime) => runtime.shutdown({ graceMs: 0 })).catch(dropped('Offload.init', 'making (then shutting down) the runtime given up on its signal'));
     throw error;
   });
 }
@@ -338,7 +342,7 @@ async function build(opts: RuntimeOptions, info: boolean | ((line: string) => vo
     // connects); the plugins still take their places in priority order.
     const registered = registeredPlugins();
     made = registered.map(({ factory }) => Promise.resolve().then(() => factory(opts)));
-    for (const promise of made) promise.catch(() => {});
+    for (const promise of made) promise.catch(() => {}); // each is awaited below, or settled in the catch
     for (const [index, promise] of made.entries()) {
       const plugin = await promise;
       const name = registered[index]!.name;

@@ -264,7 +264,7 @@ export class ProxyServer implements SessionDirectory {
     try {
       return this.peers.has(formatAddress(parseAddress(address)));
     } catch {
-      return false;
+      return false; // not an address: no peer may be it
     }
   }
 

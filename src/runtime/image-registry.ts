@@ -71,7 +71,8 @@ export class ImageRegistry {
     if (existing) return existing.image;
     const image = this.load(library, device, deviceId);
     library.loads.push({ device, deviceId, image });
-    // A failed load is forgotten so that a later call may try again (after the cause is fixed).
+    // A failed load is forgotten so that a later call may try again (after the cause is fixed);
+    // its error goes to every caller of image() that awaits it.
     image.catch(() => {
       const index = library.loads.findIndex((load) => load.image === image);
       if (index >= 0) library.loads.splice(index, 1);

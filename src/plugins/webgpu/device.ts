@@ -86,7 +86,7 @@ class SharedGpu {
   async close(): Promise<void> {
     this.closing = true;
     this.lostError ??= errors.deviceLost('the WebGPU device was shut down');
-    const gpu = await this.gpu?.catch(() => undefined);
+    const gpu = await this.gpu?.catch(() => undefined); // no device to destroy; its error is lostError already
     gpu?.destroy();
   }
 }

@@ -30,12 +30,14 @@ export function abortError(signal: AbortSignal, what: string): OffloadError {
 export function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined, what: string): Promise<T> {
   if (!signal) return promise;
   if (signal.aborted) {
+    // Given up, its outcome is no longer this wait's: a queue's failure goes to its next finish or
+    // wait, and Offload.init reports what it drops under OFFLOAD_DEBUG.
     promise.catch(() => {});
     return Promise.reject(abortError(signal, what));
   }
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => {
-      promise.catch(() => {});
+      promise.catch(() => {}); // as above
       reject(abortError(signal, what));
     };
     signal.addEventListener('abort', onAbort, { once: true });

@@ -3,7 +3,7 @@
  * All codes live here, in one place, so callers can switch on them and messages stay consistent.
  */
 
-/** The stable error codes (DESIGN section 6). */
+/** The stable error codes (README's error table lists them with when each happens). */
 export const ErrorCode = {
   /** An argument has the wrong type, range or shape. */
   INVALID_ARGUMENT: 'INVALID_ARGUMENT',
@@ -33,6 +33,12 @@ export const ErrorCode = {
   HOST_FUNCTION_FAILED: 'HOST_FUNCTION_FAILED',
   /** The program gave up on the operation through its AbortSignal. */
   ABORTED: 'ABORTED',
+  /**
+   * A bug in offload-ts: something below the API threw what it never should (a TypeError, a
+   * broken invariant). The message says so and asks for a report; `cause` is the original.
+   * Never reported as DEVICE_LOST: the device may well be fine.
+   */
+  INTERNAL: 'INTERNAL',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -85,6 +91,31 @@ Object.defineProperty(OffloadError.prototype, BRAND, { value: true });
  */
 export function quoted(text: string, max = 40): string {
   return `'${text.length > max ? `${text.slice(0, max)}...' (${text.length} characters)` : `${text}'`}`;
+}
+
+/** The longest part of a foreign error's message that asOffloadError repeats. */
+const MAX_FOREIGN_MESSAGE = 500;
+
+/** What an INTERNAL error's message ends with. */
+const BUG_REPORT = 'this is a bug in offload-ts, not in your program or device: please report it with this message and the stack of its cause';
+
+/**
+ * The one conversion of a thrown value into an OffloadError, used wherever something that may
+ * not be one crosses into the runtime's errors (a plugin's rejection, a callback's throw):
+ * - an OffloadError passes through (attributed to `options.device` when given);
+ * - anything else is a bug of ours, INTERNAL, unless the caller names the code that a foreign
+ *   error really means at that place (a socket's error is the device being lost:
+ *   `{ code: 'DEVICE_LOST' }`).
+ * `context` says what was being done ("loading library 'k' on device 0"); the message repeats
+ * the original's (cut short) and the original is kept as `cause`.
+ */
+export function asOffloadError(error: unknown, context: string, options: { code?: ErrorCode; device?: number } = {}): OffloadError {
+  const { code = 'INTERNAL', device } = options;
+  if (error instanceof OffloadError) return device === undefined ? error : error.withDevice(device);
+  const text = error instanceof Error ? (error.name === 'Error' ? error.message : `${error.name}: ${error.message}`) : String(error);
+  const said = text.length > MAX_FOREIGN_MESSAGE ? `${text.slice(0, MAX_FOREIGN_MESSAGE)}...` : text;
+  const message = code === 'INTERNAL' ? `internal error while ${context}: ${said} (${BUG_REPORT})` : `${context}: ${said}`;
+  return new OffloadError(code, message, { device, cause: error });
 }
 
 /** Shorthand constructors, one per code, so call sites read as sentences. */

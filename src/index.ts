@@ -1,4 +1,4 @@
-/** offload-ts: an offloading runtime for TypeScript. See README.md and DESIGN.md. */
+/** offload-ts: an offloading runtime for TypeScript. See README.md and docs/architecture.md. */
 export { Offload, Runtime } from './api/runtime.js';
 export { Device, type AllocOptions } from './api/device.js';
 export { Buffer, DevicePointer, type TypedArrayType } from './api/buffer.js';
@@ -11,6 +11,6 @@ export type { KernelPrint, RuntimeOptions } from './runtime/options.js';
 export type { ContextOptions } from './api/runtime.js';
 export { HostFunctions, type HostCall, type HostFunction } from './api/host-functions.js';
 export type { GridSize } from './api/grid.js';
-export { map, type MapSpec, type MapType, type MapBuilder, type HostView } from './runtime/mapping/map.js';
-export type { TargetArgument } from './runtime/mapping/mapper.js';
+export { map, type MapSpec, type MapType, type MapBuilder, type HostView } from './omp/map.js';
+export type { TargetArgument } from './omp/mapper.js';
 export type { ParamInfo, ParamType, EntryInfo } from './image/manifest.js';

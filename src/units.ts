@@ -1,4 +1,4 @@
-/** Quantities given as text (environment variables, command-line options), read one way everywhere. */
+/** Quantities as text (environment variables, command-line options, messages), read and written one way everywhere. */
 import { errors, quoted } from './errors.js';
 
 /** `512M`, `2G`, `64KiB`, `1048576`: a byte count. INVALID_ARGUMENT naming `name` otherwise. */
@@ -26,4 +26,17 @@ export function parseMilliseconds(text: string, name: string): number {
     throw errors.invalidArgument(`${name} must be a whole number of milliseconds from 1 to ${MAX_MILLISECONDS}, not ${quoted(text)}`);
   }
   return value;
+}
+
+const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+
+/** Bytes in binary units, e.g. `512 B`, `1023 MiB`, `1.5 GiB` (one decimal at most). */
+export function formatBytes(bytes: number): string {
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < BYTE_UNITS.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${Number(value.toFixed(1))} ${BYTE_UNITS[unit]}`;
 }

@@ -10,6 +10,7 @@ import { describe, it } from 'node:test';
 import { typeScriptLoader } from '../src/cli/launch.js';
 import { progressBar } from '../src/cli/progress.js';
 import { generateXsbench } from '../src/apps/xsbench.js';
+import { formatBytes } from '../src/units.js';
 
 const root = path.join(import.meta.dirname, '..');
 const main = path.join(root, 'src/cli/main.ts');
@@ -24,6 +25,10 @@ function offload(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: n
 }
 
 describe('the offload command', { timeout: 240_000 }, () => {
+  it('writes sizes one way everywhere: binary units, one decimal at most', () => {
+    assert.deepEqual([0, 1023, 1024, 1536, 64 * 1024 * 1024, 1023 * 1024 ** 2, 1.5 * 1024 ** 3].map(formatBytes), ['0 B', '1023 B', '1 KiB', '1.5 KiB', '64 MiB', '1023 MiB', '1.5 GiB']);
+  });
+
   it('prints its version with --version', async () => {
     const { version } = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { version: string };
     const { code, stdout } = await offload(['--version']);

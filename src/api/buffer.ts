@@ -104,11 +104,6 @@ export class Buffer {
     return new type(bytes.buffer, bytes.byteOffset, this.byteLength / size);
   }
 
-  /** @internal Marks the buffer freed without touching the device (runtime shutdown). */
-  invalidate(): void {
-    this.isFreed = true;
-  }
-
   /**
    * A pointer `byteOffset` bytes into this buffer, to pass where a kernel takes a pointer (as
    * `x + i` in C). The offset is checked against the buffer's length when the launch is enqueued.

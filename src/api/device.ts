@@ -1,6 +1,5 @@
-import { errors } from '../errors.js';
+import { asOffloadError, errors } from '../errors.js';
 import { MEMORY_KINDS, type DeviceInfo, type MemoryInfo, type MemoryKind, type PluginDevice } from '../plugins/interface.js';
-import { asOffloadError } from '../plugins/serial-queue.js';
 import { Buffer } from './buffer.js';
 import { checkOptions, checkSize, describe } from './checks.js';
 import type { RuntimeContext } from './context.js';
@@ -48,8 +47,8 @@ export class Device {
     if (!this.info.memoryKinds.includes(kind as MemoryKind)) {
       throw errors.unsupported(`device ${this.id} (${this.info.name}) does not support '${kind}' memory; it supports ${this.info.memoryKinds.join(', ')}`, this.id);
     }
-    const allocation = await this.plugin.alloc(bytes, kind as MemoryKind).catch((error) => {
-      throw error.withDevice?.(this.id) ?? error;
+    const allocation = await this.plugin.alloc(bytes, kind as MemoryKind).catch((error: unknown) => {
+      throw asOffloadError(error, `allocating ${bytes} bytes of '${kind}' memory on device ${this.id}`, { device: this.id });
     });
     this.context.info.alloc(this.id, kind as string, bytes, allocation.address);
     return new Buffer(this, allocation);
@@ -92,7 +91,7 @@ export class Device {
     try {
       return await this.plugin.memoryInfo();
     } catch (error) {
-      throw asOffloadError(error).withDevice(this.id);
+      throw asOffloadError(error, `reading the memory of device ${this.id}`, { device: this.id });
     }
   }
 

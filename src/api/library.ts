@@ -1,6 +1,5 @@
-import { errors, quoted } from '../errors.js';
+import { asOffloadError, errors, quoted } from '../errors.js';
 import type { EntryInfo } from '../image/manifest.js';
-import { asOffloadError } from '../plugins/serial-queue.js';
 import { Buffer, type DevicePointer } from './buffer.js';
 import { describe } from './checks.js';
 import { Device } from './device.js';
@@ -58,7 +57,7 @@ export class Library {
     }
     const image = await this.context.registry.image(this.record, device.plugin, device.id);
     const allocation = await device.plugin.global(image, name).catch((error: unknown) => {
-      throw asOffloadError(error).withDevice(device.id);
+      throw asOffloadError(error, `finding global ${quoted(name)} of library '${this.name}' on device ${device.id}`, { device: device.id });
     });
     if (!allocation) throw errors.notFound(`the image of library '${this.name}' that device ${device.id} loaded has no global ${quoted(name)}`, device.id);
     return new Buffer(device, allocation, this.record).at(0);

@@ -1,7 +1,6 @@
-import { errors, OffloadError } from '../errors.js';
+import { asOffloadError, errors, OffloadError } from '../errors.js';
 import { MAX_MILLISECONDS } from '../units.js';
 import type { LaunchArg, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
-import { asOffloadError } from '../plugins/serial-queue.js';
 import { abortable, checkSignal } from '../abort.js';
 import { Buffer, DevicePointer } from './buffer.js';
 import { checkInteger, checkOptions, checkRange, checkScalar, checkSize, describe, hostBytes } from './checks.js';
@@ -194,10 +193,10 @@ function operationEvent(queue: PluginQueue, done: Promise<unknown>, device: numb
     (error: unknown) => {
       settled = true;
       settle();
-      throw asOffloadError(error).withDevice(device);
+      throw asOffloadError(error, `running an operation of a queue of device ${device}`, { device });
     },
   );
-  tracked.catch(() => {});
+  tracked.catch(() => {}); // its failure is the queue's too: finish() reports it if no wait does
   return { done: tracked, queue, query: () => settled };
 }
 
@@ -291,8 +290,8 @@ export class Queue {
       done = enqueue();
     } catch (error) {
       // Enqueued as a failed wait, so the failure is ordered and sticky like any other.
-      const failed = Promise.reject(asOffloadError(error));
-      failed.catch(() => {});
+      const failed = Promise.reject(asOffloadError(error, `enqueueing an operation on queue ${this.id} of device ${this.device.id}`));
+      failed.catch(() => {}); // observed through the wait below
       done = this.plugin.waitEvent({ done: failed, queue: this.plugin, query: () => true });
     }
     return new Event(operationEvent(this.plugin, done, this.device.id, this.track()), this.device);
@@ -317,7 +316,7 @@ export class Queue {
   /** The event an operation on a destroyed queue gets. */
   private refused(): Event {
     const done = Promise.reject(this.destroyedError());
-    done.catch(() => {});
+    done.catch(() => {}); // observed through the event, when the program waits on it
     return new Event({ done, queue: this.plugin, query: () => true }, this.device);
   }
 
@@ -631,7 +630,7 @@ export class Queue {
         throw error;
       });
     } catch (error) {
-      throw asOffloadError(error).withDevice(this.device.id);
+      throw asOffloadError(error, `waiting for queue ${this.id} of device ${this.device.id} to finish`, { device: this.device.id });
     }
   }
 

@@ -1,13 +1,13 @@
 import { readFile } from 'node:fs/promises';
-import { errors, OffloadError } from '../errors.js';
+import { asOffloadError, errors } from '../errors.js';
 import { decodeBundle } from '../image/bundle.js';
 import type { Plugin } from '../plugins/interface.js';
 import type { HostCall, HostFunctions } from './host-functions.js';
 import { ImageRegistry } from '../runtime/image-registry.js';
 import { InfoLog, infoEnabled } from '../runtime/info-log.js';
 import type { KernelPrint, RuntimeOptions } from '../runtime/options.js';
-import type { HostView, MapSpec } from '../runtime/mapping/map.js';
-import { Mapper, type TargetArgument } from '../runtime/mapping/mapper.js';
+import type { HostView, MapSpec } from '../omp/map.js';
+import { Mapper, type TargetArgument } from '../omp/mapper.js';
 import { registeredPlugins } from '../runtime/plugin-registry.js';
 import { debug, debugFromEnv, dropped } from '../runtime/debug.js';
 import { webgpuUnavailable } from '../plugins/webgpu/adapter.js';
@@ -19,7 +19,6 @@ import { Kernel } from './kernel.js';
 import { Library } from './library.js';
 import { MAX_TIMEOUT_MS, type Grid } from './queue.js';
 import { parseMilliseconds } from '../units.js';
-import { asOffloadError } from '../plugins/serial-queue.js';
 import { abortable, abortError, checkSignal } from '../abort.js';
 
 /** Options of `runtime.shutdown()`. */
@@ -85,7 +84,7 @@ export class Runtime {
       }
     } catch (error) {
       for (const plugin of plugins.reverse()) await plugin.deinit().catch(dropped('createContext', `stopping plugin ${plugin.name} after a failed context`));
-      throw asOffloadError(error);
+      throw asOffloadError(error, 'creating a context');
     }
     const child = new Runtime(context, plugins, devices, this);
     this.children.add(child);
@@ -187,7 +186,7 @@ export class Runtime {
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
         if (code === 'ENOENT') throw errors.notFound(`register: no bundle at '${bundle}' (build one with 'offload build')`);
-        throw errors.invalidArgument(`register: cannot read '${bundle}': ${(error as Error).message}`);
+        throw asOffloadError(error, `register: cannot read '${bundle}'`, { code: 'INVALID_ARGUMENT' });
       }
     } else if (bundle instanceof Uint8Array) {
       bytes = bundle;
@@ -241,7 +240,11 @@ export class Runtime {
     if (!tracer || this.parent) return;
     let index = 0;
     for (const plugin of this.plugins) {
-      for (const batch of (await plugin.traces?.().catch(() => [])) ?? []) tracer.merge(index++, batch.events, batch.clock, batch.dropped);
+      const batches = await plugin.traces?.().catch((error: unknown) => {
+        dropped('trace', `collecting the spans plugin ${plugin.name}'s devices recorded`)(error);
+        return [];
+      });
+      for (const batch of batches ?? []) tracer.merge(index++, batch.events, batch.clock, batch.dropped);
     }
   }
 
@@ -322,7 +325,7 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   if (!signal) return building;
   return abortable(building, signal, 'Offload.init').catch((error: unknown) => {
     // Given up: what init still builds is shut down once it is there.
-    if (signal.aborted) void building.then((runtime) => runtime.shutdown({ graceMs: 0 })).catch(() => {});
+    if (signal.aborted) void building.then((runtime) => runtime.shutdown({ graceMs: 0 })).catch(dropped('Offload.init', 'making (then shutting down) the runtime given up on its signal'));
     throw error;
   });
 }
@@ -339,7 +342,7 @@ async function build(opts: RuntimeOptions, info: boolean | ((line: string) => vo
     // connects); the plugins still take their places in priority order.
     const registered = registeredPlugins();
     made = registered.map(({ factory }) => Promise.resolve().then(() => factory(opts)));
-    for (const promise of made) promise.catch(() => {});
+    for (const promise of made) promise.catch(() => {}); // each is awaited below, or settled in the catch
     for (const [index, promise] of made.entries()) {
       const plugin = await promise;
       const name = registered[index]!.name;
@@ -358,8 +361,7 @@ async function build(opts: RuntimeOptions, info: boolean | ((line: string) => vo
       if (other.status === 'fulfilled' && other.value && !plugins.includes(other.value)) plugins.push(other.value);
     }
     for (const plugin of plugins.reverse()) await plugin.deinit().catch(dropped('Offload.init', `stopping plugin ${plugin.name} after a failed init`));
-    if (error instanceof OffloadError) throw error;
-    throw errors.invalidArgument(`Offload.init failed: ${(error as Error).message}`);
+    throw asOffloadError(error, 'starting the runtime (Offload.init)');
   }
   return new Runtime(context, plugins, devices);
 }

@@ -1,13 +1,13 @@
 /**
- * What XSBench and RSBench share (ANL-CESAR's proxy apps, ../shared/bench/PROXY-APPS.md): the
+ * What XSBench and RSBench share (ANL-CESAR's proxy apps): the
  * materials and their nuclides, the 63-bit LCG, and the driver that runs the lookups over devices.
  */
 
 import type { Device } from '../api/device.js';
 import type { Runtime } from '../api/runtime.js';
 import { errors } from '../errors.js';
-import { map, type MapSpec } from '../runtime/mapping/map.js';
-import type { TargetArgument } from '../runtime/mapping/mapper.js';
+import { map, type MapSpec } from '../omp/map.js';
+import type { TargetArgument } from '../omp/mapper.js';
 
 export type ProblemSize = 'small' | 'large';
 

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import type { Device } from '../api/device.js';
 import type { Runtime } from '../api/runtime.js';
 import { errors } from '../errors.js';
-import { map } from '../runtime/mapping/map.js';
+import { map } from '../omp/map.js';
 import { Lcg, materials, runLookups, type LookupResult, type ProblemSize } from './proxy-apps.js';
 
 export type RsSize = ProblemSize;

@@ -7,7 +7,7 @@
 import { fileURLToPath } from 'node:url';
 import type { Device } from '../api/device.js';
 import type { Runtime } from '../api/runtime.js';
-import { map, type MapSpec } from '../runtime/mapping/map.js';
+import { map, type MapSpec } from '../omp/map.js';
 import { Lcg, materials, runLookups, type LookupResult, type ProblemSize } from './proxy-apps.js';
 
 export type XsSize = ProblemSize;

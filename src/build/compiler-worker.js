@@ -84,7 +84,7 @@ function converterFor(program, element) {
     try {
       return program.resolver.resolveType(node, null, element, null, 1 /* ReportMode.Swallow */)?.toString() ?? null;
     } catch {
-      return null;
+      return null; // a type the resolver cannot name: the caller reports it as unknown
     }
   };
   const convert = (value) => {
@@ -172,7 +172,7 @@ async function readSource(filename, baseDir) {
     texts.set(file, text);
     return text;
   } catch {
-    return null;
+    return null; // unreadable: the compiler reports the file as not found
   }
 }
 

@@ -156,6 +156,7 @@ function frameSizes(bytes: Uint8Array, facts: readonly FunctionFacts[]): (number
       }
     }
   } catch {
+    // Sections this reader cannot follow: no frame size is known (undefined, as documented above).
     return facts.map(() => undefined);
   }
   return facts.map((own, i) => {
@@ -232,6 +233,7 @@ function readFunction(body: ByteReader): FunctionFacts {
     }
     while (!body.atEnd()) readInstruction(body, facts);
   } catch {
+    // Code this reader cannot follow: its facts are unknown, which the caller treats as unbounded.
     facts.unknown = true;
   }
   return facts;

@@ -61,7 +61,7 @@ export async function load(runtime) {
       if (kernel === undefined) {
         kernel = device.kernel(library, name);
         kernels.set(device, kernel);
-        kernel.catch(() => kernels.delete(device));
+        kernel.catch(() => kernels.delete(device)); // forgotten, to try again; the error goes to the await below
       }
       return runtime.target(device, await kernel, grid, args);
     };

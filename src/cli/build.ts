@@ -1,7 +1,8 @@
 /** `offload build`: AssemblyScript and WGSL kernel sources to a bundle, via buildBundle. */
 import { parseArgs } from 'node:util';
 import { buildBundle, formatNote } from '../build/compile.js';
-import { formatBytes, formatDuration, formatSignature, hex, usageError } from './format.js';
+import { formatDuration, formatSignature, hex, usageError } from './format.js';
+import { formatBytes } from '../units.js';
 
 export const summary = 'Compile AssemblyScript and WGSL kernels into a bundle (<out>.offload)';
 

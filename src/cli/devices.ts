@@ -3,7 +3,8 @@ import { parseArgs } from 'node:util';
 import { Offload } from '../api/runtime.js';
 import type { DeviceInfo } from '../plugins/interface.js';
 import { webgpuUnavailable } from '../plugins/webgpu/adapter.js';
-import { formatBytes, table } from './format.js';
+import { table } from './format.js';
+import { formatBytes } from '../units.js';
 import { readToken } from './token.js';
 
 export const summary = 'List the devices the runtime finds, with their properties';

@@ -1,4 +1,4 @@
-/** What the `offload` commands print: aligned tables, sizes, durations, signatures, usage errors. */
+/** What the `offload` commands print: aligned tables, durations, signatures, usage errors (sizes: units.ts's formatBytes). */
 import type { EntryInfo } from '../image/manifest.js';
 
 /** Exit status of a command used wrongly (unknown command, bad flag, missing argument). */
@@ -9,19 +9,6 @@ export function table(rows: readonly (readonly string[])[], gap = 2): string[] {
   const widths: number[] = [];
   for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
   return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] + gap))).join(''));
-}
-
-const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-
-/** Bytes in binary units, e.g. `1023 MiB`, `1.5 GiB`. */
-export function formatBytes(bytes: number): string {
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < BYTE_UNITS.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${Number(value.toFixed(1))} ${BYTE_UNITS[unit]}`;
 }
 
 /** Milliseconds with three significant digits in a fitting unit, e.g. `850 µs`, `12.3 ms`, `2.31 s`. */

@@ -70,7 +70,7 @@ async function addScripts(file: string, name: string): Promise<void> {
 
 /** A tsconfig without include/files takes every .ts file, kernels/ too: say how to keep them apart. */
 async function warnIfAppSeesKernels(file: string): Promise<void> {
-  const text = await readFile(file, 'utf8').catch(() => '');
+  const text = await readFile(file, 'utf8').catch(() => ''); // unreadable: the note is as useful
   if (/"(include|files)"\s*:/.test(text)) return;
   console.log(`note     tsconfig.json has no "include": it also checks ${KERNELS_DIR}/, which only AssemblyScript can; add "exclude": ["${KERNELS_DIR}"]`);
 }

@@ -1,14 +1,14 @@
 /** `offload proxy`: serves this machine's devices to remote clients until stopped. */
 import { parseArgs } from 'node:util';
 import { launchTimeoutFromEnv } from '../api/runtime.js';
-import { parseBytes, parseCount, parseMilliseconds } from '../units.js';
+import { formatBytes, parseBytes, parseCount, parseMilliseconds } from '../units.js';
 import { errors } from '../errors.js';
 import { collectGarbage } from '../plugins/host/garbage.js';
 import { ProxyServer } from '../proxy/server.js';
 import { isLoopback, parseAddress } from '../transport/tcp.js';
 import { readPem, tlsFromEnv } from '../transport/tls-files.js';
 import { inMpiJob, MPI_DEFAULT_TOKEN, MpiHub, mpiUnavailable } from '../transport/mpi.js';
-import { formatBytes, usageError } from './format.js';
+import { usageError } from './format.js';
 import { readToken } from './token.js';
 
 export const summary = "Serve this machine's devices to remote programs (a proxy)";

@@ -3,7 +3,7 @@
  * interface.ts for the contract). Plugins enqueue closures; this class keeps the order, the
  * failure state and the bookkeeping, once.
  */
-import { OffloadError } from '../errors.js';
+import { asOffloadError as toOffloadError, type OffloadError } from '../errors.js';
 import { LOCAL_CLOCK, type Allocation, type EventTiming, type Grid, type LaunchArg, type LoadedKernel, type PluginDevice, type PluginEvent, type PluginQueue, type Rect } from './interface.js';
 import { PeerQueues } from './peer-queues.js';
 import { dropped } from '../runtime/debug.js';
@@ -38,7 +38,7 @@ export class SerialQueue {
       },
       (error: unknown) => {
         this.pending--;
-        this.failure ??= asOffloadError(error);
+        this.failure ??= toOffloadError(error, 'running an operation of a device queue');
       },
     );
     return result; // handled: the `then` above takes its rejection
@@ -55,10 +55,10 @@ export class SerialQueue {
       this.guard();
       return Promise.resolve(op());
     } catch (error) {
-      const failure = asOffloadError(error);
+      const failure = toOffloadError(error, 'running an operation of a device queue');
       this.failure = failure;
       const failed = Promise.reject(failure);
-      failed.catch(noop);
+      failed.catch(noop); // as enqueue's: the failure is the queue's, synchronize() reports it
       return failed;
     }
   }
@@ -77,11 +77,12 @@ export class SerialQueue {
   }
 }
 
-/** Anything thrown below the API becomes an OffloadError, so callers can always read `code`. */
+/**
+ * @deprecated errors.ts's asOffloadError, without a context: kept only for plugins/remote/queue.ts
+ * and proxy/connection.ts until their rewrite imports that one and names what failed.
+ */
 export function asOffloadError(error: unknown): OffloadError {
-  if (error instanceof OffloadError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  return new OffloadError('DEVICE_LOST', `internal failure: ${message}`, { cause: error });
+  return toOffloadError(error, 'running an operation of a remote device or proxy');
 }
 
 /** An event of a queue built on SerialQueue: `done` settles with the op it was recorded as. */
@@ -97,7 +98,7 @@ export class SerialEvent implements PluginEvent {
     this.done = done.finally(() => {
       this.settled = true;
     });
-    this.done.catch(noop);
+    this.done.catch(noop); // the op's failure is the queue's: synchronize() reports it
   }
 
   query(): boolean {
@@ -148,7 +149,7 @@ export abstract class SerialPluginQueue implements PluginQueue {
     // Read when the queue reaches the event: every operation before it has completed (on a GPU
     // too: its operations settle when the GPU is done), so the process's clock is the device's.
     const at = this.serial.enqueue(() => performance.now());
-    at.catch(() => {});
+    at.catch(() => {}); // observed through the event's done
     return new SerialEvent(this, at.then(() => {}), { clock: LOCAL_CLOCK, at });
   }
 

@@ -3,8 +3,8 @@
  * proxies cannot loop) to clients over a transport. Each client gets a session of its own; the
  * token is checked in constant time before anything else is answered.
  *
- * Ownership: the server owns its runtime (unless one is passed in) and its listener; `close()`
- * closes every connection, frees every session and shuts the runtime down.
+ * Ownership: the server owns its runtime (start() makes it) and its listener; `shutdown()`
+ * closes the listener and every connection, frees every session and shuts the runtime down.
  */
 import { Tracer } from '../runtime/trace.js';
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -264,7 +264,7 @@ export class ProxyServer implements SessionDirectory {
     try {
       return this.peers.has(formatAddress(parseAddress(address)));
     } catch {
-      return false;
+      return false; // not an address: no peer may be it
     }
   }
 

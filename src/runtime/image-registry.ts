@@ -7,7 +7,7 @@
  * Unregistering while launches of the library are still in flight defers: the unload waits
  * until they have completed; new kernels and launches of the library are refused at once.
  */
-import { errors, OffloadError } from '../errors.js';
+import { asOffloadError, errors, OffloadError } from '../errors.js';
 import type { Bundle } from '../image/manifest.js';
 import type { LoadedImage, PluginDevice } from '../plugins/interface.js';
 import type { InfoLog } from './info-log.js';
@@ -71,7 +71,8 @@ export class ImageRegistry {
     if (existing) return existing.image;
     const image = this.load(library, device, deviceId);
     library.loads.push({ device, deviceId, image });
-    // A failed load is forgotten so that a later call may try again (after the cause is fixed).
+    // A failed load is forgotten so that a later call may try again (after the cause is fixed);
+    // its error goes to every caller of image() that awaits it.
     image.catch(() => {
       const index = library.loads.findIndex((load) => load.image === image);
       if (index >= 0) library.loads.splice(index, 1);
@@ -97,12 +98,11 @@ export class ImageRegistry {
       this.info.imageLoaded(deviceId, library.name, chosen.info.format, chosen.bytes.byteLength, loaded.kernels.size, performance.now() - started);
       return loaded;
     } catch (error) {
-      // Keep the plugin's code (UNSUPPORTED, DEVICE_LOST, ...) and add which library and device.
-      const code = error instanceof OffloadError ? error.code : 'INCOMPATIBLE_IMAGE';
-      throw new OffloadError(code, `loading library '${library.name}' on device ${deviceId} failed: ${(error as Error).message}`, {
-        device: deviceId,
-        cause: error,
-      });
+      // Keep the plugin's code (UNSUPPORTED, DEVICE_LOST, ...) and add which library and device;
+      // a plugin refuses a bad image as INCOMPATIBLE_IMAGE itself, so anything else is a bug.
+      const what = `loading library '${library.name}' on device ${deviceId}`;
+      if (!(error instanceof OffloadError)) throw asOffloadError(error, what, { device: deviceId });
+      throw new OffloadError(error.code, `${what} failed: ${error.message}`, { device: deviceId, cause: error });
     }
   }
 

@@ -3,22 +3,11 @@
  * written to stderr. Off unless the variable is set to something other than empty, 0, false, off or no.
  */
 import { flagSet } from './debug.js';
+import { formatBytes } from '../units.js';
 
 export type InfoSink = (line: string) => void;
 
 const hex = (value: number | undefined): string => (value === undefined ? '?' : `0x${value.toString(16).padStart(8, '0')}`);
-
-export function formatBytes(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  const units = ['KiB', 'MiB', 'GiB'];
-  let value = bytes / 1024;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${value.toFixed(value < 10 ? 2 : 1)} ${units[unit]}`;
-}
 
 export function infoEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
   return flagSet(env.OFFLOAD_INFO);

@@ -149,9 +149,4 @@ export class Tracer {
     const kept = spans.slice(0, Math.max(0, limit - metadata.length));
     return { events: [...metadata, ...kept], dropped: spans.length - kept.length };
   }
-
-  /** Events so far (tests count bytes from them). */
-  get recorded(): readonly TraceEvent[] {
-    return this.events;
-  }
 }

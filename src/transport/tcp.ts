@@ -6,7 +6,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { abortError } from '../abort.js';
-import { errors, quoted, type OffloadError } from '../errors.js';
+import { asOffloadError, errors, quoted, type OffloadError } from '../errors.js';
 import { encodeHead, type Frame, type PayloadSink } from './frame.js';
 import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
 
@@ -109,7 +109,7 @@ class TcpTransport implements Transport {
     socket.setKeepAlive(true, 1000);
     if (reader) reader.attach(this.receiver);
     else socket.on('data', (chunk: Buffer) => this.receiver.receive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length)));
-    socket.on('error', (error) => this.close(errors.deviceLost(`connection to ${peer} failed: ${error.message}`)));
+    socket.on('error', (error) => this.close(asOffloadError(error, `connection to ${peer} failed`, { code: 'DEVICE_LOST' })));
     socket.on('close', () => this.close(errors.deviceLost(`connection to ${peer} closed`)));
   }
 
@@ -189,7 +189,7 @@ export async function connectTcp(address: string, options: { timeoutMs?: number;
       if (secure && /CERT|SELF_SIGNED|HOSTNAME|ALTNAME|SSL|TLS/i.test(`${error.code} ${error.message}`)) {
         reject(errors.unauthorized(`the TLS connection to ${address} failed: ${error.message} (give the proxy's CA with { tls: { ca } } or OFFLOAD_TLS_CA)`));
       } else {
-        reject(errors.deviceLost(`cannot reach ${address}: ${error.message}`));
+        reject(asOffloadError(error, `cannot reach ${address}`, { code: 'DEVICE_LOST' }));
       }
     });
     socket.once(secure ? 'secureConnect' : 'connect', () => {

@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import { availableParallelism, cpus } from 'node:os';
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import { parseBytes } from '../../units.js';
+import { dropped } from '../../runtime/debug.js';
 import { copyInto } from '../../shared-copy.js';
 import { exportedAddresses, readWasmModuleInfo, type DataSegment, type WasmModuleInfo } from '../../build/wasm-module-info.js';
 import { BARRIER_IMPORT, DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, HOST_CALL_IMPORT, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
@@ -161,7 +162,8 @@ function staticSpanOf(segments: readonly DataSegment[], shown: string): StaticSp
 function codeShapesOf(bytes: Uint8Array, info: WasmModuleInfo, kernels: readonly string[]): Map<string, CodeShape> {
   try {
     return readCodeShapes(bytes, kernels, info);
-  } catch {
+  } catch (error) {
+    dropped('host device', "reading its kernels' code (they run on the workers only)")(error);
     return new Map(kernels.map((name) => [name, { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true, barrierStackBytes: undefined }]));
   }
 }

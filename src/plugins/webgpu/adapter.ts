@@ -6,7 +6,7 @@
  */
 import { readdir, stat } from 'node:fs/promises';
 import { errors } from '../../errors.js';
-import { debugLog } from '../../runtime/debug.js';
+import { debugLog, dropped } from '../../runtime/debug.js';
 import { parseBytes } from '../../units.js';
 import type { WebGpuOptions } from './options.js';
 
@@ -61,7 +61,10 @@ export async function findAdapter(options: WebGpuOptions): Promise<AdapterSearch
   const started = performance.now();
   const gpu = await gpuInstance();
   if (typeof gpu === 'string') return { reason: gpu };
-  const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' }).catch(() => null);
+  const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' }).catch((error: unknown) => {
+    dropped('webgpu', 'asking Dawn for an adapter')(error); // no adapter: said below
+    return null;
+  });
   if (!adapter) {
     return {
       reason:
@@ -86,7 +89,7 @@ export async function findAdapter(options: WebGpuOptions): Promise<AdapterSearch
  */
 export async function noGpuDeviceNode(platform = process.platform, dev = '/dev'): Promise<string | undefined> {
   if (platform !== 'linux') return undefined;
-  const dri = await readdir(`${dev}/dri`).catch(() => [] as string[]);
+  const dri = await readdir(`${dev}/dri`).catch(() => [] as string[]); // no such directory: the answer sought
   if (dri.some((name) => name.startsWith('renderD'))) return undefined;
   for (const node of ['nvidia0', 'nvidiactl', 'dxg']) {
     if (await stat(`${dev}/${node}`).then(() => true, () => false)) return undefined;

@@ -8,7 +8,7 @@
  * WebGPU copies move 4-byte words at 4-byte offsets; byte-exact writes, reads and copies at any
  * offset are made of aligned ones (reading the partial edge words first when writing).
  */
-import { OffloadError, errors } from '../../errors.js';
+import { OffloadError, asOffloadError, errors } from '../../errors.js';
 import type { Allocation, DeviceImage, DeviceInfo, Grid, LaunchArg, LoadedImage, MemoryInfo, MemoryKind, PluginDevice, PluginQueue } from '../interface.js';
 import { patternChunk } from '../fill-pattern.js';
 import { isFallback } from './adapter.js';
@@ -76,8 +76,8 @@ class SharedGpu {
         this.scratch = gpu.createBuffer({ label: 'one past the end', size: 16, usage: GPUBufferUsage.STORAGE });
         return gpu;
       },
-      (error: Error) => {
-        throw (this.lostError ??= errors.deviceLost(`the WebGPU adapter gave no device: ${error.message}`));
+      (error: unknown) => {
+        throw (this.lostError ??= asOffloadError(error, 'the WebGPU adapter gave no device', { code: 'DEVICE_LOST' }));
       },
     );
     return this.gpu;
@@ -86,7 +86,7 @@ class SharedGpu {
   async close(): Promise<void> {
     this.closing = true;
     this.lostError ??= errors.deviceLost('the WebGPU device was shut down');
-    const gpu = await this.gpu?.catch(() => undefined);
+    const gpu = await this.gpu?.catch(() => undefined); // no device to destroy; its error is lostError already
     gpu?.destroy();
   }
 }
@@ -306,8 +306,8 @@ export class WebGpuDevice implements PluginDevice {
         encoder.copyBufferToBuffer(src, start, staging, 0, size);
         gpu.queue.submit([encoder.finish()]);
       });
-      await staging.mapAsync(GPUMapMode.READ).catch((error: Error) => {
-        throw this.lost ?? errors.deviceLost(`reading from the WebGPU device failed: ${error.message}`);
+      await staging.mapAsync(GPUMapMode.READ).catch((error: unknown) => {
+        throw this.lost ?? asOffloadError(error, 'reading from the WebGPU device failed', { code: 'DEVICE_LOST' });
       });
       dst.set(new Uint8Array(staging.getMappedRange(), offset - start, dst.byteLength));
     } finally {

@@ -4,7 +4,7 @@
  * shader errors surface there with the compiler's line numbers) and, per kernel, its bind group
  * layout and one compute pipeline per workgroup size used.
  */
-import { errors } from '../../errors.js';
+import { asOffloadError, errors } from '../../errors.js';
 import type { WgslKernelInfo } from '../../image/manifest.js';
 import type { DeviceImage, Dims, LoadedImage, LoadedKernel } from '../interface.js';
 
@@ -85,9 +85,9 @@ export class WgslKernel implements LoadedKernel {
           layout: this.pipelineLayout,
           compute: { module: this.module, entryPoint: this.name, ...(Object.keys(constants).length > 0 ? { constants } : {}) },
         })
-        .catch((error: Error) => {
+        .catch((error: unknown) => {
           this.pipelines.delete(key);
-          throw errors.incompatibleImage(`${this.deviceId}: kernel '${this.name}' cannot be compiled for ${shown}: ${error.message}`);
+          throw asOffloadError(error, `${this.deviceId}: kernel '${this.name}' cannot be compiled for ${shown}`, { code: 'INCOMPATIBLE_IMAGE' });
         });
       this.pipelines.set(key, pipeline);
     }

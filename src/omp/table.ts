@@ -3,8 +3,8 @@
  * on the device, each with its device buffer and a reference count. A host range is identified by
  * its ArrayBuffer and byte offsets in it, so sub-arrays of one array find each other.
  */
-import { errors } from '../../errors.js';
-import type { Buffer } from '../../api/buffer.js';
+import { errors } from '../errors.js';
+import type { Buffer } from '../api/buffer.js';
 import type { HostView } from './map.js';
 
 export interface MapEntry {

@@ -8,15 +8,15 @@
  * and its device copy freed; above zero only `always` copies back. All copies of one call go on
  * one queue, in order, and the call resolves when they are done.
  */
-import { errors } from '../../errors.js';
-import type { Buffer, DevicePointer } from '../../api/buffer.js';
-import type { Device } from '../../api/device.js';
-import type { Kernel } from '../../api/kernel.js';
-import type { Grid, KernelArgument, Queue } from '../../api/queue.js';
-import type { InfoLog } from '../info-log.js';
-import { dropped } from '../debug.js';
-import type { Tracer } from '../trace.js';
-import { checkScalar } from '../../api/checks.js';
+import { errors } from '../errors.js';
+import type { Buffer, DevicePointer } from '../api/buffer.js';
+import type { Device } from '../api/device.js';
+import type { Kernel } from '../api/kernel.js';
+import type { Grid, KernelArgument, Queue } from '../api/queue.js';
+import type { InfoLog } from '../runtime/info-log.js';
+import { dropped } from '../runtime/debug.js';
+import type { Tracer } from '../runtime/trace.js';
+import { checkScalar } from '../api/checks.js';
 import { isMapSpec, type HostView, type MapSpec, type MapType } from './map.js';
 import { describeRange, hostAddress, MappingTable, type MapEntry } from './table.js';
 

@@ -6,10 +6,9 @@
  * `map.always.tofrom(x)` copies even when the range is already present, `map.present.to(x)`
  * requires it to be. A second argument names the variable for OFFLOAD_INFO.
  */
-import { errors } from '../../errors.js';
+import { errors } from '../errors.js';
 
 export type MapType = 'to' | 'from' | 'tofrom' | 'alloc' | 'release' | 'delete';
-export const MAP_TYPES: readonly MapType[] = ['to', 'from', 'tofrom', 'alloc', 'release', 'delete'];
 
 /** A host array view: any TypedArray or DataView (a sub-array maps its own range). */
 export type HostView = ArrayBufferView;

@@ -10,7 +10,7 @@ import { Offload, type Device, type Runtime } from '../src/index.js';
 import { RemoteConnection } from '../src/plugins/remote/connection.js';
 import type { RemoteDevice } from '../src/plugins/remote/device.js';
 import type { ProxyStats } from '../src/proxy/server.js';
-import { PROTOCOL_VERSION } from '../src/proxy/protocol.js';
+import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
 import { encodeFrame, FrameDecoder } from '../src/transport/frame.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';

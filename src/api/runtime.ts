@@ -9,6 +9,7 @@ import type { KernelPrint, RuntimeOptions } from '../runtime/options.js';
 import type { HostView, MapSpec } from '../runtime/mapping/map.js';
 import { Mapper, type TargetArgument } from '../runtime/mapping/mapper.js';
 import { registeredPlugins } from '../runtime/plugin-registry.js';
+import '../plugins/builtin.js';
 import { debug, debugFromEnv, dropped } from '../runtime/debug.js';
 import { webgpuUnavailable } from '../plugins/webgpu/adapter.js';
 import { traceFile, Tracer } from '../runtime/trace.js';

@@ -13,17 +13,20 @@ import { Offload, type Runtime } from '../api/runtime.js';
 import type { KernelPrint } from '../runtime/options.js';
 import type { HostCall } from '../api/host-functions.js';
 import type { RuntimeOptions } from '../runtime/options.js';
-import { MpiHub, mpiRankOf } from '../transport/mpi.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, peerTimeoutFromEnv } from '../transport/heartbeat.js';
-import { formatAddress, listenTcp, parseAddress, type TcpListener, type TlsClientOptions, type TlsServerOptions } from '../transport/tcp.js';
+import { canonicalAddress, isJobAddress, listen, type Listener, type TlsClientOptions, type TlsServerOptions } from '../transport/connect.js';
 import type { Transport } from '../transport/transport.js';
-import { LOGIN_DEADLINE_MS, ProxyConnection, type SessionDirectory } from './connection.js';
-import { toWireError } from './protocol.js';
+import { ProxyConnection } from './connection.js';
+import { LOGIN_DEADLINE_MS, type SessionDirectory } from './handshake.js';
+import { toWireError } from '../protocol/wire.js';
 import { PeerLinks } from './peer-links.js';
 import { DEFAULT_QUOTAS, defaultProxyMemoryBytes, ProxyMemory, Session, type SessionQuotas } from './session.js';
 
 export interface ProxyServerOptions {
-  /** `host:port` to listen on (port 0: any free port). */
+  /**
+   * `host:port` to listen on (port 0: any free port), or `mpi` to serve the application ranks
+   * of this MPI job (the server's `finished` resolves once they have all left).
+   */
   listen: string;
   /** The shared secret clients log in with: at least 16 bytes. */
   token: string;
@@ -109,7 +112,7 @@ export class ProxyServer implements SessionDirectory {
   private readonly failures = new Map<string, { count: number; since: number }>();
   private readonly maxConnections: number;
   private readonly tokenDigest: Buffer;
-  private listener: TcpListener | undefined;
+  private listener: Listener | undefined;
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -118,7 +121,7 @@ export class ProxyServer implements SessionDirectory {
     options: Pick<ProxyServerOptions, 'launchTimeoutMs' | 'maxConnections' | 'loginTimeoutMs' | 'quotas' | 'proxyMemoryBytes' | 'peerTimeoutMs' | 'peers' | 'peerTls'>,
   ) {
     this.peerTls = options.peerTls;
-    this.peers = options.peers === 'any' ? 'any' : new Set((options.peers ?? []).map((peer) => formatAddress(parseAddress(peer))));
+    this.peers = options.peers === 'any' ? 'any' : new Set((options.peers ?? []).map(canonicalAddress));
     this.peerTimeoutMs = options.peerTimeoutMs ?? peerTimeoutFromEnv(process.env, DEFAULT_CLIENT_TIMEOUT_MS);
     this.quotas = { ...DEFAULT_QUOTAS, ...options.quotas };
     this.memory = new ProxyMemory(options.proxyMemoryBytes ?? defaultProxyMemoryBytes());
@@ -130,11 +133,12 @@ export class ProxyServer implements SessionDirectory {
   }
 
   static async start(options: ProxyServerOptions): Promise<ProxyServer> {
-    checkToken(options.token);
+    // The ranks of one MPI job share one trust domain: their token may be the job's default.
+    if (options.listen !== 'mpi') checkToken(options.token);
     const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
     const server = new ProxyServer(runtime, options.token, options);
     try {
-      server.listener = await listenTcp(options.listen, (transport) => server.accept(transport), options.tls);
+      server.listener = await listen(options.listen, (transport) => server.accept(transport), options.tls);
     } catch (error) {
       await runtime.shutdown();
       throw error;
@@ -142,24 +146,14 @@ export class ProxyServer implements SessionDirectory {
     return server;
   }
 
-  private mpiAddress = '';
-
-  /**
-   * Serves this rank's devices to the application ranks of an MPI job; `finished` resolves
-   * once every application rank has left (the proxy then shuts down and finalizes MPI).
-   */
-  static async startMpi(options: Omit<ProxyServerOptions, 'listen'>): Promise<{ server: ProxyServer; finished: Promise<void> }> {
-    const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
-    const server = new ProxyServer(runtime, options.token, options);
-    const hub = MpiHub.get('proxy');
-    server.mpiAddress = `mpi:${hub.rank}`;
-    const finished = new Promise<void>((resolve) => hub.serve((transport) => server.accept(transport), resolve));
-    return { server, finished };
-  }
-
   /** The address clients connect to. */
   get address(): string {
-    return this.listener?.address ?? this.mpiAddress;
+    return this.listener?.address ?? '';
+  }
+
+  /** Resolves when no client will come any more: an MPI job's application ranks have all left (never for TCP). */
+  get finished(): Promise<void> {
+    return this.listener?.finished ?? Promise.resolve();
   }
 
   /** How many clients have a session now. */
@@ -173,6 +167,14 @@ export class ProxyServer implements SessionDirectory {
   private readonly memory: ProxyMemory;
   readonly peerTimeoutMs: number;
   private readonly peerTls: TlsClientOptions | undefined;
+
+  /**
+   * Serves one more client over `transport`, a connection made elsewhere (the other end of an
+   * in-memory LoopbackTransport pair, in tests): exactly as a connection its listener accepted.
+   */
+  serve(transport: Transport): void {
+    this.accept(transport);
+  }
 
   private accept(transport: Transport): void {
     if (this.closing) return transport.close();
@@ -259,10 +261,10 @@ export class ProxyServer implements SessionDirectory {
   }
 
   mayLink(address: string): boolean {
-    if (mpiRankOf(address) !== undefined) return this.mpiAddress !== '';
+    if (isJobAddress(address)) return this.listener?.job === true;
     if (this.peers === 'any') return true;
     try {
-      return this.peers.has(formatAddress(parseAddress(address)));
+      return this.peers.has(canonicalAddress(address));
     } catch {
       return false;
     }
@@ -294,6 +296,7 @@ export class ProxyServer implements SessionDirectory {
       for (const transport of this.transports) transport.close();
       await Promise.all([...this.sessions.values()].map((session) => this.close(session)));
       await this.runtime.shutdown();
+      this.listener?.end();
     })();
     return this.closing;
   }

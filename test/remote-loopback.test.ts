@@ -5,47 +5,34 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Offload, type Device, type Runtime } from '../src/index.js';
-import { RemotePlugin } from '../src/plugins/remote/plugin.js';
 import { EAGER_BYTES } from '../src/protocol/wire.js';
-import { ProxyServer } from '../src/proxy/server.js';
-import { registerPlugin, unregisterPlugin } from '../src/runtime/plugin-registry.js';
-import { LoopbackTransport } from '../src/transport/loopback.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
+import { startLoopbackProxy, type LoopbackProxy } from './helpers/loopback-proxy.js';
 
 const MiB = 1024 * 1024;
 
 describe('the remote plugin over an in-memory transport', { timeout: 120_000 }, () => {
-  const token = 'loopback-token-0123456789';
-  let server: ProxyServer;
+  let proxy: LoopbackProxy;
   let runtime: Runtime;
   let device: Device;
-  const connected: string[] = [];
 
   before(async () => {
-    server = await ProxyServer.start({ listen: '127.0.0.1:0', token, runtime: { host: { threads: 1, memoryBytes: 64 * MiB }, webgpu: false } });
-    const connect = async (address: string) => {
-      connected.push(address);
-      const [client, proxySide] = LoopbackTransport.pair(new LoopbackTransport('client'), new LoopbackTransport(`loopback client ${connected.length}`));
-      server.serve(proxySide);
-      return client;
-    };
-    registerPlugin('remote-loopback', () => new RemotePlugin({ proxies: ['memory:proxy'], token, connect }), 40);
+    proxy = await startLoopbackProxy({ memoryBytes: 64 * MiB });
     runtime = await Offload.init({ host: false, webgpu: false, proxies: [], mpi: false });
     device = runtime.devices[0]!;
   });
   after(async () => {
-    unregisterPlugin('remote-loopback');
     await runtime?.shutdown();
-    await server?.shutdown();
+    await proxy?.stop();
   });
 
   it('connects through the injected connector, and the device is the proxy host device', () => {
-    assert.deepEqual(connected, ['memory:proxy']);
+    assert.deepEqual(proxy.connected, ['memory:proxy']);
     assert.equal(runtime.devices.length, 1);
     assert.equal(device.info.plugin, 'remote');
     assert.equal(device.info.location, 'memory:proxy');
-    assert.equal(server.clients, 1);
+    assert.equal(proxy.server.clients, 1);
   });
 
   it('writes, launches and reads back, eager and streamed', async () => {

@@ -14,7 +14,7 @@ import type { KernelPrint } from '../runtime/options.js';
 import type { HostCall } from '../api/host-functions.js';
 import type { RuntimeOptions } from '../runtime/options.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, peerTimeoutFromEnv } from '../transport/heartbeat.js';
-import { canonicalAddress, isJobAddress, listen, type Listener, type TlsClientOptions, type TlsServerOptions } from '../transport/connect.js';
+import { canonicalAddress, isJobAddress, listen, listensInJob, type Listener, type TlsClientOptions, type TlsServerOptions } from '../transport/connect.js';
 import type { Transport } from '../transport/transport.js';
 import { ProxyConnection } from './connection.js';
 import { LOGIN_DEADLINE_MS, type SessionDirectory } from './handshake.js';
@@ -134,7 +134,7 @@ export class ProxyServer implements SessionDirectory {
 
   static async start(options: ProxyServerOptions): Promise<ProxyServer> {
     // The ranks of one MPI job share one trust domain: their token may be the job's default.
-    if (options.listen !== 'mpi') checkToken(options.token);
+    if (!listensInJob(options.listen)) checkToken(options.token);
     const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
     const server = new ProxyServer(runtime, options.token, options);
     try {

@@ -73,7 +73,7 @@ export interface Listener {
 
 /** Listens on `address` (`host:port`, or `mpi` as a proxy rank of this MPI job); each connection becomes a Transport for `accept`. */
 export async function listen(address: string, accept: (transport: Transport) => void, tls?: TlsServerOptions): Promise<Listener> {
-  if (address === 'mpi') {
+  if (listensInJob(address)) {
     const job = serveJob(accept);
     return { address: job.address, finished: job.finished, job: true, close: async () => {}, end: () => job.close() };
   }
@@ -81,9 +81,14 @@ export async function listen(address: string, accept: (transport: Transport) => 
   return { address: tcp.address, finished: new Promise<void>(() => {}), job: false, close: () => tcp.close(), end: () => {} };
 }
 
+/** Whether a proxy listening on `address` serves the ranks of its own MPI job, which share one trust domain. */
+export function listensInJob(address: string): boolean {
+  return address === 'mpi';
+}
+
 /** The token a proxy listening on `address` uses when none is given: the job's default for `mpi`, none otherwise. */
 export function defaultToken(address: string): string | undefined {
-  return address === 'mpi' ? MPI_DEFAULT_TOKEN : undefined;
+  return listensInJob(address) ? MPI_DEFAULT_TOKEN : undefined;
 }
 
 /** Whether nothing outside this machine can reach a proxy listening on `address` (a loopback TCP address). */

@@ -45,8 +45,8 @@ export function decodeProxyFrame(frame: Frame, proxy: string): ProxyFrame {
   }
 }
 
-/** The hello's reply: the proxy's devices, its peers, its clock (undefined when it did not say). */
-export function decodeHelloReply(reply: Frame): Omit<ReplyBodies['hello'], 'now'> & { now: number | undefined } {
+/** The hello's reply: the proxy's devices, its peers, its clock (`now` undefined when it did not say). */
+export function decodeHelloReply(reply: Frame): { devices: DeviceInfo[]; peers: readonly string[] | 'any'; now: number | undefined } {
   const meta = new Meta(reply);
   const now = reply.meta.now;
   const devices = meta.array('devices') as DeviceInfo[];

@@ -18,6 +18,7 @@ import { canonicalAddress, isJobAddress, listen, listensInJob, type Listener, ty
 import type { Transport } from '../transport/transport.js';
 import { ProxyConnection } from './connection.js';
 import { LOGIN_DEADLINE_MS, type SessionDirectory } from './handshake.js';
+import type { ReplyFrame } from '../protocol/messages.js';
 import { toWireError } from '../protocol/wire.js';
 import { PeerLinks } from './peer-links.js';
 import { DEFAULT_QUOTAS, defaultProxyMemoryBytes, ProxyMemory, Session, type SessionQuotas } from './session.js';
@@ -182,7 +183,8 @@ export class ProxyServer implements SessionDirectory {
     // flood of sockets that never log in pushes out the oldest of them, not the next client.
     if (this.connections.size >= this.maxConnections) {
       const full = errors.protocol(`the proxy serves ${this.maxConnections} connections at most (offload proxy --max-connections); try again later`);
-      transport.send({ op: 'reply', id: 0, error: toWireError(full) });
+      const refusal: ReplyFrame = { op: 'reply', id: 0, error: toWireError(full) };
+      transport.send(refusal);
       return transport.close(full);
     }
     const loggingIn = [...this.connections].filter((connection) => !connection.loggedIn);

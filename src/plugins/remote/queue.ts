@@ -110,6 +110,7 @@ export class RemoteQueue implements PluginQueue {
 
   /** Sends one queue operation (its `queue` is this one) and counts it until its reply. */
   private op(request: QueueRequest, payload?: Uint8Array, handlers?: Parameters<RemoteConnection['request']>[2]): Promise<void> {
+    // The cast only restores what the spread loses: each member of QueueRequest plus `queue` is the member of the same op.
     return this.track(this.connection.request({ ...request, queue: this.id } as OutgoingQueueRequest, payload, handlers).then(() => {}));
   }
 

@@ -5,7 +5,8 @@
  * configuration error and fails `Offload.init` with that error.
  *
  * This file holds the registrations only: each plugin's module registers itself (the host
- * plugin at 100, WebGPU at 75, remote at 50), and src/plugins/builtin.ts loads those modules.
+ * plugin at 100, WebGPU at 75, remote at 50); src/plugins/builtin.ts loads those modules, and
+ * the runtime reads the registrations through it.
  */
 import type { Plugin } from '../plugins/interface.js';
 import type { RuntimeOptions } from './options.js';

@@ -44,7 +44,9 @@ export interface Transport {
 
 /**
  * Opens a transport to an address (undici's connector pattern): the remote plugin is given one,
- * so it never knows which transport it speaks over. transport/connect.ts has the default.
+ * so it never knows which transport it speaks over. transport/connect.ts has the default. The
+ * transport it resolves with belongs to the caller, who closes it (a RemoteConnection closes its
+ * own in `close()`); a connector that fails rejects, with DEVICE_LOST for an address it cannot reach.
  */
 export type Connector = (address: string) => Promise<Transport>;
 

@@ -139,6 +139,4 @@ export interface ProxyFrames {
   'host-call': { call: number; queue: number; kernel: string; name: string; args: (number | null)[] };
 }
 
-export type ProxyFrameOp = keyof ProxyFrames;
-
-export type ProxyFrame = { [Op in ProxyFrameOp]: { op: Op } & ProxyFrames[Op] }[ProxyFrameOp];
+export type ProxyFrame = { [Op in keyof ProxyFrames]: { op: Op } & ProxyFrames[Op] }[keyof ProxyFrames];

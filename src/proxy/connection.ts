@@ -28,8 +28,6 @@ import { hello, LOGIN_LIMITS, type SessionDirectory } from './handshake.js';
 import type { PeerLinks } from './peer-links.js';
 import type { Session } from './session.js';
 
-export { LOGIN_DEADLINE_MS, LOGIN_LIMITS, type SessionDirectory } from './handshake.js';
-
 /**
  * Requests (and their bytes) a client may send while one that makes an object is in progress
  * (see `barrier`); beyond them the connection is closed with PROTOCOL.

@@ -4,10 +4,10 @@
  *   tls://host:port          TCP with TLS (also any TCP address when TLS options are given)
  *   mpi:N                    rank N of this process's MPI job (mpi/); `mpi` to listen as a proxy rank
  * Everything above (the remote plugin, the proxy, the CLI) names addresses and gets Transports
- * (undici's connector pattern): the remote plugin takes a `Connector`, and `connectTo` is the
- * one it gets by default.
+ * (undici's connector pattern): the remote plugin takes a `Connector` (transport.ts), and
+ * `connectTo` is the one it gets by default.
  */
-import type { Connector, Transport } from './transport.js';
+import type { Transport } from './transport.js';
 import { connectTcp, DEFAULT_CONNECT_TIMEOUT_MS, formatAddress, isLoopback, listenTcp, parseAddress, type TlsClientOptions, type TlsServerOptions } from './tcp.js';
 import { mpiRankOf } from './mpi/address.js';
 import { connectMpi, jobProxies, MPI_DEFAULT_TOKEN, serveJob } from './mpi/job.js';
@@ -25,11 +25,6 @@ export interface ConnectToOptions {
 /** Opens a transport to `address`, whichever form it has. */
 export async function connectTo(address: string, options: ConnectToOptions = {}): Promise<Transport> {
   return isJobAddress(address) ? connectMpi(address) : connectTcp(address, options);
-}
-
-/** A connector for `connectTo` with fixed options. */
-export function connector(options: ConnectToOptions = {}): Connector {
-  return (address) => connectTo(address, options);
 }
 
 /** Whether `address` is a rank of this process's MPI job (`mpi:N`). */

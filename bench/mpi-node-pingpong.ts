@@ -6,7 +6,7 @@
  * 1000 round trips, in microseconds. Run as `mpirun -np 2 node --import tsx bench/mpi-node-pingpong.ts`.
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { loadMpiAddon } from '../src/transport/mpi.js';
+import { loadMpiAddon } from '../src/transport/mpi/addon.js';
 
 const ROUNDS = 1000;
 const REPS = 7;

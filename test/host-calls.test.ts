@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Offload, OffloadError } from '../src/index.js';
-import { PROTOCOL_VERSION } from '../src/proxy/protocol.js';
+import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
 import { listenTcp } from '../src/transport/tcp.js';
 import type { Transport } from '../src/transport/transport.js';
 import { rejectsWith } from './conformance/suite.js';

@@ -11,7 +11,7 @@ import { buildBundle } from '../src/build/compile.js';
 import { decodeBundle, encodeBundle } from '../src/image/bundle.js';
 import { STATIC_WINDOW_END, STATIC_WINDOW_START, WASM_TRIPLE } from '../src/image/wasm-abi.js';
 import { Offload, type Buffer, type Runtime } from '../src/index.js';
-import { PROTOCOL_VERSION } from '../src/proxy/protocol.js';
+import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
 import { encodeHead } from '../src/transport/frame.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { mpiUnavailable } from '../src/transport/mpi.js';
+import { mpiUnavailable } from '../src/transport/mpi/addon.js';
 
 const cli = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 const app = fileURLToPath(new URL('./mpi/app.ts', import.meta.url));

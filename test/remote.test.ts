@@ -10,7 +10,8 @@ import { Offload, type Device, type Runtime } from '../src/index.js';
 import { RemoteConnection } from '../src/plugins/remote/connection.js';
 import type { RemoteDevice } from '../src/plugins/remote/device.js';
 import type { ProxyStats } from '../src/proxy/server.js';
-import { PROTOCOL_VERSION } from '../src/proxy/protocol.js';
+import type { OutgoingRequest } from '../src/protocol/messages.js';
+import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
 import { encodeFrame, FrameDecoder } from '../src/transport/frame.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
@@ -282,7 +283,7 @@ describe('peer links', { timeout: 180_000 }, () => {
       try {
         await link.request({ op: 'queue', queue: 1, device: 0 });
         await link.request({ op: 'write', queue: 1, buffer: ids(target), offset: 0, bytes: 4 }, new Uint8Array([1, 2, 3, 4]));
-        const refused = [
+        const refused: OutgoingRequest[] = [
           { op: 'write', queue: 1, buffer: ids(other), offset: 0, bytes: 4 },
           { op: 'read', queue: 1, buffer: ids(target), offset: 0, bytes: 4 },
           { op: 'free', buffer: ids(target) },
@@ -323,7 +324,7 @@ describe('peer links', { timeout: 180_000 }, () => {
       const connection = (device.plugin as RemoteDevice).connection;
       await connection.request({ op: 'queue', queue: 77, device: 0 });
       const id = (src.allocation as unknown as { id: number }).id;
-      const request = { op: 'send-peer', queue: 77, src: id, srcOffset: 0, bytes: 16, peer: bystanderAddress, grant: 'x', device: 0, dst: 1, dstOffset: 0 };
+      const request: OutgoingRequest = { op: 'send-peer', queue: 77, src: id, srcOffset: 0, bytes: 16, peer: bystanderAddress, grant: 'x', device: 0, dst: 1, dstOffset: 0 };
       await rejectsWith(connection.request(request), 'UNAUTHORIZED', /links only to its peers .* is not one of them/);
       assert.equal(knocks, 0, 'the proxy did not connect to the address it was given');
     } finally {

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnProxy } from '../../src/proxy/spawn.js';
-import { mpiUnavailable } from '../../src/transport/mpi.js';
+import { mpiUnavailable } from '../../src/transport/mpi/addon.js';
 import type { Series } from '../measure.js';
 import type { Row, Suite } from '../suite.js';
 

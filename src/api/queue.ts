@@ -596,15 +596,6 @@ export class Queue {
     });
   }
 
-  /**
-   * @internal Holds this queue's later operations until `gate` settles, failing them if it
-   * rejects. The proxy parks a queue this way while a rendezvous transfer streams.
-   */
-  hold(gate: Promise<void>): Event {
-    gate.catch(() => {});
-    return this.op(() => this.plugin.waitEvent({ done: gate, queue: this.plugin, query: () => false }));
-  }
-
   /** True when every operation enqueued so far has completed. */
   query(): boolean {
     return this.plugin.query();

@@ -8,7 +8,7 @@ import { InfoLog, infoEnabled } from '../runtime/info-log.js';
 import type { KernelPrint, RuntimeOptions } from '../runtime/options.js';
 import type { HostView, MapSpec } from '../omp/map.js';
 import { Mapper, type TargetArgument } from '../omp/mapper.js';
-import { registeredPlugins } from '../runtime/plugin-registry.js';
+import { registeredPlugins } from '../plugins/builtin.js';
 import { debug, debugFromEnv, dropped } from '../runtime/debug.js';
 import { webgpuUnavailable } from '../plugins/webgpu/adapter.js';
 import { traceFile, Tracer } from '../runtime/trace.js';

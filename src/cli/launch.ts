@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { errors } from '../errors.js';
-import { mpiUnavailable } from '../transport/mpi.js';
+import { mpiUnavailable } from '../transport/mpi/addon.js';
 import { usageError } from './format.js';
 import { startLocalProxies } from './local-proxies.js';
 

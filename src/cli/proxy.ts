@@ -2,12 +2,10 @@
 import { parseArgs } from 'node:util';
 import { launchTimeoutFromEnv } from '../api/runtime.js';
 import { formatBytes, parseBytes, parseCount, parseMilliseconds } from '../units.js';
-import { errors } from '../errors.js';
 import { collectGarbage } from '../plugins/host/garbage.js';
 import { ProxyServer } from '../proxy/server.js';
-import { isLoopback, parseAddress } from '../transport/tcp.js';
 import { readPem, tlsFromEnv } from '../transport/tls-files.js';
-import { inMpiJob, MPI_DEFAULT_TOKEN, MpiHub, mpiUnavailable } from '../transport/mpi.js';
+import { defaultToken, isLocalOnly } from '../transport/connect.js';
 import { usageError } from './format.js';
 import { readToken } from './token.js';
 
@@ -123,14 +121,11 @@ export async function run(args: string[]): Promise<number> {
   };
   if (values.mpi) {
     if (values.listen !== undefined) return usageError('proxy', '--mpi and --listen exclude each other');
-    const unavailable = mpiUnavailable();
-    if (unavailable) throw errors.unsupported(`offload proxy --mpi: ${unavailable}`);
-    if (!inMpiJob()) throw errors.unsupported('offload proxy --mpi: not an MPI rank (start it with mpirun)');
-    const { server, finished } = await ProxyServer.startMpi({ token: (await readToken(values['token-file'])) ?? MPI_DEFAULT_TOKEN, ...limits });
+    const token = (await readToken(values['token-file'])) ?? defaultToken('mpi')!;
+    const server = await ProxyServer.start({ listen: 'mpi', token, ...limits });
     announce(server);
-    await Promise.race([finished, signalled()]);
+    await Promise.race([server.finished, signalled()]);
     await server.shutdown();
-    MpiHub.get('proxy').finalize();
     return 0;
   }
   if (values.listen === undefined) return usageError('proxy', 'the address is required: --listen <host:port>');
@@ -139,7 +134,7 @@ export async function run(args: string[]): Promise<number> {
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) return usageError('proxy', '--tls-cert and --tls-key go together');
   const tls = values['tls-cert'] ? { cert: await readPem(values['tls-cert'], 'the certificate file'), key: await readPem(values['tls-key']!, 'the key file') } : undefined;
   const peerTls = values['tls-ca'] ? { ca: await readPem(values['tls-ca'], 'the CA file') } : await tlsFromEnv();
-  if (!tls && !isLoopback(parseAddress(values.listen).host)) {
+  if (!tls && !isLocalOnly(values.listen)) {
     if (!values.insecure) {
       return usageError(
         'proxy',

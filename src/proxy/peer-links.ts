@@ -10,8 +10,8 @@
  * every link it opened.
  */
 import { RemoteConnection } from '../plugins/remote/connection.js';
-import { parseAddress, type TlsClientOptions } from '../transport/tcp.js';
-import { CHUNK_BYTES } from './protocol.js';
+import { asksForTls, type TlsClientOptions } from '../transport/connect.js';
+import { streamChunks } from '../protocol/chunks.js';
 
 export interface PeerTarget {
   address: string;
@@ -45,12 +45,17 @@ export class PeerLinks {
     const created = connection.request({ op: 'queue', queue, device: target.device });
     const writes: Promise<unknown>[] = [created];
     try {
-      for (let done = 0; done < bytes; done += CHUNK_BYTES) {
-        const chunk = new Uint8Array(Math.min(CHUNK_BYTES, bytes - done));
-        await readChunk(done, chunk);
-        writes.push(connection.request({ op: 'write', queue, buffer: target.buffer, offset: target.offset + done, bytes: chunk.byteLength }, chunk));
-        await connection.drained();
-      }
+      await streamChunks(bytes, {
+        send: async (done, length) => {
+          const chunk = new Uint8Array(length);
+          await readChunk(done, chunk);
+          writes.push(connection.request({ op: 'write', queue, buffer: target.buffer, offset: target.offset + done, bytes: length }, chunk));
+          // Requests do not say whether the link is full: always let it drain before the next chunk.
+          return false;
+        },
+        drained: () => connection.drained(),
+        stopped: () => false,
+      });
     } finally {
       for (const write of writes) write.catch(() => {});
       connection.request({ op: 'queue-destroy', queue }).catch(() => {});
@@ -63,7 +68,7 @@ export class PeerLinks {
     const key = `${target.address}/${target.grant}`;
     let link = this.links.get(key);
     if (!link) {
-      const created = RemoteConnection.open(target.address, { grant: target.grant, tls: parseAddress(target.address).tls ? this.tls ?? {} : undefined });
+      const created = RemoteConnection.open(target.address, { grant: target.grant, tls: asksForTls(target.address) ? this.tls ?? {} : undefined });
       const forget = () => {
         if (this.links.get(key) === created) this.links.delete(key);
       };

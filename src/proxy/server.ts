@@ -13,17 +13,21 @@ import { Offload, type Runtime } from '../api/runtime.js';
 import type { KernelPrint } from '../runtime/options.js';
 import type { HostCall } from '../api/host-functions.js';
 import type { RuntimeOptions } from '../runtime/options.js';
-import { MpiHub, mpiRankOf } from '../transport/mpi.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, peerTimeoutFromEnv } from '../transport/heartbeat.js';
-import { formatAddress, listenTcp, parseAddress, type TcpListener, type TlsClientOptions, type TlsServerOptions } from '../transport/tcp.js';
+import { canonicalAddress, isJobAddress, listen, listensInJob, type Listener, type TlsClientOptions, type TlsServerOptions } from '../transport/connect.js';
 import type { Transport } from '../transport/transport.js';
-import { LOGIN_DEADLINE_MS, ProxyConnection, type SessionDirectory } from './connection.js';
-import { toWireError } from './protocol.js';
+import { ProxyConnection } from './connection.js';
+import { LOGIN_DEADLINE_MS, type SessionDirectory } from './handshake.js';
+import type { ReplyFrame } from '../protocol/messages.js';
+import { toWireError } from '../protocol/wire.js';
 import { PeerLinks } from './peer-links.js';
 import { DEFAULT_QUOTAS, defaultProxyMemoryBytes, ProxyMemory, Session, type SessionQuotas } from './session.js';
 
 export interface ProxyServerOptions {
-  /** `host:port` to listen on (port 0: any free port). */
+  /**
+   * `host:port` to listen on (port 0: any free port), or `mpi` to serve the application ranks
+   * of this MPI job (the server's `finished` resolves once they have all left).
+   */
   listen: string;
   /** The shared secret clients log in with: at least 16 bytes. */
   token: string;
@@ -109,7 +113,7 @@ export class ProxyServer implements SessionDirectory {
   private readonly failures = new Map<string, { count: number; since: number }>();
   private readonly maxConnections: number;
   private readonly tokenDigest: Buffer;
-  private listener: TcpListener | undefined;
+  private listener: Listener | undefined;
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -118,7 +122,7 @@ export class ProxyServer implements SessionDirectory {
     options: Pick<ProxyServerOptions, 'launchTimeoutMs' | 'maxConnections' | 'loginTimeoutMs' | 'quotas' | 'proxyMemoryBytes' | 'peerTimeoutMs' | 'peers' | 'peerTls'>,
   ) {
     this.peerTls = options.peerTls;
-    this.peers = options.peers === 'any' ? 'any' : new Set((options.peers ?? []).map((peer) => formatAddress(parseAddress(peer))));
+    this.peers = options.peers === 'any' ? 'any' : new Set((options.peers ?? []).map(canonicalAddress));
     this.peerTimeoutMs = options.peerTimeoutMs ?? peerTimeoutFromEnv(process.env, DEFAULT_CLIENT_TIMEOUT_MS);
     this.quotas = { ...DEFAULT_QUOTAS, ...options.quotas };
     this.memory = new ProxyMemory(options.proxyMemoryBytes ?? defaultProxyMemoryBytes());
@@ -130,11 +134,12 @@ export class ProxyServer implements SessionDirectory {
   }
 
   static async start(options: ProxyServerOptions): Promise<ProxyServer> {
-    checkToken(options.token);
+    // The ranks of one MPI job share one trust domain: their token may be the job's default.
+    if (!listensInJob(options.listen)) checkToken(options.token);
     const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
     const server = new ProxyServer(runtime, options.token, options);
     try {
-      server.listener = await listenTcp(options.listen, (transport) => server.accept(transport), options.tls);
+      server.listener = await listen(options.listen, (transport) => server.accept(transport), options.tls);
     } catch (error) {
       await runtime.shutdown();
       throw error;
@@ -142,24 +147,14 @@ export class ProxyServer implements SessionDirectory {
     return server;
   }
 
-  private mpiAddress = '';
-
-  /**
-   * Serves this rank's devices to the application ranks of an MPI job; `finished` resolves
-   * once every application rank has left (the proxy then shuts down and finalizes MPI).
-   */
-  static async startMpi(options: Omit<ProxyServerOptions, 'listen'>): Promise<{ server: ProxyServer; finished: Promise<void> }> {
-    const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
-    const server = new ProxyServer(runtime, options.token, options);
-    const hub = MpiHub.get('proxy');
-    server.mpiAddress = `mpi:${hub.rank}`;
-    const finished = new Promise<void>((resolve) => hub.serve((transport) => server.accept(transport), resolve));
-    return { server, finished };
-  }
-
   /** The address clients connect to. */
   get address(): string {
-    return this.listener?.address ?? this.mpiAddress;
+    return this.listener?.address ?? '';
+  }
+
+  /** Resolves when no client will come any more: an MPI job's application ranks have all left (never for TCP). */
+  get finished(): Promise<void> {
+    return this.listener?.finished ?? Promise.resolve();
   }
 
   /** How many clients have a session now. */
@@ -174,13 +169,22 @@ export class ProxyServer implements SessionDirectory {
   readonly peerTimeoutMs: number;
   private readonly peerTls: TlsClientOptions | undefined;
 
+  /**
+   * Serves one more client over `transport`, a connection made elsewhere (the other end of an
+   * in-memory LoopbackTransport pair, in tests): exactly as a connection its listener accepted.
+   */
+  serve(transport: Transport): void {
+    this.accept(transport);
+  }
+
   private accept(transport: Transport): void {
     if (this.closing) return transport.close();
     // Caps, so that neither many clients nor many silent sockets take every file descriptor. A
     // flood of sockets that never log in pushes out the oldest of them, not the next client.
     if (this.connections.size >= this.maxConnections) {
       const full = errors.protocol(`the proxy serves ${this.maxConnections} connections at most (offload proxy --max-connections); try again later`);
-      transport.send({ op: 'reply', id: 0, error: toWireError(full) });
+      const refusal: ReplyFrame = { op: 'reply', id: 0, error: toWireError(full) };
+      transport.send(refusal);
       return transport.close(full);
     }
     const loggingIn = [...this.connections].filter((connection) => !connection.loggedIn);
@@ -259,10 +263,10 @@ export class ProxyServer implements SessionDirectory {
   }
 
   mayLink(address: string): boolean {
-    if (mpiRankOf(address) !== undefined) return this.mpiAddress !== '';
+    if (isJobAddress(address)) return this.listener?.job === true;
     if (this.peers === 'any') return true;
     try {
-      return this.peers.has(formatAddress(parseAddress(address)));
+      return this.peers.has(canonicalAddress(address));
     } catch {
       return false; // not an address: no peer may be it
     }
@@ -294,6 +298,7 @@ export class ProxyServer implements SessionDirectory {
       for (const transport of this.transports) transport.close();
       await Promise.all([...this.sessions.values()].map((session) => this.close(session)));
       await this.runtime.shutdown();
+      this.listener?.end();
     })();
     return this.closing;
   }

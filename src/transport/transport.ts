@@ -1,7 +1,7 @@
 /**
  * The transport contract: an ordered, reliable channel of frames between two endpoints. The
- * protocol layers (src/plugins/remote, src/proxy) see only this, never sockets, so TCP and later
- * MPI are interchangeable.
+ * protocol layers (src/plugins/remote, src/proxy) see only this, never sockets, so TCP, MPI and
+ * the in-memory loopback (loopback.ts) are interchangeable.
  */
 import type { OffloadError } from '../errors.js';
 import { FRAME_LIMITS, FrameDecoder, isFrameTooLarge, type Frame, type FrameLimits, type PayloadSink } from './frame.js';
@@ -41,6 +41,14 @@ export interface Transport {
   /** Closes; what was sent before may still go out, nothing more is received. Idempotent. */
   close(reason?: OffloadError): void;
 }
+
+/**
+ * Opens a transport to an address (undici's connector pattern): the remote plugin is given one,
+ * so it never knows which transport it speaks over. transport/connect.ts has the default. The
+ * transport it resolves with belongs to the caller, who closes it (a RemoteConnection closes its
+ * own in `close()`); a connector that fails rejects, with DEVICE_LOST for an address it cannot reach.
+ */
+export type Connector = (address: string) => Promise<Transport>;
 
 /**
  * The receiving half every transport shares: bytes in (any split), frames out to

@@ -17,11 +17,11 @@ import { ErrorCode, OffloadError, errors } from '../../src/errors.js';
 import { decodeBundle } from '../../src/image/bundle.js';
 import { ProxyConnection } from '../../src/proxy/connection.js';
 import { PeerLinks } from '../../src/proxy/peer-links.js';
-import { PROTOCOL_VERSION } from '../../src/proxy/protocol.js';
+import { PROTOCOL_VERSION } from '../../src/protocol/wire.js';
 import type { ProxyServer } from '../../src/proxy/server.js';
 import { encodeFrame, FrameDecoder, type Frame } from '../../src/transport/frame.js';
 import { fixtureBundle } from './fixtures.js';
-import { LoopbackTransport } from './loopback.js';
+import { LoopbackTransport } from '../../src/transport/loopback.js';
 
 /** xorshift32: small, seedable, good enough to pick mutations. */
 export class Random {

@@ -4,7 +4,7 @@
  * waiting, sockets that stay silent or stream a payload nobody asked for.
  */
 import net from 'node:net';
-import { PROTOCOL_VERSION } from '../../src/proxy/protocol.js';
+import { PROTOCOL_VERSION } from '../../src/protocol/wire.js';
 import { encodeFrame, FrameDecoder, type Frame } from '../../src/transport/frame.js';
 
 export class RawClient {

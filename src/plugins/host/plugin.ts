@@ -1,6 +1,7 @@
 /** The host plugin: one host device per runtime (see device.ts), and a context of it per runtime context. */
 import type { ImageInfo } from '../../image/manifest.js';
 import type { Plugin } from '../interface.js';
+import { registerPlugin } from '../../runtime/plugin-registry.js';
 import { defaultHostOptions, HostDevice, type HostDeviceOptions } from './device.js';
 
 export class HostPlugin implements Plugin {
@@ -40,3 +41,6 @@ export class HostPlugin implements Plugin {
     await this.hostDevice?.close();
   }
 }
+
+// The host plugin is always there: local devices come first in the device table.
+registerPlugin('host', (options) => (options.host === false ? undefined : new HostPlugin(options.host ?? {})), 100);

@@ -7,14 +7,15 @@
  */
 import { MAX_REMOTE_EVENTS, Tracer, type ClockAlignment, type TraceEvent } from '../../runtime/trace.js';
 import { errors, type OffloadError } from '../../errors.js';
-import { cut, type HostCallListener, MAX_HOST_CALL_ARGS, MAX_KERNEL_NAME_CHARS, MAX_PRINT_CHARS, type DeviceInfo, type PrintListener } from '../interface.js';
-import { connectMpi, mpiRankOf } from '../../transport/mpi.js';
-import { connectTcp, DEFAULT_CONNECT_TIMEOUT_MS, formatAddress, parseAddress, type TlsClientOptions } from '../../transport/tcp.js';
+import { cut, type HostCallListener, MAX_KERNEL_NAME_CHARS, MAX_PRINT_CHARS, type DeviceInfo, type PrintListener } from '../interface.js';
+import { connectTo, DEFAULT_CONNECT_TIMEOUT_MS, linkedInJob, sameAddress, type TlsClientOptions } from '../../transport/connect.js';
 import { abortError } from '../../abort.js';
 import type { Frame } from '../../transport/frame.js';
 import { peerTimeoutFromEnv, startHeartbeat } from '../../transport/heartbeat.js';
-import type { Transport } from '../../transport/transport.js';
-import { fromWireError, Meta, PROTOCOL_VERSION } from '../../proxy/protocol.js';
+import type { Connector, Transport } from '../../transport/transport.js';
+import { fromWireError, PROTOCOL_VERSION } from '../../protocol/wire.js';
+import type { ClientNote, OutgoingRequest, ProxyFrames, Requests } from '../../protocol/messages.js';
+import { decodeHelloReply, decodeProxyFrame } from '../../protocol/decode-reply.js';
 
 /** Callbacks of a request that streams: `ready` (rendezvous write may start), `data` (read chunks). */
 export interface StreamHandlers {
@@ -46,6 +47,11 @@ export interface ConnectOptions {
   peerTimeoutMs?: number;
   /** TLS for every TCP address, trusting these CAs (a `tls://` address asks for TLS on its own). */
   tls?: TlsClientOptions;
+  /**
+   * Opens the transport to an address (default: `connectTo` with `timeoutMs`, `tls` and
+   * `signal`, which knows the address forms). Tests pass one end of an in-memory pair.
+   */
+  connect?: Connector;
 }
 
 export class RemoteConnection {
@@ -75,11 +81,11 @@ export class RemoteConnection {
 
   /** Connects and says hello; rejects with UNAUTHORIZED for a wrong token, DEVICE_LOST if unreachable. */
   static async open(address: string, options: ConnectOptions): Promise<RemoteConnection> {
-    // `mpi:N` is a proxy rank of this MPI job; anything else a TCP address.
     const started = Date.now();
     const timeoutMs = options.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     const { signal } = options;
-    const transport = mpiRankOf(address) === undefined ? await connectTcp(address, { timeoutMs, tls: options.tls, signal }) : connectMpi(address);
+    const connect = options.connect ?? ((to: string) => connectTo(to, { timeoutMs, tls: options.tls, signal }));
+    const transport = await connect(address);
     const connection = new RemoteConnection(transport, address);
     // The hello's reply counts against the same time limit as the connect: a proxy (or anything
     // else on that port) that accepts and never answers is DEVICE_LOST, not a wait for ever.
@@ -90,21 +96,19 @@ export class RemoteConnection {
     const onAbort = () => transport.close(abortError(signal!, `connecting to proxy ${address}`));
     if (signal?.aborted) onAbort();
     signal?.addEventListener('abort', onAbort, { once: true });
-    const hello: Record<string, unknown> = { op: 'hello', version: PROTOCOL_VERSION };
+    const hello: Requests['hello'] = { version: PROTOCOL_VERSION };
     if (options.token !== undefined) hello.token = options.token;
     if (options.grant !== undefined) hello.grant = options.grant;
     if (options.trace === true) hello.trace = true;
     try {
       const sent = Tracer.now();
-      const reply = await connection.request(hello);
+      const reply = await connection.request({ op: 'hello', ...hello });
       const received = Tracer.now();
-      const meta = new Meta(reply);
+      const { devices, peers, now } = decodeHelloReply(reply);
       // The proxy's clock read between send and receive: at the midpoint, within half the round trip.
-      const now = reply.meta.now;
-      if (typeof now === 'number' && Number.isFinite(now)) connection.clock = { proxy: address, offsetUs: now - (sent + received) / 2, roundTripUs: received - sent };
-      connection.devices = meta.array('devices') as DeviceInfo[];
-      const peers = meta.frame.meta.peers;
-      connection.peers = peers === 'any' ? 'any' : Array.isArray(peers) ? peers.filter((peer): peer is string => typeof peer === 'string') : [];
+      if (now !== undefined) connection.clock = { proxy: address, offsetUs: now - (sent + received) / 2, roundTripUs: received - sent };
+      connection.devices = devices;
+      connection.peers = peers;
       startHeartbeat(transport, options.peerTimeoutMs ?? peerTimeoutFromEnv());
       return connection;
     } catch (error) {
@@ -139,10 +143,9 @@ export class RemoteConnection {
 
   /** Whether this proxy copies to `other` itself (proxy to proxy), rather than through the client. */
   linksTo(other: RemoteConnection): boolean {
-    if (mpiRankOf(this.address) !== undefined && mpiRankOf(other.address) !== undefined) return true;
+    if (linkedInJob(this.address, other.address)) return true;
     if (this.peers === 'any') return true;
-    const target = formatAddress(parseAddress(other.address));
-    return this.peers.some((peer) => peer === target);
+    return this.peers.some((peer) => sameAddress(peer, other.address));
   }
 
   get lost(): OffloadError | undefined {
@@ -154,27 +157,27 @@ export class RemoteConnection {
   }
 
   /** Sends a request; resolves with its reply frame, rejects with the reply's error. */
-  request(meta: Record<string, unknown>, payload?: Uint8Array, handlers: StreamHandlers = {}): Promise<Frame> {
+  request(request: OutgoingRequest, payload?: Uint8Array, handlers: StreamHandlers = {}): Promise<Frame> {
     if (this.lostError) return Promise.reject(this.lostError);
     const id = this.nextId++;
     const reply = new Promise<Frame>((resolve, reject) => this.pending.set(id, { resolve, reject, ...handlers }));
     try {
-      this.transport.send({ ...meta, id }, payload);
+      this.transport.send({ ...request, id }, payload);
     } catch (error) {
       // A request that cannot be framed (an image over 64 MiB, a manifest over 64 KiB) fails
       // alone, as its own rejection: never an exception out of an enqueueing call.
-      this.pending.get(id)!.reject(errors.invalidArgument(`a '${String(meta.op)}' request to proxy ${this.address} cannot be sent: ${(error as Error).message}`));
+      this.pending.get(id)!.reject(errors.invalidArgument(`a '${request.op}' request to proxy ${this.address} cannot be sent: ${(error as Error).message}`));
       this.pending.delete(id);
     }
     return reply;
   }
 
   /** Sends a frame that gets no reply (chunks of a write). Returns false above the high-water mark. */
-  post(meta: Record<string, unknown>, payload?: Uint8Array): boolean {
+  post(note: ClientNote, payload?: Uint8Array): boolean {
     try {
-      return this.transport.send(meta, payload);
+      return this.transport.send(note, payload);
     } catch (error) {
-      this.transport.close(errors.protocol(`a '${String(meta.op)}' frame to proxy ${this.address} cannot be sent: ${(error as Error).message}`));
+      this.transport.close(errors.protocol(`a '${note.op}' frame to proxy ${this.address} cannot be sent: ${(error as Error).message}`));
       return true;
     }
   }
@@ -190,34 +193,30 @@ export class RemoteConnection {
 
   private onFrame(frame: Frame): void {
     try {
-      const meta = new Meta(frame);
-      const op = meta.op;
-      if (op === 'reply' && meta.uint('id') === 0) {
-        // Request 0 is the connection itself: the proxy says why it closes it.
-        const error = meta.error('error');
-        throw error ? fromWireError(error, this.address) : errors.protocol(`proxy ${this.address} answered request 0 without an error`);
+      const decoded = decodeProxyFrame(frame, this.address);
+      switch (decoded.op) {
+        case 'print':
+          return this.printed(decoded);
+        case 'host-call':
+          return this.hostCalled(decoded);
+        case 'reply':
+          if (decoded.id === 0) {
+            // Request 0 is the connection itself: the proxy says why it closes it.
+            throw decoded.error ? fromWireError(decoded.error, this.address) : errors.protocol(`proxy ${this.address} answered request 0 without an error`);
+          }
       }
-      if (op === 'print') {
-        this.printed(meta);
-        return;
-      }
-      if (op === 'host-call') {
-        this.hostCalled(meta);
-        return;
-      }
-      const pending = this.pending.get(meta.uint('id'));
-      if (!pending) throw errors.protocol(`proxy ${this.address} answered request ${meta.uint('id')}, which is not pending`);
-      if (op === 'reply') {
-        this.pending.delete(meta.uint('id'));
-        const error = meta.error('error');
-        if (error) pending.reject(fromWireError(error, this.address));
+      const pending = this.pending.get(decoded.id);
+      if (!pending) throw errors.protocol(`proxy ${this.address} answered request ${decoded.id}, which is not pending`);
+      if (decoded.op === 'reply') {
+        this.pending.delete(decoded.id);
+        if (decoded.error) pending.reject(fromWireError(decoded.error, this.address));
         else pending.resolve(frame);
-      } else if (op === 'ready' && pending.onReady) {
+      } else if (decoded.op === 'ready' && pending.onReady) {
         pending.onReady();
-      } else if (op === 'data' && pending.onData) {
-        pending.onData(meta.uint('offset'), frame.payload);
+      } else if (decoded.op === 'data' && pending.onData) {
+        pending.onData(decoded.offset, frame.payload);
       } else {
-        throw errors.protocol(`unexpected '${op}' frame from proxy ${this.address}`);
+        throw errors.protocol(`unexpected '${decoded.op}' frame from proxy ${this.address}`);
       }
     } catch (error) {
       this.transport.close(error as OffloadError);
@@ -229,32 +228,19 @@ export class RemoteConnection {
    * proxy is a peer like any other: the line is cut to what a device prints, so a proxy cannot
    * flood the program's stderr with one frame.
    */
-  private printed(meta: Meta): void {
-    const listener = this.printListeners.get(meta.uint('queue'));
-    const team = meta.frame.meta.team;
-    const text = meta.string('text');
-    const kernel = meta.string('kernel');
-    if (!Number.isSafeInteger(team) || (team as number) < -1) throw errors.protocol(`a 'print' frame from proxy ${this.address} names team ${JSON.stringify(team)}`);
-    listener?.(cut(kernel, MAX_KERNEL_NAME_CHARS), team as number, cut(text, 2 * MAX_PRINT_CHARS));
+  private printed({ queue, kernel, team, text }: ProxyFrames['print']): void {
+    this.printListeners.get(queue)?.(cut(kernel, MAX_KERNEL_NAME_CHARS), team, cut(text, 2 * MAX_PRINT_CHARS));
   }
 
   /**
    * A kernel on the proxy calls one of the program's host functions for the queue it names: the
-   * answer goes back as 'host-call-result' (a failure as its error). The frame is checked as any
-   * other from a peer; a call for a queue that is gone fails.
+   * answer goes back as 'host-call-result' (a failure as its error). A call for a queue that is
+   * gone fails.
    */
-  private hostCalled(meta: Meta): void {
-    const call = meta.uint('call');
-    const kernel = cut(meta.string('kernel'), MAX_KERNEL_NAME_CHARS);
-    const name = meta.string('name');
-    const args = meta.array('args');
-    // JSON has no NaN or infinities: they travel as null (and arrive as NaN).
-    if (args.length > MAX_HOST_CALL_ARGS || !args.every((arg) => typeof arg === 'number' || arg === null)) {
-      throw errors.protocol(`a 'host-call' frame from proxy ${this.address} has arguments that are not up to ${MAX_HOST_CALL_ARGS} numbers`);
-    }
-    const listener = this.hostCallListeners.get(meta.uint('queue'));
-    const numbers = args.map((arg) => (arg === null ? Number.NaN : (arg as number)));
-    const answer = listener ? listener(kernel, name, numbers) : Promise.reject(new Error('its queue was destroyed'));
+  private hostCalled({ call, queue, kernel, name, args }: ProxyFrames['host-call']): void {
+    const listener = this.hostCallListeners.get(queue);
+    const numbers = args.map((arg) => (arg === null ? Number.NaN : arg));
+    const answer = listener ? listener(cut(kernel, MAX_KERNEL_NAME_CHARS), name, numbers) : Promise.reject(new Error('its queue was destroyed'));
     answer.then(
       (value) => this.post({ op: 'host-call-result', call, value }),
       (error: unknown) => this.post({ op: 'host-call-result', call, error: { code: 'KERNEL_TRAP', message: cut(error instanceof Error ? error.message : String(error), 4096) } }),

@@ -2,9 +2,9 @@
  * A device served by a proxy, made to look local. Memory operations and image loads wait for
  * the proxy's answer (the API awaits them anyway); queue operations are pipelined (queue.ts).
  */
-import { errors, quoted, type OffloadError } from '../../errors.js';
-import { IMAGE_FORMATS, type ImageFormat, type ParamInfo } from '../../image/manifest.js';
-import { Meta } from '../../proxy/protocol.js';
+import type { OffloadError } from '../../errors.js';
+import type { ImageFormat, ParamInfo } from '../../image/manifest.js';
+import { decodeAllocReply, decodeGlobalReply, decodeLoadReply, decodeMemoryInfoReply } from '../../protocol/decode-reply.js';
 import {
   BOOLEAN_CAPABILITIES,
   type DeviceCapabilities,
@@ -41,20 +41,6 @@ export class RemoteKernel implements LoadedKernel {
     readonly format: ImageFormat,
     readonly staticBytes: number,
   ) {}
-}
-
-/** A kernel of a 'load' reply: name and parameters as the proxy's device loaded them, its format and static size checked. */
-function remoteKernel(told: unknown, image: number, proxy: string): RemoteKernel {
-  const kernel = (typeof told === 'object' && told !== null ? told : {}) as Record<string, unknown>;
-  const { name, params, format, staticBytes } = kernel;
-  if (typeof name !== 'string' || !Array.isArray(params)) throw errors.protocol(`proxy ${proxy} described a loaded kernel without a name and parameters`);
-  if (typeof format !== 'string' || !(IMAGE_FORMATS as readonly string[]).includes(format)) {
-    throw errors.protocol(`proxy ${proxy} said kernel ${quoted(name)} is of image format ${quoted(String(format))}; formats are ${IMAGE_FORMATS.join(', ')}`);
-  }
-  if (typeof staticBytes !== 'number' || !Number.isSafeInteger(staticBytes) || staticBytes < 0) {
-    throw errors.protocol(`proxy ${proxy} said kernel ${quoted(name)} keeps ${JSON.stringify(staticBytes)} bytes of static data`);
-  }
-  return new RemoteKernel(name, params as ParamInfo[], image, format as ImageFormat, staticBytes);
 }
 
 class RemoteImage implements LoadedImage {
@@ -136,13 +122,11 @@ export class RemoteDevice implements PluginDevice {
       registered.catch(() => this.state.images.delete(image.bytes));
     }
     await sent.registered;
-    const reply = new Meta(await this.connection.request({ op: 'load', image: sent.id, device: this.index }));
+    const reply = await this.connection.request({ op: 'load', image: sent.id, device: this.index });
     sent.devices++;
+    const told = decodeLoadReply(reply, this.connection.address);
     const kernels = new Map<string, RemoteKernel>();
-    for (const told of reply.array('kernels')) {
-      const kernel = remoteKernel(told, sent.id, this.connection.address);
-      kernels.set(kernel.name, kernel);
-    }
+    for (const { name, params, format, staticBytes } of told) kernels.set(name, new RemoteKernel(name, params, sent.id, format, staticBytes));
     return new RemoteImage(sent.id, kernels);
   }
 
@@ -158,25 +142,20 @@ export class RemoteDevice implements PluginDevice {
 
   async alloc(bytes: number, kind: MemoryKind): Promise<Allocation> {
     const id = this.state.next('buffer');
-    const reply = new Meta(await this.connection.request({ op: 'alloc', device: this.index, buffer: id, bytes, kind }));
-    return new RemoteAllocation(id, bytes, kind, reply.uint('address'), reply.string('grant'));
+    const { address, grant } = decodeAllocReply(await this.connection.request({ op: 'alloc', device: this.index, buffer: id, bytes, kind }));
+    return new RemoteAllocation(id, bytes, kind, address, grant);
   }
 
   /** The proxy's device as this client may use it: within its memory quota there. */
   async memoryInfo(): Promise<MemoryInfo> {
-    const reply = new Meta(await this.connection.request({ op: 'memory-info', device: this.index }));
-    const info = { totalBytes: reply.uint('totalBytes'), freeBytes: reply.uint('freeBytes'), largestFreeBlockBytes: reply.uint('largestFreeBlockBytes') };
-    if (info.freeBytes > info.totalBytes || info.largestFreeBlockBytes > info.freeBytes) {
-      throw errors.protocol(`proxy ${this.connection.address} said ${JSON.stringify(info)}: free memory above the total, or a block above the free memory`);
-    }
-    return info;
+    return decodeMemoryInfoReply(await this.connection.request({ op: 'memory-info', device: this.index }), this.connection.address);
   }
 
   /** A device global of a loaded image: the proxy names it as one of this client's buffers there. */
   async global(image: LoadedImage, name: string): Promise<Allocation | undefined> {
     const id = this.state.next('buffer');
-    const reply = new Meta(await this.connection.request({ op: 'global', image: (image as RemoteImage).id, device: this.index, name, buffer: id }));
-    return new RemoteAllocation(id, reply.uint('bytes'), 'device', reply.uint('address'), '');
+    const { bytes, address } = decodeGlobalReply(await this.connection.request({ op: 'global', image: (image as RemoteImage).id, device: this.index, name, buffer: id }));
+    return new RemoteAllocation(id, bytes, 'device', address, '');
   }
 
   async free(alloc: Allocation): Promise<void> {
@@ -191,10 +170,5 @@ export class RemoteDevice implements PluginDevice {
   /** Whether `other` is a device of the same proxy connection (copies stay inside the proxy). */
   sameProxy(other: PluginDevice): other is RemoteDevice {
     return other instanceof RemoteDevice && other.state === this.state;
-  }
-
-  static check(device: PluginDevice, what: string): RemoteDevice {
-    if (!(device instanceof RemoteDevice)) throw errors.invalidArgument(`${what} is not a remote device`);
-    return device;
   }
 }

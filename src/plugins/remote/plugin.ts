@@ -6,7 +6,11 @@
 import { errors } from '../../errors.js';
 import type { ImageInfo } from '../../image/manifest.js';
 import type { Plugin, PluginDevice, RemoteTrace } from '../interface.js';
-import type { TlsClientOptions } from '../../transport/tcp.js';
+import { registerPlugin } from '../../runtime/plugin-registry.js';
+import { traceFile } from '../../runtime/trace.js';
+import { discoverProxies, type TlsClientOptions } from '../../transport/connect.js';
+import { tlsFromEnv } from '../../transport/tls-files.js';
+import type { Connector } from '../../transport/transport.js';
 import { RemoteConnection } from './connection.js';
 import { ConnectionState, RemoteDevice } from './device.js';
 
@@ -24,6 +28,8 @@ export interface RemoteOptions {
   peerTimeoutMs?: number;
   /** TLS for every TCP proxy, trusting these CAs. */
   tls?: TlsClientOptions;
+  /** Opens the transport to a proxy (default: by its address's form, transport/connect.ts). */
+  connect?: Connector;
 }
 
 export class RemotePlugin implements Plugin {
@@ -43,6 +49,7 @@ export class RemotePlugin implements Plugin {
           trace: this.options.trace,
           peerTimeoutMs: this.options.peerTimeoutMs,
           tls: this.options.tls,
+          connect: this.options.connect,
         }),
       ),
     );
@@ -96,3 +103,34 @@ export function proxyList(option: readonly string[] | undefined, env: NodeJS.Pro
   if (option !== undefined) return [...option];
   return (env.OFFLOAD_PROXIES ?? '').split(/[\s,]+/).filter((address) => address !== '');
 }
+
+// Remote devices come after every local one.
+registerPlugin(
+  'remote',
+  async (options) => {
+    const proxies = proxyList(options.proxies);
+    let token = options.token ?? process.env.OFFLOAD_TOKEN;
+    if (proxies.length > 0 && (token === undefined || token === '')) {
+      throw errors.invalidArgument(`proxies ${proxies.join(', ')} are named but no token is given (options.token or OFFLOAD_TOKEN)`);
+    }
+    // Under mpirun, the job's proxy ranks follow the named proxies (a job shares one trust domain).
+    if (options.mpi !== false) {
+      const found = await discoverProxies();
+      if (found.addresses.length > 0) {
+        proxies.push(...found.addresses);
+        token ||= found.token;
+      }
+    }
+    if (proxies.length === 0) return undefined;
+    return new RemotePlugin({
+      proxies,
+      token: token!,
+      peerTimeoutMs: options.peerTimeoutMs,
+      connectTimeoutMs: options.connectTimeoutMs,
+      signal: options.signal,
+      trace: traceFile(options.trace) !== undefined,
+      tls: options.tls ?? (await tlsFromEnv()),
+    });
+  },
+  50,
+);

@@ -13,7 +13,11 @@ import { errors } from '../../errors.js';
 import { PeerQueues } from '../peer-queues.js';
 import { asOffloadError } from '../serial-queue.js';
 import { dropped } from '../../runtime/debug.js';
-import { CHUNK_BYTES, EAGER_BYTES, type WireArg } from '../../proxy/protocol.js';
+import { EAGER_BYTES, type WireArg } from '../../protocol/wire.js';
+import type { RequestOp, Requests, WireRect } from '../../protocol/messages.js';
+import { decodeRecordReply } from '../../protocol/decode-reply.js';
+import { park, type ParkingQueue } from '../../protocol/gate.js';
+import { streamChunks } from '../../protocol/chunks.js';
 import {
   forEachRow,
   rectBytes,
@@ -70,6 +74,12 @@ function wireArg(arg: LaunchArg): WireArg {
   }
 }
 
+/** The requests of queue operations, as a queue writes them (it adds its own `queue`). */
+type QueueOp = { [Op in RequestOp]: Requests[Op] extends { queue: number } ? Op : never }[RequestOp];
+type QueueRequestOf<Op extends QueueOp> = { op: Op } & Omit<Requests[Op], 'queue'>;
+type QueueRequest = { [Op in QueueOp]: QueueRequestOf<Op> }[QueueOp];
+type OutgoingQueueRequest = { [Op in QueueOp]: { op: Op } & Requests[Op] }[QueueOp];
+
 export class RemoteQueue implements PluginQueue {
   /** The queue's id on the proxy. */
   private readonly id: number;
@@ -98,9 +108,10 @@ export class RemoteQueue implements PluginQueue {
     return this.device.connection;
   }
 
-  /** Sends one queue operation and counts it until its reply. */
-  private op(meta: Record<string, unknown>, payload?: Uint8Array, handlers?: Parameters<RemoteConnection['request']>[2]): Promise<void> {
-    return this.track(this.connection.request({ ...meta, queue: this.id }, payload, handlers).then(() => {}));
+  /** Sends one queue operation (its `queue` is this one) and counts it until its reply. */
+  private op(request: QueueRequest, payload?: Uint8Array, handlers?: Parameters<RemoteConnection['request']>[2]): Promise<void> {
+    // The cast only restores what the spread loses: each member of QueueRequest plus `queue` is the member of the same op.
+    return this.track(this.connection.request({ ...request, queue: this.id } as OutgoingQueueRequest, payload, handlers).then(() => {}));
   }
 
   private track(result: Promise<void>): Promise<void> {
@@ -114,9 +125,9 @@ export class RemoteQueue implements PluginQueue {
   }
 
   submit(dst: Allocation, dstOffset: number, src: Uint8Array): Promise<void> {
-    const meta = { op: 'write', buffer: bufferId(dst), offset: dstOffset, bytes: src.byteLength };
-    if (src.byteLength <= EAGER_BYTES) return this.op(meta, src);
-    return this.streamedWrite(meta, () => src);
+    const write = { op: 'write', buffer: bufferId(dst), offset: dstOffset, bytes: src.byteLength } as const;
+    if (src.byteLength <= EAGER_BYTES) return this.op(write, src);
+    return this.streamedWrite(write, () => src);
   }
 
   /**
@@ -124,23 +135,22 @@ export class RemoteQueue implements PluginQueue {
    * go as chunks, pausing whenever the connection's send buffer is full, so a large write holds
    * no second copy and lets other queues' frames through.
    */
-  private streamedWrite(meta: Record<string, unknown>, source: () => Uint8Array): Promise<void> {
+  private streamedWrite(write: QueueRequestOf<'write'>, source: () => Uint8Array): Promise<void> {
     const connection = this.connection;
     const id = connection.peekId();
     const stream = async () => {
       const src = source();
-      for (let done = 0; done < src.byteLength; done += CHUNK_BYTES) {
-        const chunk = src.subarray(done, Math.min(done + CHUNK_BYTES, src.byteLength));
-        if (!connection.post({ op: 'chunk', id, offset: done }, chunk)) await connection.drained();
-        if (connection.lost) return;
-      }
+      await streamChunks(src.byteLength, {
+        send: (offset, length) => connection.post({ op: 'chunk', id, offset }, src.subarray(offset, offset + length)),
+        drained: () => connection.drained(),
+        stopped: () => connection.lost !== undefined,
+      });
     };
-    return this.op({ ...meta, stream: true }, undefined, { onReady: () => void stream() });
+    return this.op({ ...write, stream: true }, undefined, { onReady: () => void stream() });
   }
 
   retrieve(dst: Uint8Array, src: Allocation, srcOffset: number): Promise<void> {
-    const meta = { op: 'read', buffer: bufferId(src), offset: srcOffset, bytes: dst.byteLength };
-    const reply = this.connection.request({ ...meta, queue: this.id }, undefined, {
+    const reply = this.connection.request({ op: 'read', queue: this.id, buffer: bufferId(src), offset: srcOffset, bytes: dst.byteLength }, undefined, {
       dataTarget: (offset, length) => (Number.isSafeInteger(offset) && offset >= 0 && offset + length <= dst.byteLength ? dst.subarray(offset, offset + length) : undefined),
       onData: (offset, payload) => {
         if (offset + payload.byteLength > dst.byteLength) throw errors.protocol(`read data at ${offset} (${payload.byteLength} bytes) overruns the ${dst.byteLength} bytes asked for`);
@@ -204,16 +214,25 @@ export class RemoteQueue implements PluginQueue {
    * the proxy queue's later operations until it is done.
    */
   private gated(work: () => Promise<void>): Promise<void> {
-    const gate = this.device.state.next('gate');
-    const reached = this.op({ op: 'record', event: this.device.state.next('event') });
-    const held = this.op({ op: 'wait-host', gate });
-    const done = reached.then(work);
-    done.then(
-      () => this.signal(gate),
-      (error: unknown) => this.signal(gate, error),
-    );
-    return this.track(Promise.all([done, held]).then(() => {}));
+    return this.track(park(this.parking, work));
   }
+
+  /**
+   * This queue as the gate parks it: a mark is a `record`, a stop a `wait-host` of a new gate
+   * that this client `signal`s once `until` settles (with its error if it failed).
+   */
+  private readonly parking: ParkingQueue = {
+    reach: () => this.op({ op: 'record', event: this.device.state.next('event') }),
+    stopUntil: (until) => {
+      const gate = this.device.state.next('gate');
+      const held = this.op({ op: 'wait-host', gate });
+      until.then(
+        () => this.signal(gate),
+        (error: unknown) => this.signal(gate, error),
+      );
+      return held;
+    },
+  };
 
   private signal(gate: number, error?: unknown): void {
     const failure = error === undefined ? undefined : asOffloadError(error);
@@ -234,23 +253,13 @@ export class RemoteQueue implements PluginQueue {
     if (event instanceof RemoteEvent && event.queue.connection === this.connection) {
       return this.op({ op: 'wait', event: event.id });
     }
-    const gate = this.device.state.next('gate');
-    const held = this.op({ op: 'wait-host', gate });
-    event.done.then(
-      () => this.signal(gate),
-      (error: unknown) => this.signal(gate, error),
-    );
-    return held;
+    return this.parking.stopUntil(event.done);
   }
 
   record(timing = false): PluginEvent {
     const id = this.device.state.next('event');
     if (!timing) return new RemoteEvent(this, id, this.op({ op: 'record', event: id }));
-    const at = this.connection.request({ op: 'record', event: id, timing: true, queue: this.id }).then((reply) => {
-      const time = reply.meta.time;
-      if (typeof time !== 'number' || !Number.isFinite(time)) throw errors.protocol(`proxy ${this.connection.address} timed event ${id} at ${JSON.stringify(time)}`);
-      return time;
-    });
+    const at = this.connection.request({ op: 'record', event: id, timing: true, queue: this.id }).then((reply) => decodeRecordReply(reply, this.connection.address, id));
     at.catch(() => {});
     return new RemoteEvent(this, id, this.track(at.then(() => {})), { clock: this.connection, at });
   }
@@ -262,7 +271,7 @@ export class RemoteQueue implements PluginQueue {
   }
 
   /** The device side of `rect` on the wire (the host side travels packed: rows one after another). */
-  private static deviceSide(alloc: Allocation, rect: Rect, side: 'src' | 'dst'): Record<string, unknown> {
+  private static deviceSide(alloc: Allocation, rect: Rect, side: 'src' | 'dst'): WireRect & { buffer: number } {
     return {
       buffer: bufferId(alloc),
       width: rect.width,

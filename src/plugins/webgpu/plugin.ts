@@ -2,6 +2,8 @@
 /** The WebGPU plugin: one device, on the adapter Dawn finds (see adapter.ts for which), and a context of it per runtime context. */
 import type { ImageInfo } from '../../image/manifest.js';
 import type { Plugin, PluginDevice } from '../interface.js';
+import { registerPlugin } from '../../runtime/plugin-registry.js';
+import { findAdapter, noteUnavailable, webgpuOptionsFromEnv } from './adapter.js';
 import { WebGpuDevice } from './device.js';
 
 export class WebGpuPlugin implements Plugin {
@@ -40,3 +42,19 @@ export class WebGpuPlugin implements Plugin {
     await this.gpuDevice.close(this.owner);
   }
 }
+
+// The WebGPU device follows the host device.
+registerPlugin(
+  'webgpu',
+  async (options) => {
+    const settings = options.webgpu ?? webgpuOptionsFromEnv();
+    if (settings === false) {
+      noteUnavailable('the WebGPU plugin is turned off (OFFLOAD_WEBGPU=off or { webgpu: false })');
+      return undefined;
+    }
+    const found = await findAdapter(settings);
+    noteUnavailable('reason' in found ? found.reason : undefined);
+    return 'adapter' in found ? new WebGpuPlugin(found.adapter, settings.memoryBytes) : undefined;
+  },
+  75,
+);

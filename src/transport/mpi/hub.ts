@@ -1,7 +1,7 @@
 /**
- * The MPI transport: the same frames as TCP (a head message, then the payload as its own
- * message, sent from the caller's array without a copy), between the ranks of
- * one `mpirun` job, through a small native addon (native/mpi). Every rank has one hub; a
+ * The MPI hub: a rank's one view of its job, which sends and receives for every channel
+ * (transport.ts) and speaks the hub's control protocol. The MPI transport carries the same
+ * frames as TCP between the ranks of one `mpirun` job, through a small native addon (addon.ts). Every rank has one hub; a
  * connection is a (peer rank, channel) pair whose channel is the MPI tag of its frames, and
  * tag 0 carries the hub's own control messages:
  *   role     each rank tells every other rank whether it is a proxy or an application
@@ -18,154 +18,21 @@
  * setImmediate while traffic is recent, every millisecond otherwise, and while the rank has sends
  * in flight a turn keeps polling for up to 300 us (BURST_US); nothing blocks longer.
  */
-import { createRequire } from 'node:module';
-import { errors, OffloadError } from '../errors.js';
-import { encodeFrame, encodeHead, FrameDecoder, type Frame, type PayloadSink } from './frame.js';
-import { DEFAULT_CLIENT_TIMEOUT_MS, heartbeatInterval, peerTimeoutFromEnv } from './heartbeat.js';
-import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
-
-interface MpiAddon {
-  init(): { rank: number; size: number; threadLevel: number; tagUpperBound: number };
-  isend(dest: number, tag: number, data: Uint8Array): number;
-  send(dest: number, tag: number, data: Uint8Array): void;
-  /** Ids of the sends completed since the last call. */
-  completed(): number[];
-  /** [source, tag, bytes] of the next message that has arrived (the same one until it is received), or null. */
-  probe(): [number, number, number] | null;
-  /** Receives the probed message into `into` (exactly its length) or a fresh array; returns where the bytes are. */
-  receive(into?: Uint8Array): Uint8Array;
-  abort(code: number): void;
-  finalize(): void;
-}
+import { errors, OffloadError } from '../../errors.js';
+import { encodeFrame, FrameDecoder } from '../frame.js';
+import { DEFAULT_CLIENT_TIMEOUT_MS, heartbeatInterval, peerTimeoutFromEnv } from '../heartbeat.js';
+import type { Transport } from '../transport.js';
+import { loadMpiAddon, mpiUnavailable, type MpiAddon } from './addon.js';
+import { MpiTransport } from './transport.js';
 
 export type MpiRole = 'proxy' | 'app';
 
-/** The token of an MPI job's proxies when OFFLOAD_TOKEN is not set: only the job's ranks reach them. */
-export const MPI_DEFAULT_TOKEN = 'offload-mpi-job';
-
 const CONTROL_TAG = 0;
-/** Above this many bytes in flight on a channel, `send` asks the caller to wait for `drained()`. */
-const HIGH_WATER_BYTES = 8 * 1024 * 1024;
 /** Poll at every turn of the event loop for this long after the last traffic, then every ms. */
 const BUSY_MS = 2;
 /** How long one turn keeps polling while sends are in flight, in microseconds. */
 const BURST_US = 300;
 const ROLES_TIMEOUT_MS = 30_000;
-
-let addon: MpiAddon | undefined;
-let addonError: string | undefined;
-
-/** The native addon, or undefined (with `mpiUnavailable()` saying why) when it was not built. */
-export function loadMpiAddon(): MpiAddon | undefined {
-  if (addon || addonError) return addon;
-  try {
-    addon = createRequire(import.meta.url)('../../native/mpi/build/Release/offload_mpi.node') as MpiAddon;
-  } catch (error) {
-    addonError = `the MPI addon is not built (${(error as Error).message.split('\n')[0]}); install OpenMPI (Debian: openmpi-bin libopenmpi-dev) and run 'npm run build:mpi'`;
-  }
-  return addon;
-}
-
-export function mpiUnavailable(): string | undefined {
-  loadMpiAddon();
-  return addonError;
-}
-
-/** Whether this process is a rank of an MPI job (started by mpirun). */
-export function inMpiJob(env: NodeJS.ProcessEnv = process.env): boolean {
-  return env.OMPI_COMM_WORLD_SIZE !== undefined || env.PMIX_RANK !== undefined || env.PMI_RANK !== undefined;
-}
-
-export function mpiAddress(rank: number): string {
-  return `mpi:${rank}`;
-}
-
-/** The rank of an `mpi:N` address, or undefined for any other address. */
-export function mpiRankOf(address: string): number | undefined {
-  const match = /^mpi:(\d+)$/.exec(address);
-  return match ? Number(match[1]) : undefined;
-}
-
-class MpiTransport implements Transport {
-  readonly stats: TransportStats = { framesSent: 0, framesReceived: 0, bytesSent: 0, bytesReceived: 0 };
-  onFrame: (frame: Frame) => void = () => {};
-  onClose: (reason: OffloadError | undefined) => void = () => {};
-  payloadSink?: PayloadSink;
-  inFlight = 0;
-  private readonly receiver = new FrameReceiver(this);
-  private isClosed = false;
-  private drainWaiters: (() => void)[] = [];
-
-  constructor(
-    private readonly hub: MpiHub,
-    readonly rank: number,
-    readonly channel: number,
-  ) {}
-
-  get peer(): string {
-    return mpiAddress(this.rank);
-  }
-
-  get closed(): boolean {
-    return this.isClosed;
-  }
-
-  send(meta: Record<string, unknown>, payload?: Uint8Array): boolean {
-    if (this.isClosed) return true;
-    // Head and payload go as two messages (in order: same source and tag), the payload straight
-    // from the caller's array; the receiver's frame decoder reads them as one stream.
-    const head = encodeHead(meta, payload?.length ?? 0);
-    this.hub.post(this, head);
-    if (payload && payload.length > 0) this.hub.post(this, payload);
-    this.stats.framesSent++;
-    this.stats.bytesSent += head.length + (payload?.length ?? 0);
-    return this.inFlight < HIGH_WATER_BYTES;
-  }
-
-  drained(): Promise<void> {
-    if (this.isClosed || this.inFlight < HIGH_WATER_BYTES) return Promise.resolve();
-    return new Promise((resolve) => this.drainWaiters.push(resolve));
-  }
-
-  /** @internal The hub reports completed sends. */
-  completed(bytes: number): void {
-    this.inFlight -= bytes;
-    if (this.inFlight < HIGH_WATER_BYTES) for (const wake of this.drainWaiters.splice(0)) wake();
-  }
-
-  /** @internal The hub delivers one message of this channel. */
-  receive(data: Uint8Array): void {
-    this.receiver.receive(data);
-  }
-
-  /**
-   * @internal Where a message of `bytes` should be received to: the payload view the frame's
-   * sink gave (device memory, for a write), when the message is exactly that payload (a frame's
-   * payload is its own message); else undefined.
-   */
-  directTarget(bytes: number): Uint8Array | undefined {
-    const target = this.receiver.directTarget();
-    return target?.length === bytes ? target : undefined;
-  }
-
-  /** @internal The message was received into `directTarget`'s view. */
-  landed(bytes: number): void {
-    this.receiver.landed(bytes);
-  }
-
-  close(reason?: OffloadError): void {
-    this.closeQuietly(reason, true);
-  }
-
-  /** @internal `tellPeer` false when the peer closed it (or is gone). */
-  closeQuietly(reason: OffloadError | undefined, tellPeer: boolean): void {
-    if (this.isClosed) return;
-    this.isClosed = true;
-    this.hub.forget(this, tellPeer);
-    for (const wake of this.drainWaiters.splice(0)) wake();
-    this.onClose(reason);
-  }
-}
 
 /** One per process: this rank's view of the job. */
 export class MpiHub {
@@ -247,7 +114,7 @@ export class MpiHub {
       return MpiHub.instance;
     }
     const mpi = loadMpiAddon();
-    if (!mpi) throw errors.unsupported(addonError!);
+    if (!mpi) throw errors.unsupported(mpiUnavailable()!);
     MpiHub.instance = new MpiHub(mpi, role);
     return MpiHub.instance;
   }
@@ -461,10 +328,3 @@ export class MpiHub {
   }
 }
 
-/** Opens a transport to `mpi:N` from an application rank. */
-export function connectMpi(address: string): Transport {
-  const rank = mpiRankOf(address);
-  if (rank === undefined) throw errors.invalidArgument(`'${address}' is not an MPI address (mpi:<rank>)`);
-  // A proxy rank reuses its own hub (proxy-to-proxy links); anyone else becomes an application.
-  return MpiHub.current()?.connect(rank) ?? MpiHub.get('app').connect(rank);
-}

@@ -1,11 +1,13 @@
 /**
- * An in-memory transport pair for tests that need many connections fast (the frame fuzzer):
- * each frame is encoded to bytes and decoded again on the other side, so the decoder's checks
- * run exactly as on a socket; `inject` delivers raw bytes as if they came off the wire.
+ * An in-memory transport pair, for tests that drive a client and a proxy session in one process
+ * (the frame fuzzer, the remote plugin over a proxy without sockets): each frame is encoded to
+ * bytes and decoded again on the other side, so the decoder's checks run exactly as on a socket;
+ * `inject` delivers raw bytes as if they came off the wire. No back-pressure: `send` never says
+ * to wait.
  */
-import type { OffloadError } from '../../src/errors.js';
-import { encodeFrame, type Frame, type PayloadSink } from '../../src/transport/frame.js';
-import { FrameReceiver, type Transport, type TransportStats } from '../../src/transport/transport.js';
+import type { OffloadError } from '../errors.js';
+import { encodeFrame, type Frame, type PayloadSink } from './frame.js';
+import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
 
 export class LoopbackTransport implements Transport {
   readonly stats: TransportStats = { framesSent: 0, framesReceived: 0, bytesSent: 0, bytesReceived: 0 };
@@ -19,9 +21,7 @@ export class LoopbackTransport implements Transport {
 
   constructor(readonly peer: string) {}
 
-  static pair(): [LoopbackTransport, LoopbackTransport] {
-    const a = new LoopbackTransport('loopback-a');
-    const b = new LoopbackTransport('loopback-b');
+  static pair(a = new LoopbackTransport('loopback-a'), b = new LoopbackTransport('loopback-b')): [LoopbackTransport, LoopbackTransport] {
     a.other = b;
     b.other = a;
     return [a, b];

@@ -1,6 +1,10 @@
 /**
  * The remote device protocol, spoken between the remote plugin (client) and `offload proxy`
- * (DESIGN section 5). Frames are JSON meta plus raw payload (src/transport/frame.ts).
+ * (DESIGN section 5). Frames are JSON meta plus raw payload (src/transport/frame.ts). This
+ * folder is the protocol's one home, imported by both ends: messages.ts types every frame,
+ * decode-request.ts and decode-reply.ts check what each end receives, gate.ts and chunks.ts
+ * are the two steps both ends take (parking a queue, streaming bytes), and this file holds the
+ * constants, the wire form of errors and the field reader the decoders use.
  *
  * Every request carries `op` and a client-chosen `id`; the proxy answers each with exactly one
  * `reply` frame of the same id (`error` set on failure). Requests are pipelined: the client never
@@ -20,8 +24,8 @@
  * Client-side steps inside a queue (a copy staged through the client, waiting for an event of
  * another device) use gates: `wait-host` parks the proxy queue until the client's `signal`.
  * Event ids increase per connection; the proxy keeps only failed events, so an older id that is
- * absent completed successfully. Field types are checked (Meta below): a wrong type is PROTOCOL
- * and closes the connection; a well-typed wrong value (an unknown buffer, queue or kernel, an
+ * absent completed successfully. Field types are checked on arrival (decodeRequest, with Meta
+ * below): a wrong type is PROTOCOL and closes the connection; a well-typed wrong value (an unknown buffer, queue or kernel, an
  * offset out of range) is a coded error in the reply.
  */
 import { errors, OffloadError, quoted, type ErrorCode, ErrorCode as Codes } from '../errors.js';

@@ -1,0 +1,39 @@
+/**
+ * The native MPI addon (native/mpi, built by `npm run build:mpi`), loaded on first use: every
+ * MPI call of the transport goes through it.
+ */
+import { createRequire } from 'node:module';
+
+export interface MpiAddon {
+  init(): { rank: number; size: number; threadLevel: number; tagUpperBound: number };
+  isend(dest: number, tag: number, data: Uint8Array): number;
+  send(dest: number, tag: number, data: Uint8Array): void;
+  /** Ids of the sends completed since the last call. */
+  completed(): number[];
+  /** [source, tag, bytes] of the next message that has arrived (the same one until it is received), or null. */
+  probe(): [number, number, number] | null;
+  /** Receives the probed message into `into` (exactly its length) or a fresh array; returns where the bytes are. */
+  receive(into?: Uint8Array): Uint8Array;
+  abort(code: number): void;
+  finalize(): void;
+}
+
+let addon: MpiAddon | undefined;
+let addonError: string | undefined;
+
+/** The native addon, or undefined (with `mpiUnavailable()` saying why) when it was not built. */
+export function loadMpiAddon(): MpiAddon | undefined {
+  if (addon || addonError) return addon;
+  try {
+    addon = createRequire(import.meta.url)('../../../native/mpi/build/Release/offload_mpi.node') as MpiAddon;
+  } catch (error) {
+    addonError = `the MPI addon is not built (${(error as Error).message.split('\n')[0]}); install OpenMPI (Debian: openmpi-bin libopenmpi-dev) and run 'npm run build:mpi'`;
+  }
+  return addon;
+}
+
+export function mpiUnavailable(): string | undefined {
+  loadMpiAddon();
+  return addonError;
+}
+

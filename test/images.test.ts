@@ -15,12 +15,12 @@ import { readWasmModuleInfo } from '../src/build/wasm-module-info.js';
 import { OffloadError } from '../src/errors.js';
 import { decodeBundle } from '../src/image/bundle.js';
 import { STATIC_WINDOW_END, STATIC_WINDOW_START } from '../src/image/wasm-abi.js';
-import { Offload, type Runtime } from '../src/index.js';
+import { Offload, type Runtime, type RuntimeOptions } from '../src/index.js';
 import { rejectsWith } from './conformance/suite.js';
 import { hostileBundle, hostileModule } from './helpers/hostile-images.js';
 
 const MiB = 1024 * 1024;
-const options = { host: { threads: 2, memoryBytes: 16 * MiB }, webgpu: false, proxies: [] } as const;
+const options: RuntimeOptions = { host: { threads: 2, memoryBytes: 16 * MiB }, webgpu: false, proxies: [] };
 
 async function withRuntime<T>(body: (runtime: Runtime) => Promise<T>): Promise<T> {
   const runtime = await Offload.init(options);

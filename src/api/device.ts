@@ -46,7 +46,7 @@ export class Device {
       throw errors.invalidArgument(`alloc: options.kind must be one of ${MEMORY_KINDS.join(', ')}, got ${describe(kind)}`, this.id);
     }
     if (!this.info.memoryKinds.includes(kind as MemoryKind)) {
-      throw errors.unsupported(`device ${this.id} (${this.info.name}) does not support '${kind}' memory; it supports ${this.info.memoryKinds.join(', ')}`, this.id);
+      throw errors.unsupported(`device ${this.id} (${this.info.name}) does not support '${kind as MemoryKind}' memory; it supports ${this.info.memoryKinds.join(', ')}`, this.id);
     }
     const allocation = await this.plugin.alloc(bytes, kind as MemoryKind).catch((error) => {
       throw error.withDevice?.(this.id) ?? error;

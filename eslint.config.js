@@ -45,7 +45,11 @@ export default defineConfig(
         // node:test's describe/it return promises the runner itself awaits.
         {
           allowForKnownSafeCalls: [
-            { from: 'package', package: 'node:test', name: ['describe', 'it', 'test', 'suite', 'before', 'after', 'beforeEach', 'afterEach'] },
+            {
+              from: 'package',
+              package: 'node:test',
+              name: ['describe', 'it', 'test', 'suite', 'before', 'after', 'beforeEach', 'afterEach'],
+            },
           ],
         },
       ],
@@ -62,7 +66,10 @@ export default defineConfig(
         },
       ],
       // A caught error (unknown or any) may be passed on as it is; a literal non-Error may not.
-      '@typescript-eslint/prefer-promise-reject-errors': ['error', { allowThrowingAny: true, allowThrowingUnknown: true }],
+      '@typescript-eslint/prefer-promise-reject-errors': [
+        'error',
+        { allowThrowingAny: true, allowThrowingUnknown: true },
+      ],
       // Off: the no-unsafe-* family. With it the code had over 300 findings, 260 of them in
       // src/build/compiler-worker.js (plain JavaScript against the AssemblyScript compiler's
       // untyped internals) and the rest in tests that poke at JSON manifests and generated

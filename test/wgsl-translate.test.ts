@@ -97,7 +97,7 @@ describe('WGSL translation in offload build', { timeout: 300_000 }, () => {
       { name: 'counts', type: 'ptr', binding: 3, readOnly: false },
       { name: 'bytes', type: 'ptr', binding: 4, readOnly: false },
     ]);
-    assert.equal(kernel!.workgroupSize, 'offload_threads');
+    assert.deepEqual(kernel!.workgroupSize, ['offload_threads', 'offload_threads_y', 'offload_threads_z']);
     assert.match(wgsl.text, /var<storage, read> k__p_src: array<u32>;/);
     assert.match(wgsl.text, /var<storage, read_write> k__p_counts: array<atomic<u32>>;/);
     assert.match(wgsl.text, /var<storage, read_write> k__p_bytes: array<atomic<u32>>;/);
@@ -152,7 +152,7 @@ describe('WGSL translation in offload build', { timeout: 300_000 }, () => {
     const built = await build({ 'k.ts': ts, 'k.wgsl': hand });
     const wgsl = wgslOf(built.bundle)!;
     assert.equal(wgsl.info.source, 'k.wgsl');
-    assert.deepEqual(wgsl.info.kernels!.map((kernel) => [kernel.name, kernel.workgroupSize]), [['a', 1], ['b', 'offload_threads']]);
+    assert.deepEqual(wgsl.info.kernels!.map((kernel) => [kernel.name, kernel.workgroupSize]), [['a', 1], ['b', ['offload_threads', 'offload_threads_y', 'offload_threads_z']]]);
     assert.ok(wgsl.text.startsWith(hand), 'the hand-written kernels come first, unchanged');
     assert.doesNotMatch(wgsl.text, /fn a\(@builtin/);
     await rejectsWith(

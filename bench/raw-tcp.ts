@@ -34,7 +34,7 @@ export class RawTcpPeer {
     const child = spawn(process.execPath, [new URL('./raw-tcp-peer.js', import.meta.url).pathname], { stdio: ['ignore', 'pipe', 'inherit'] });
     const port = await new Promise<number>((resolve, reject) => {
       child.once('exit', (code) => reject(new Error(`the raw TCP peer exited (${code})`)));
-      createInterface({ input: child.stdout! }).once('line', (line) => resolve(Number(line.split(':').pop())));
+      createInterface({ input: child.stdout }).once('line', (line) => resolve(Number(line.split(':').pop())));
     });
     const socket = net.connect(port, '127.0.0.1');
     await new Promise((resolve) => socket.once('connect', resolve));

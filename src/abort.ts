@@ -19,6 +19,7 @@ export function abortError(signal: AbortSignal, what: string): OffloadError {
   const reason: unknown = signal.reason;
   if (reason instanceof OffloadError) return reason;
   if (reason instanceof Error && reason.name === 'TimeoutError') return errors.timeout(`${what}: ${reason.message}`);
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a signal's reason may be anything: shown as String() shows it
   const said = reason instanceof Error ? reason.message : reason === undefined ? 'no reason given' : String(reason);
   return errors.aborted(`${what} was aborted by its signal (${said})`, reason);
 }

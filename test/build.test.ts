@@ -71,7 +71,7 @@ function instantiateFixtures() {
       host_call: () => 0,
     },
   };
-  const module = new WebAssembly.Module(decodeBundle(fixtures.bundle).images[0]!.bytes);
+  const module = new WebAssembly.Module(decodeBundle(fixtures.bundle).images[0]!.bytes as Uint8Array<ArrayBuffer>);
   const instance = new WebAssembly.Instance(module, imports);
   return { memory, grid, aborts, kernels: instance.exports as Record<string, (...args: unknown[]) => void> };
 }

@@ -54,8 +54,12 @@ function bundleWithManifestText(text: string, payload = new Uint8Array(0)): Uint
   return bytes;
 }
 
-function bundleWithManifest(mutate: (manifest: Record<string, any>) => void, payloadBytes = 32): Uint8Array {
-  const manifest: Record<string, any> = structuredClone(sampleManifest());
+/** A manifest as JSON, mutated into wrong shapes on purpose: `any` is what it is. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type LooseManifest = Record<string, any>;
+
+function bundleWithManifest(mutate: (manifest: LooseManifest) => void, payloadBytes = 32): Uint8Array {
+  const manifest: LooseManifest = structuredClone(sampleManifest());
   manifest.images[0].size = 13;
   manifest.images[1].offset = 16;
   manifest.images[1].size = 8;
@@ -154,7 +158,7 @@ test('a manifest that is not JSON, or not UTF-8, is INCOMPATIBLE_IMAGE', { timeo
 });
 
 test('missing or invalid manifest fields are named with the image or entry they belong to', { timeout: 60_000 }, () => {
-  const cases: [(m: Record<string, any>) => void, RegExp][] = [
+  const cases: [(m: LooseManifest) => void, RegExp][] = [
     [(m) => delete m.name, /field 'name' in manifest/],
     [(m) => (m.images = {}), /field 'images' in manifest/],
     [(m) => delete m.entries, /field 'entries' in manifest/],
@@ -201,7 +205,7 @@ test('random byte flips in the header and manifest never throw anything but Offl
     const bytes = original.slice();
     const flips = 1 + Math.floor(random() * 3);
     for (let f = 0; f < flips; f++) {
-      bytes[Math.floor(random() * manifestEnd)] ^= 1 << Math.floor(random() * 8);
+      bytes[Math.floor(random() * manifestEnd)]! ^= 1 << Math.floor(random() * 8);
     }
     try {
       decodeBundle(bytes);

@@ -15,7 +15,7 @@ const main = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 function listening(address: string): Promise<boolean> {
   const [host, port] = address.split(':');
   return new Promise((resolve) => {
-    const socket = net.connect(Number(port), host!, () => {
+    const socket = net.connect(Number(port), host, () => {
       socket.destroy();
       resolve(true);
     });
@@ -42,12 +42,12 @@ async function signalledDemo(signal: NodeJS.Signals): Promise<{ addresses: strin
   const addresses: string[] = [];
   let output = '';
   await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
+    child.stdout.on('data', (chunk: Buffer) => {
       output += chunk.toString();
       addresses.splice(0, addresses.length, ...[...output.matchAll(/^proxy +(\S+)/gm)].map((match) => match[1]!));
       if (addresses.length === 2) resolve();
     });
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
     void exited.then(() => reject(new Error(`demo ended before its proxies listened:\n${output}`)));
   });
   assert.deepEqual(await stillListening(addresses, 0), addresses, 'both proxies listen before the signal');

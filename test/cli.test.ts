@@ -146,7 +146,7 @@ describe('offload command', { timeout: 300_000 }, () => {
     assert.match(stdout, /^device 1 limits: .*maxComputeWorkgroupsPerDimension \d+/m);
     const json = await offload(['devices', '--json'], { OFFLOAD_WEBGPU: 'fallback' });
     const devices = JSON.parse(json.stdout) as { plugin: string; limits?: Record<string, number> }[];
-    assert.ok(devices[1]!.plugin === 'webgpu' && devices[1]!.limits!.maxBufferSize > 0);
+    assert.ok(devices[1]!.plugin === 'webgpu' && devices[1]!.limits!.maxBufferSize! > 0);
   });
 
   it('builds a bundle with a wasm and a wgsl image', async () => {

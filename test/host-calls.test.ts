@@ -56,7 +56,7 @@ describe('host calls', { timeout: 120_000 }, () => {
       raw.send({ op: 'host-call-result', call: 77, value: 1 });
       const refused = await raw.error(0);
       assert.equal(refused?.code, 'PROTOCOL');
-      assert.match(refused!.message, /call 77, which is not waiting/);
+      assert.match(refused.message, /call 77, which is not waiting/);
       await raw.closedWithin(5000);
       const runtime = await Offload.init({ host: false, webgpu: false, proxies: [proxy.address], token: proxy.token });
       const buffer = await runtime.devices[0]!.alloc(16);

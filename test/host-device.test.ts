@@ -8,7 +8,6 @@ import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { buildBundle } from '../src/build/compile.js';
 import { Offload, type Runtime } from '../src/index.js';
-import type { HostDevice } from '../src/plugins/host/device.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 

@@ -75,7 +75,7 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
     small.send({ op: 'hello', id: 1, version: '\\'.repeat(2000), token: proxy.token });
     const malformed = await small.error(1);
     assert.equal(malformed?.code, 'PROTOCOL');
-    assert.match(malformed!.message, /field 'version' must be a non-negative integer, got "\\+\.\.\. \(4002 characters\)/);
+    assert.match(malformed.message, /field 'version' must be a non-negative integer, got "\\+\.\.\. \(4002 characters\)/);
     answers.push(await small.reply(1));
 
     // After login: in the op, in a string field, in a kernel name, in an image name.
@@ -183,7 +183,7 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
     for (let buffer = 1; buffer <= 3001; buffer++) raw.send({ op: 'alloc', id: 1 + buffer, device: 0, buffer, bytes: 8, kind: 'device' });
     const refused = await raw.error(3002, 30_000);
     assert.equal(refused?.code, 'OUT_OF_MEMORY');
-    assert.match(refused!.message, /3001 buffers .* the proxy allows 3000 per client \(offload proxy --quota-buffers\)/);
+    assert.match(refused.message, /3001 buffers .* the proxy allows 3000 per client \(offload proxy --quota-buffers\)/);
     assert.equal(await raw.error(3001), undefined);
     raw.close();
     await proxyStatsUntil(proxy, (stats) => stats.sessions === 1);
@@ -244,7 +244,7 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
     raw.send({ op: 'signal', id: 9, gate: 1, error: { code: 'PWNED', message: 'x' } });
     const signal = await raw.error(9);
     assert.equal(signal?.code, 'PROTOCOL');
-    assert.match(signal!.message, /field 'error.code' must be one of/);
+    assert.match(signal.message, /field 'error.code' must be one of/);
     raw.close();
     await served(proxy);
     await bystanderIntact();
@@ -303,7 +303,7 @@ export function noisy(n: i32): void { for (let i = 0; i < n; i++) trace("noisy",
         );
       await queue.finish().catch(() => {});
       assert.equal(trapped?.code, 'KERNEL_TRAP');
-      assert.ok(trapped!.message.length < 8192, `an abort message of ${trapped!.message.length} characters`);
+      assert.ok(trapped.message.length < 8192, `an abort message of ${trapped.message.length} characters`);
       await device.queue().launch(noisy, { teams: 2 }, [1_000_000]).done;
       const afterwards = await proxyStats(proxy);
       assert.ok(afterwards.rssBytes - before.rssBytes < 128 * MiB, `the proxy grew by ${((afterwards.rssBytes - before.rssBytes) / MiB).toFixed(1)} MiB`);

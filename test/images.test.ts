@@ -15,12 +15,12 @@ import { readWasmModuleInfo } from '../src/build/wasm-module-info.js';
 import { OffloadError } from '../src/errors.js';
 import { decodeBundle } from '../src/image/bundle.js';
 import { STATIC_WINDOW_END, STATIC_WINDOW_START } from '../src/image/wasm-abi.js';
-import { Offload, type Runtime } from '../src/index.js';
+import { Offload, type Runtime, type RuntimeOptions } from '../src/index.js';
 import { rejectsWith } from './conformance/suite.js';
 import { hostileBundle, hostileModule } from './helpers/hostile-images.js';
 
 const MiB = 1024 * 1024;
-const options = { host: { threads: 2, memoryBytes: 16 * MiB }, webgpu: false, proxies: [] } as const;
+const options: RuntimeOptions = { host: { threads: 2, memoryBytes: 16 * MiB }, webgpu: false, proxies: [] };
 
 async function withRuntime<T>(body: (runtime: Runtime) => Promise<T>): Promise<T> {
   const runtime = await Offload.init(options);
@@ -196,6 +196,7 @@ describe('untrusted wasm images on the host device', { timeout: 180_000 }, () =>
       assert.ok(error.message.length < 1024, `message of ${error.message.length} characters`);
       assert.ok(performance.now() - started < 10_000);
       await q.finish().catch(() => {});
+      // eslint-disable-next-line no-control-regex -- the NUL bytes at the end of memory are what is checked
       await rejectsWith(q.launch(await device.kernel(lib, 'atEnd'), { teams: 1 }, []).done, 'KERNEL_TRAP', /abort: \u0000\u0000\.\.\.$/);
       await q.finish().catch(() => {});
       await rejectsWith(q.launch(await device.kernel(lib, 'wild'), { teams: 1 }, [0xfffffff0]).done, 'KERNEL_TRAP', /abort: <string at 0xfffffff0>$/);

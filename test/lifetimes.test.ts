@@ -90,7 +90,7 @@ describe('lifetimes', { timeout: 600_000 }, () => {
       const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
       try {
         await new Promise<void>((resolve, reject) => {
-          child.stdout!.on('data', (chunk: globalThis.Buffer) => chunk.toString().includes('ready') && resolve());
+          child.stdout.on('data', (chunk: globalThis.Buffer) => chunk.toString().includes('ready') && resolve());
           child.once('exit', (code) => reject(new Error(`the client exited early (${code})`)));
         });
       } finally {

@@ -68,7 +68,7 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
     assert.equal(code, 0, `${stdout}\n${stderr}`);
     const [report] = lines(stdout);
     assert.deepEqual(report!.locations, ['mpi:0', 'mpi:1']);
-    assert.ok((report!.carried as number) < 64 * 1024, `the application's channels carried ${report!.carried} bytes of a 16 MiB copy`);
+    assert.ok((report!.carried as number) < 64 * 1024, `the application's channels carried ${report!.carried as number} bytes of a 16 MiB copy`);
   });
 
   it('lets two application ranks share one proxy, each with its own buffers', async () => {

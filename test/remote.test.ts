@@ -215,7 +215,7 @@ describe('one proxy, several clients', { timeout: 180_000 }, () => {
     const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
     try {
       await new Promise<void>((resolve, reject) => {
-        child.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('allocated') && resolve());
+        child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('allocated') && resolve());
         child.once('exit', (code) => reject(new Error(`the client exited early (${code})`)));
       });
       const busy = await proxyStats(proxy);
@@ -454,7 +454,7 @@ describe('offload launch', { timeout: 180_000 }, () => {
     const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
       const child = spawn(process.execPath, ['--import', 'tsx', main, 'launch', '-np', '2', app, 'extra-arg'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, OFFLOAD_HOST_THREADS: '1' } });
       let out = '';
-      child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
       child.once('exit', (exitCode) => resolve({ code: exitCode, stdout: out }));
     });
     assert.equal(code, 3, `the app's exit status comes back; output:\n${stdout}`);

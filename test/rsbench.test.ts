@@ -47,7 +47,7 @@ const cexp = ([x, y]: C): C => mul([fastExp(x), 0], [Math.cos(y), Math.sin(y)]);
 function faddeeva(z: C): C {
   if (Math.sqrt(z[0] * z[0] + z[1] * z[1]) < 6) {
     const e = cexp(mul([0, 12], z));
-    let w = div(mul([0, 1], sub([1, 0], e)), mul([12, 0], z));
+    const w = div(mul([0, 1], sub([1, 0], e)), mul([12, 0], z));
     let sum: C = [0, 0];
     for (let n = 0; n < 10; n++) {
       const top = sub(mul([n % 2 === 0 ? -1 : 1, 0], e), [1, 0]);

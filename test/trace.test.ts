@@ -5,6 +5,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
 import { map, Offload } from '../src/index.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 
@@ -86,9 +87,7 @@ describe('trace', { timeout: 180_000 }, () => {
       await q.finish();
       process.exit(0);
     `;
-    await new Promise<void>((resolve, reject) =>
-      execFile(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { env: { ...process.env, OFFLOAD_TRACE: file } }, (error) => (error ? reject(error) : resolve())),
-    );
+    await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { env: { ...process.env, OFFLOAD_TRACE: file } });
     const events = await readTrace(file);
     assert.equal(events.filter((e) => e.name === 'write' && e.args!.bytes === 16).length, 1);
   });

@@ -56,13 +56,13 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
     assert.deepEqual(info.maxTeamDims, [1, 1, 1].map(() => info.limits!.maxComputeWorkgroupsPerDimension));
     assert.equal(info.maxTeams, info.limits!.maxComputeWorkgroupsPerDimension);
     assert.equal(info.maxTeamMemoryBytes, info.limits!.maxComputeWorkgroupStorageSize);
-    assert.ok(info.maxThreadsPerTeam <= info.limits!.maxComputeInvocationsPerWorkgroup);
-    assert.ok(info.limits!.minStorageBufferOffsetAlignment > 0);
+    assert.ok(info.maxThreadsPerTeam <= info.limits!.maxComputeInvocationsPerWorkgroup!);
+    assert.ok(info.limits!.minStorageBufferOffsetAlignment! > 0);
   });
 
   it('makes no buffer larger than a kernel binds whole, and holds all buffers within its memory budget', async () => {
     const { info } = gpu;
-    const largest = Math.min(info.limits!.maxStorageBufferBindingSize, info.limits!.maxBufferSize) & ~3;
+    const largest = Math.min(info.limits!.maxStorageBufferBindingSize!, info.limits!.maxBufferSize!) & ~3;
     await rejectsWith(gpu.alloc(largest + 4), 'OUT_OF_MEMORY', /more than one buffer of this WebGPU device holds.*maxStorageBufferBindingSize/);
     // The budget: buffers of the largest size until it is full, then OUT_OF_MEMORY naming it.
     const held = [];
@@ -107,7 +107,7 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
     await q.finish();
     for (let i = 0; i < n; i++) assert.equal(cv[i], av[i]! + 0.5 * bv[i]!, `c[${i}]`);
 
-    const alignment = gpu.info.limits!.minStorageBufferOffsetAlignment;
+    const alignment = gpu.info.limits!.minStorageBufferOffsetAlignment!;
     if (alignment > 4) {
       await rejectsWith(q.launch(combine, { teams: 1 }, [a.at(4), n, 1, b, c]).done, 'INVALID_ARGUMENT', new RegExp(`'combine_a'.*offset 4.*minStorageBufferOffsetAlignment \\(${alignment}\\)`));
       await rejectsWith(q.finish(), 'INVALID_ARGUMENT');
@@ -273,7 +273,7 @@ describe('WebGPU device behind a proxy', { skip, timeout: 120_000 }, () => {
     await lq.finish();
     for (const i of [0, 1, 4999, 9999]) assert.equal(out[i], 0.5 * i + 2);
     // The proxy's errors keep their codes: a pointer WebGPU cannot bind.
-    const alignment = remoteGpu.info.limits!.minStorageBufferOffsetAlignment;
+    const alignment = remoteGpu.info.limits!.minStorageBufferOffsetAlignment!;
     if (alignment > 4) await rejectsWith(q.launch(saxpy, { teams: 1 }, [4, 1, x.at(4), y]).done, 'INVALID_ARGUMENT', /minStorageBufferOffsetAlignment/);
     await q.finish().catch(() => {});
     // Beyond the eager size: streamed in chunks both ways, at an unaligned offset.

@@ -106,7 +106,7 @@ async function runCase(device: Device, library: Library, run: Case): Promise<Dat
   const args = run.args(seededRandom(run.kernel.length * 7919 + run.source.length));
   const kernel = await device.kernel(library, run.kernel);
   const q = device.queue();
-  const buffers = await Promise.all(args.map((arg) => (typeof arg === 'number' ? undefined : device.alloc(Math.max(4, arg.data.byteLength)))));
+  const buffers = await Promise.all(args.map(async (arg) => (typeof arg === 'number' ? undefined : device.alloc(Math.max(4, arg.data.byteLength)))));
   try {
     args.forEach((arg, i) => {
       if (typeof arg !== 'number' && arg.data.byteLength > 0) q.write(buffers[i]!, arg.data);
@@ -121,7 +121,7 @@ async function runCase(device: Device, library: Library, run: Case): Promise<Dat
     await q.finish();
     return results;
   } finally {
-    await Promise.all(buffers.map((buffer) => buffer?.free()));
+    await Promise.all(buffers.map(async (buffer) => buffer?.free()));
     await q.destroy();
   }
 }

@@ -14,7 +14,7 @@ export function describe(value: unknown): string {
   }
   if (typeof value === 'number') return `number ${value}`;
   if (typeof value === 'string') return `string ${quoted(value)}`;
-  if (typeof value === 'object') return (value as object).constructor?.name ?? 'an object';
+  if (typeof value === 'object') return value.constructor?.name ?? 'an object';
   return typeof value;
 }
 

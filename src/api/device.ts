@@ -45,7 +45,7 @@ export class Device {
       throw errors.invalidArgument(`alloc: options.kind must be one of ${MEMORY_KINDS.join(', ')}, got ${describe(kind)}`, this.id);
     }
     if (!this.info.memoryKinds.includes(kind as MemoryKind)) {
-      throw errors.unsupported(`device ${this.id} (${this.info.name}) does not support '${kind}' memory; it supports ${this.info.memoryKinds.join(', ')}`, this.id);
+      throw errors.unsupported(`device ${this.id} (${this.info.name}) does not support '${kind as MemoryKind}' memory; it supports ${this.info.memoryKinds.join(', ')}`, this.id);
     }
     const allocation = await this.plugin.alloc(bytes, kind as MemoryKind).catch((error: unknown) => {
       throw asOffloadError(error, `allocating ${bytes} bytes of '${kind}' memory on device ${this.id}`, { device: this.id });

@@ -282,7 +282,7 @@ async function readSources(files: string[]): Promise<SourceSet> {
   const texts: Record<string, string> = {};
   for (const file of absolute) texts[file] = await readSourceFile(file);
   const deviceText = await readSourceFile(DEVICE_LIBRARY);
-  let baseDir = path.dirname(absolute[0]);
+  let baseDir = path.dirname(absolute[0]!);
   for (const file of absolute) {
     while (path.relative(baseDir, file).split(path.sep)[0] === '..') baseDir = path.dirname(baseDir);
   }
@@ -367,7 +367,7 @@ function checkAllocations(wat: string, sources: SourceSet, hasStart: boolean): v
   let current = '';
   for (const line of wat.split('\n')) {
     const func = /^ \(func \$(\S+)/.exec(line);
-    if (func !== null) current = func[1];
+    if (func !== null) current = func[1]!;
     // Skip module-level lines, compiler functions and top-level code (`~start`, `start:<file>`).
     else if (line.includes(`$${STUB_RUNTIME_PREFIX}`) && current !== '' && !current.startsWith('~') && !current.startsWith('start:')) {
       allocating.add(current);
@@ -407,7 +407,7 @@ async function refuseTopLevelCode(sources: SourceSet, staticBase: number, option
   const plain = options.optimize === false ? wat : (await compileImage(sources, staticBase, { ...options, optimize: false })).wat;
   // A file's `start:` function that only calls others' (its imports') has no code of its own.
   const files = [...plain.matchAll(/^ \(func \$start:(\S+)\n((?: {2}.*\n)*) \)$/gm)]
-    .filter(([, file, body]) => !file.startsWith(LIBRARY_PREFIX) && !/^(?: {2}call \$start:\S+\n)*$/.test(body))
+    .filter(([, file, body]) => !file!.startsWith(LIBRARY_PREFIX) && !/^(?: {2}call \$start:\S+\n)*$/.test(body!))
     .map(([, file]) => displaySource(sources.baseDir, `${file}.ts`));
   // No file has top-level code: the start function only sets up the allocator, for kernel code that allocates.
   if (files.length === 0 && wat.includes(`$${STUB_RUNTIME_PREFIX}`)) throw allocationError(entryFiles(sources));

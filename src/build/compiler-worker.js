@@ -119,7 +119,7 @@ function constantOf(program, global) {
   try {
     const { convert, lineOf } = converterFor(program, global);
     return { ...base, line: lineOf(declaration.range), type: convert(declaration.type), initializer: convert(declaration.initializer) };
-  } catch (error) {
+  } catch {
     return { ...base, line: 0, type: null, initializer: null };
   }
 }

@@ -195,7 +195,7 @@ export class ByteReader {
 
   byte(): number {
     if (this.pos >= this.end) throw malformed('unexpected end');
-    return this.bytes[this.pos++];
+    return this.bytes[this.pos++]!;
   }
 
   u32le(): number {

@@ -506,8 +506,8 @@ class FunctionTranslator {
   private target(node: SyntaxNode): Binding {
     if (node.k !== 'Identifier') return fail(node, `assigns to a ${describe(node)}; only local variables and parameters can be assigned`);
     const found = this.lookup(node);
-    if (!found) return fail(node, `assigns to '${node.text}', which is not a local variable or parameter`);
-    if (found.constant) fail(node, `assigns to constant '${node.text}'`);
+    if (!found) return fail(node, `assigns to '${node.text as string}', which is not a local variable or parameter`);
+    if (found.constant) fail(node, `assigns to constant '${node.text as string}'`);
     return found;
   }
 
@@ -517,12 +517,12 @@ class FunctionTranslator {
     const op = COMPOUND[operator];
     if (op === undefined) {
       const value = this.coerce(this.expression(node.right as SyntaxNode, target.type), target.type, node);
-      if (target.base !== value.base) fail(node, `assigns an address that does not derive from pointer '${target.base ?? value.base}' to '${(node.left as SyntaxNode).text}' (an address must trace back to one pointer parameter)`);
+      if (target.base !== value.base) fail(node, `assigns an address that does not derive from pointer '${target.base ?? value.base}' to '${(node.left as SyntaxNode).text as string}' (an address must trace back to one pointer parameter)`);
       return `${target.wgsl} = ${value.code}`;
     }
     const left: Value = { code: target.wgsl, type: target.type, base: target.base };
     const result = this.binary(node, op, left, node.right as SyntaxNode);
-    if (result.base !== target.base) fail(node, `assigns an address that does not derive from pointer '${target.base ?? result.base}' to '${(node.left as SyntaxNode).text}'`);
+    if (result.base !== target.base) fail(node, `assigns an address that does not derive from pointer '${target.base ?? result.base}' to '${(node.left as SyntaxNode).text as string}'`);
     return `${target.wgsl} = ${this.coerce(result, target.type, node).code}`;
   }
 
@@ -558,7 +558,7 @@ class FunctionTranslator {
         if (found) return { code: found.wgsl, type: found.type, base: found.base, ...(found.words ? { words: found.words } : {}) };
         const constant = this.constants.get(node.element as string);
         if (constant !== undefined) return this.constant(node, constant, context);
-        return fail(node, `reads '${node.text}', which is not a local variable, a parameter or a top-level constant`);
+        return fail(node, `reads '${node.text as string}', which is not a local variable, a parameter or a top-level constant`);
       }
       case 'Assertion':
         return this.assertion(node);
@@ -749,7 +749,7 @@ class FunctionTranslator {
       const found = limits[`${object.text as string}.${name}`];
       if (found) return found;
     }
-    return fail(node, `reads '${String(object.text ?? describe(object))}.${name}', which the WGSL translation does not cover`);
+    return fail(node, `reads '${(object.text as string | undefined) ?? describe(object)}.${name}', which the WGSL translation does not cover`);
   }
 
   private call(node: SyntaxNode, context: Ty | undefined, statement: boolean): Value {
@@ -768,7 +768,7 @@ class FunctionTranslator {
         return { code: `${math.wgsl}(${values.join(', ')})`, type: 'f32' };
       }
       if (element === '~lib/math/NativeMath') return fail(node, `calls Math.${name}, which computes in f64 (WGSL has no f64): use Mathf.${name}`);
-      return fail(node, `calls '${String(object.text ?? describe(object))}.${name}', which the WGSL translation does not cover`);
+      return fail(node, `calls '${(object.text as string | undefined) ?? describe(object)}.${name}', which the WGSL translation does not cover`);
     }
     if (callee.k !== 'Identifier' || this.lookup(callee)) return fail(node, 'calls something other than a function of the file, the device library or a builtin');
     const element = callee.element as string | null;
@@ -1020,7 +1020,7 @@ function typeOf(name: string, fn: FunctionSyntax, what: string): Ty {
 }
 
 function typeName(node: SyntaxNode): string {
-  return (node.resolved as string | null) ?? String(((node.name as SyntaxNode | undefined)?.identifier as SyntaxNode | undefined)?.text ?? '?');
+  return (node.resolved as string | null) ?? ((((node.name as SyntaxNode | undefined)?.identifier as SyntaxNode | undefined)?.text as string | undefined) ?? '?');
 }
 
 function typeOfNode(node: SyntaxNode, what: string): Ty {

@@ -143,8 +143,8 @@ export async function run(args: string[]): Promise<number> {
     const rest = at >= 0 ? [...args.slice(0, at), ...args.slice(at + 2)] : args.filter((arg) => !arg.startsWith('--mpi='));
     return mpiJob(ranks, [process.argv[1]!, 'bench', ...rest]);
   }
-  const size = values.size as ProblemSize;
-  const grid = values.grid as XsGrid;
+  const size = values.size;
+  const grid = values.grid;
 
   const json = values.json === true;
   const say = json ? () => {} : (line: string) => console.log(line);
@@ -154,7 +154,7 @@ export async function run(args: string[]): Promise<number> {
   try {
     const runtime = await Offload.init(local && { proxies: local.proxies.map((proxy) => proxy.address), token: local.token });
     try {
-      const devices = pickDevices(runtime, values.devices!);
+      const devices = pickDevices(runtime, values.devices);
       // Before the data is made (tens of seconds for a large run): every device holds all of it.
       if (app === 'xsbench') checkFits(devices, size, grid);
       const initStart = performance.now();

@@ -190,8 +190,8 @@ function inputs(n: number): { x: Float32Array; y: Float32Array } {
 /** The first element where `got` and `expected` differ by more than `relative` times max(1, |expected|). */
 function firstMismatch(got: ArrayLike<number>, expected: ArrayLike<number>, relative: number): Mismatch | undefined {
   for (let index = 0; index < expected.length; index++) {
-    if (!(Math.abs(got[index] - expected[index]) <= relative * Math.max(1, Math.abs(expected[index])))) {
-      return { index, got: got[index], expected: expected[index] };
+    if (!(Math.abs(got[index]! - expected[index]!) <= relative * Math.max(1, Math.abs(expected[index]!)))) {
+      return { index, got: got[index]!, expected: expected[index]! };
     }
   }
   return undefined;
@@ -246,7 +246,7 @@ async function saxpy(device: Device, kernel: Kernel, n: number, grid: Grid): Pro
   await freeAll([xBuf, yBuf]);
 
   const expected = new Float32Array(n);
-  for (let i = 0; i < n; i++) expected[i] = a * x[i] + y[i];
+  for (let i = 0; i < n; i++) expected[i] = a * x[i]! + y[i]!;
   return { kernel: 'saxpy', problem: `n = ${n}, f32`, ...grid, ...times, mismatch: firstMismatch(result, expected, F32_TOLERANCE) };
 }
 

@@ -68,7 +68,7 @@ async function main(args: string[]): Promise<number> {
     console.log(await version());
     return 0;
   }
-  if (name === 'help') return dispatch(rest[0], ['--help']);
+  if (name === 'help') return dispatch(rest[0]!, ['--help']);
   return dispatch(name, rest);
 }
 

@@ -47,7 +47,7 @@ export function encodeBundle(manifest: Manifest, images: Uint8Array[]): Uint8Arr
   }
   let offset = 0;
   const infos = manifest.images.map((info, k): ImageInfo => {
-    const size = images[k].length;
+    const size = images[k]!.length;
     const placed = { ...info, offset, size };
     offset += align8(size);
     return placed;
@@ -60,7 +60,7 @@ export function encodeBundle(manifest: Manifest, images: Uint8Array[]): Uint8Arr
   view.setUint32(8, BUNDLE_VERSION, true);
   view.setUint32(12, json.length, true);
   out.set(json, HEADER_BYTES);
-  infos.forEach((info, k) => out.set(images[k], payloadStart + info.offset));
+  infos.forEach((info, k) => out.set(images[k]!, payloadStart + info.offset));
   return out;
 }
 

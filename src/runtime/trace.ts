@@ -77,6 +77,7 @@ export class Tracer {
     for (const event of events) {
       const pid = base + event.pid;
       if (event.ph === 'M') {
+        // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a proxy's trace is data from the wire: whatever its name is, shown as String() shows it
         const name = event.name === 'process_name' ? `proxy ${clock.proxy} ${String(event.args?.name ?? '')}` : event.args?.name;
         this.events.push({ ...event, pid, args: { name } });
       } else {

@@ -38,6 +38,7 @@ export async function rejectsWith(promise: Promise<unknown>, code: string, messa
   } catch (error) {
     caught = error;
   }
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- whatever was thrown instead, as String() shows it
   assert.ok(caught instanceof OffloadError, `expected an OffloadError ${code}, got ${caught === undefined ? 'success' : String(caught)}`);
   assert.equal(caught.code, code, `wrong code; message: ${caught.message}`);
   if (message) assert.match(caught.message, message);
@@ -61,7 +62,6 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
       if (!found) kernels.set(name, (found = await device.kernel(library, name)));
       return found;
     };
-    const f32 = (values: number[]): Float32Array => new Float32Array(values);
     const withBuffer = async <T>(bytes: number, body: (buffer: Buffer) => Promise<T>): Promise<T> => {
       const buffer = await device.alloc(bytes);
       try {

@@ -439,7 +439,7 @@ export class LaunchModel implements InterleavedSystem<unknown> {
     const withdrawals = h.withdrawals.map((w) => `${w.slot}@${w.gen}/${w.pc}/${w.ticket}/${w.worker}/${w.cell}`);
     const host = [h.free, h.waiting.items.slice(h.waiting.head).map((l) => l.id), flights, [...h.retiring], withdrawals, pub, h.pumpPc, round, h.generation].join('|');
     const main = b.threads.slice(0, FIRST_WORKER).map((t) => `${+t.blocked}${t.pending ? Object.values(t.pending).join('.') : ''}`);
-    const waiters = Object.entries(b.waiters).map(([address, list]) => `${address}:${list.map(thread)}`);
+    const waiters = Object.entries(b.waiters).map(([address, list]) => `${address}:${list.map(thread).join(',')}`);
     const book = [b.next, b.runs.join(';'), b.settled, Object.entries(b.byGen), b.deaths, b.exits.map((w) => thread(FIRST_WORKER + w)), waiters, main, b.violation ?? ''].join('|');
     return [memory, host, order.map((index) => own[index]).join('|'), book];
   }

@@ -68,10 +68,10 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
 
     // Each map type in a target call: what reaches the device, what comes back, how many copies.
     const cases = [
-      { name: 'to', clause: map.to, back: [1, 2, 3, 4], to: 1, from: 0 },
-      { name: 'from', clause: map.from, back: null, to: 0, from: 1 },
-      { name: 'tofrom', clause: map.tofrom, back: [11, 12, 13, 14], to: 1, from: 1 },
-      { name: 'alloc', clause: map.alloc, back: [1, 2, 3, 4], to: 0, from: 0 },
+      { name: 'to', clause: (view: Int32Array) => map.to(view), back: [1, 2, 3, 4], to: 1, from: 0 },
+      { name: 'from', clause: (view: Int32Array) => map.from(view), back: null, to: 0, from: 1 },
+      { name: 'tofrom', clause: (view: Int32Array) => map.tofrom(view), back: [11, 12, 13, 14], to: 1, from: 1 },
+      { name: 'alloc', clause: (view: Int32Array) => map.alloc(view), back: [1, 2, 3, 4], to: 0, from: 0 },
     ];
     for (const { name, clause, back, to, from } of cases) {
       it(`target with map.${name}: copies ${to} in, ${from} out`, async () => {

@@ -9,7 +9,7 @@ import { parseBytes } from '../../units.js';
 import { dropped } from '../../runtime/debug.js';
 import { copyInto } from '../../shared-copy.js';
 import { exportedAddresses, readWasmModuleInfo, type DataSegment, type WasmModuleInfo } from '../../build/wasm-module-info.js';
-import { BARRIER_IMPORT, DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, HOST_CALL_IMPORT, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
+import { BARRIER_IMPORT, DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
 import type {
   Allocation,
   DeviceImage,

@@ -140,7 +140,7 @@ export class HostCallServer {
       try {
         answer = Promise.resolve(handler(name, args));
       } catch (error) {
-        answer = Promise.reject(error as Error);
+        answer = Promise.reject(error);
       }
       answer.then(
         (value) => this.answer(worker, call, box, typeof value === 'number' ? value : Number.NaN, undefined),

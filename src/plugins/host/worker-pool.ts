@@ -426,7 +426,7 @@ export class WorkerPool {
           // Let the continuations of what just completed run first: they often publish the
           // next launches, which are worth more than polling an idle ring.
           this.publish();
-          await null;
+          await Promise.resolve();
           continue;
         }
         // HostAction.Wait: nothing completed in this round; a worker may be waiting for a host call (M3).

@@ -345,7 +345,7 @@ export class WebGpuDevice implements PluginDevice {
     const scalars = uniform ? new DataView(new ArrayBuffer(Math.ceil(uniform.bytes / 16) * 16)) : undefined;
     checkAliasing(kernel, args);
     kernel.info.params.forEach((param, index) => {
-      const arg = args[index];
+      const arg = args[index]!;
       if (param.type === 'ptr' && arg.type === 'ptr') {
         entries.push({ binding: param.binding, resource: this.binding(kernel, param.name, arg.alloc as WebGpuAllocation, arg.offset) });
       } else if (param.type === 'i32' && arg.type === 'i32') {
@@ -357,7 +357,7 @@ export class WebGpuDevice implements PluginDevice {
     let uniformBuffer: GPUBuffer | undefined;
     if (uniform && scalars) {
       uniformBuffer = gpu.createBuffer({ label: `${kernel.name} scalars`, size: scalars.byteLength, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
-      gpu.queue.writeBuffer(uniformBuffer, 0, new Uint8Array(scalars.buffer as ArrayBuffer));
+      gpu.queue.writeBuffer(uniformBuffer, 0, new Uint8Array(scalars.buffer));
       entries.push({ binding: uniform.binding, resource: { buffer: uniformBuffer } });
     }
     try {
@@ -452,15 +452,17 @@ async function scoped<T>(gpu: GPUDevice, what: string, body: () => T): Promise<T
   gpu.pushErrorScope('internal');
   gpu.pushErrorScope('out-of-memory');
   gpu.pushErrorScope('validation');
-  let result: T;
+  let result: { value: T } | { error: unknown };
   try {
-    result = body();
-  } finally {
-    const popped = Promise.all([gpu.popErrorScope(), gpu.popErrorScope(), gpu.popErrorScope()]);
-    const [validation, memory, internal] = await popped;
-    if (memory) throw errors.outOfMemory(`${what}: the WebGPU device is out of memory: ${memory.message}`);
-    if (validation) throw errors.invalidArgument(`${what}: WebGPU refused it: ${validation.message.trim()}`);
-    if (internal) throw errors.unsupported(`${what}: WebGPU internal error: ${internal.message}`);
+    result = { value: body() };
+  } catch (error) {
+    result = { error };
   }
-  return result;
+  // The scopes are popped whatever body() did, and an error they report wins over body()'s.
+  const [validation, memory, internal] = await Promise.all([gpu.popErrorScope(), gpu.popErrorScope(), gpu.popErrorScope()]);
+  if (memory) throw errors.outOfMemory(`${what}: the WebGPU device is out of memory: ${memory.message}`);
+  if (validation) throw errors.invalidArgument(`${what}: WebGPU refused it: ${validation.message.trim()}`);
+  if (internal) throw errors.unsupported(`${what}: WebGPU internal error: ${internal.message}`);
+  if ('error' in result) throw result.error;
+  return result.value;
 }

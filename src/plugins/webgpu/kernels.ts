@@ -120,7 +120,7 @@ export async function loadWgslImage(device: GPUDevice, image: DeviceImage, defau
   const loaded = new Map<string, WgslKernel>();
   for (const info of kernels) {
     const entry = image.entries.find((candidate) => candidate.name === info.name);
-    if (!entry || entry.params.length !== info.params.length || entry.params.some((param, i) => param.type !== info.params[i].type)) {
+    if (!entry || entry.params.length !== info.params.length || entry.params.some((param, i) => param.type !== info.params[i]!.type)) {
       throw errors.incompatibleImage(`WGSL kernel '${info.name}' does not match the bundle's entry for it`);
     }
     loaded.set(info.name, new WgslKernel(device, module, info, deviceId));

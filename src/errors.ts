@@ -118,6 +118,11 @@ export function asOffloadError(error: unknown, context: string, options: { code?
   return new OffloadError(code, message, { device, cause: error });
 }
 
+/** The message of anything thrown, for a coded error that keeps it as its cause. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** Shorthand constructors, one per code, so call sites read as sentences. */
 export const errors = {
   invalidArgument: (msg: string, device?: number) => new OffloadError('INVALID_ARGUMENT', msg, { device }),

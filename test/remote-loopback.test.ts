@@ -68,7 +68,7 @@ describe('the remote plugin over an in-memory transport', { timeout: 120_000 }, 
       order.push('host function');
     });
     const out = new Uint8Array(16);
-    q.read(buffer, out).done.then(() => order.push('read'));
+    void q.read(buffer, out).done.then(() => order.push('read'));
     await q.finish();
     assert.deepEqual(order, ['host function', 'read']);
     assert.ok(out.every((byte) => byte === 7));

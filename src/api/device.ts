@@ -48,7 +48,7 @@ export class Device {
       throw errors.unsupported(`device ${this.id} (${this.info.name}) does not support '${kind as MemoryKind}' memory; it supports ${this.info.memoryKinds.join(', ')}`, this.id);
     }
     const allocation = await this.plugin.alloc(bytes, kind as MemoryKind).catch((error: unknown) => {
-      throw asOffloadError(error, `allocating ${bytes} bytes of '${kind}' memory on device ${this.id}`, { device: this.id });
+      throw asOffloadError(error, `allocating ${bytes} bytes of '${kind as MemoryKind}' memory on device ${this.id}`, { device: this.id });
     });
     this.context.info.alloc(this.id, kind as string, bytes, allocation.address);
     return new Buffer(this, allocation);

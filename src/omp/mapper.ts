@@ -9,7 +9,7 @@
  * one queue, in order, and the call resolves when they are done.
  */
 import { errors } from '../errors.js';
-import type { Buffer, DevicePointer } from '../api/buffer.js';
+import type { Buffer } from '../api/buffer.js';
 import type { Device } from '../api/device.js';
 import type { Kernel } from '../api/kernel.js';
 import type { Grid, KernelArgument, Queue } from '../api/queue.js';
@@ -189,6 +189,7 @@ export class Mapper {
         failure ??= error;
       }
     }
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- the first clause's error, as it came
     if (failure !== undefined) throw failure;
   }
 
@@ -268,7 +269,7 @@ export class Mapper {
         }
         const { entry, offset } = entered[next++]!;
         const buffer = entry.ready ?? (await entry.buffer);
-        lowered.push(offset === 0 ? buffer : (buffer.at(offset) as DevicePointer));
+        lowered.push(offset === 0 ? buffer : buffer.at(offset));
       }
       queue.launch(kernel, grid, lowered);
       await this.exit(device, queue, [...entered].reverse().map(({ spec }) => ({ spec, type: exitTypeOf(spec.type) })));
@@ -296,7 +297,7 @@ export class Mapper {
       const found = table.lookup(arg.view, arg.name);
       const buffer = found?.entry.ready;
       if (!buffer) return undefined;
-      lowered[i] = found.offset === 0 ? buffer : (buffer.at(found.offset) as DevicePointer);
+      lowered[i] = found.offset === 0 ? buffer : buffer.at(found.offset);
     }
     return lowered;
   }

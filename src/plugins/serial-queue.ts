@@ -3,7 +3,7 @@
  * interface.ts for the contract). Plugins enqueue closures; this class keeps the order, the
  * failure state and the bookkeeping, once.
  */
-import { asOffloadError as toOffloadError, type OffloadError } from '../errors.js';
+import { asOffloadError, type OffloadError } from '../errors.js';
 import { LOCAL_CLOCK, type Allocation, type EventTiming, type Grid, type LaunchArg, type LoadedKernel, type PluginDevice, type PluginEvent, type PluginQueue, type Rect } from './interface.js';
 import { PeerQueues } from './peer-queues.js';
 import { dropped } from '../runtime/debug.js';
@@ -38,7 +38,7 @@ export class SerialQueue {
       },
       (error: unknown) => {
         this.pending--;
-        this.failure ??= toOffloadError(error, 'running an operation of a device queue');
+        this.failure ??= asOffloadError(error, 'running an operation of a device queue');
       },
     );
     return result; // handled: the `then` above takes its rejection
@@ -55,7 +55,7 @@ export class SerialQueue {
       this.guard();
       return Promise.resolve(op());
     } catch (error) {
-      const failure = toOffloadError(error, 'running an operation of a device queue');
+      const failure = asOffloadError(error, 'running an operation of a device queue');
       this.failure = failure;
       const failed = Promise.reject(failure);
       failed.catch(noop); // as enqueue's: the failure is the queue's, synchronize() reports it
@@ -75,14 +75,6 @@ export class SerialQueue {
     this.failure = undefined;
     if (failure) throw failure;
   }
-}
-
-/**
- * @deprecated errors.ts's asOffloadError, without a context: kept only for plugins/remote/queue.ts
- * and proxy/connection.ts until their rewrite imports that one and names what failed.
- */
-export function asOffloadError(error: unknown): OffloadError {
-  return toOffloadError(error, 'running an operation of a remote device or proxy');
 }
 
 /** An event of a queue built on SerialQueue: `done` settles with the op it was recorded as. */

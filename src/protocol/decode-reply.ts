@@ -38,7 +38,7 @@ export function decodeProxyFrame(frame: Frame, proxy: string): ProxyFrame {
       if (args.length > MAX_HOST_CALL_ARGS || !args.every((arg) => typeof arg === 'number' || arg === null)) {
         throw errors.protocol(`a 'host-call' frame from proxy ${proxy} has arguments that are not up to ${MAX_HOST_CALL_ARGS} numbers`);
       }
-      return { op, call, queue: meta.uint('queue'), kernel, name, args: args as (number | null)[] };
+      return { op, call, queue: meta.uint('queue'), kernel, name, args };
     }
     default:
       throw errors.protocol(`unexpected '${op}' frame from proxy ${proxy}`);

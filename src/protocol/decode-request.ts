@@ -57,8 +57,8 @@ export function decodeRequest(frame: Frame): Request {
   const queue = () => meta.uint('queue');
   switch (op) {
     case 'hello': {
-      const token = meta.optional('token', meta.string);
-      const grant = meta.optional('grant', meta.string);
+      const token = meta.optional('token', (field) => meta.string(field));
+      const grant = meta.optional('grant', (field) => meta.string(field));
       return { op, id, version: meta.uint('version'), token, grant, trace: frame.meta.trace === true };
     }
     case 'ping':
@@ -109,10 +109,10 @@ export function decodeRequest(frame: Frame): Request {
         image: meta.uint('image'),
         kernel: meta.string('kernel'),
         args: meta.args('args'),
-        timeoutMs: meta.optional('timeoutMs', meta.uint),
+        timeoutMs: meta.optional('timeoutMs', (field) => meta.uint(field)),
         teams: meta.gridSize('teams'),
         threads: meta.gridSize('threads'),
-        teamMemoryBytes: meta.optional('teamMemoryBytes', meta.uint),
+        teamMemoryBytes: meta.optional('teamMemoryBytes', (field) => meta.uint(field)),
       };
     case 'record':
       return { op, id, queue: queue(), event: meta.uint('event'), timing: frame.meta.timing === true };

@@ -17,10 +17,13 @@ import type { WireArg, WireError } from './wire.js';
 export type WireGridSize = number | [number] | [number, number] | [number, number, number];
 
 /** The request ops and their fields (besides `op` and `id`). Payloads travel beside the fields: noted per op. */
+/** A request or reply with no fields of its own (beyond op and id). */
+type NoFields = Record<never, never>;
+
 export interface Requests {
   /** The first frame: a client logs in with the token, a peer proxy's link with a write grant. */
   hello: { version: number; token?: string; grant?: string; trace?: boolean };
-  ping: {};
+  ping: NoFields;
   /** Payload: the image's bytes. */
   register: { image: number; name: string; info: Omit<ImageInfo, 'offset' | 'size'>; entries: readonly EntryInfo[] };
   load: { image: number; device: number };
@@ -64,7 +67,7 @@ export interface Requests {
     dstSlicePitch: number;
   };
   'memory-info': { device: number };
-  trace: {};
+  trace: NoFields;
 }
 
 /** The device side of a rectangle (the host side travels packed: rows one after another). */
@@ -120,7 +123,7 @@ export interface ReplyBodies {
   trace: { dropped: number };
 }
 
-export type ReplyBody = ReplyBodies[keyof ReplyBodies] | {};
+export type ReplyBody = ReplyBodies[keyof ReplyBodies] | NoFields;
 
 /** A reply as the proxy writes it: `id`, then `error` or the op's body. */
 export type ReplyFrame = { op: 'reply'; id: number; error?: WireError } & ReplyBody;

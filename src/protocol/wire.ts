@@ -28,7 +28,7 @@
  * below): a wrong type is PROTOCOL and closes the connection; a well-typed wrong value (an unknown buffer, queue or kernel, an
  * offset out of range) is a coded error in the reply.
  */
-import { errors, OffloadError, quoted, type ErrorCode, ErrorCode as Codes } from '../errors.js';
+import { asOffloadError, errors, OffloadError, quoted, type ErrorCode, ErrorCode as Codes } from '../errors.js';
 import type { Frame } from '../transport/frame.js';
 
 export const PROTOCOL_VERSION = 1;
@@ -50,14 +50,15 @@ const MAX_ERROR_MESSAGE = 4096;
 
 const bounded = (text: string): string => (text.length > MAX_ERROR_MESSAGE ? `${text.slice(0, MAX_ERROR_MESSAGE)}... (${text.length} characters)` : text);
 
-export function toWireError(error: unknown): WireError {
-  if (error instanceof OffloadError) return { code: error.code, message: bounded(error.message) };
-  return { code: 'DEVICE_LOST', message: bounded(`proxy failure: ${error instanceof Error ? error.message : String(error)}`) };
+/** An error as a reply carries it: a foreign exception on the proxy is INTERNAL (a bug of ours), never a lost device. */
+export function toWireError(error: unknown, context = 'serving a request'): WireError {
+  const known = asOffloadError(error, `${context} on the proxy`);
+  return { code: known.code, message: bounded(known.message) };
 }
 
+/** The one conversion of a wire error into an OffloadError (Meta.error has already refused unknown codes). */
 export function fromWireError(error: WireError, where: string): OffloadError {
-  const code = Object.values(Codes).includes(error.code) ? error.code : 'DEVICE_LOST';
-  return new OffloadError(code, `${error.message} (on proxy ${where})`);
+  return new OffloadError(error.code, `${error.message} (on proxy ${where})`);
 }
 
 /**
@@ -124,8 +125,8 @@ export class Meta {
     if (typeof wire !== 'object' || wire === null || typeof wire.code !== 'string' || typeof wire.message !== 'string') {
       this.fail(field, 'an error object');
     }
-    if (!Object.values(Codes).includes(wire.code as ErrorCode)) this.fail(`${field}.code`, `one of ${Object.values(Codes).join(', ')}`);
-    return { code: wire.code as ErrorCode, message: bounded(wire.message!) };
+    if (!Object.values(Codes).includes(wire.code)) this.fail(`${field}.code`, `one of ${Object.values(Codes).join(', ')}`);
+    return { code: wire.code, message: bounded(wire.message) };
   }
 
   /** Up to `max` bytes as an array of integers 0..255 (a fill's pattern). */

@@ -91,7 +91,7 @@ export class BulkTransfers {
       write.writes.push(side.write(write.buffer, payload, { offset: write.offset + write.received }).done);
     }
     write.received += payload.byteLength;
-    if (write.received === write.bytes) Promise.all(write.writes).then(() => write.landed.resolve(), write.landed.reject);
+    if (write.received === write.bytes) Promise.all(write.writes).then(() => write.landed.resolve(), (error: unknown) => write.landed.reject(error));
   }
 
   /** Where a `chunk` frame's payload lands: straight in device memory when that is possible and the chunk is the next one. */

@@ -9,7 +9,7 @@
  * Ownership: the server makes one per accepted transport; when the transport closes, the
  * connection releases what it holds (its session, unless it is a peer link's) and tells the server.
  */
-import { errors, OffloadError, quoted } from '../errors.js';
+import { errors, messageOf, OffloadError, quoted } from '../errors.js';
 import { debug } from '../runtime/debug.js';
 import type { Device } from '../api/device.js';
 import type { Event, Queue } from '../api/queue.js';
@@ -117,7 +117,7 @@ export class ProxyConnection {
     try {
       return this.transport.send(frame, payload);
     } catch (error) {
-      this.transport.close(errors.protocol(`a ${quoted(frame.op)} frame could not be sent: ${(error as Error).message}`));
+      this.transport.close(new OffloadError('PROTOCOL', `a ${quoted(frame.op)} frame could not be sent: ${messageOf(error)}`, { cause: error }));
       return true;
     }
   }

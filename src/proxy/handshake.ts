@@ -7,7 +7,7 @@
  */
 import { Tracer } from '../runtime/trace.js';
 import { errors, OffloadError } from '../errors.js';
-import { asOffloadError } from '../plugins/serial-queue.js';
+import { asOffloadError } from '../errors.js';
 import type { KernelPrint } from '../runtime/options.js';
 import type { HostCall } from '../api/host-functions.js';
 import type { FrameLimits } from '../transport/frame.js';
@@ -83,7 +83,7 @@ export function hello(connection: ProxyConnection, request: RequestOf<'hello'>):
       connection.session = session;
       welcome(connection, id);
     },
-    (error: unknown) => connection.refuse(id, asOffloadError(error)),
+    (error: unknown) => connection.refuse(id, asOffloadError(error, 'opening a session for the client')),
   );
   connection.barrier(opening);
 }

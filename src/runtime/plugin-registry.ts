@@ -1,8 +1,9 @@
 /**
  * Plugins register as prioritised async factories, as tfjs registers backends: the runtime
  * creates them in priority order (highest first). A factory returns `undefined` when its
- * plugin is not available here (no GPU adapter, no proxies named); a factory that throws is a
- * configuration error and fails `Offload.init` with that error.
+ * plugin is not available here (no GPU adapter, no proxies named). A factory throws an
+ * OffloadError for a configuration error (INVALID_ARGUMENT, naming the option), which fails
+ * `Offload.init` as it is; anything else it throws is a bug and fails init as INTERNAL.
  *
  * This file holds the registrations only: each plugin's module registers itself (the host
  * plugin at 100, WebGPU at 75, remote at 50); src/plugins/builtin.ts loads those modules, and

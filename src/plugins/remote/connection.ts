@@ -6,7 +6,7 @@
  * Ownership: the connection owns its transport; `close()` closes it and rejects what is pending.
  */
 import { MAX_REMOTE_EVENTS, Tracer, type ClockAlignment, type TraceEvent } from '../../runtime/trace.js';
-import { errors, type OffloadError } from '../../errors.js';
+import { asOffloadError, errors, messageOf, OffloadError } from '../../errors.js';
 import { cut, type HostCallListener, MAX_KERNEL_NAME_CHARS, MAX_PRINT_CHARS, type DeviceInfo, type PrintListener } from '../interface.js';
 import { connectTo, DEFAULT_CONNECT_TIMEOUT_MS, linkedInJob, sameAddress, type TlsClientOptions } from '../../transport/connect.js';
 import { abortError } from '../../abort.js';
@@ -166,7 +166,7 @@ export class RemoteConnection {
     } catch (error) {
       // A request that cannot be framed (an image over 64 MiB, a manifest over 64 KiB) fails
       // alone, as its own rejection: never an exception out of an enqueueing call.
-      this.pending.get(id)!.reject(errors.invalidArgument(`a '${request.op}' request to proxy ${this.address} cannot be sent: ${(error as Error).message}`));
+      this.pending.get(id)!.reject(new OffloadError('INVALID_ARGUMENT', `a '${request.op}' request to proxy ${this.address} cannot be sent: ${messageOf(error)}`, { cause: error }));
       this.pending.delete(id);
     }
     return reply;
@@ -177,7 +177,7 @@ export class RemoteConnection {
     try {
       return this.transport.send(note, payload);
     } catch (error) {
-      this.transport.close(errors.protocol(`a '${note.op}' frame to proxy ${this.address} cannot be sent: ${(error as Error).message}`));
+      this.transport.close(new OffloadError('PROTOCOL', `a '${note.op}' frame to proxy ${this.address} cannot be sent: ${messageOf(error)}`, { cause: error }));
       return true;
     }
   }
@@ -219,7 +219,7 @@ export class RemoteConnection {
         throw errors.protocol(`unexpected '${decoded.op}' frame from proxy ${this.address}`);
       }
     } catch (error) {
-      this.transport.close(error as OffloadError);
+      this.transport.close(asOffloadError(error, `handling a frame from proxy ${this.address}`));
     }
   }
 

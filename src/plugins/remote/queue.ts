@@ -11,7 +11,7 @@
  */
 import { errors } from '../../errors.js';
 import { PeerQueues } from '../peer-queues.js';
-import { asOffloadError } from '../serial-queue.js';
+import { asOffloadError } from '../../errors.js';
 import { dropped } from '../../runtime/debug.js';
 import { EAGER_BYTES, type WireArg } from '../../protocol/wire.js';
 import type { RequestOp, Requests, WireRect } from '../../protocol/messages.js';
@@ -78,7 +78,6 @@ function wireArg(arg: LaunchArg): WireArg {
 type QueueOp = { [Op in RequestOp]: Requests[Op] extends { queue: number } ? Op : never }[RequestOp];
 type QueueRequestOf<Op extends QueueOp> = { op: Op } & Omit<Requests[Op], 'queue'>;
 type QueueRequest = { [Op in QueueOp]: QueueRequestOf<Op> }[QueueOp];
-type OutgoingQueueRequest = { [Op in QueueOp]: { op: Op } & Requests[Op] }[QueueOp];
 
 export class RemoteQueue implements PluginQueue {
   /** The queue's id on the proxy. */
@@ -110,8 +109,7 @@ export class RemoteQueue implements PluginQueue {
 
   /** Sends one queue operation (its `queue` is this one) and counts it until its reply. */
   private op(request: QueueRequest, payload?: Uint8Array, handlers?: Parameters<RemoteConnection['request']>[2]): Promise<void> {
-    // The cast only restores what the spread loses: each member of QueueRequest plus `queue` is the member of the same op.
-    return this.track(this.connection.request({ ...request, queue: this.id } as OutgoingQueueRequest, payload, handlers).then(() => {}));
+    return this.track(this.connection.request({ ...request, queue: this.id }, payload, handlers).then(() => {}));
   }
 
   private track(result: Promise<void>): Promise<void> {
@@ -235,7 +233,7 @@ export class RemoteQueue implements PluginQueue {
   };
 
   private signal(gate: number, error?: unknown): void {
-    const failure = error === undefined ? undefined : asOffloadError(error);
+    const failure = error === undefined ? undefined : asOffloadError(error, `the host side of a copy through gate ${gate}`);
     this.connection.request({ op: 'signal', gate, error: failure && { code: failure.code, message: failure.message } }).catch(dropped(`proxy ${this.connection.address}`, `signalling gate ${gate}`));
   }
 

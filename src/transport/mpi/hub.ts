@@ -18,7 +18,7 @@
  * setImmediate while traffic is recent, every millisecond otherwise, and while the rank has sends
  * in flight a turn keeps polling for up to 300 us (BURST_US); nothing blocks longer.
  */
-import { errors, OffloadError } from '../../errors.js';
+import { asOffloadError, errors, OffloadError } from '../../errors.js';
 import { encodeFrame, FrameDecoder } from '../frame.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, heartbeatInterval, peerTimeoutFromEnv } from '../heartbeat.js';
 import type { Transport } from '../transport.js';
@@ -299,7 +299,7 @@ export class MpiHub {
 
   private fail(error: unknown): void {
     if (this.failure) return;
-    this.failure = error instanceof OffloadError ? error : errors.deviceLost(`MPI failed: ${error instanceof Error ? error.message : String(error)}`);
+    this.failure = asOffloadError(error, 'MPI failed', { code: 'DEVICE_LOST' });
     for (const transport of [...this.channels.values()]) transport.closeQuietly(this.failure, false);
   }
 

@@ -9,7 +9,7 @@ const words = new Int32Array(workerData);
 
 // Sleeps until the request word changes, echoes it into the reply word and wakes the main
 // thread, as a host-device worker does when a launch completes.
-for (let seen = 0; ; ) {
+for (let seen = 0; ;) {
   Atomics.wait(words, REQUEST, seen);
   const request = Atomics.load(words, REQUEST);
   if (request === STOP) break;

@@ -11,7 +11,9 @@ const STOP = -1;
 
 export class AtomicsRoundTrip {
   private readonly words = new Int32Array(new SharedArrayBuffer(8));
-  private readonly worker = new Worker(new URL('./atomics-echo-worker.js', import.meta.url), { workerData: this.words.buffer });
+  private readonly worker = new Worker(new URL('./atomics-echo-worker.js', import.meta.url), {
+    workerData: this.words.buffer,
+  });
   private sequence = 0;
 
   /**

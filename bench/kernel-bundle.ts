@@ -11,6 +11,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** Path of the bench bundle. */
 export async function benchBundle(): Promise<string> {
-  const bundle = await cachedBundle([join(root, 'bench/kernels.ts'), join(root, 'examples/kernels.ts')], { label: 'offload-bench-kernels' });
+  const bundle = await cachedBundle([join(root, 'bench/kernels.ts'), join(root, 'examples/kernels.ts')], {
+    label: 'offload-bench-kernels',
+  });
   return bundle.path;
 }

@@ -8,7 +8,10 @@ import { decodeBundle } from '../src/image/bundle.js';
 export type MainThreadKernel = (...args: number[]) => void;
 
 /** The exported kernels of the bundle's wasm image, as plain functions over `memory`. */
-export async function instantiateOnMainThread(bundlePath: string, memory: WebAssembly.Memory): Promise<Record<string, MainThreadKernel>> {
+export async function instantiateOnMainThread(
+  bundlePath: string,
+  memory: WebAssembly.Memory,
+): Promise<Record<string, MainThreadKernel>> {
   const { images } = decodeBundle(await readFile(bundlePath));
   const image = images.find(({ info }) => info.format === 'wasm');
   if (!image) throw new Error(`${bundlePath} holds no wasm image`);

@@ -17,10 +17,17 @@ const api: typeof Api = existsSync(builtPath) ? await import(built.href) : await
 
 /** What `npm run bench` says it measured, and whether dist/ is older than src/. */
 export function runtimeSource(): string {
-  if (!existsSync(builtPath)) return 'src/ through tsx (no dist/ build: figures include tsx\'s transform; run npm run build)';
+  if (!existsSync(builtPath))
+    return "src/ through tsx (no dist/ build: figures include tsx's transform; run npm run build)";
   const newest = (dir: string): number =>
-    Math.max(...readdirSync(dir, { withFileTypes: true }).map((entry) => (entry.isDirectory() ? newest(join(dir, entry.name)) : statSync(join(dir, entry.name)).mtimeMs)));
-  return newest(srcPath) > statSync(builtPath).mtimeMs ? 'dist/ (OLDER than src/: run npm run build first)' : 'dist/ (the build a program runs)';
+    Math.max(
+      ...readdirSync(dir, { withFileTypes: true }).map((entry) =>
+        entry.isDirectory() ? newest(join(dir, entry.name)) : statSync(join(dir, entry.name)).mtimeMs,
+      ),
+    );
+  return newest(srcPath) > statSync(builtPath).mtimeMs
+    ? 'dist/ (OLDER than src/: run npm run build first)'
+    : 'dist/ (the build a program runs)';
 }
 
 export const { Offload, map } = api;

@@ -33,7 +33,8 @@ const server = net.createServer((socket) => {
       pending = pending.subarray(5);
       if (command === 'W') sinking = length;
       else if (command === 'R') {
-        for (let sent = 0; sent < length; sent += source.length) socket.write(source.subarray(0, Math.min(source.length, length - sent)));
+        for (let sent = 0; sent < length; sent += source.length)
+          socket.write(source.subarray(0, Math.min(source.length, length - sent)));
       } else {
         socket.destroy();
         return;

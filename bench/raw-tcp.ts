@@ -31,7 +31,9 @@ export class RawTcpPeer {
   }
 
   static async start(): Promise<RawTcpPeer> {
-    const child = spawn(process.execPath, [new URL('./raw-tcp-peer.js', import.meta.url).pathname], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [new URL('./raw-tcp-peer.js', import.meta.url).pathname], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     const port = await new Promise<number>((resolve, reject) => {
       child.once('exit', (code) => reject(new Error(`the raw TCP peer exited (${code})`)));
       createInterface({ input: child.stdout }).once('line', (line) => resolve(Number(line.split(':').pop())));
@@ -60,7 +62,8 @@ export class RawTcpPeer {
     header.writeUInt32LE(data.byteLength, 1);
     this.socket.write(header);
     for (let sent = 0; sent < data.byteLength; sent += 1 << 20) {
-      if (!this.socket.write(data.subarray(sent, Math.min(sent + (1 << 20), data.byteLength)))) await new Promise((resolve) => this.socket.once('drain', resolve));
+      if (!this.socket.write(data.subarray(sent, Math.min(sent + (1 << 20), data.byteLength))))
+        await new Promise((resolve) => this.socket.once('drain', resolve));
     }
     await ack;
   }

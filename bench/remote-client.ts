@@ -38,7 +38,14 @@ try {
     writes.push((performance.now() - start) / 1000);
   }
   const write = median(writes);
-  console.log(JSON.stringify({ location: device.info.location, rtt_us: median(rtts), write_64mib_s: write, write_gb_s: BYTES / write / 1e9 }));
+  console.log(
+    JSON.stringify({
+      location: device.info.location,
+      rtt_us: median(rtts),
+      write_64mib_s: write,
+      write_gb_s: BYTES / write / 1e9,
+    }),
+  );
 } finally {
   await runtime.shutdown();
 }

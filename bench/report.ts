@@ -99,7 +99,12 @@ function formatSeconds(seconds: number): string {
   return seconds >= 1 ? `${seconds.toFixed(2)} s` : `${(seconds * 1000).toFixed(1)} ms`;
 }
 
-function formatGoal(goal: Goal | string | undefined, value: number | undefined, ownValue?: number, unit?: Unit): string {
+function formatGoal(
+  goal: Goal | string | undefined,
+  value: number | undefined,
+  ownValue?: number,
+  unit?: Unit,
+): string {
   if (goal === undefined) return '';
   if (typeof goal === 'string') return goal;
   const verdict = met(goal, value, ownValue);
@@ -110,7 +115,8 @@ function formatGoal(goal: Goal | string | undefined, value: number | undefined, 
 }
 
 function formatMachine({ machine, plan }: Report): string[] {
-  const setting = (name: keyof Machine['env'], fallback: string) => `${name}=${machine.env[name] ?? `unset (${fallback})`}`;
+  const setting = (name: keyof Machine['env'], fallback: string) =>
+    `${name}=${machine.env[name] ?? `unset (${fallback})`}`;
   return [
     `- CPU: ${machine.cpu}, ${machine.cores} cores (availableParallelism ${machine.availableParallelism}), ${machine.memoryGiB} GiB RAM`,
     `- ${machine.os}, Node ${machine.node}; the runtime measured: ${machine.runtime}`,
@@ -131,11 +137,19 @@ export function markdownReport(report: Report): string {
     for (const row of rows) {
       const value = ratio(row);
       const baseline = row.baseline ? formatValue(row.baseline, row.unit) : '';
-      lines.push(`| ${row.name} | ${formatValue(row.offload, row.unit)} | ${baseline} | ${value?.toFixed(2) ?? ''} | ${formatGoal(row.goal, value, own(row), row.unit)} |`);
+      lines.push(
+        `| ${row.name} | ${formatValue(row.offload, row.unit)} | ${baseline} | ${value?.toFixed(2) ?? ''} | ${formatGoal(row.goal, value, own(row), row.unit)} |`,
+      );
     }
-    lines.push('', 'ratio = offload-ts / baseline, both medians in the row\'s unit: higher is better for rates (per second), lower for us.', '');
+    lines.push(
+      '',
+      "ratio = offload-ts / baseline, both medians in the row's unit: higher is better for rates (per second), lower for us.",
+      '',
+    );
     for (const row of rows) {
-      lines.push(`- ${row.name}: offload-ts = ${row.offload.label}${row.baseline ? `; baseline = ${row.baseline.label}` : ''}`);
+      lines.push(
+        `- ${row.name}: offload-ts = ${row.offload.label}${row.baseline ? `; baseline = ${row.baseline.label}` : ''}`,
+      );
     }
   }
   return lines.join('\n');

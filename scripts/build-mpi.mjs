@@ -22,12 +22,17 @@ function hasMpicc() {
 /** npm hands its bundled node-gyp to lifecycle scripts; outside them, find the one next to npm. */
 function nodeGyp() {
   if (process.env.npm_config_node_gyp) return process.env.npm_config_node_gyp;
-  const npm = path.dirname(createRequire(import.meta.url).resolve('npm/package.json', { paths: [path.dirname(process.execPath), '/usr/lib/node_modules', '/usr/local/lib/node_modules'] }));
+  const npm = path.dirname(
+    createRequire(import.meta.url).resolve('npm/package.json', {
+      paths: [path.dirname(process.execPath), '/usr/lib/node_modules', '/usr/local/lib/node_modules'],
+    }),
+  );
   return path.join(npm, 'node_modules', 'node-gyp', 'bin', 'node-gyp.js');
 }
 
 if (!hasMpicc()) {
-  const note = 'offload-ts: mpicc not found, the MPI addon is not built (install openmpi-bin libopenmpi-dev, then npm run build:mpi)';
+  const note =
+    'offload-ts: mpicc not found, the MPI addon is not built (install openmpi-bin libopenmpi-dev, then npm run build:mpi)';
   if (strict) {
     console.error(note);
     process.exit(1);
@@ -37,7 +42,9 @@ if (!hasMpicc()) {
 }
 // Build against the headers of the running Node when they are installed beside it (no download).
 const prefix = path.join(path.dirname(process.execPath), '..');
-const nodedir = process.env.npm_config_nodedir || (existsSync(path.join(prefix, 'include', 'node', 'node_api.h')) ? prefix : undefined);
+const nodedir =
+  process.env.npm_config_nodedir ||
+  (existsSync(path.join(prefix, 'include', 'node', 'node_api.h')) ? prefix : undefined);
 const args = [nodeGyp(), 'rebuild', ...(nodedir ? [`--nodedir=${nodedir}`] : [])];
 const result = spawnSync(process.execPath, args, { cwd: path.join(root, 'native', 'mpi'), stdio: 'inherit' });
 if (result.status !== 0) {

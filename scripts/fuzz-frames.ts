@@ -24,7 +24,11 @@ const started = performance.now();
 let report: FuzzReport;
 let memory: Record<string, number> = {};
 if (inProcess) {
-  const server = await ProxyServer.start({ listen: '127.0.0.1:0', token, runtime: { host: { threads: 1, memoryBytes: 64 * MiB }, webgpu: false } });
+  const server = await ProxyServer.start({
+    listen: '127.0.0.1:0',
+    token,
+    runtime: { host: { threads: 1, memoryBytes: 64 * MiB }, webgpu: false },
+  });
   try {
     report = await fuzzProxy(loopbackTarget(server), { token, frames, seed });
   } finally {
@@ -34,12 +38,19 @@ if (inProcess) {
   const proxy = await spawnProxy({
     cli: ['--import', 'tsx', fileURLToPath(new URL('../src/cli/main.ts', import.meta.url))],
     token,
-    env: { ...process.env, OFFLOAD_HOST_THREADS: '1', OFFLOAD_HOST_MEMORY: '64M', OFFLOAD_WEBGPU: 'off', OFFLOAD_PROXIES: '' },
+    env: {
+      ...process.env,
+      OFFLOAD_HOST_THREADS: '1',
+      OFFLOAD_HOST_MEMORY: '64M',
+      OFFLOAD_WEBGPU: 'off',
+      OFFLOAD_PROXIES: '',
+    },
   });
   try {
     const before = await proxyStats({ ...proxy, token });
     report = await fuzzProxy(tcpTarget(proxy.address, 8), { token, frames, seed });
-    if (proxy.child.exitCode !== null || proxy.child.signalCode !== null) report.violations.push(`the proxy exited:\n${proxy.output().slice(-4000)}`);
+    if (proxy.child.exitCode !== null || proxy.child.signalCode !== null)
+      report.violations.push(`the proxy exited:\n${proxy.output().slice(-4000)}`);
     else {
       const after = await proxyStats({ ...proxy, token });
       const mib = (bytes: number) => Number((bytes / MiB).toFixed(1));
@@ -57,7 +68,13 @@ if (inProcess) {
   }
 }
 const seconds = (performance.now() - started) / 1000;
-console.log(JSON.stringify({ target: inProcess ? 'in-process' : 'tcp', seed, seconds: Number(seconds.toFixed(1)), ...memory, ...report }, null, 2));
+console.log(
+  JSON.stringify(
+    { target: inProcess ? 'in-process' : 'tcp', seed, seconds: Number(seconds.toFixed(1)), ...memory, ...report },
+    null,
+    2,
+  ),
+);
 if (report.violations.length > 0) {
   console.error(`violations found; replay with: npm run fuzz -- ${frames} ${seed}${inProcess ? ' --in-process' : ''}`);
   process.exitCode = 1;

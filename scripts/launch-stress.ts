@@ -10,10 +10,19 @@ import { stressRun } from '../test/helpers/launch-stress.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { hog: { type: 'boolean' }, threads: { type: 'string' }, queues: { type: 'string' }, launches: { type: 'string' } },
+  options: {
+    hog: { type: 'boolean' },
+    threads: { type: 'string' },
+    queues: { type: 'string' },
+    launches: { type: 'string' },
+  },
 });
 const runs = Number(positionals[0] ?? 20);
-const run = { threads: Number(values.threads ?? 2), queues: Number(values.queues ?? 1), launches: Number(values.launches ?? 40_000) };
+const run = {
+  threads: Number(values.threads ?? 2),
+  queues: Number(values.queues ?? 1),
+  launches: Number(values.launches ?? 40_000),
+};
 const hog = values.hog ? await startCpuHog(runs * 120_000) : undefined;
 let exact = 0;
 try {
@@ -27,5 +36,7 @@ try {
 } finally {
   await hog?.stop();
 }
-console.log(`${exact} of ${runs} runs exact (${run.launches} launches, ${run.threads} workers, ${run.queues} queue(s)${hog ? ', CPUs kept busy' : ''})`);
+console.log(
+  `${exact} of ${runs} runs exact (${run.launches} launches, ${run.threads} workers, ${run.queues} queue(s)${hog ? ', CPUs kept busy' : ''})`,
+);
 if (exact < runs) process.exitCode = 1;

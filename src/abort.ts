@@ -8,7 +8,9 @@ import { errors, OffloadError } from './errors.js';
 /** `signal` if it is an AbortSignal or undefined; INVALID_ARGUMENT naming `what` otherwise. */
 export function checkSignal(signal: unknown, what: string): AbortSignal | undefined {
   if (signal === undefined || signal instanceof AbortSignal) return signal;
-  throw errors.invalidArgument(`${what} must be an AbortSignal (new AbortController().signal, AbortSignal.timeout(ms)), got ${typeof signal}`);
+  throw errors.invalidArgument(
+    `${what} must be an AbortSignal (new AbortController().signal, AbortSignal.timeout(ms)), got ${typeof signal}`,
+  );
 }
 
 /**

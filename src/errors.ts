@@ -97,7 +97,8 @@ export function quoted(text: string, max = 40): string {
 const MAX_FOREIGN_MESSAGE = 500;
 
 /** What an INTERNAL error's message ends with. */
-const BUG_REPORT = 'this is a bug in offload-ts, not in your program or device: please report it with this message and the stack of its cause';
+const BUG_REPORT =
+  'this is a bug in offload-ts, not in your program or device: please report it with this message and the stack of its cause';
 
 /**
  * The one conversion of a thrown value into an OffloadError, used wherever something that may
@@ -109,12 +110,22 @@ const BUG_REPORT = 'this is a bug in offload-ts, not in your program or device: 
  * `context` says what was being done ("loading library 'k' on device 0"); the message repeats
  * the original's (cut short) and the original is kept as `cause`.
  */
-export function asOffloadError(error: unknown, context: string, options: { code?: ErrorCode; device?: number } = {}): OffloadError {
+export function asOffloadError(
+  error: unknown,
+  context: string,
+  options: { code?: ErrorCode; device?: number } = {},
+): OffloadError {
   const { code = 'INTERNAL', device } = options;
   if (error instanceof OffloadError) return device === undefined ? error : error.withDevice(device);
-  const text = error instanceof Error ? (error.name === 'Error' ? error.message : `${error.name}: ${error.message}`) : String(error);
+  const text =
+    error instanceof Error
+      ? error.name === 'Error'
+        ? error.message
+        : `${error.name}: ${error.message}`
+      : String(error);
   const said = text.length > MAX_FOREIGN_MESSAGE ? `${text.slice(0, MAX_FOREIGN_MESSAGE)}...` : text;
-  const message = code === 'INTERNAL' ? `internal error while ${context}: ${said} (${BUG_REPORT})` : `${context}: ${said}`;
+  const message =
+    code === 'INTERNAL' ? `internal error while ${context}: ${said} (${BUG_REPORT})` : `${context}: ${said}`;
   return new OffloadError(code, message, { device, cause: error });
 }
 

@@ -2,7 +2,17 @@
 export { Offload, Runtime } from './api/runtime.js';
 export { Device, type AllocOptions } from './api/device.js';
 export { Buffer, DevicePointer, type TypedArrayType } from './api/buffer.js';
-export { Queue, Event, type CopyOptions, type Grid, type KernelArgument, type RecordOptions, type RectCopy, type RectSide, type WaitOptions } from './api/queue.js';
+export {
+  Queue,
+  Event,
+  type CopyOptions,
+  type Grid,
+  type KernelArgument,
+  type RecordOptions,
+  type RectCopy,
+  type RectSide,
+  type WaitOptions,
+} from './api/queue.js';
 export { Kernel, type KernelInfo } from './api/kernel.js';
 export { Library } from './api/library.js';
 export { OffloadError, ErrorCode } from './errors.js';

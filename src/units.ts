@@ -5,14 +5,17 @@ import { errors, quoted } from './errors.js';
 export function parseBytes(text: string, name: string): number {
   const match = /^(\d{1,16})\s*([KMGT]?)i?B?$/i.exec(text.trim());
   if (!match) throw errors.invalidArgument(`${name} must be a size such as 512M or 2G, not ${quoted(text)}`);
-  const unit = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3, T: 1024 ** 4 }[match[2]!.toUpperCase() as '' | 'K' | 'M' | 'G' | 'T'];
+  const unit = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3, T: 1024 ** 4 }[
+    match[2]!.toUpperCase() as '' | 'K' | 'M' | 'G' | 'T'
+  ];
   return Number(match[1]) * unit;
 }
 
 /** A whole number from `min` to `max`. INVALID_ARGUMENT naming `name` otherwise. */
 export function parseCount(text: string, name: string, min: number, max: number): number {
   const value = /^\d{1,16}$/.test(text.trim()) ? Number(text) : NaN;
-  if (!(value >= min && value <= max)) throw errors.invalidArgument(`${name} must be a whole number from ${min} to ${max}, not ${quoted(text)}`);
+  if (!(value >= min && value <= max))
+    throw errors.invalidArgument(`${name} must be a whole number from ${min} to ${max}, not ${quoted(text)}`);
   return value;
 }
 
@@ -23,7 +26,9 @@ export const MAX_MILLISECONDS = 2 ** 31 - 1;
 export function parseMilliseconds(text: string, name: string): number {
   const value = /^\d{1,10}$/.test(text.trim()) ? Number(text) : NaN;
   if (!(value >= 1 && value <= MAX_MILLISECONDS)) {
-    throw errors.invalidArgument(`${name} must be a whole number of milliseconds from 1 to ${MAX_MILLISECONDS}, not ${quoted(text)}`);
+    throw errors.invalidArgument(
+      `${name} must be a whole number of milliseconds from 1 to ${MAX_MILLISECONDS}, not ${quoted(text)}`,
+    );
   }
   return value;
 }

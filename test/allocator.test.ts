@@ -146,19 +146,28 @@ test('freeing twice is INVALID_BUFFER naming the address', { timeout: 60_000 }, 
   assert.equal(allocator.usedBytes, 128);
 });
 
-test('interior and foreign addresses are INVALID_BUFFER naming the address and change nothing', { timeout: 60_000 }, () => {
-  const allocator = new DeviceAllocator({ start: 0x1000, end: 0x10000 });
-  const address = allocator.alloc(256);
-  assertOffloadError(() => allocator.free(address + 16), 'INVALID_BUFFER', /0x1010\b/, /16 bytes into the live block at 0x1000/);
-  assertOffloadError(() => allocator.free(0x800), 'INVALID_BUFFER', /0x800\b/, /outside \[0x1000, 0x10000\)/);
-  assertOffloadError(() => allocator.free(0x10000), 'INVALID_BUFFER', /0x10000\b/, /outside/);
-  assertOffloadError(() => allocator.free(0x2000), 'INVALID_BUFFER', /0x2000\b/, /not allocated/);
-  assertOffloadError(() => allocator.free(-64), 'INVALID_BUFFER', /-64/);
-  assertOffloadError(() => allocator.free(Number.NaN), 'INVALID_BUFFER', /NaN/);
-  assert.equal(allocator.sizeOf(address + 16), undefined);
-  assert.equal(allocator.liveBlocks, 1);
-  assert.equal(allocator.free(address), 256);
-});
+test(
+  'interior and foreign addresses are INVALID_BUFFER naming the address and change nothing',
+  { timeout: 60_000 },
+  () => {
+    const allocator = new DeviceAllocator({ start: 0x1000, end: 0x10000 });
+    const address = allocator.alloc(256);
+    assertOffloadError(
+      () => allocator.free(address + 16),
+      'INVALID_BUFFER',
+      /0x1010\b/,
+      /16 bytes into the live block at 0x1000/,
+    );
+    assertOffloadError(() => allocator.free(0x800), 'INVALID_BUFFER', /0x800\b/, /outside \[0x1000, 0x10000\)/);
+    assertOffloadError(() => allocator.free(0x10000), 'INVALID_BUFFER', /0x10000\b/, /outside/);
+    assertOffloadError(() => allocator.free(0x2000), 'INVALID_BUFFER', /0x2000\b/, /not allocated/);
+    assertOffloadError(() => allocator.free(-64), 'INVALID_BUFFER', /-64/);
+    assertOffloadError(() => allocator.free(Number.NaN), 'INVALID_BUFFER', /NaN/);
+    assert.equal(allocator.sizeOf(address + 16), undefined);
+    assert.equal(allocator.liveBlocks, 1);
+    assert.equal(allocator.free(address), 256);
+  },
+);
 
 test('sizes that are not non-negative safe integers are INVALID_ARGUMENT', { timeout: 60_000 }, () => {
   const allocator = new DeviceAllocator({ start: 0, end: 4096 });
@@ -280,14 +289,23 @@ function stress(seed: number, options: { start: number; end: number; alignment: 
         address = allocator.alloc(bytes);
       } catch (error) {
         assert.ok(OffloadError.is(error, 'OUT_OF_MEMORY'), String(error));
-        assert.ok(size > allocator.largestFreeBlock, `alloc(${bytes}) failed with ${allocator.largestFreeBlock} bytes free in one block`);
+        assert.ok(
+          size > allocator.largestFreeBlock,
+          `alloc(${bytes}) failed with ${allocator.largestFreeBlock} bytes free in one block`,
+        );
         failures += 1;
         continue;
       }
       assert.equal(address % options.alignment, 0);
-      assert.ok(address >= allocator.start && address + size <= allocator.end, `block ${address}+${size} outside the range`);
+      assert.ok(
+        address >= allocator.start && address + size <= allocator.end,
+        `block ${address}+${size} outside the range`,
+      );
       for (const [other, otherSize] of model) {
-        assert.ok(address + size <= other || other + otherSize <= address, `block ${address}+${size} overlaps ${other}+${otherSize}`);
+        assert.ok(
+          address + size <= other || other + otherSize <= address,
+          `block ${address}+${size} overlaps ${other}+${otherSize}`,
+        );
       }
       assert.equal(allocator.sizeOf(address), size);
       model.set(address, size);
@@ -320,6 +338,10 @@ test('20k seeded random allocs and frees match a reference model (alignment 64)'
   stress(0xc0ffee, { start: 4096, end: 4096 + (1 << 20), alignment: 64 });
 });
 
-test('20k seeded random allocs and frees match a reference model (alignment 16, high addresses)', { timeout: 60_000 }, () => {
-  stress(42, { start: 2 ** 32 - (1 << 20), end: 2 ** 32, alignment: 16 });
-});
+test(
+  '20k seeded random allocs and frees match a reference model (alignment 16, high addresses)',
+  { timeout: 60_000 },
+  () => {
+    stress(42, { start: 2 ** 32 - (1 << 20), end: 2 ** 32, alignment: 16 });
+  },
+);

@@ -87,10 +87,37 @@ test('the fixtures build lists every exported kernel with its parameter names an
   assert.equal(manifest.name, 'fixtures');
   assert.deepEqual(
     manifest.entries.map((entry) => entry.name),
-    ['empty', 'fill_f32', 'saxpy', 'iota_i32', 'add_i32', 'scale_f64', 'sum_i64', 'record_grid', 'trap_oob', 'trap_abort', 'trap_unreachable', 'busy', 'mixed', 'wait_flag', 'count_team', 'scan_memory', 'spin', 'say', 'grid3d', 'team_scan', 'call_host', 'tally_teams', 'tallies'],
+    [
+      'empty',
+      'fill_f32',
+      'saxpy',
+      'iota_i32',
+      'add_i32',
+      'scale_f64',
+      'sum_i64',
+      'record_grid',
+      'trap_oob',
+      'trap_abort',
+      'trap_unreachable',
+      'busy',
+      'mixed',
+      'wait_flag',
+      'count_team',
+      'scan_memory',
+      'spin',
+      'say',
+      'grid3d',
+      'team_scan',
+      'call_host',
+      'tally_teams',
+      'tallies',
+    ],
   );
   // Exported module-level data is a device global; every exported function a kernel.
-  assert.deepEqual(manifest.entries.filter((entry) => entry.kind === 'global'), [{ name: 'tallies', kind: 'global', params: [] }]);
+  assert.deepEqual(
+    manifest.entries.filter((entry) => entry.kind === 'global'),
+    [{ name: 'tallies', kind: 'global', params: [] }],
+  );
   assert.ok(manifest.entries.filter((entry) => entry.name !== 'tallies').every((entry) => entry.kind === 'kernel'));
   const params = (name: string) => manifest.entries.find((entry) => entry.name === name)?.params;
   assert.deepEqual(params('saxpy'), [
@@ -114,32 +141,84 @@ test('the fixtures build lists every exported kernel with its parameter names an
   assert.deepEqual(params('empty'), []);
 });
 
-test('the bundle file holds a wasm image and the WGSL translation of its kernels, and decodes to the returned manifest', { timeout: 120_000 }, async () => {
-  assert.equal(fixtures.path, path.join(dir, 'out', 'fixtures.offload'));
-  const { manifest, images } = await readBundleFile(fixtures.path);
-  assert.deepEqual(manifest, fixtures.manifest);
-  assert.equal(images.length, 2);
-  assert.equal(manifest.images[0]!.format, 'wasm');
-  assert.equal(manifest.images[0]!.triple, WASM_TRIPLE);
-  assert.equal(manifest.images[1]!.format, 'wgsl');
-  assert.equal(manifest.images[1]!.source, 'kernels.translated.wgsl');
-  const translated = ['empty', 'fill_f32', 'saxpy', 'iota_i32', 'add_i32', 'record_grid', 'busy', 'wait_flag', 'count_team', 'spin', 'grid3d', 'team_scan'];
-  assert.deepEqual(manifest.images[1]!.kernels!.map((kernel) => kernel.name), translated);
-  // Every other kernel has a note, in source order, naming its line.
-  const notes = fixtures.notes.map((note) => [note.kernel, note.file, note.line]);
-  assert.deepEqual(notes.map(([kernel]) => kernel), ['scale_f64', 'sum_i64', 'trap_oob', 'trap_abort', 'trap_unreachable', 'mixed', 'scan_memory', 'say', 'call_host', 'tally_teams']);
-  for (const [, file, line] of notes) assert.ok(file === path.relative(process.cwd(), FIXTURES) && Number(line) > 1, `${file}:${line}`);
-});
+test(
+  'the bundle file holds a wasm image and the WGSL translation of its kernels, and decodes to the returned manifest',
+  { timeout: 120_000 },
+  async () => {
+    assert.equal(fixtures.path, path.join(dir, 'out', 'fixtures.offload'));
+    const { manifest, images } = await readBundleFile(fixtures.path);
+    assert.deepEqual(manifest, fixtures.manifest);
+    assert.equal(images.length, 2);
+    assert.equal(manifest.images[0]!.format, 'wasm');
+    assert.equal(manifest.images[0]!.triple, WASM_TRIPLE);
+    assert.equal(manifest.images[1]!.format, 'wgsl');
+    assert.equal(manifest.images[1]!.source, 'kernels.translated.wgsl');
+    const translated = [
+      'empty',
+      'fill_f32',
+      'saxpy',
+      'iota_i32',
+      'add_i32',
+      'record_grid',
+      'busy',
+      'wait_flag',
+      'count_team',
+      'spin',
+      'grid3d',
+      'team_scan',
+    ];
+    assert.deepEqual(
+      manifest.images[1]!.kernels!.map((kernel) => kernel.name),
+      translated,
+    );
+    // Every other kernel has a note, in source order, naming its line.
+    const notes = fixtures.notes.map((note) => [note.kernel, note.file, note.line]);
+    assert.deepEqual(
+      notes.map(([kernel]) => kernel),
+      [
+        'scale_f64',
+        'sum_i64',
+        'trap_oob',
+        'trap_abort',
+        'trap_unreachable',
+        'mixed',
+        'scan_memory',
+        'say',
+        'call_host',
+        'tally_teams',
+      ],
+    );
+    for (const [, file, line] of notes)
+      assert.ok(file === path.relative(process.cwd(), FIXTURES) && Number(line) > 1, `${file}:${line}`);
+  },
+);
 
-test('the image imports a shared env.memory with the ABI maximum, and only device imports', { timeout: 120_000 }, () => {
-  const image = decodeBundle(fixtures.bundle).images[0]!;
-  const info = readWasmModuleInfo(image.bytes);
-  const memory = info.imports.find((i) => i.module === 'env' && i.name === 'memory');
-  assert.deepEqual(memory?.memory, { minimum: image.info.minPages, maximum: MAX_PAGES, shared: true });
-  assert.ok(!info.exports.some((e) => e.kind === 'memory'), 'the memory is not exported');
-  const allowed = ['env.memory', 'env.abort', 'env.seed', 'env.trace', 'offload.team_id', 'offload.num_teams', 'offload.thread_id', 'offload.num_threads', 'offload.print', 'offload.barrier', 'offload.team_memory', 'offload.host_call'];
-  for (const { module, name } of info.imports) assert.ok(allowed.includes(`${module}.${name}`), `${module}.${name}`);
-});
+test(
+  'the image imports a shared env.memory with the ABI maximum, and only device imports',
+  { timeout: 120_000 },
+  () => {
+    const image = decodeBundle(fixtures.bundle).images[0]!;
+    const info = readWasmModuleInfo(image.bytes);
+    const memory = info.imports.find((i) => i.module === 'env' && i.name === 'memory');
+    assert.deepEqual(memory?.memory, { minimum: image.info.minPages, maximum: MAX_PAGES, shared: true });
+    assert.ok(!info.exports.some((e) => e.kind === 'memory'), 'the memory is not exported');
+    const allowed = [
+      'env.memory',
+      'env.abort',
+      'env.seed',
+      'env.trace',
+      'offload.team_id',
+      'offload.num_teams',
+      'offload.thread_id',
+      'offload.num_threads',
+      'offload.print',
+      'offload.barrier',
+      'offload.team_memory',
+      'offload.host_call',
+    ];
+    for (const { module, name } of info.imports) assert.ok(allowed.includes(`${module}.${name}`), `${module}.${name}`);
+  },
+);
 
 test('the image has no start function, and its static data is what the manifest says', { timeout: 120_000 }, () => {
   const image = decodeBundle(fixtures.bundle).images[0]!;
@@ -148,18 +227,38 @@ test('the image has no start function, and its static data is what the manifest 
   // Devices read the range from the module; the manifest's copy must agree with it.
   const start = Math.min(...info.dataSegments.map((s) => s.offset));
   const end = Math.max(...info.dataSegments.map((s) => s.offset + s.size));
-  assert.ok(start >= image.info.staticBase && end <= image.info.staticBase + image.info.staticSize, `[${start}, ${end})`);
+  assert.ok(
+    start >= image.info.staticBase && end <= image.info.staticBase + image.info.staticSize,
+    `[${start}, ${end})`,
+  );
 });
 
 test('a kernel file with top-level code fails, naming the file and the way out', { timeout: 120_000 }, async () => {
-  const source = await kernelSource('toplevel.ts', 'let total: i32 = 0;\nfor (let i = 0; i < 8; i++) total += i;\nexport function k(p: usize): void { store<i32>(p, total); }\n');
-  await assertBuildFails({ sources: [source], output: path.join(dir, 'toplevel') }, 'INVALID_ARGUMENT', /toplevel\.ts: top-level code/, /into a kernel/);
+  const source = await kernelSource(
+    'toplevel.ts',
+    'let total: i32 = 0;\nfor (let i = 0; i < 8; i++) total += i;\nexport function k(p: usize): void { store<i32>(p, total); }\n',
+  );
+  await assertBuildFails(
+    { sources: [source], output: path.join(dir, 'toplevel') },
+    'INVALID_ARGUMENT',
+    /toplevel\.ts: top-level code/,
+    /into a kernel/,
+  );
 });
 
 test('kernels import the device library as offload-ts/device', { timeout: 120_000 }, () => {
   const info = readWasmModuleInfo(decodeBundle(fixtures.bundle).images[0]!.bytes);
   const device = info.imports.filter((i) => i.module === 'offload').map((i) => i.name);
-  assert.deepEqual(device.sort(), ['barrier', 'host_call', 'num_teams', 'num_threads', 'print', 'team_id', 'team_memory', 'thread_id']);
+  assert.deepEqual(device.sort(), [
+    'barrier',
+    'host_call',
+    'num_teams',
+    'num_threads',
+    'print',
+    'team_id',
+    'team_memory',
+    'thread_id',
+  ]);
 });
 
 test('saxpy computes y = a * x + y over a grid of teams, on data above 1 MiB', { timeout: 120_000 }, () => {
@@ -220,7 +319,11 @@ test('an explicit static base is used as given', { timeout: 120_000 }, async () 
 
 test('a static base outside the window or off the alignment is INVALID_ARGUMENT', { timeout: 120_000 }, async () => {
   for (const staticBase of [0, STATIC_WINDOW_END, STATIC_WINDOW_START + 16]) {
-    await assertBuildFails({ sources: [FIXTURES], output: path.join(dir, 'x'), staticBase }, 'INVALID_ARGUMENT', /options\.staticBase/);
+    await assertBuildFails(
+      { sources: [FIXTURES], output: path.join(dir, 'x'), staticBase },
+      'INVALID_ARGUMENT',
+      /options\.staticBase/,
+    );
   }
 });
 
@@ -235,11 +338,20 @@ export function make(n: i32, out: usize): void {
 }
 `,
   );
-  await assertBuildFails({ sources: [source], output: path.join(dir, 'alloc') }, 'INVALID_ARGUMENT', /alloc\.ts \(function 'make'\)/, /allocates managed memory/, /load<T>\/store<T>/);
+  await assertBuildFails(
+    { sources: [source], output: path.join(dir, 'alloc') },
+    'INVALID_ARGUMENT',
+    /alloc\.ts \(function 'make'\)/,
+    /allocates managed memory/,
+    /load<T>\/store<T>/,
+  );
 });
 
-test('a mutable module-level variable fails, naming it, unless its file declares it private per team', { timeout: 120_000 }, async () => {
-  const text = (declaration: string) => `import { teamId } from "offload-ts/device";
+test(
+  'a mutable module-level variable fails, naming it, unless its file declares it private per team',
+  { timeout: 120_000 },
+  async () => {
+    const text = (declaration: string) => `import { teamId } from "offload-ts/device";
 ${declaration}
 let counter: i32 = 0;
 let scratch: f64 = 0;
@@ -251,30 +363,47 @@ export function bump(out: usize): void {
   store<i32>(out + (<usize>teamId() << 2), counter + limit + <i32>scratch);
 }
 `;
-  const shared = await kernelSource('counter.ts', text(''));
-  await assertBuildFails(
-    { sources: [shared], output: path.join(dir, 'counter') },
-    'INVALID_ARGUMENT',
-    /counter\.ts \(variable 'counter'\), .*counter\.ts \(variable 'scratch'\)/,
-    /each worker of the host device would hold its own copy/,
-    /offload: private/,
-  );
-  // Declaring the scratch private leaves only the counter; a const is never a variable.
-  const partly = await kernelSource('partly.ts', text('// offload: private scratch'));
-  await assertBuildFails({ sources: [partly], output: path.join(dir, 'partly') }, 'INVALID_ARGUMENT', /partly\.ts \(variable 'counter'\): each/);
-  const both = await kernelSource('both.ts', text('// offload: private scratch, counter'));
-  const built = await buildBundle({ sources: [both], output: path.join(dir, 'both') });
-  assert.deepEqual(built.manifest.entries.map((entry) => entry.name), ['bump']);
-});
+    const shared = await kernelSource('counter.ts', text(''));
+    await assertBuildFails(
+      { sources: [shared], output: path.join(dir, 'counter') },
+      'INVALID_ARGUMENT',
+      /counter\.ts \(variable 'counter'\), .*counter\.ts \(variable 'scratch'\)/,
+      /each worker of the host device would hold its own copy/,
+      /offload: private/,
+    );
+    // Declaring the scratch private leaves only the counter; a const is never a variable.
+    const partly = await kernelSource('partly.ts', text('// offload: private scratch'));
+    await assertBuildFails(
+      { sources: [partly], output: path.join(dir, 'partly') },
+      'INVALID_ARGUMENT',
+      /partly\.ts \(variable 'counter'\): each/,
+    );
+    const both = await kernelSource('both.ts', text('// offload: private scratch, counter'));
+    const built = await buildBundle({ sources: [both], output: path.join(dir, 'both') });
+    assert.deepEqual(
+      built.manifest.entries.map((entry) => entry.name),
+      ['bump'],
+    );
+  },
+);
 
 test('a kernel with a string parameter fails, naming the kernel and the parameter', { timeout: 120_000 }, async () => {
   const source = await kernelSource('strings.ts', 'export function greet(n: i32, who: string): void {}\n');
-  await assertBuildFails({ sources: [source], output: path.join(dir, 'strings') }, 'INVALID_ARGUMENT', /kernel 'greet'/, /parameter 'who' has type 'string'/);
+  await assertBuildFails(
+    { sources: [source], output: path.join(dir, 'strings') },
+    'INVALID_ARGUMENT',
+    /kernel 'greet'/,
+    /parameter 'who' has type 'string'/,
+  );
 });
 
 test('a syntax error reports file:line:column', { timeout: 120_000 }, async () => {
   const source = await kernelSource('syntax.ts', 'export function ok(n: i32): void {\n  let x = ;\n}\n');
-  await assertBuildFails({ sources: [source], output: path.join(dir, 'syntax') }, 'INVALID_ARGUMENT', /syntax\.ts:2:\d+: error TS\d+/);
+  await assertBuildFails(
+    { sources: [source], output: path.join(dir, 'syntax') },
+    'INVALID_ARGUMENT',
+    /syntax\.ts:2:\d+: error TS\d+/,
+  );
 });
 
 test('a missing source file is NOT_FOUND naming it', { timeout: 120_000 }, async () => {

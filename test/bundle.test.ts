@@ -20,13 +20,38 @@ function assertOffloadError(fn: () => unknown, code: ErrorCode, ...patterns: Reg
 }
 
 function sampleManifest(): Manifest {
-  const image = { format: 'wasm', triple: 'wasm32-unknown-offload', offset: 0, size: 0, staticBase: 65536, staticSize: 32, minPages: 2 } as const;
+  const image = {
+    format: 'wasm',
+    triple: 'wasm32-unknown-offload',
+    offset: 0,
+    size: 0,
+    staticBase: 65536,
+    staticSize: 32,
+    minPages: 2,
+  } as const;
   return {
     name: 'sample',
     images: [{ ...image }, { ...image, staticBase: 69632, staticSize: 0 }],
     entries: [
-      { name: 'saxpy', kind: 'kernel', params: [{ name: 'n', type: 'i32' }, { name: 'a', type: 'f32' }, { name: 'x', type: 'ptr' }, { name: 'y', type: 'ptr' }] },
-      { name: 'sum_i64', kind: 'kernel', params: [{ name: 'a', type: 'i64' }, { name: 'b', type: 'i64' }, { name: 'out', type: 'ptr' }] },
+      {
+        name: 'saxpy',
+        kind: 'kernel',
+        params: [
+          { name: 'n', type: 'i32' },
+          { name: 'a', type: 'f32' },
+          { name: 'x', type: 'ptr' },
+          { name: 'y', type: 'ptr' },
+        ],
+      },
+      {
+        name: 'sum_i64',
+        kind: 'kernel',
+        params: [
+          { name: 'a', type: 'i64' },
+          { name: 'b', type: 'i64' },
+          { name: 'out', type: 'ptr' },
+        ],
+      },
       { name: 'empty', kind: 'kernel', params: [] },
     ],
   };
@@ -75,10 +100,16 @@ test('a bundle round-trips its manifest and image bytes', { timeout: 60_000 }, (
   assert.deepEqual(manifest.entries, expected.entries);
   assert.deepEqual(
     manifest.images.map(({ offset, size }) => ({ offset, size })),
-    [{ offset: 0, size: 13 }, { offset: 16, size: 8 }],
+    [
+      { offset: 0, size: 13 },
+      { offset: 16, size: 8 },
+    ],
   );
   assert.deepEqual(manifest.images[0], { ...expected.images[0], offset: 0, size: 13 });
-  assert.deepEqual(images.map((image) => [...image.bytes]), sampleImages().map((image) => [...image]));
+  assert.deepEqual(
+    images.map((image) => [...image.bytes]),
+    sampleImages().map((image) => [...image]),
+  );
   assert.equal(images[1]!.info, manifest.images[1]);
 });
 
@@ -101,7 +132,11 @@ test('encodeBundle leaves the manifest passed in unchanged', { timeout: 60_000 }
 });
 
 test('encodeBundle rejects an image count that differs from the manifest', { timeout: 60_000 }, () => {
-  assertOffloadError(() => encodeBundle(sampleManifest(), [new Uint8Array(4)]), 'INVALID_ARGUMENT', /2 image\(s\) but 1/);
+  assertOffloadError(
+    () => encodeBundle(sampleManifest(), [new Uint8Array(4)]),
+    'INVALID_ARGUMENT',
+    /2 image\(s\) but 1/,
+  );
 });
 
 test('decoded image bytes are views into the bundle, not copies', { timeout: 60_000 }, () => {
@@ -145,12 +180,24 @@ test('truncation in the header, the manifest and an image is named as such', { t
     'INCOMPATIBLE_IMAGE',
     /truncated manifest/,
   );
-  assertOffloadError(() => decodeBundle(bytes.subarray(0, bytes.length - 1)), 'INCOMPATIBLE_IMAGE', /truncated image 1/);
-  assertOffloadError(() => decodeBundle(bytes.subarray(0, bytes.length - 20)), 'INCOMPATIBLE_IMAGE', /truncated image 0/);
+  assertOffloadError(
+    () => decodeBundle(bytes.subarray(0, bytes.length - 1)),
+    'INCOMPATIBLE_IMAGE',
+    /truncated image 1/,
+  );
+  assertOffloadError(
+    () => decodeBundle(bytes.subarray(0, bytes.length - 20)),
+    'INCOMPATIBLE_IMAGE',
+    /truncated image 0/,
+  );
 });
 
 test('a manifest that is not JSON, or not UTF-8, is INCOMPATIBLE_IMAGE', { timeout: 60_000 }, () => {
-  assertOffloadError(() => decodeBundle(bundleWithManifestText('{"name": ')), 'INCOMPATIBLE_IMAGE', /manifest is not JSON/);
+  assertOffloadError(
+    () => decodeBundle(bundleWithManifestText('{"name": ')),
+    'INCOMPATIBLE_IMAGE',
+    /manifest is not JSON/,
+  );
   assertOffloadError(() => decodeBundle(bundleWithManifestText('[1, 2]')), 'INCOMPATIBLE_IMAGE', /not a JSON object/);
   const bytes = bundleWithManifestText('{"name": "x"}');
   bytes[HEADER_BYTES + 2] = 0xff;
@@ -180,7 +227,11 @@ test('missing or invalid manifest fields are named with the image or entry they 
 
 test('an unknown param type is INCOMPATIBLE_IMAGE naming the type, parameter and entry', { timeout: 60_000 }, () => {
   const bytes = bundleWithManifest((m) => (m.entries[1].params[0].type = 'u64'));
-  assertOffloadError(() => decodeBundle(bytes), 'INCOMPATIBLE_IMAGE', /unknown param type "u64" of parameter 'a' in entry 'sum_i64'/);
+  assertOffloadError(
+    () => decodeBundle(bytes),
+    'INCOMPATIBLE_IMAGE',
+    /unknown param type "u64" of parameter 'a' in entry 'sum_i64'/,
+  );
 });
 
 test('an image range outside the payload is INCOMPATIBLE_IMAGE naming the image', { timeout: 60_000 }, () => {

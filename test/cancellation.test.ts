@@ -16,7 +16,8 @@ let silent: net.Server;
 let address: string;
 const held: net.Socket[] = [];
 
-const init = (options: Parameters<typeof Offload.init>[0]) => Offload.init({ host: false, webgpu: false, mpi: false, token: TOKEN, proxies: [address], ...options });
+const init = (options: Parameters<typeof Offload.init>[0]) =>
+  Offload.init({ host: false, webgpu: false, mpi: false, token: TOKEN, proxies: [address], ...options });
 
 describe('cancellation and time limits', { timeout: 60_000 }, () => {
   before(async () => {
@@ -32,16 +33,24 @@ describe('cancellation and time limits', { timeout: 60_000 }, () => {
 
   it('fails init with DEVICE_LOST when a proxy accepts and does not answer within connectTimeoutMs', async () => {
     const started = performance.now();
-    await rejectsWith(init({ connectTimeoutMs: 300 }), 'DEVICE_LOST', new RegExp(`proxy ${address} accepted the connection but did not answer within 300 ms`));
+    await rejectsWith(
+      init({ connectTimeoutMs: 300 }),
+      'DEVICE_LOST',
+      new RegExp(`proxy ${address} accepted the connection but did not answer within 300 ms`),
+    );
     const took = performance.now() - started;
     assert.ok(took >= 290 && took < 5000, `init gave up after ${took.toFixed(0)} ms`);
   });
 
-  it("gives init up on its signal: ABORTED with the reason, TIMEOUT for AbortSignal.timeout", async () => {
+  it('gives init up on its signal: ABORTED with the reason, TIMEOUT for AbortSignal.timeout', async () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(new Error('the user pressed Ctrl-C')), 100);
     const started = performance.now();
-    await rejectsWith(init({ signal: controller.signal }), 'ABORTED', /Offload.init was aborted by its signal \(the user pressed Ctrl-C\)/);
+    await rejectsWith(
+      init({ signal: controller.signal }),
+      'ABORTED',
+      /Offload.init was aborted by its signal \(the user pressed Ctrl-C\)/,
+    );
     assert.ok(performance.now() - started < 5000);
     await rejectsWith(init({ signal: AbortSignal.timeout(150) }), 'TIMEOUT', /Offload.init/);
     const before = held.length;
@@ -65,7 +74,11 @@ describe('cancellation and time limits', { timeout: 60_000 }, () => {
   });
 
   it('refuses a signal that is not an AbortSignal and a bad connectTimeoutMs, naming them', async () => {
-    await rejectsWith(init({ signal: {} as AbortSignal }), 'INVALID_ARGUMENT', /options\.signal must be an AbortSignal/);
+    await rejectsWith(
+      init({ signal: {} as AbortSignal }),
+      'INVALID_ARGUMENT',
+      /options\.signal must be an AbortSignal/,
+    );
     await rejectsWith(init({ connectTimeoutMs: -1 }), 'INVALID_ARGUMENT', /connectTimeoutMs/);
   });
 
@@ -94,7 +107,9 @@ describe('cancellation and time limits', { timeout: 60_000 }, () => {
       assert.equal(launch.query(), false, 'the launch still runs');
       await rejectsWith(launch.done, 'TIMEOUT', /time limit of 1500 ms/);
       await rejectsWith(q.finish(), 'TIMEOUT');
-      await assert.rejects(launch.wait({ signal: 'no' as unknown as AbortSignal }), (error: unknown) => OffloadError.is(error, 'INVALID_ARGUMENT'));
+      await assert.rejects(launch.wait({ signal: 'no' as unknown as AbortSignal }), (error: unknown) =>
+        OffloadError.is(error, 'INVALID_ARGUMENT'),
+      );
       await flag.free();
     });
   });

@@ -26,7 +26,9 @@ function listening(address: string): Promise<boolean> {
 async function stillListening(addresses: string[], withinMs: number): Promise<string[]> {
   const deadline = Date.now() + withinMs;
   for (;;) {
-    const alive = (await Promise.all(addresses.map(async (address) => ((await listening(address)) ? [address] : [])))).flat();
+    const alive = (
+      await Promise.all(addresses.map(async (address) => ((await listening(address)) ? [address] : [])))
+    ).flat();
     if (alive.length === 0 || Date.now() > deadline) return alive;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -60,7 +62,11 @@ describe('child processes end with their parent', { timeout: 180_000 }, () => {
     it(`leaves no proxy of 'offload demo --proxies 2' listening after ${signal}`, async () => {
       const { addresses, exit } = await signalledDemo(signal);
       assert.equal(exit, signal);
-      assert.deepEqual(await stillListening(addresses, 10_000), [], `proxies still listening 10 s after ${signal} to their parent`);
+      assert.deepEqual(
+        await stillListening(addresses, 10_000),
+        [],
+        `proxies still listening 10 s after ${signal} to their parent`,
+      );
     });
   }
 });

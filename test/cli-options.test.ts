@@ -15,18 +15,37 @@ import { formatBytes } from '../src/units.js';
 const root = path.join(import.meta.dirname, '..');
 const main = path.join(root, 'src/cli/main.ts');
 
-function offload(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
+function offload(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
   const started = performance.now();
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, env: { ...process.env, OFFLOAD_WEBGPU: 'off', OFFLOAD_PROXIES: '', OFFLOAD_HOST_THREADS: '1', ...env }, timeout: 120_000 }, (error, stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr, ms: performance.now() - started }),
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', main, ...args],
+      {
+        cwd: root,
+        env: { ...process.env, OFFLOAD_WEBGPU: 'off', OFFLOAD_PROXIES: '', OFFLOAD_HOST_THREADS: '1', ...env },
+        timeout: 120_000,
+      },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr, ms: performance.now() - started }),
     );
   });
 }
 
 describe('the offload command', { timeout: 240_000 }, () => {
   it('writes sizes one way everywhere: binary units, one decimal at most', () => {
-    assert.deepEqual([0, 1023, 1024, 1536, 64 * 1024 * 1024, 1023 * 1024 ** 2, 1.5 * 1024 ** 3].map(formatBytes), ['0 B', '1023 B', '1 KiB', '1.5 KiB', '64 MiB', '1023 MiB', '1.5 GiB']);
+    assert.deepEqual([0, 1023, 1024, 1536, 64 * 1024 * 1024, 1023 * 1024 ** 2, 1.5 * 1024 ** 3].map(formatBytes), [
+      '0 B',
+      '1023 B',
+      '1 KiB',
+      '1.5 KiB',
+      '64 MiB',
+      '1023 MiB',
+      '1.5 GiB',
+    ]);
   });
 
   it('prints its version with --version', async () => {
@@ -45,18 +64,20 @@ describe('the offload command', { timeout: 240_000 }, () => {
     ] as const) {
       const { code, stdout } = await offload([command, '--help']);
       assert.equal(code, 0);
-      for (const option of options) assert.match(stdout, new RegExp(`^\\s+${option}\\b`, 'm'), `${command} --help lists ${option}`);
+      for (const option of options)
+        assert.match(stdout, new RegExp(`^\\s+${option}\\b`, 'm'), `${command} --help lists ${option}`);
     }
   });
 
-  it('runs a TypeScript program under launch through its project\'s tsx, and says what is missing when nothing can run it', async () => {
+  it("runs a TypeScript program under launch through its project's tsx, and says what is missing when nothing can run it", async () => {
     assert.deepEqual(await typeScriptLoader('app.js', []), []);
     assert.deepEqual(await typeScriptLoader('app.ts', ['--import', 'tsx']), []);
     const [flag, url] = (await typeScriptLoader(path.join(root, 'test', 'app.ts'), [])) as string[];
     assert.equal(flag, '--import');
     assert.match(url!, /^file:.*node_modules\/tsx\/dist\/loader\.mjs$/);
     const elsewhere = await typeScriptLoader('/nonexistent-project/app.mts', []);
-    if ((process.features as { typescript?: unknown }).typescript) assert.deepEqual(elsewhere, ['--experimental-strip-types']);
+    if ((process.features as { typescript?: unknown }).typescript)
+      assert.deepEqual(elsewhere, ['--experimental-strip-types']);
     else assert.match(elsewhere as string, /is TypeScript, and neither tsx .* nor Node's own type stripping/);
   });
 
@@ -71,7 +92,10 @@ describe('the offload command', { timeout: 240_000 }, () => {
     });
     bar.done();
     assert.ok(fractions.length > 10 && fractions.at(-1) === 1, `${fractions.length} reports`);
-    assert.ok(fractions.every((f, i) => i === 0 || f >= fractions[i - 1]!), 'never goes back');
+    assert.ok(
+      fractions.every((f, i) => i === 0 || f >= fractions[i - 1]!),
+      'never goes back',
+    );
     assert.match(written, /\r {2}data \[\.{30}\] 0%/);
     // eslint-disable-next-line no-control-regex -- the terminal's erase-line escape (ESC [K) is what is checked
     assert.match(written, /\r {2}data \[#{30}\] 100%\r\x1b\[K$/);
@@ -86,25 +110,45 @@ describe('the offload command', { timeout: 240_000 }, () => {
   it('prints the demo as one JSON object with --json', async () => {
     const { code, stdout } = await offload(['demo', '--size', '1000', '--json']);
     assert.equal(code, 0);
-    const report = JSON.parse(stdout) as { ok: boolean; results: { kernel: string; ok: boolean; device: number }[]; proxies: string[] };
+    const report = JSON.parse(stdout) as {
+      ok: boolean;
+      results: { kernel: string; ok: boolean; device: number }[];
+      proxies: string[];
+    };
     assert.equal(report.ok, true);
-    assert.deepEqual(report.results.map((r) => r.kernel), ['saxpy', 'dot_partial', 'mandelbrot', 'transpose']);
+    assert.deepEqual(
+      report.results.map((r) => r.kernel),
+      ['saxpy', 'dot_partial', 'mandelbrot', 'transpose'],
+    );
     assert.ok(report.results.every((r) => r.ok && r.device === 0));
   });
 
   it('prints the bench as one JSON object with --json', async () => {
     const { code, stdout } = await offload(['bench', 'xsbench', '--grid', 'hash', '--lookups', '1000', '--json']);
     assert.equal(code, 0);
-    const report = JSON.parse(stdout) as { app: string; checksum: number; valid: boolean | null; devices: { lookups: number }[] };
+    const report = JSON.parse(stdout) as {
+      app: string;
+      checksum: number;
+      valid: boolean | null;
+      devices: { lookups: number }[];
+    };
     assert.equal(report.app, 'xsbench');
-    assert.equal(report.devices.reduce((sum, d) => sum + d.lookups, 0), 1000);
+    assert.equal(
+      report.devices.reduce((sum, d) => sum + d.lookups, 0),
+      1000,
+    );
     assert.notEqual(report.valid, false);
   });
 
   it('fails a bench that cannot fit on its devices at once, saying what would', async () => {
-    const { code, stderr, ms } = await offload(['bench', 'xsbench', '--size', 'large'], { OFFLOAD_HOST_MEMORY: '512M' });
+    const { code, stderr, ms } = await offload(['bench', 'xsbench', '--size', 'large'], {
+      OFFLOAD_HOST_MEMORY: '512M',
+    });
     assert.equal(code, 1);
-    assert.match(stderr, /OUT_OF_MEMORY.*needs 5\.5 GiB on every device.*device 0 .* has 51\d MiB.*more proxies do not help.*--grid hash needs 197\.\d MiB/);
+    assert.match(
+      stderr,
+      /OUT_OF_MEMORY.*needs 5\.5 GiB on every device.*device 0 .* has 51\d MiB.*more proxies do not help.*--grid hash needs 197\.\d MiB/,
+    );
     // The data (5.9 GB, some 30 s to make) was never made.
     assert.ok(ms < 30_000, `it took ${ms.toFixed(0)} ms`);
   });

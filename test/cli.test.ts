@@ -20,10 +20,15 @@ interface Outcome {
 
 function offload(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Outcome> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, env: { ...process.env, ...env }, timeout: 120_000 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-      resolve({ code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', main, ...args],
+      { cwd: root, env: { ...process.env, ...env }, timeout: 120_000 },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+        resolve({ code, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -40,7 +45,8 @@ describe('offload command', { timeout: 300_000 }, () => {
     for (const args of [['--help'], []]) {
       const { code, stdout } = await offload(args);
       assert.equal(code, 0);
-      for (const command of ['devices', 'build', 'demo', 'proxy', 'launch', 'bench']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
+      for (const command of ['devices', 'build', 'demo', 'proxy', 'launch', 'bench'])
+        assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
     }
   });
 
@@ -85,7 +91,12 @@ describe('offload command', { timeout: 300_000 }, () => {
     const env = { OFFLOAD_HOST_THREADS: '3' };
     const json = await offload(['devices', '--json'], env);
     assert.equal(json.code, 0, json.stderr);
-    const devices = JSON.parse(json.stdout) as { id: number; plugin: string; computeUnits: number; memoryKinds: string[] }[];
+    const devices = JSON.parse(json.stdout) as {
+      id: number;
+      plugin: string;
+      computeUnits: number;
+      memoryKinds: string[];
+    }[];
     assert.equal(devices[0]!.id, 0);
     assert.equal(devices[0]!.plugin, 'host');
     assert.equal(devices[0]!.computeUnits, 3);
@@ -119,7 +130,8 @@ describe('offload command', { timeout: 300_000 }, () => {
   it('runs the demo and checks every result', async () => {
     const { code, stdout, stderr } = await offload(['demo', '--size', '10000'], { OFFLOAD_WEBGPU: 'off' });
     assert.equal(code, 0, stderr);
-    for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} .*checked: OK$`, 'm'));
+    for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot'])
+      assert.match(stdout, new RegExp(`^${kernel} .*checked: OK$`, 'm'));
     assert.match(stdout, /all 4 kernels checked OK/);
   });
 
@@ -128,7 +140,8 @@ describe('offload command', { timeout: 300_000 }, () => {
     if (reason) return t.skip(reason);
     const { code, stdout, stderr } = await offload(['demo', '--size', '10000'], { OFFLOAD_WEBGPU: 'fallback' });
     assert.equal(code, 0, stderr);
-    for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} +1 .*\\(WebGPU.* x 64 .*checked: OK$`, 'm'));
+    for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot'])
+      assert.match(stdout, new RegExp(`^${kernel} +1 .*\\(WebGPU.* x 64 .*checked: OK$`, 'm'));
     assert.doesNotMatch(stdout, /not in the device's image/);
     assert.match(stdout, /all 8 kernels checked OK on 2 devices/);
   });
@@ -151,7 +164,13 @@ describe('offload command', { timeout: 300_000 }, () => {
 
   it('builds a bundle with a wasm and a wgsl image', async () => {
     const output = path.join(dir, 'both');
-    const { code, stdout, stderr } = await offload(['build', 'test/fixtures/kernels.ts', 'test/fixtures/kernels.wgsl', '-o', output]);
+    const { code, stdout, stderr } = await offload([
+      'build',
+      'test/fixtures/kernels.ts',
+      'test/fixtures/kernels.wgsl',
+      '-o',
+      output,
+    ]);
     assert.equal(code, 0, stderr);
     assert.match(stdout, /image {4}wasm32-unknown-offload/);
     // scan_memory, grid3d and team_scan from the .wgsl file, 10 kernels translated from the .ts file; a note for each of the other 9.
@@ -159,26 +178,52 @@ describe('offload command', { timeout: 300_000 }, () => {
     const notes = stderr.split('\n').filter((line) => line.startsWith('note: '));
     assert.deepEqual(
       notes.map((line) => /kernel '(\w+)'/.exec(line)![1]),
-      ['scale_f64', 'sum_i64', 'trap_oob', 'trap_abort', 'trap_unreachable', 'mixed', 'say', 'call_host', 'tally_teams'],
+      [
+        'scale_f64',
+        'sum_i64',
+        'trap_oob',
+        'trap_abort',
+        'trap_unreachable',
+        'mixed',
+        'say',
+        'call_host',
+        'tally_teams',
+      ],
     );
-    assert.match(stderr, /^note: test\/fixtures\/kernels\.ts:\d+: kernel 'say' is not translated to WGSL \(it runs on wasm devices only\): it calls print\(\)/m);
+    assert.match(
+      stderr,
+      /^note: test\/fixtures\/kernels\.ts:\d+: kernel 'say' is not translated to WGSL \(it runs on wasm devices only\): it calls print\(\)/m,
+    );
     const required = await offload(['build', 'test/fixtures/kernels.ts', '--wgsl=require', '-o', output]);
     assert.equal(required.code, 1);
     assert.match(required.stderr, /INVALID_ARGUMENT.*--wgsl=require: 10 kernel\(s\) cannot be translated/);
-    assert.match(required.stderr, /kernels\.ts:\d+: kernel 'scan_memory' .*cannot be traced back to one pointer parameter|kernel 'scan_memory' .*compares an address/);
+    assert.match(
+      required.stderr,
+      /kernels\.ts:\d+: kernel 'scan_memory' .*cannot be traced back to one pointer parameter|kernel 'scan_memory' .*compares an address/,
+    );
     const badMode = await offload(['build', 'test/fixtures/kernels.ts', '--wgsl=maybe', '-o', output]);
     assert.equal(badMode.code, 2);
     assert.match(badMode.stderr, /--wgsl must be auto, require or off/);
-    const twoWgsl = await offload(['build', 'test/fixtures/kernels.wgsl', 'test/fixtures/webgpu/abi.wgsl', '-o', output]);
+    const twoWgsl = await offload([
+      'build',
+      'test/fixtures/kernels.wgsl',
+      'test/fixtures/webgpu/abi.wgsl',
+      '-o',
+      output,
+    ]);
     assert.equal(twoWgsl.code, 1);
     assert.match(twoWgsl.stderr, /INVALID_ARGUMENT.*one WGSL image/);
   });
 
   it('runs the demo on a local proxy too, and lists the proxy devices with where they live', async () => {
-    const { code, stdout, stderr } = await offload(['demo', '--size', '1000', '--proxies', '1'], { OFFLOAD_HOST_THREADS: '1', OFFLOAD_WEBGPU: 'off' });
+    const { code, stdout, stderr } = await offload(['demo', '--size', '1000', '--proxies', '1'], {
+      OFFLOAD_HOST_THREADS: '1',
+      OFFLOAD_WEBGPU: 'off',
+    });
     assert.equal(code, 0, stderr);
     const proxy = /^proxy +(\S+) /m.exec(stdout)![1]!;
-    for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot']) assert.match(stdout, new RegExp(`^${kernel} +1 host .* @ ${proxy.replace(/\./g, '\\.')} .*checked: OK$`, 'm'));
+    for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot'])
+      assert.match(stdout, new RegExp(`^${kernel} +1 host .* @ ${proxy.replace(/\./g, '\\.')} .*checked: OK$`, 'm'));
     assert.match(stdout, /all 8 kernels checked OK on 2 devices/);
   });
 
@@ -187,10 +232,23 @@ describe('offload command', { timeout: 300_000 }, () => {
     try {
       const tokenFile = path.join(dir, 'token');
       await writeFile(tokenFile, `${proxy.token}\n`, { mode: 0o600 });
-      const { code, stdout, stderr } = await offload(['devices', '--json', '--proxies', proxy.address, '--token-file', tokenFile]);
+      const { code, stdout, stderr } = await offload([
+        'devices',
+        '--json',
+        '--proxies',
+        proxy.address,
+        '--token-file',
+        tokenFile,
+      ]);
       assert.equal(code, 0, stderr);
       const devices = JSON.parse(stdout) as { plugin: string; location: string }[];
-      assert.deepEqual(devices.map((d) => [d.plugin, d.location]), [['host', 'local'], ['remote', proxy.address]]);
+      assert.deepEqual(
+        devices.map((d) => [d.plugin, d.location]),
+        [
+          ['host', 'local'],
+          ['remote', proxy.address],
+        ],
+      );
       await writeFile(tokenFile, 'wrong\n');
       const refused = await offload(['devices', '--proxies', proxy.address, '--token-file', tokenFile]);
       assert.equal(refused.code, 1);
@@ -201,7 +259,9 @@ describe('offload command', { timeout: 300_000 }, () => {
   });
 
   it('runs the proxy apps and verifies their checksums', async () => {
-    const xs = await offload(['bench', 'xsbench', '--grid', 'hash', '--lookups', '1000'], { OFFLOAD_HOST_THREADS: '2' });
+    const xs = await offload(['bench', 'xsbench', '--grid', 'hash', '--lookups', '1000'], {
+      OFFLOAD_HOST_THREADS: '2',
+    });
     assert.equal(xs.code, 0, xs.stderr);
     assert.match(xs.stdout, /^checksum 3044: VALID$/m);
     assert.match(xs.stdout, /lookups\/s/);

@@ -20,7 +20,10 @@ await rt.shutdown();
 
 function run(env: NodeJS.ProcessEnv): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', program], { env: { ...process.env, ...env }, cwd: new URL('..', import.meta.url) });
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', program], {
+      env: { ...process.env, ...env },
+      cwd: new URL('..', import.meta.url),
+    });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
@@ -37,7 +40,10 @@ describe('OFFLOAD_DEBUG', { timeout: 120_000 }, () => {
     assert.equal(on.code, 0, on.stderr);
     assert.match(on.stderr, /^offload-ts debug: plugin host: loaded with 1 device, ids 0 to 0$/m);
     assert.match(on.stderr, /^offload-ts debug: plugin webgpu: not loaded: the WebGPU plugin is turned off/m);
-    assert.match(on.stderr, /^offload-ts debug: queue \d+ of device 0: its work .* failed, and the error was dropped: OUT_OF_BOUNDS: read from buffer of 8 bytes/m);
+    assert.match(
+      on.stderr,
+      /^offload-ts debug: queue \d+ of device 0: its work .* failed, and the error was dropped: OUT_OF_BOUNDS: read from buffer of 8 bytes/m,
+    );
     const off = await run({ OFFLOAD_DEBUG: '' });
     assert.equal(off.code, 0, off.stderr);
     assert.doesNotMatch(off.stderr, /offload-ts debug/);

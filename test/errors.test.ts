@@ -31,11 +31,16 @@ describe('errors', { timeout: 120_000 }, () => {
 
     const bug = new TypeError("Cannot read properties of undefined (reading 'address')");
     const internal = asOffloadError(bug, 'copying to device 0', { device: 0 });
-    assert.ok(isInternal(internal, bug, /^internal error while copying to device 0: TypeError: Cannot read properties/, 0));
+    assert.ok(
+      isInternal(internal, bug, /^internal error while copying to device 0: TypeError: Cannot read properties/, 0),
+    );
 
     const thrown = asOffloadError('a string', 'loading');
     assert.ok(isInternal(thrown, 'a string', /loading: a string/));
-    assert.ok(asOffloadError(new Error('x'.repeat(5000)), 'reading').message.length < 1000, 'a foreign message is cut short');
+    assert.ok(
+      asOffloadError(new Error('x'.repeat(5000)), 'reading').message.length < 1000,
+      'a foreign message is cut short',
+    );
   });
 
   it('asOffloadError gives the code a caller names, for a foreign error that means something else', () => {
@@ -47,7 +52,11 @@ describe('errors', { timeout: 120_000 }, () => {
   });
 
   it('a foreign exception inside a queue operation fails it as INTERNAL with its cause, and the queue goes on', async () => {
-    const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 4 * MiB, inline: 'never' }, webgpu: false, proxies: [] });
+    const runtime = await Offload.init({
+      host: { threads: 1, memoryBytes: 4 * MiB, inline: 'never' },
+      webgpu: false,
+      proxies: [],
+    });
     try {
       const device = runtime.devices[0]!;
       const buffer = await device.alloc(16);
@@ -87,11 +96,18 @@ describe('errors', { timeout: 120_000 }, () => {
 
   it('a plugin factory that throws a foreign exception fails Offload.init as INTERNAL', async () => {
     const bug = new TypeError('a bug planted in a plugin factory');
-    registerPlugin('planted-bug', () => {
-      throw bug;
-    }, 10);
+    registerPlugin(
+      'planted-bug',
+      () => {
+        throw bug;
+      },
+      10,
+    );
     try {
-      await assert.rejects(Offload.init({ host: { threads: 1, memoryBytes: 4 * MiB }, webgpu: false, proxies: [] }), (error) => isInternal(error, bug, /Offload\.init/));
+      await assert.rejects(
+        Offload.init({ host: { threads: 1, memoryBytes: 4 * MiB }, webgpu: false, proxies: [] }),
+        (error) => isInternal(error, bug, /Offload\.init/),
+      );
     } finally {
       unregisterPlugin('planted-bug');
     }

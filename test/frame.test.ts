@@ -49,7 +49,11 @@ function concat(...parts: Uint8Array[]): Uint8Array {
 }
 
 /** A prefix with arbitrary fields followed by `meta` (bytes the encoder would never produce). */
-function rawFrame(meta: Uint8Array | string, payloadLength: bigint = 0n, options: { magic?: number; metaLength?: number } = {}): Uint8Array {
+function rawFrame(
+  meta: Uint8Array | string,
+  payloadLength: bigint = 0n,
+  options: { magic?: number; metaLength?: number } = {},
+): Uint8Array {
   const metaBytes = typeof meta === 'string' ? new TextEncoder().encode(meta) : meta;
   const head = new Uint8Array(PREFIX_BYTES);
   const view = new DataView(head.buffer);
@@ -111,14 +115,24 @@ test('unicode meta round trips, lone surrogates included', { timeout: 60_000 }, 
 test('meta of exactly MAX_META_BYTES is accepted; one byte more is refused by encodeHead', { timeout: 60_000 }, () => {
   const meta = { s: 'x'.repeat(MAX_META_BYTES - '{"s":""}'.length) };
   assertFrames(decodeAll([encodeFrame(meta, bytes(2))]), [{ meta, payload: bytes(2) }]);
-  assertOffloadError(() => encodeHead({ s: `${meta.s}x` }, 0), 'INVALID_ARGUMENT', /meta/, new RegExp(`${MAX_META_BYTES + 1} bytes`));
+  assertOffloadError(
+    () => encodeHead({ s: `${meta.s}x` }, 0),
+    'INVALID_ARGUMENT',
+    /meta/,
+    new RegExp(`${MAX_META_BYTES + 1} bytes`),
+  );
   // Multi-byte characters count as bytes, not as string length.
   assertOffloadError(() => encodeHead({ s: 'é'.repeat(MAX_META_BYTES / 2) }, 0), 'INVALID_ARGUMENT', /meta/);
 });
 
 test('encodeHead refuses a payload over MAX_PAYLOAD_BYTES without needing the payload', { timeout: 60_000 }, () => {
   assert.equal(encodeHead({}, MAX_PAYLOAD_BYTES).length, PREFIX_BYTES + 2);
-  assertOffloadError(() => encodeHead({}, MAX_PAYLOAD_BYTES + 1), 'INVALID_ARGUMENT', /payload/, new RegExp(`${MAX_PAYLOAD_BYTES + 1}`));
+  assertOffloadError(
+    () => encodeHead({}, MAX_PAYLOAD_BYTES + 1),
+    'INVALID_ARGUMENT',
+    /payload/,
+    new RegExp(`${MAX_PAYLOAD_BYTES + 1}`),
+  );
 });
 
 test('the stream split at every position decodes to the same frames', { timeout: 60_000 }, () => {
@@ -127,30 +141,40 @@ test('the stream split at every position decodes to the same frames', { timeout:
   }
 });
 
-test('the stream fed one byte at a time decodes to the same frames, each as soon as it completes', { timeout: 60_000 }, () => {
-  const decoder = new FrameDecoder();
-  const frames: Frame[] = [];
-  const ends = new Set<number>();
-  let end = 0;
-  for (const frame of SAMPLE) ends.add((end += encodeFrame(frame.meta, frame.payload).length));
-  for (let i = 0; i < SAMPLE_STREAM.length; i++) {
-    const got = decoder.push(SAMPLE_STREAM.subarray(i, i + 1));
-    assert.equal(got.length, ends.has(i + 1) ? 1 : 0, `at byte ${i}`);
-    frames.push(...got);
-    assert.equal(decoder.pending > 0, !ends.has(i + 1), `pending after byte ${i}`);
-  }
-  assertFrames(frames, SAMPLE);
-});
+test(
+  'the stream fed one byte at a time decodes to the same frames, each as soon as it completes',
+  { timeout: 60_000 },
+  () => {
+    const decoder = new FrameDecoder();
+    const frames: Frame[] = [];
+    const ends = new Set<number>();
+    let end = 0;
+    for (const frame of SAMPLE) ends.add((end += encodeFrame(frame.meta, frame.payload).length));
+    for (let i = 0; i < SAMPLE_STREAM.length; i++) {
+      const got = decoder.push(SAMPLE_STREAM.subarray(i, i + 1));
+      assert.equal(got.length, ends.has(i + 1) ? 1 : 0, `at byte ${i}`);
+      frames.push(...got);
+      assert.equal(decoder.pending > 0, !ends.has(i + 1), `pending after byte ${i}`);
+    }
+    assertFrames(frames, SAMPLE);
+  },
+);
 
-test('the stream cut at random positions (empty chunks included) decodes to the same frames', { timeout: 60_000 }, () => {
-  const random = xorshift(0x5eed);
-  for (let round = 0; round < 500; round++) {
-    const cuts = Array.from({ length: 1 + Math.floor(random() * 12) }, () => Math.floor(random() * (SAMPLE_STREAM.length + 1)));
-    cuts.sort((a, b) => a - b);
-    const chunks = [0, ...cuts].map((from, i) => SAMPLE_STREAM.subarray(from, cuts[i] ?? SAMPLE_STREAM.length));
-    assertFrames(decodeAll(chunks), SAMPLE);
-  }
-});
+test(
+  'the stream cut at random positions (empty chunks included) decodes to the same frames',
+  { timeout: 60_000 },
+  () => {
+    const random = xorshift(0x5eed);
+    for (let round = 0; round < 500; round++) {
+      const cuts = Array.from({ length: 1 + Math.floor(random() * 12) }, () =>
+        Math.floor(random() * (SAMPLE_STREAM.length + 1)),
+      );
+      cuts.sort((a, b) => a - b);
+      const chunks = [0, ...cuts].map((from, i) => SAMPLE_STREAM.subarray(from, cuts[i] ?? SAMPLE_STREAM.length));
+      assertFrames(decodeAll(chunks), SAMPLE);
+    }
+  },
+);
 
 test('several frames in one chunk all come out of one push', { timeout: 60_000 }, () => {
   const decoder = new FrameDecoder();
@@ -185,26 +209,55 @@ test('a bad magic is PROTOCOL naming the magic, as soon as the prefix is in', { 
   const decoder = new FrameDecoder();
   assert.deepEqual(decoder.push(rawFrame('{}', 0n, { magic: 0xdeadbeef }).subarray(0, PREFIX_BYTES - 1)), []);
   assertOffloadError(() => decoder.push(new Uint8Array([0])), 'PROTOCOL', /magic/, /0xdeadbeef/);
-  assertOffloadError(() => new FrameDecoder().push(new TextEncoder().encode('GET / HTTP/1.1\r\nHost: x\r\n\r\n')), 'PROTOCOL', /magic/);
+  assertOffloadError(
+    () => new FrameDecoder().push(new TextEncoder().encode('GET / HTTP/1.1\r\nHost: x\r\n\r\n')),
+    'PROTOCOL',
+    /magic/,
+  );
 });
 
-test('a meta length of 0 or over MAX_META_BYTES is PROTOCOL naming the length, before the meta arrives', { timeout: 60_000 }, () => {
-  assertOffloadError(() => new FrameDecoder().push(rawFrame('', 0n)), 'PROTOCOL', /meta length 0\b/);
-  const over = rawFrame('', 0n, { metaLength: MAX_META_BYTES + 1 });
-  assertOffloadError(() => new FrameDecoder().push(over), 'PROTOCOL', new RegExp(`meta length ${MAX_META_BYTES + 1}\\b`));
-  assertOffloadError(() => new FrameDecoder().push(rawFrame('', 0n, { metaLength: 0xffffffff })), 'PROTOCOL', /meta length 4294967295\b/);
-});
+test(
+  'a meta length of 0 or over MAX_META_BYTES is PROTOCOL naming the length, before the meta arrives',
+  { timeout: 60_000 },
+  () => {
+    assertOffloadError(() => new FrameDecoder().push(rawFrame('', 0n)), 'PROTOCOL', /meta length 0\b/);
+    const over = rawFrame('', 0n, { metaLength: MAX_META_BYTES + 1 });
+    assertOffloadError(
+      () => new FrameDecoder().push(over),
+      'PROTOCOL',
+      new RegExp(`meta length ${MAX_META_BYTES + 1}\\b`),
+    );
+    assertOffloadError(
+      () => new FrameDecoder().push(rawFrame('', 0n, { metaLength: 0xffffffff })),
+      'PROTOCOL',
+      /meta length 4294967295\b/,
+    );
+  },
+);
 
-test('a payload length over MAX_PAYLOAD_BYTES is PROTOCOL naming the length, before the payload arrives', { timeout: 60_000 }, () => {
-  const over = BigInt(MAX_PAYLOAD_BYTES) + 1n;
-  assertOffloadError(() => new FrameDecoder().push(rawFrame('{}', over)), 'PROTOCOL', /payload length/, new RegExp(`${over}`));
-  // Lengths beyond 2^53 must not be rounded into range.
-  assertOffloadError(() => new FrameDecoder().push(rawFrame('{}', 2n ** 64n - 1n)), 'PROTOCOL', /payload length 18446744073709551615\b/);
-  assertOffloadError(() => new FrameDecoder().push(rawFrame('{}', 2n ** 53n + 1n)), 'PROTOCOL', /payload length/);
-  // Exactly the maximum is a legal header: the decoder waits for the payload.
-  const decoder = new FrameDecoder();
-  assert.deepEqual(decoder.push(rawFrame('{}', BigInt(MAX_PAYLOAD_BYTES))), []);
-});
+test(
+  'a payload length over MAX_PAYLOAD_BYTES is PROTOCOL naming the length, before the payload arrives',
+  { timeout: 60_000 },
+  () => {
+    const over = BigInt(MAX_PAYLOAD_BYTES) + 1n;
+    assertOffloadError(
+      () => new FrameDecoder().push(rawFrame('{}', over)),
+      'PROTOCOL',
+      /payload length/,
+      new RegExp(`${over}`),
+    );
+    // Lengths beyond 2^53 must not be rounded into range.
+    assertOffloadError(
+      () => new FrameDecoder().push(rawFrame('{}', 2n ** 64n - 1n)),
+      'PROTOCOL',
+      /payload length 18446744073709551615\b/,
+    );
+    assertOffloadError(() => new FrameDecoder().push(rawFrame('{}', 2n ** 53n + 1n)), 'PROTOCOL', /payload length/);
+    // Exactly the maximum is a legal header: the decoder waits for the payload.
+    const decoder = new FrameDecoder();
+    assert.deepEqual(decoder.push(rawFrame('{}', BigInt(MAX_PAYLOAD_BYTES))), []);
+  },
+);
 
 test('meta that is not UTF-8 or not JSON is PROTOCOL saying so', { timeout: 60_000 }, () => {
   for (const meta of [new Uint8Array([0x7b, 0xff, 0x7d]), new Uint8Array([0xc3]), new Uint8Array([0xed, 0xa0, 0x80])]) {
@@ -228,11 +281,30 @@ test('fuzz: mutated frames decode to plain-object metas or fail with PROTOCOL on
   const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
   const randomBytes = (length: number) => Uint8Array.from({ length }, () => int(256));
 
-  const metas: Record<string, unknown>[] = [{}, { op: 'run', id: 7 }, { s: 'ünï🚀' }, { list: [1, [2, [3]]], o: { p: null } }];
+  const metas: Record<string, unknown>[] = [
+    {},
+    { op: 'run', id: 7 },
+    { s: 'ünï🚀' },
+    { list: [1, [2, [3]]], o: { p: null } },
+  ];
   // An own "__proto__" key must come back as a key, not as the meta's prototype.
   metas.push(JSON.parse('{"__proto__":{"polluted":true}}') as Record<string, unknown>);
   const validFrame = () => encodeFrame(pick(metas), randomBytes(pick([0, 0, 1, 7, 16, 40, 300])));
-  const interesting = [0, 1, 2, 15, 16, 255, 65535, MAX_META_BYTES, MAX_META_BYTES + 1, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES + 1, 0x7fffffff, 0xffffffff];
+  const interesting = [
+    0,
+    1,
+    2,
+    15,
+    16,
+    255,
+    65535,
+    MAX_META_BYTES,
+    MAX_META_BYTES + 1,
+    MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_BYTES + 1,
+    0x7fffffff,
+    0xffffffff,
+  ];
   const nonObjects = ['[]', 'null', '1', '"s"', 'true', '[{}]', '{', '\u00ff'];
 
   const mutations: ((input: Uint8Array) => Uint8Array)[] = [
@@ -251,7 +323,12 @@ test('fuzz: mutated frames decode to plain-object metas or fail with PROTOCOL on
       const view = new DataView(out.buffer);
       const value = random() < 0.5 ? pick(interesting) : int(2 ** 32);
       if (random() < 0.5) view.setUint32(4, value, true);
-      else view.setBigUint64(8, random() < 0.8 ? BigInt(value) : BigInt(int(2 ** 32)) << 32n | BigInt(int(2 ** 32)), true);
+      else
+        view.setBigUint64(
+          8,
+          random() < 0.8 ? BigInt(value) : (BigInt(int(2 ** 32)) << 32n) | BigInt(int(2 ** 32)),
+          true,
+        );
       return out;
     },
     // Random bytes, sometimes behind a valid magic so the length checks are reached.
@@ -277,7 +354,9 @@ test('fuzz: mutated frames decode to plain-object metas or fail with PROTOCOL on
   let failures = 0;
   for (; inputs < 12_000; inputs++) {
     // Concatenations of valid and mutated frames, sometimes mutated again as a whole.
-    const parts = Array.from({ length: 1 + int(3) }, () => (random() < 0.6 ? pick(mutations)(validFrame()) : validFrame()));
+    const parts = Array.from({ length: 1 + int(3) }, () =>
+      random() < 0.6 ? pick(mutations)(validFrame()) : validFrame(),
+    );
     let input = concat(...parts);
     if (random() < 0.3) input = pick(mutations)(input);
 
@@ -290,7 +369,13 @@ test('fuzz: mutated frames decode to plain-object metas or fail with PROTOCOL on
         for (const frame of decoder.push(chunk)) {
           framesSeen++;
           const { meta } = frame;
-          assert.ok(typeof meta === 'object' && meta !== null && !Array.isArray(meta) && Object.getPrototypeOf(meta) === Object.prototype, 'meta is a plain object');
+          assert.ok(
+            typeof meta === 'object' &&
+              meta !== null &&
+              !Array.isArray(meta) &&
+              Object.getPrototypeOf(meta) === Object.prototype,
+            'meta is a plain object',
+          );
           assert.ok(frame.payload instanceof Uint8Array, 'payload is a Uint8Array');
         }
       }
@@ -299,11 +384,16 @@ test('fuzz: mutated frames decode to plain-object metas or fail with PROTOCOL on
         failures++;
         continue;
       }
-      assert.fail(`fuzz input ${inputs} (seed ${seed}, replay with FRAME_FUZZ_SEED=${seed}) [${Array.from(input).join(',')}]: ${(error as Error)?.stack ?? String(error)}`);
+      assert.fail(
+        `fuzz input ${inputs} (seed ${seed}, replay with FRAME_FUZZ_SEED=${seed}) [${Array.from(input).join(',')}]: ${(error as Error)?.stack ?? String(error)}`,
+      );
     }
   }
   // Both outcomes must be common, or the mutations are not reaching the decoder's checks.
-  assert.ok(framesSeen > 1000 && failures > 1000, `seed ${seed}: ${framesSeen} frames, ${failures} PROTOCOL errors over ${inputs} inputs`);
+  assert.ok(
+    framesSeen > 1000 && failures > 1000,
+    `seed ${seed}: ${framesSeen} frames, ${failures} PROTOCOL errors over ${inputs} inputs`,
+  );
   assert.ok(performance.now() - started < 5000, `fuzz took ${Math.round(performance.now() - started)} ms`);
 });
 
@@ -333,34 +423,38 @@ test('a sink view of the wrong length is ignored: the payload gets its own array
   assert.deepEqual(frame!.payload, payload);
 });
 
-test('direct reads: the rest of a sink payload is offered for reads to land in, and counted with landed()', { timeout: 60_000 }, () => {
-  const payload = new Uint8Array(100_000).map((_, i) => (i * 13) & 0xff);
-  const stream = encodeFrame({ op: 'chunk', id: 1 }, payload);
-  const landing = new Uint8Array(200_000);
-  const decoder = new FrameDecoder((_meta, length) => landing.subarray(50_000, 50_000 + length));
-  assert.equal(decoder.directTarget(), undefined, 'no frame begun: nothing to read into');
-  const head = stream.length - payload.length;
-  // The head and 10 payload bytes come in one read, as a socket would give them.
-  assert.deepEqual(decoder.push(stream.subarray(0, head + 10)), []);
-  let frames: Frame[] = [];
-  let reads = 0;
-  for (let target = decoder.directTarget(); target; target = decoder.directTarget()) {
-    assert.equal(target.buffer, landing.buffer);
-    assert.equal(target.byteOffset, 50_000 + 10 + reads * 7919, 'the view starts where the payload has reached');
-    const length = Math.min(7919, target.length);
-    const at = head + 10 + reads * 7919;
-    target.set(stream.subarray(at, at + length)); // what the socket's read does
-    decoder.landed(length);
-    reads++;
-    frames = decoder.push(new Uint8Array(0));
-    if (frames.length > 0) break;
-  }
-  assert.equal(frames.length, 1);
-  assert.equal(frames[0]!.payload.byteOffset, 50_000);
-  assert.deepEqual(frames[0]!.payload, payload);
-  assert.equal(decoder.directTarget(), undefined, 'the payload is complete: the next read is a frame head');
-  assert.equal(decoder.pending, 0);
-});
+test(
+  'direct reads: the rest of a sink payload is offered for reads to land in, and counted with landed()',
+  { timeout: 60_000 },
+  () => {
+    const payload = new Uint8Array(100_000).map((_, i) => (i * 13) & 0xff);
+    const stream = encodeFrame({ op: 'chunk', id: 1 }, payload);
+    const landing = new Uint8Array(200_000);
+    const decoder = new FrameDecoder((_meta, length) => landing.subarray(50_000, 50_000 + length));
+    assert.equal(decoder.directTarget(), undefined, 'no frame begun: nothing to read into');
+    const head = stream.length - payload.length;
+    // The head and 10 payload bytes come in one read, as a socket would give them.
+    assert.deepEqual(decoder.push(stream.subarray(0, head + 10)), []);
+    let frames: Frame[] = [];
+    let reads = 0;
+    for (let target = decoder.directTarget(); target; target = decoder.directTarget()) {
+      assert.equal(target.buffer, landing.buffer);
+      assert.equal(target.byteOffset, 50_000 + 10 + reads * 7919, 'the view starts where the payload has reached');
+      const length = Math.min(7919, target.length);
+      const at = head + 10 + reads * 7919;
+      target.set(stream.subarray(at, at + length)); // what the socket's read does
+      decoder.landed(length);
+      reads++;
+      frames = decoder.push(new Uint8Array(0));
+      if (frames.length > 0) break;
+    }
+    assert.equal(frames.length, 1);
+    assert.equal(frames[0]!.payload.byteOffset, 50_000);
+    assert.deepEqual(frames[0]!.payload, payload);
+    assert.equal(decoder.directTarget(), undefined, 'the payload is complete: the next read is a frame head');
+    assert.equal(decoder.pending, 0);
+  },
+);
 
 test('no direct read while other bytes are buffered, nor for a frame without a sink view', { timeout: 60_000 }, () => {
   const decoder = new FrameDecoder((meta, length) => (meta.op === 'chunk' ? new Uint8Array(length) : undefined));
@@ -376,22 +470,41 @@ test('no direct read while other bytes are buffered, nor for a frame without a s
   assert.equal(decoder.directTarget()!.length, 500, 'after parsing, the rest of the payload');
 });
 
-test('a receiver given borrowed bytes keeps none of them: payloads and buffered bytes are copies', { timeout: 60_000 }, async () => {
-  const { FrameReceiver } = await import('../src/transport/transport.js');
-  const frames: Frame[] = [];
-  const transport = { closed: false, stats: { framesSent: 0, framesReceived: 0, bytesSent: 0, bytesReceived: 0 }, onFrame: (frame: Frame) => frames.push(frame), close() {} };
-  const receiver = new FrameReceiver(transport as never);
-  const scratch = new Uint8Array(4096);
-  const stream = new Uint8Array([...encodeFrame({ op: 'a' }, new Uint8Array(100).fill(7)), ...encodeFrame({ op: 'b' }, new Uint8Array(3000).fill(8))]);
-  // Like a socket reading into one reused array: each read overwrites the last.
-  for (let at = 0; at < stream.length; at += 1000) {
-    const length = Math.min(1000, stream.length - at);
-    scratch.set(stream.subarray(at, at + length));
-    receiver.receive(scratch.subarray(0, length), true);
-    scratch.fill(0xee);
-  }
-  assert.deepEqual(frames.map((frame) => frame.meta.op), ['a', 'b']);
-  assert.notEqual(frames[0]!.payload.buffer, scratch.buffer);
-  assert.deepEqual(frames[0]!.payload, new Uint8Array(100).fill(7), 'a payload from one read survives the array being reused');
-  assert.deepEqual(frames[1]!.payload, new Uint8Array(3000).fill(8), 'a payload over several reads survives too');
-});
+test(
+  'a receiver given borrowed bytes keeps none of them: payloads and buffered bytes are copies',
+  { timeout: 60_000 },
+  async () => {
+    const { FrameReceiver } = await import('../src/transport/transport.js');
+    const frames: Frame[] = [];
+    const transport = {
+      closed: false,
+      stats: { framesSent: 0, framesReceived: 0, bytesSent: 0, bytesReceived: 0 },
+      onFrame: (frame: Frame) => frames.push(frame),
+      close() {},
+    };
+    const receiver = new FrameReceiver(transport as never);
+    const scratch = new Uint8Array(4096);
+    const stream = new Uint8Array([
+      ...encodeFrame({ op: 'a' }, new Uint8Array(100).fill(7)),
+      ...encodeFrame({ op: 'b' }, new Uint8Array(3000).fill(8)),
+    ]);
+    // Like a socket reading into one reused array: each read overwrites the last.
+    for (let at = 0; at < stream.length; at += 1000) {
+      const length = Math.min(1000, stream.length - at);
+      scratch.set(stream.subarray(at, at + length));
+      receiver.receive(scratch.subarray(0, length), true);
+      scratch.fill(0xee);
+    }
+    assert.deepEqual(
+      frames.map((frame) => frame.meta.op),
+      ['a', 'b'],
+    );
+    assert.notEqual(frames[0]!.payload.buffer, scratch.buffer);
+    assert.deepEqual(
+      frames[0]!.payload,
+      new Uint8Array(100).fill(7),
+      'a payload from one read survives the array being reused',
+    );
+    assert.deepEqual(frames[1]!.payload, new Uint8Array(3000).fill(8), 'a payload over several reads survives too');
+  },
+);

@@ -69,19 +69,45 @@ describe('host calls', { timeout: 120_000 }, () => {
 
   it("takes a hostile proxy's malformed 'host-call' frame as a protocol error of that proxy", async () => {
     const device = {
-      name: 'fake', plugin: 'host', imageFormats: ['wasm'], memoryBytes: 1 << 20, computeUnits: 1, maxTeams: 1, maxThreadsPerTeam: 1,
-      maxTeamDims: [1, 1, 1], maxThreadDims: [1, 1, 1], maxTeamMemoryBytes: 0, memoryKinds: ['device'], launchTimeouts: false, kernelPrint: true, hostCalls: true,
-      capabilities: { i64: true, f64: true, traps: true, concurrentQueues: true, atomics: true, mappedMemory: false, maxTeamMemoryBytes: 0 },
+      name: 'fake',
+      plugin: 'host',
+      imageFormats: ['wasm'],
+      memoryBytes: 1 << 20,
+      computeUnits: 1,
+      maxTeams: 1,
+      maxThreadsPerTeam: 1,
+      maxTeamDims: [1, 1, 1],
+      maxThreadDims: [1, 1, 1],
+      maxTeamMemoryBytes: 0,
+      memoryKinds: ['device'],
+      launchTimeouts: false,
+      kernelPrint: true,
+      hostCalls: true,
+      capabilities: {
+        i64: true,
+        f64: true,
+        traps: true,
+        concurrentQueues: true,
+        atomics: true,
+        mappedMemory: false,
+        maxTeamMemoryBytes: 0,
+      },
     };
     let client: Transport | undefined;
     const listener = await listenTcp('127.0.0.1:0', (transport) => {
       client = transport;
       transport.onFrame = (frame) => {
         const { op, id } = frame.meta;
-        if (op === 'hello' || op === 'queue') transport.send({ op: 'reply', id, ...(op === 'hello' ? { devices: [device], peers: [] } : {}) });
+        if (op === 'hello' || op === 'queue')
+          transport.send({ op: 'reply', id, ...(op === 'hello' ? { devices: [device], peers: [] } : {}) });
       };
     });
-    const runtime = await Offload.init({ host: false, webgpu: false, proxies: [listener.address], token: 'x'.repeat(16) });
+    const runtime = await Offload.init({
+      host: false,
+      webgpu: false,
+      proxies: [listener.address],
+      token: 'x'.repeat(16),
+    });
     try {
       let called = 0;
       runtime.hostFunctions.add('f', () => ++called);
@@ -89,8 +115,16 @@ describe('host calls', { timeout: 120_000 }, () => {
       await new Promise((resolve) => setTimeout(resolve, 100)); // the proxy has seen the queue
       client!.send({ op: 'host-call', call: 1, queue: 1, kernel: 'k', name: 'f', args: Array(7).fill(1) });
       await new Promise((resolve) => setTimeout(resolve, 100));
-      const refused = await queue.record().done.then(() => undefined, (error: unknown) => error);
-      assert.ok(refused instanceof OffloadError && refused.code === 'DEVICE_LOST' && /arguments that are not up to 6 numbers/.test(refused.message), String(refused));
+      const refused = await queue.record().done.then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      assert.ok(
+        refused instanceof OffloadError &&
+          refused.code === 'DEVICE_LOST' &&
+          /arguments that are not up to 6 numbers/.test(refused.message),
+        String(refused),
+      );
       assert.equal(called, 0, 'the malformed call reached no function');
     } finally {
       await runtime.shutdown();

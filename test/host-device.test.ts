@@ -52,7 +52,8 @@ describe('host device', { timeout: 180_000 }, () => {
       const buffers = await Promise.all(Array.from({ length: 8 }, () => device.alloc(n * 4)));
       const queues = buffers.map(() => device.queue());
       queues.forEach((q, i) => q.write(buffers[i]!, new Int32Array(n)));
-      for (let round = 0; round < 100; round++) queues.forEach((q, i) => q.launch(add, { teams: 1 + ((round + i) % 7) }, [n, 1, buffers[i]!]));
+      for (let round = 0; round < 100; round++)
+        queues.forEach((q, i) => q.launch(add, { teams: 1 + ((round + i) % 7) }, [n, 1, buffers[i]!]));
       const results = buffers.map(() => new Int32Array(n));
       queues.forEach((q, i) => q.read(buffers[i]!, results[i]!));
       await Promise.all(queues.map((q) => q.finish()));
@@ -70,7 +71,11 @@ describe('host device', { timeout: 180_000 }, () => {
       const q = device.queue();
       const running = q.launch(busy, { teams: 1 }, [2_000_000_000, scratch]);
       // Kill the worker running it from outside, as a crash would (wait until one has claimed it).
-      const pool = (device.plugin as unknown as { pool: { workers: { terminate(): Promise<number> }[]; ring: { i32: Int32Array; cell(w: number): number } } }).pool;
+      const pool = (
+        device.plugin as unknown as {
+          pool: { workers: { terminate(): Promise<number> }[]; ring: { i32: Int32Array; cell(w: number): number } };
+        }
+      ).pool;
       const holder = async (): Promise<number> => {
         for (;;) {
           const index = pool.workers.findIndex((_, w) => Atomics.load(pool.ring.i32, pool.ring.cell(w)) < 0);
@@ -80,14 +85,21 @@ describe('host device', { timeout: 180_000 }, () => {
       };
       const victim = await holder();
       await pool.workers[victim]!.terminate();
-      await rejectsWith(running.done, 'KERNEL_TRAP', new RegExp(`kernel 'busy' lost a team: host worker ${victim} exited .* the worker was replaced`));
+      await rejectsWith(
+        running.done,
+        'KERNEL_TRAP',
+        new RegExp(`kernel 'busy' lost a team: host worker ${victim} exited .* the worker was replaced`),
+      );
       await q.finish().catch(() => {});
       // The device goes on: every worker is back, launches and copies work.
       q.launch(iota, { teams: 4 }, [16, scratch]);
       const out = new Int32Array(16);
       q.read(scratch, out);
       await q.finish();
-      assert.deepEqual([...out], Array.from({ length: 16 }, (_, i) => i));
+      assert.deepEqual(
+        [...out],
+        Array.from({ length: 16 }, (_, i) => i),
+      );
       assert.equal(device.plugin.lost, undefined);
       await (await device.alloc(8)).free();
     });
@@ -142,7 +154,11 @@ describe('host device', { timeout: 180_000 }, () => {
     try {
       for (const bad of ['0', '-1', '1.5', '10s', 'x'.repeat(10_000), String(2 ** 31)]) {
         process.env.OFFLOAD_LAUNCH_TIMEOUT = bad;
-        const error = await rejectsWith(Offload.init({ host: small }), 'INVALID_ARGUMENT', /OFFLOAD_LAUNCH_TIMEOUT must be a whole number of milliseconds/);
+        const error = await rejectsWith(
+          Offload.init({ host: small }),
+          'INVALID_ARGUMENT',
+          /OFFLOAD_LAUNCH_TIMEOUT must be a whole number of milliseconds/,
+        );
         assert.ok(error.message.length < 200, 'the message does not echo the value unbounded');
       }
       process.env.OFFLOAD_LAUNCH_TIMEOUT = '150';
@@ -179,18 +195,28 @@ describe('host device', { timeout: 180_000 }, () => {
       },
       { info: (line: string) => lines.push(line) },
     );
-    const has = (pattern: RegExp) => assert.ok(lines.some((line) => pattern.test(line)), `no line matches ${pattern}:\n${lines.join('\n')}`);
+    const has = (pattern: RegExp) =>
+      assert.ok(
+        lines.some((line) => pattern.test(line)),
+        `no line matches ${pattern}:\n${lines.join('\n')}`,
+      );
     has(/^offload: device 0 info: loaded image of 'kernels-\w+' \(wasm, .* \d+ kernels\) in [\d.]+ ms$/);
     has(/copying 64 bytes from host to device, TgtPtr=0x[0-9a-f]{8}\+0 \(queue \d+\)/);
     has(/copying 64 bytes from device to host/);
     // A kernel with a loop runs on the workers until it has shown itself short; one without, inline.
-    has(/launch of kernel iota_i32 with 4 teams and 1 threads completed [\d.]+ ms after enqueue \(queue \d+, ran on the workers\)$/);
-    has(/launch of kernel empty with 1 teams and 1 threads completed [\d.]+ ms after enqueue \(queue \d+, ran on the calling thread\)$/);
+    has(
+      /launch of kernel iota_i32 with 4 teams and 1 threads completed [\d.]+ ms after enqueue \(queue \d+, ran on the workers\)$/,
+    );
+    has(
+      /launch of kernel empty with 1 teams and 1 threads completed [\d.]+ ms after enqueue \(queue \d+, ran on the calling thread\)$/,
+    );
     has(/unloaded image/);
   });
 
   it('takes its worker count and memory from options and refuses bad settings', async () => {
-    await withRuntime(async (runtime) => assert.equal(runtime.devices[0]!.info.computeUnits, 3), { host: { threads: 3, memoryBytes: 8 * 1024 * 1024 } });
+    await withRuntime(async (runtime) => assert.equal(runtime.devices[0]!.info.computeUnits, 3), {
+      host: { threads: 3, memoryBytes: 8 * 1024 * 1024 },
+    });
     await rejectsWith(Offload.init({ host: { threads: 0 } }), 'INVALID_ARGUMENT', /threads/);
     await rejectsWith(Offload.init({ host: { threads: 1, memoryBytes: 1000 } }), 'INVALID_ARGUMENT', /memory/);
     const previous = process.env.OFFLOAD_HOST_THREADS;
@@ -242,7 +268,9 @@ describe('host device', { timeout: 180_000 }, () => {
       console.log('sum', out.reduce((a, b) => a + b));
     `;
     const run = promisify(execFile);
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { timeout: 60_000 });
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      timeout: 60_000,
+    });
     assert.match(stdout, /sum 120/);
   });
 });

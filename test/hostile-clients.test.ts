@@ -49,7 +49,11 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
   };
 
   before(async () => {
-    proxy = await startProxy({ threads: 2, memory: '64M', args: ['--login-timeout', '2000', '--max-connections', '48', '--quota-buffers', '3000'] });
+    proxy = await startProxy({
+      threads: 2,
+      memory: '64M',
+      args: ['--login-timeout', '2000', '--max-connections', '48', '--quota-buffers', '3000'],
+    });
     bystander = await client(proxy);
     kept = await bystander.devices[0]!.alloc(4096);
     await bystander.devices[0]!.queue().write(kept, new Uint8Array(4096).fill(0x5a)).done;
@@ -68,14 +72,21 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
     early.send({ op: 'hello', id: 1, version: PROTOCOL_VERSION, token: huge });
     await early.closedWithin(5000);
     answers.push(...early.frames.map((frame) => frame.meta));
-    assert.equal((answers[0]?.error as { code: string } | undefined)?.code, 'PROTOCOL', JSON.stringify(answers).slice(0, 500));
+    assert.equal(
+      (answers[0]?.error as { code: string } | undefined)?.code,
+      'PROTOCOL',
+      JSON.stringify(answers).slice(0, 500),
+    );
 
     // Before login, under the pre-login limit: the field is described, not echoed.
     const small = await RawClient.open(proxy.address);
     small.send({ op: 'hello', id: 1, version: '\\'.repeat(2000), token: proxy.token });
     const malformed = await small.error(1);
     assert.equal(malformed?.code, 'PROTOCOL');
-    assert.match(malformed.message, /field 'version' must be a non-negative integer, got "\\+\.\.\. \(4002 characters\)/);
+    assert.match(
+      malformed.message,
+      /field 'version' must be a non-negative integer, got "\\+\.\.\. \(4002 characters\)/,
+    );
     answers.push(await small.reply(1));
 
     // After login: in the op, in a string field, in a kernel name, in an image name.
@@ -93,7 +104,10 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
       raw.close();
     }
     for (const answer of answers) {
-      assert.ok(JSON.stringify(answer).length < MAX_REPLY_JSON, `a reply of ${JSON.stringify(answer).length} characters`);
+      assert.ok(
+        JSON.stringify(answer).length < MAX_REPLY_JSON,
+        `a reply of ${JSON.stringify(answer).length} characters`,
+      );
       assert.ok((answer.error as { code: string }).code, 'every answer is a coded error');
     }
     await served(proxy);
@@ -110,7 +124,9 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
       await rejectsWith(device.kernel(over, 'k'), 'INCOMPATIBLE_IMAGE', /static data at .* outside the static window/);
       // A manifest that claims the whole static window (and the bystander's address) but holds nothing.
       const window = { staticBase: STATIC_WINDOW_START, staticSize: STATIC_WINDOW_END - STATIC_WINDOW_START };
-      const liar = await attacker.register(hostileBundle('liar', { data: [{ offset: STATIC_WINDOW_START, size: 16 }] }, window));
+      const liar = await attacker.register(
+        hostileBundle('liar', { data: [{ offset: STATIC_WINDOW_START, size: 16 }] }, window),
+      );
       await device.kernel(liar, 'k');
       // The bystander's own image with static data loads and runs while the liar is loaded.
       await served(proxy);
@@ -148,7 +164,9 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
       Array.from({ length: 24 }, async () => {
         const raw = await RawClient.open(proxy.address);
         let sent = 0;
-        if (await raw.write(encodeHead({ op: 'hello', id: 1, version: PROTOCOL_VERSION, token: proxy.token }, 64 * MiB))) {
+        if (
+          await raw.write(encodeHead({ op: 'hello', id: 1, version: PROTOCOL_VERSION, token: proxy.token }, 64 * MiB))
+        ) {
           while (sent < 60 * MiB && (await raw.write(chunk))) sent += chunk.length;
         }
         await raw.closedWithin(5000);
@@ -159,10 +177,16 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
       assert.ok(sent < 60 * MiB, 'the proxy read a whole pre-login payload');
       assert.equal((answer?.error as { code: string } | undefined)?.code, 'PROTOCOL');
       // Refused at its first 16 bytes, or pushed out by the next connections logging in.
-      assert.match((answer!.error as { message: string }).message, /over the 0 bytes taken before login|too many connections are logging in/);
+      assert.match(
+        (answer!.error as { message: string }).message,
+        /over the 0 bytes taken before login|too many connections are logging in/,
+      );
     }
     const afterFlood = await proxyStats(proxy);
-    assert.ok(afterFlood.rssBytes - before.rssBytes < 64 * MiB, `the proxy grew by ${((afterFlood.rssBytes - before.rssBytes) / MiB).toFixed(1)} MiB`);
+    assert.ok(
+      afterFlood.rssBytes - before.rssBytes < 64 * MiB,
+      `the proxy grew by ${((afterFlood.rssBytes - before.rssBytes) / MiB).toFixed(1)} MiB`,
+    );
 
     // 40 silent connections (more than a quarter of --max-connections 48): the oldest give way
     // to a client that logs in, and every one is closed at the 2 s login deadline.
@@ -180,7 +204,8 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
     // 3001 allocations pipelined on one connection (--quota-buffers 3000).
     const raw = await RawClient.open(proxy.address);
     await raw.login(proxy.token);
-    for (let buffer = 1; buffer <= 3001; buffer++) raw.send({ op: 'alloc', id: 1 + buffer, device: 0, buffer, bytes: 8, kind: 'device' });
+    for (let buffer = 1; buffer <= 3001; buffer++)
+      raw.send({ op: 'alloc', id: 1 + buffer, device: 0, buffer, bytes: 8, kind: 'device' });
     const refused = await raw.error(3002, 30_000);
     assert.equal(refused?.code, 'OUT_OF_MEMORY');
     assert.match(refused.message, /3001 buffers .* the proxy allows 3000 per client \(offload proxy --quota-buffers\)/);
@@ -211,11 +236,29 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
     const runtime = await client(proxy);
     try {
       const device = runtime.devices[0]!;
-      const image = { format: 'wasm', triple: WASM_TRIPLE, offset: 0, size: 0, staticBase: STATIC_WINDOW_START, staticSize: 0, minPages: 1 } as const;
-      const huge = await runtime.register(encodeBundle({ name: 'huge', images: [image], entries: [{ name: 'k', kind: 'kernel', params: [] }] }, [new Uint8Array(65 * MiB)]));
+      const image = {
+        format: 'wasm',
+        triple: WASM_TRIPLE,
+        offset: 0,
+        size: 0,
+        staticBase: STATIC_WINDOW_START,
+        staticSize: 0,
+        minPages: 1,
+      } as const;
+      const huge = await runtime.register(
+        encodeBundle({ name: 'huge', images: [image], entries: [{ name: 'k', kind: 'kernel', params: [] }] }, [
+          new Uint8Array(65 * MiB),
+        ]),
+      );
       await rejectsWith(device.kernel(huge, 'k'), 'INVALID_ARGUMENT', /'register' request to proxy .* cannot be sent/);
-      const entries = Array.from({ length: 1000 }, (_, i) => ({ name: `kernel_with_a_rather_long_name_that_fills_the_manifest_${i}`, kind: 'kernel' as const, params: [] }));
-      const wide = await runtime.register(encodeBundle({ name: 'wide', images: [image], entries }, [new Uint8Array(8)]));
+      const entries = Array.from({ length: 1000 }, (_, i) => ({
+        name: `kernel_with_a_rather_long_name_that_fills_the_manifest_${i}`,
+        kind: 'kernel' as const,
+        params: [],
+      }));
+      const wide = await runtime.register(
+        encodeBundle({ name: 'wide', images: [image], entries }, [new Uint8Array(8)]),
+      );
       await rejectsWith(device.kernel(wide, entries[0]!.name), 'INVALID_ARGUMENT', /cannot be sent/);
       // The client goes on.
       const buffer = await device.alloc(16);
@@ -234,11 +277,23 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
     raw.send({ op: 'load', id: 3, image: 1, device: 0 });
     raw.send({ op: 'alloc', id: 4, device: 0, buffer: 1, bytes: 64, kind: 'device' });
     raw.send({ op: 'queue', id: 5, queue: 1, device: 0 });
-    raw.send({ op: 'launch', id: 6, queue: 1, image: 1, kernel: 'iota_i32', teams: 2, threads: 1, args: [16, { buffer: 1 }] });
+    raw.send({
+      op: 'launch',
+      id: 6,
+      queue: 1,
+      image: 1,
+      kernel: 'iota_i32',
+      teams: 2,
+      threads: 1,
+      args: [16, { buffer: 1 }],
+    });
     raw.send({ op: 'read', id: 7, queue: 1, buffer: 1, offset: 0, bytes: 64 });
     for (let id = 1; id <= 7; id++) assert.equal(await raw.error(id), undefined, `request ${id}`);
     const read = raw.frames.find((frame) => frame.meta.id === 7)!;
-    assert.deepEqual([...new Int32Array(read.payload.slice().buffer)], Array.from({ length: 16 }, (_, i) => i));
+    assert.deepEqual(
+      [...new Int32Array(read.payload.slice().buffer)],
+      Array.from({ length: 16 }, (_, i) => i),
+    );
     // A host gate failed with an error code the runtime does not have.
     raw.send({ op: 'wait-host', id: 8, queue: 1, gate: 1 });
     raw.send({ op: 'signal', id: 9, gate: 1, error: { code: 'PWNED', message: 'x' } });
@@ -285,7 +340,7 @@ export function noisy(n: i32): void { for (let i = 0; i < n; i++) trace("noisy",
     assert.ok(Date.now() - stopping < 5000);
   });
 
-  it("6: abort with a forged 2 GiB length and trace in a loop fail or finish that launch only; the device goes on", async () => {
+  it('6: abort with a forged 2 GiB length and trace in a loop fail or finish that launch only; the device goes on', async () => {
     const proxy = await startProxy({ threads: 2 });
     const runtime = await client(proxy);
     try {
@@ -295,19 +350,27 @@ export function noisy(n: i32): void { for (let i = 0; i < n; i++) trace("noisy",
       const scratch = await device.alloc(64);
       const before = await proxyStats(proxy);
       const queue = device.queue();
-      const trapped = await queue
-        .launch(forged, { teams: 2 }, [scratch.at(16)])
-        .done.then(
-          () => undefined,
-          (error: unknown) => error as Error & { code: string },
-        );
+      const trapped = await queue.launch(forged, { teams: 2 }, [scratch.at(16)]).done.then(
+        () => undefined,
+        (error: unknown) => error as Error & { code: string },
+      );
       await queue.finish().catch(() => {});
       assert.equal(trapped?.code, 'KERNEL_TRAP');
       assert.ok(trapped.message.length < 8192, `an abort message of ${trapped.message.length} characters`);
       await device.queue().launch(noisy, { teams: 2 }, [1_000_000]).done;
       const afterwards = await proxyStats(proxy);
-      assert.ok(afterwards.rssBytes - before.rssBytes < 128 * MiB, `the proxy grew by ${((afterwards.rssBytes - before.rssBytes) / MiB).toFixed(1)} MiB`);
-      assert.ok(proxy.output().split('\n').filter((line) => line.includes('noisy')).length <= 2 * 64 + 2, 'the trace is bounded');
+      assert.ok(
+        afterwards.rssBytes - before.rssBytes < 128 * MiB,
+        `the proxy grew by ${((afterwards.rssBytes - before.rssBytes) / MiB).toFixed(1)} MiB`,
+      );
+      assert.ok(
+        proxy
+          .output()
+          .split('\n')
+          .filter((line) => line.includes('noisy')).length <=
+          2 * 64 + 2,
+        'the trace is bounded',
+      );
       await served(proxy);
     } finally {
       await runtime.shutdown();
@@ -317,7 +380,7 @@ export function noisy(n: i32): void { for (let i = 0; i < n; i++) trace("noisy",
 });
 
 describe('the proxy as a whole', { timeout: 120_000 }, () => {
-  it("7: all clients together cannot make the proxy hold more of its own memory than --proxy-memory", async () => {
+  it('7: all clients together cannot make the proxy hold more of its own memory than --proxy-memory', async () => {
     const proxy = await startProxy({ threads: 1, args: ['--proxy-memory', '2M', '--quota-buffers', '1500'] });
     const [a, b] = await Promise.all([client(proxy), client(proxy)]);
     try {
@@ -359,7 +422,10 @@ describe('the proxy as a whole', { timeout: 120_000 }, () => {
       const locked = await RawClient.open(proxy.address);
       const answer = await locked.login(proxy.token);
       assert.equal((answer.error as { code: string }).code, 'UNAUTHORIZED');
-      assert.match((answer.error as { message: string }).message, /too many failed logins from 127\.0\.0\.1 \(10 within 60 s\); try again in \d+ s/);
+      assert.match(
+        (answer.error as { message: string }).message,
+        /too many failed logins from 127\.0\.0\.1 \(10 within 60 s\); try again in \d+ s/,
+      );
     } finally {
       await proxy.stop();
     }

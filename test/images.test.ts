@@ -76,7 +76,8 @@ describe('untrusted wasm images on the host device', { timeout: 180_000 }, () =>
   it('hand-assembled images look like built ones', async () => {
     const built = readWasmModuleInfo(decodeBundle(new Uint8Array(await readFile(bundleA))).images[0]!.bytes);
     const made = readWasmModuleInfo(hostileModule({}));
-    const memoryOf = (info: typeof made) => info.imports.find((i) => i.module === 'env' && i.name === 'memory')!.memory!;
+    const memoryOf = (info: typeof made) =>
+      info.imports.find((i) => i.module === 'env' && i.name === 'memory')!.memory!;
     assert.deepEqual({ ...memoryOf(made), minimum: 0 }, { ...memoryOf(built), minimum: 0 });
     assert.equal(built.hasStart, false);
     assert.equal(made.hasStart, false);
@@ -102,15 +103,26 @@ describe('untrusted wasm images on the host device', { timeout: 180_000 }, () =>
       ];
       for (const [bundleName, offset, size] of cases) {
         // The manifest claims a harmless range inside the window: it is not what counts.
-        const lib = await runtime.register(hostileBundle(bundleName, { data: [{ offset, size }] }, { staticBase: 0xf0000, staticSize: 16 }));
+        const lib = await runtime.register(
+          hostileBundle(bundleName, { data: [{ offset, size }] }, { staticBase: 0xf0000, staticSize: 16 }),
+        );
         const range = `\\[0x${offset.toString(16)}, 0x${(offset + size).toString(16)}\\)`;
-        await rejectsWith(device.kernel(lib, 'k'), 'INCOMPATIBLE_IMAGE', new RegExp(`image of '${bundleName}' has static data at ${range}, outside the static window \\[0x10000, 0x100000\\).*offload build.*--static-base`));
+        await rejectsWith(
+          device.kernel(lib, 'k'),
+          'INCOMPATIBLE_IMAGE',
+          new RegExp(
+            `image of '${bundleName}' has static data at ${range}, outside the static window \\[0x10000, 0x100000\\).*offload build.*--static-base`,
+          ),
+        );
         await lib.unregister();
       }
       const out = new Uint8Array(64);
       q.read(buffer, out);
       await q.finish();
-      assert.ok(out.every((byte) => byte === 0), 'a refused image wrote device memory');
+      assert.ok(
+        out.every((byte) => byte === 0),
+        'a refused image wrote device memory',
+      );
       await runsKernels(runtime);
     });
   });
@@ -118,7 +130,11 @@ describe('untrusted wasm images on the host device', { timeout: 180_000 }, () =>
   it('refuses a data segment whose address is not a constant, naming the image', async () => {
     await withRuntime(async (runtime) => {
       const lib = await runtime.register(hostileBundle('moving', { globalOffset: true }));
-      await rejectsWith(runtime.devices[0]!.kernel(lib, 'k'), 'INCOMPATIBLE_IMAGE', /image of 'moving' cannot be loaded: .*data segment offset is not an i32 constant.*offload build/);
+      await rejectsWith(
+        runtime.devices[0]!.kernel(lib, 'k'),
+        'INCOMPATIBLE_IMAGE',
+        /image of 'moving' cannot be loaded: .*data segment offset is not an i32 constant.*offload build/,
+      );
       await runsKernels(runtime);
     });
   });
@@ -129,9 +145,16 @@ describe('untrusted wasm images on the host device', { timeout: 180_000 }, () =>
       const a = await runtime.register(bundleA);
       const check = await device.kernel(a, 'check');
       const overlapping = { data: [{ offset: 0x80000, size: 32 }] };
-      for (const claims of [{ staticBase: STATIC_WINDOW_START, staticSize: 0 }, { staticBase: 0xf0000, staticSize: 64 }]) {
+      for (const claims of [
+        { staticBase: STATIC_WINDOW_START, staticSize: 0 },
+        { staticBase: 0xf0000, staticSize: 64 },
+      ]) {
         const liar = await runtime.register(hostileBundle('liar', overlapping, claims));
-        await rejectsWith(device.kernel(liar, 'k'), 'INCOMPATIBLE_IMAGE', /image of 'liar' keeps static data at \[0x80000, 0x80020\), which overlaps image 'a' .*--static-base/);
+        await rejectsWith(
+          device.kernel(liar, 'k'),
+          'INCOMPATIBLE_IMAGE',
+          /image of 'liar' keeps static data at \[0x80000, 0x80020\), which overlaps image 'a' .*--static-base/,
+        );
         await liar.unregister();
       }
       // Image a's static data is intact: its assertion message reads as built.
@@ -150,7 +173,11 @@ describe('untrusted wasm images on the host device', { timeout: 180_000 }, () =>
       const device = runtime.devices[0]!;
       for (const start of ['returns', 'loops'] as const) {
         const lib = await runtime.register(hostileBundle(`start-${start}`, { start }));
-        await rejectsWith(device.kernel(lib, 'k'), 'INCOMPATIBLE_IMAGE', new RegExp(`image of 'start-${start}' has a start function .*offload build`));
+        await rejectsWith(
+          device.kernel(lib, 'k'),
+          'INCOMPATIBLE_IMAGE',
+          new RegExp(`image of 'start-${start}' has a start function .*offload build`),
+        );
         await lib.unregister();
       }
       await runsKernels(runtime);
@@ -159,18 +186,27 @@ describe('untrusted wasm images on the host device', { timeout: 180_000 }, () =>
 
   it('refuses at build time a kernel file with top-level code, naming the file', async () => {
     const sources: [string, string][] = [
-      ['call.ts', 'function twice(x: i32): i32 { return load<i32>(x) * 2; }\nconst scale: i32 = twice(64);\nexport function k(p: usize): void { store<i32>(p, scale); }\n'],
-      ['loop.ts', 'for (let i = 0; i < 4; i++) store<i32>(0x100000 + (<usize>i << 2), i);\nexport function k(p: usize): void { store<i32>(p, 1); }\n'],
+      [
+        'call.ts',
+        'function twice(x: i32): i32 { return load<i32>(x) * 2; }\nconst scale: i32 = twice(64);\nexport function k(p: usize): void { store<i32>(p, scale); }\n',
+      ],
+      [
+        'loop.ts',
+        'for (let i = 0; i < 4; i++) store<i32>(0x100000 + (<usize>i << 2), i);\nexport function k(p: usize): void { store<i32>(p, 1); }\n',
+      ],
     ];
     for (const [file, text] of sources) {
       await writeFile(join(dir, file), text);
       for (const optimize of [true, false]) {
-        await assert.rejects(buildBundle({ sources: [join(dir, file)], output: join(dir, 'top-level'), optimize }), (error: unknown) => {
-          assert.ok(OffloadError.is(error, 'INVALID_ARGUMENT'), String(error));
-          assert.match(error.message, new RegExp(`${file.replace('.', '\\.')}: top-level code`));
-          assert.match(error.message, /move that code into a kernel, or make the value a constant/);
-          return true;
-        });
+        await assert.rejects(
+          buildBundle({ sources: [join(dir, file)], output: join(dir, 'top-level'), optimize }),
+          (error: unknown) => {
+            assert.ok(OffloadError.is(error, 'INVALID_ARGUMENT'), String(error));
+            assert.match(error.message, new RegExp(`${file.replace('.', '\\.')}: top-level code`));
+            assert.match(error.message, /move that code into a kernel, or make the value a constant/);
+            return true;
+          },
+        );
       }
     }
   });
@@ -196,10 +232,18 @@ describe('untrusted wasm images on the host device', { timeout: 180_000 }, () =>
       assert.ok(error.message.length < 1024, `message of ${error.message.length} characters`);
       assert.ok(performance.now() - started < 10_000);
       await q.finish().catch(() => {});
-      // eslint-disable-next-line no-control-regex -- the NUL bytes at the end of memory are what is checked
-      await rejectsWith(q.launch(await device.kernel(lib, 'atEnd'), { teams: 1 }, []).done, 'KERNEL_TRAP', /abort: \u0000\u0000\.\.\.$/);
+      await rejectsWith(
+        q.launch(await device.kernel(lib, 'atEnd'), { teams: 1 }, []).done,
+        'KERNEL_TRAP',
+        // eslint-disable-next-line no-control-regex -- the NUL bytes at the end of memory are what is checked
+        /abort: \u0000\u0000\.\.\.$/,
+      );
       await q.finish().catch(() => {});
-      await rejectsWith(q.launch(await device.kernel(lib, 'wild'), { teams: 1 }, [0xfffffff0]).done, 'KERNEL_TRAP', /abort: <string at 0xfffffff0>$/);
+      await rejectsWith(
+        q.launch(await device.kernel(lib, 'wild'), { teams: 1 }, [0xfffffff0]).done,
+        'KERNEL_TRAP',
+        /abort: <string at 0xfffffff0>$/,
+      );
       await q.finish().catch(() => {});
       // The device goes on.
       const out = await device.alloc(64);
@@ -207,7 +251,10 @@ describe('untrusted wasm images on the host device', { timeout: 180_000 }, () =>
       const values = new Int32Array(16);
       q.read(out, values);
       await q.finish();
-      assert.deepEqual([...values], Array.from({ length: 16 }, (_, i) => i));
+      assert.deepEqual(
+        [...values],
+        Array.from({ length: 16 }, (_, i) => i),
+      );
     });
   });
 
@@ -233,12 +280,20 @@ describe('untrusted wasm images on the host device', { timeout: 180_000 }, () =>
       await runtime.shutdown();
     `;
     const run = promisify(execFile);
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { timeout: 60_000, maxBuffer: 64 * MiB });
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      timeout: 60_000,
+      maxBuffer: 64 * MiB,
+    });
     assert.match(stdout, /sum 120/);
     assert.ok(stderr.length < 32 * 1024, `stderr has ${stderr.length} bytes`);
     const lines = stderr.split('\n');
     assert.equal(lines.filter((line) => /^offload trace: noisy \d+$/.test(line)).length, 2 * 64);
-    assert.equal(lines.filter((line) => /^offload trace: 999936 more trace lines of kernel 'noisy' \(team [01]\) dropped/.test(line)).length, 2);
+    assert.equal(
+      lines.filter((line) =>
+        /^offload trace: 999936 more trace lines of kernel 'noisy' \(team [01]\) dropped/.test(line),
+      ).length,
+      2,
+    );
     const forgedLine = lines.find((line) => line.startsWith('offload trace: \u4242'));
     assert.ok(forgedLine !== undefined, stderr.slice(0, 2000));
     assert.equal(forgedLine, `offload trace: ${'\u4242'.repeat(256)}... `);

@@ -23,9 +23,17 @@ import { seededRandom } from './helpers/random.js';
 
 const MiB = 1024 * 1024;
 
-async function withRuntime<T>(inline: 'auto' | 'never' | 'always', body: (runtime: Runtime, lines: string[]) => Promise<T>): Promise<T> {
+async function withRuntime<T>(
+  inline: 'auto' | 'never' | 'always',
+  body: (runtime: Runtime, lines: string[]) => Promise<T>,
+): Promise<T> {
   const lines: string[] = [];
-  const runtime = await Offload.init({ host: { threads: 2, memoryBytes: 16 * MiB, inline }, webgpu: false, proxies: [], info: (line) => lines.push(line) });
+  const runtime = await Offload.init({
+    host: { threads: 2, memoryBytes: 16 * MiB, inline },
+    webgpu: false,
+    proxies: [],
+    info: (line) => lines.push(line),
+  });
   try {
     return await body(runtime, lines);
   } finally {
@@ -37,14 +45,22 @@ async function withRuntime<T>(inline: 'auto' | 'never' | 'always', body: (runtim
  * Launches `kernel` until it has run inline `times` times in a row (a loaded machine may make the
  * first worker runs too slow to count as quick); fails after 50 launches.
  */
-async function warmUp(runtime: Runtime, lines: string[], kernel: Kernel, args: KernelArgument[], times = 2): Promise<void> {
+async function warmUp(
+  runtime: Runtime,
+  lines: string[],
+  kernel: Kernel,
+  args: KernelArgument[],
+  times = 2,
+): Promise<void> {
   const queue = runtime.devices[0]!.queue();
   for (let i = 0; i < 50; i++) {
     await queue.launch(kernel, { teams: 1 }, args).done;
     const where = places(lines, kernel.name);
     if (where.length >= times && where.slice(-times).every((place) => place === 'inline')) return;
   }
-  assert.fail(`kernel ${kernel.name} never ran inline ${times} times in a row: ${places(lines, kernel.name).join(', ')}`);
+  assert.fail(
+    `kernel ${kernel.name} never ran inline ${times} times in a row: ${places(lines, kernel.name).join(', ')}`,
+  );
 }
 
 /** Where each launch of `kernel` ran, in order, from the OFFLOAD_INFO lines. */
@@ -58,8 +74,20 @@ function places(lines: readonly string[], kernel: string): string[] {
 
 describe('inline launches', { timeout: 120_000 }, () => {
   it('reads from the code which kernels are bounded and which synchronise', async () => {
-    const wasm = decodeBundle(new Uint8Array(await readFile(await fixtureBundle()))).images.find((image) => image.info.format === 'wasm')!.bytes;
-    const names = ['empty', 'count_team', 'trap_abort', 'record_grid', 'saxpy', 'busy', 'spin', 'wait_flag', 'call_host'];
+    const wasm = decodeBundle(new Uint8Array(await readFile(await fixtureBundle()))).images.find(
+      (image) => image.info.format === 'wasm',
+    )!.bytes;
+    const names = [
+      'empty',
+      'count_team',
+      'trap_abort',
+      'record_grid',
+      'saxpy',
+      'busy',
+      'spin',
+      'wait_flag',
+      'call_host',
+    ];
     const shapes = readCodeShapes(wasm, names);
     const shape = (name: string) => {
       const { bounded, synchronizes } = shapes.get(name)!;
@@ -80,28 +108,52 @@ describe('inline launches', { timeout: 120_000 }, () => {
       return { bounded, synchronizes };
     };
     assert.deepEqual(made([0x03, 0x40, 0x0c, 0x00, 0x0b]), { bounded: false, synchronizes: false }, 'loop: br 0');
-    assert.deepEqual(made([0x41, 0x00, 0x41, 0x00, 0x42, 0x7f, 0xfe, 0x01, 0x02, 0x00, 0x1a]), { bounded: false, synchronizes: true }, 'memory.atomic.wait32');
-    assert.deepEqual(made([0x41, 0x00, 0x41, 0x00, 0x41, 0x7f, 0xfc, 0x0b, 0x00]), { bounded: false, synchronizes: false }, 'memory.fill');
+    assert.deepEqual(
+      made([0x41, 0x00, 0x41, 0x00, 0x42, 0x7f, 0xfe, 0x01, 0x02, 0x00, 0x1a]),
+      { bounded: false, synchronizes: true },
+      'memory.atomic.wait32',
+    );
+    assert.deepEqual(
+      made([0x41, 0x00, 0x41, 0x00, 0x41, 0x7f, 0xfc, 0x0b, 0x00]),
+      { bounded: false, synchronizes: false },
+      'memory.fill',
+    );
     assert.deepEqual(made([0xff]), { bounded: false, synchronizes: true }, 'unknown opcode');
-    assert.deepEqual(made([0x10, 0x00]), { bounded: false, synchronizes: false }, 'a call into the module (here: itself)');
-    assert.deepEqual(readCodeShapes(hostileModule({}), ['missing']).get('missing'), { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true, barrierStackBytes: undefined });
+    assert.deepEqual(
+      made([0x10, 0x00]),
+      { bounded: false, synchronizes: false },
+      'a call into the module (here: itself)',
+    );
+    assert.deepEqual(readCodeShapes(hostileModule({}), ['missing']).get('missing'), {
+      bounded: false,
+      synchronizes: true,
+      codeBytes: 0,
+      callsHost: true,
+      barrierStackBytes: undefined,
+    });
   });
 
   it('reads hostile code without hanging or failing other than INCOMPATIBLE_IMAGE', async () => {
-    const wasm = decodeBundle(new Uint8Array(await readFile(await fixtureBundle()))).images.find((image) => image.info.format === 'wasm')!.bytes;
+    const wasm = decodeBundle(new Uint8Array(await readFile(await fixtureBundle()))).images.find(
+      (image) => image.info.format === 'wasm',
+    )!.bytes;
     const names = ['empty', 'saxpy', 'count_team', 'spin'];
     const random = seededRandom(13);
     let read = 0;
     const started = performance.now();
     for (let i = 0; i < 3000; i++) {
       const mutated = Uint8Array.from(wasm);
-      for (let flips = 1 + Math.floor(random() * 4); flips > 0; flips--) mutated[Math.floor(random() * mutated.length)] = Math.floor(random() * 256);
+      for (let flips = 1 + Math.floor(random() * 4); flips > 0; flips--)
+        mutated[Math.floor(random() * mutated.length)] = Math.floor(random() * 256);
       try {
         const shapes = readCodeShapes(mutated, names);
         assert.equal(shapes.size, names.length);
         read++;
       } catch (error) {
-        assert.ok(error instanceof OffloadError && error.code === 'INCOMPATIBLE_IMAGE', `mutation ${i}: ${String(error)}`);
+        assert.ok(
+          error instanceof OffloadError && error.code === 'INCOMPATIBLE_IMAGE',
+          `mutation ${i}: ${String(error)}`,
+        );
       }
     }
     assert.ok(read > 0, 'some mutations still parse');
@@ -124,7 +176,10 @@ describe('inline launches', { timeout: 120_000 }, () => {
       assert.equal(places(lines, 'iota_i32').at(-1), 'workers');
       const out = new Int32Array(16);
       await q.read(buffer, out).done;
-      assert.deepEqual(Array.from(out), Array.from({ length: 16 }, (_, i) => i));
+      assert.deepEqual(
+        Array.from(out),
+        Array.from({ length: 16 }, (_, i) => i),
+      );
     });
   });
 
@@ -133,7 +188,9 @@ describe('inline launches', { timeout: 120_000 }, () => {
       withRuntime(inline, async (runtime) => {
         const device = runtime.devices[0]!;
         const library = await runtime.register(await fixtureBundle());
-        const [grid, abort, oob] = await Promise.all(['record_grid', 'trap_abort', 'trap_oob'].map((name) => device.kernel(library, name)));
+        const [grid, abort, oob] = await Promise.all(
+          ['record_grid', 'trap_abort', 'trap_oob'].map((name) => device.kernel(library, name)),
+        );
         const buffer = await device.alloc(4 * 4 * 8);
         const q = device.queue();
         await q.launch(grid!, { teams: 8 }, [buffer]).done;
@@ -166,7 +223,14 @@ describe('inline launches', { timeout: 120_000 }, () => {
       // Now ~20 ms or more a launch: the first is inline (it was short until then), the others not.
       const q = device.queue();
       for (let i = 0; i < 6; i++) await q.launch(busy, { teams: 1 }, [20_000_000, out]).done;
-      assert.deepEqual(places(lines, 'busy').slice(before), ['inline', 'workers', 'workers', 'workers', 'workers', 'workers']);
+      assert.deepEqual(places(lines, 'busy').slice(before), [
+        'inline',
+        'workers',
+        'workers',
+        'workers',
+        'workers',
+        'workers',
+      ]);
     });
   });
 
@@ -175,7 +239,13 @@ describe('inline launches', { timeout: 120_000 }, () => {
     const file = join(dir, 'trace.json');
     try {
       const lines: string[] = [];
-      const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * MiB, inline: 'always' }, webgpu: false, proxies: [], trace: file, info: (line) => lines.push(line) });
+      const runtime = await Offload.init({
+        host: { threads: 1, memoryBytes: 16 * MiB, inline: 'always' },
+        webgpu: false,
+        proxies: [],
+        trace: file,
+        info: (line) => lines.push(line),
+      });
       const device = runtime.devices[0]!;
       const busy = await device.kernel(await runtime.register(await fixtureBundle()), 'busy');
       const out = await device.alloc(8);
@@ -184,9 +254,13 @@ describe('inline launches', { timeout: 120_000 }, () => {
       const took = performance.now() - started;
       await runtime.shutdown();
       assert.deepEqual(places(lines, 'busy'), ['inline']);
-      const events = (JSON.parse(await readFile(file, 'utf8')) as { traceEvents: { name: string; dur?: number }[] }).traceEvents;
+      const events = (JSON.parse(await readFile(file, 'utf8')) as { traceEvents: { name: string; dur?: number }[] })
+        .traceEvents;
       const traced = events.find((event) => event.name === 'busy')!;
-      assert.ok(traced.dur! / 1000 >= took * 0.9, `the trace shows ${traced.dur! / 1000} ms for a launch that took ${took} ms`);
+      assert.ok(
+        traced.dur! / 1000 >= took * 0.9,
+        `the trace shows ${traced.dur! / 1000} ms for a launch that took ${took} ms`,
+      );
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -198,16 +272,29 @@ describe('inline launches', { timeout: 120_000 }, () => {
       const busy = await device.kernel(await runtime.register(await fixtureBundle()), 'busy');
       const out = await device.alloc(8);
       await warmUp(runtime, lines, busy, [10, out]);
-      const first = await rejectsWith(device.queue().launch(busy, { teams: 1, timeoutMs: 5 }, [50_000_000, out]).done, 'TIMEOUT');
-      assert.match(first.message, /time limit of 5 ms on the calling thread, where it cannot be stopped: it ran to its end in [\d.]+ ms/);
-      const second = await rejectsWith(device.queue().launch(busy, { teams: 1, timeoutMs: 5 }, [2_000_000_000, out]).done, 'TIMEOUT');
+      const first = await rejectsWith(
+        device.queue().launch(busy, { teams: 1, timeoutMs: 5 }, [50_000_000, out]).done,
+        'TIMEOUT',
+      );
+      assert.match(
+        first.message,
+        /time limit of 5 ms on the calling thread, where it cannot be stopped: it ran to its end in [\d.]+ ms/,
+      );
+      const second = await rejectsWith(
+        device.queue().launch(busy, { teams: 1, timeoutMs: 5 }, [2_000_000_000, out]).done,
+        'TIMEOUT',
+      );
       assert.match(second.message, /the workers running it were stopped and replaced/);
       // A device whose every launch is inline cannot stop one, and says so.
       await withRuntime('always', async (inlineOnly) => {
         const inlineDevice = inlineOnly.devices[0]!;
         assert.equal(inlineDevice.info.launchTimeouts, false);
         const kernel = await inlineDevice.kernel(await inlineOnly.register(await fixtureBundle()), 'busy');
-        await rejectsWith(Promise.resolve().then(() => inlineDevice.queue().launch(kernel, { teams: 1, timeoutMs: 5 }, [1, out]).done), 'UNSUPPORTED', /cannot stop a running launch/);
+        await rejectsWith(
+          Promise.resolve().then(() => inlineDevice.queue().launch(kernel, { teams: 1, timeoutMs: 5 }, [1, out]).done),
+          'UNSUPPORTED',
+          /cannot stop a running launch/,
+        );
       });
     });
   });
@@ -218,14 +305,20 @@ describe('inline launches', { timeout: 120_000 }, () => {
     const device = HostDevice.create({ threads: 1, memoryBytes: 16 * MiB, inline: 'auto' });
     try {
       const client = device.context();
-      const loaded = await client.loadImage({ name: 'fixtures', info: image.info, bytes: image.bytes, entries: wasm.manifest.entries });
+      const loaded = await client.loadImage({
+        name: 'fixtures',
+        info: image.info,
+        bytes: image.bytes,
+        entries: wasm.manifest.entries,
+      });
       const buffer = await client.alloc(64, 'device');
       const queue = client.createQueue();
       const ptr = { type: 'ptr', alloc: buffer, offset: 0 } as const;
       const grid = { teams: 1, threads: 1, teamDims: [1, 1, 1], threadDims: [1, 1, 1], teamMemoryBytes: 0 } as Grid;
       const where: unknown[] = [];
       for (let i = 0; i < 3; i++) where.push(await queue.launch(loaded.kernels.get('empty')!, grid, []));
-      for (let i = 0; i < 3; i++) where.push(await queue.launch(loaded.kernels.get('iota_i32')!, grid, [{ type: 'i32', value: 16 }, ptr]));
+      for (let i = 0; i < 3; i++)
+        where.push(await queue.launch(loaded.kernels.get('iota_i32')!, grid, [{ type: 'i32', value: 16 }, ptr]));
       assert.deepEqual(where, [...Array(3).fill('on the calling thread'), ...Array(3).fill('on the workers')]);
       await client.close();
     } finally {
@@ -236,6 +329,9 @@ describe('inline launches', { timeout: 120_000 }, () => {
   it('takes OFFLOAD_HOST_INLINE and refuses anything but auto, never and always', () => {
     assert.equal(inlineMode({}), 'auto');
     assert.equal(inlineMode({ OFFLOAD_HOST_INLINE: 'never' }), 'never');
-    assert.throws(() => inlineMode({ OFFLOAD_HOST_INLINE: 'sometimes' }), /OFFLOAD_HOST_INLINE must be one of auto, never, always, not 'sometimes'/);
+    assert.throws(
+      () => inlineMode({ OFFLOAD_HOST_INLINE: 'sometimes' }),
+      /OFFLOAD_HOST_INLINE must be one of auto, never, always, not 'sometimes'/,
+    );
   });
 });

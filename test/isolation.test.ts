@@ -64,7 +64,11 @@ async function readBack(device: Device, buffer: Awaited<ReturnType<Device['alloc
 
 describe('isolation between tenants', { timeout: 300_000 }, () => {
   it('two contexts of one host device: a scan of every address finds only its own buffer', async () => {
-    const runtime = await Offload.init({ host: { threads: 2, memoryBytes: 64 * 1024 * 1024 }, webgpu: false, proxies: [] });
+    const runtime = await Offload.init({
+      host: { threads: 2, memoryBytes: 64 * 1024 * 1024 },
+      webgpu: false,
+      proxies: [],
+    });
     try {
       const victim = await runtime.createContext();
       const attacker = await runtime.createContext();
@@ -100,7 +104,10 @@ describe('isolation between tenants', { timeout: 300_000 }, () => {
         await victim.devices[0]!.queue().write(hidden, secret()).done;
         const scan = await scanEverything(attacker, attacker.devices[0]!);
         assert.equal(scan.hits, 0, "the attacker saw the victim's magic");
-        assert.ok(scan.ran >= 1 && scan.trapped >= 1, `the scan covered its memory and beyond (${JSON.stringify(scan)})`);
+        assert.ok(
+          scan.ran >= 1 && scan.trapped >= 1,
+          `the scan covered its memory and beyond (${JSON.stringify(scan)})`,
+        );
         assert.deepEqual(await readBack(victim.devices[0]!, hidden), secret(), "the victim's bytes are intact");
         // The attacker overwrote every 256 KiB of the memory it can reach: a buffer the victim
         // gets now holds none of that (it would, were their memories one).

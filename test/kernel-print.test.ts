@@ -27,19 +27,33 @@ describe('printing from kernels', { timeout: 120_000 }, () => {
       await device.queue().launch(say, { teams: 2 }, [2, data, -1]).done;
       await runtime.shutdown();`;
     for (const inline of ['never', 'always']) {
-      const { stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, inline], { cwd: root, timeout: 60_000 });
+      const { stderr } = await promisify(execFile)(
+        process.execPath,
+        ['--import', 'tsx', '--input-type=module', '-e', script, inline],
+        { cwd: root, timeout: 60_000 },
+      );
       const lines = stderr.split('\n').filter((line) => line.startsWith('[offload'));
-      assert.deepEqual(lines.sort(), [
-        "[offload device 0 'say' team 0] team, line, value: 0, 0, 0.25",
-        "[offload device 0 'say' team 0] team, line, value: 0, 1, 0.25",
-        "[offload device 0 'say' team 1] team, line, value: 1, 0, 0.75",
-        "[offload device 0 'say' team 1] team, line, value: 1, 1, 0.75",
-      ], `OFFLOAD_HOST_INLINE=${inline}: ${stderr}`);
+      assert.deepEqual(
+        lines.sort(),
+        [
+          "[offload device 0 'say' team 0] team, line, value: 0, 0, 0.25",
+          "[offload device 0 'say' team 0] team, line, value: 0, 1, 0.25",
+          "[offload device 0 'say' team 1] team, line, value: 1, 0, 0.75",
+          "[offload device 0 'say' team 1] team, line, value: 1, 1, 0.75",
+        ],
+        `OFFLOAD_HOST_INLINE=${inline}: ${stderr}`,
+      );
     }
   });
 
   it('a listener that throws fails neither the launch nor the device', async () => {
-    const runtime = await Offload.init({ webgpu: false, host: { threads: 1, inline: 'never' }, print: () => { throw new Error('listener bug'); } });
+    const runtime = await Offload.init({
+      webgpu: false,
+      host: { threads: 1, inline: 'never' },
+      print: () => {
+        throw new Error('listener bug');
+      },
+    });
     const warnings: string[] = [];
     const onWarning = (warning: Error) => warnings.push(warning.message);
     process.on('warning', onWarning);
@@ -50,7 +64,10 @@ describe('printing from kernels', { timeout: 120_000 }, () => {
       await device.queue().launch(say, { teams: 1 }, [1, data, -1]).done;
       await device.queue().launch(say, { teams: 1 }, [1, data, -1]).done;
       await new Promise((resolve) => setImmediate(resolve));
-      assert.ok(warnings.some((text) => /print listener threw: listener bug/.test(text)), warnings.join('\n'));
+      assert.ok(
+        warnings.some((text) => /print listener threw: listener bug/.test(text)),
+        warnings.join('\n'),
+      );
     } finally {
       process.off('warning', onWarning);
       await runtime.shutdown();
@@ -58,17 +75,44 @@ describe('printing from kernels', { timeout: 120_000 }, () => {
   });
 
   it("takes a hostile proxy's print frames cut to a line's length, and a malformed one as a protocol error", async () => {
-    const device = { name: 'fake', plugin: 'host', imageFormats: ['wasm'], memoryBytes: 1 << 20, computeUnits: 1, maxTeams: 1, maxThreadsPerTeam: 1, memoryKinds: ['device'], launchTimeouts: false, kernelPrint: true, capabilities: { i64: true, f64: true, traps: true, concurrentQueues: true, atomics: true, mappedMemory: false, maxTeamMemoryBytes: 0 } };
+    const device = {
+      name: 'fake',
+      plugin: 'host',
+      imageFormats: ['wasm'],
+      memoryBytes: 1 << 20,
+      computeUnits: 1,
+      maxTeams: 1,
+      maxThreadsPerTeam: 1,
+      memoryKinds: ['device'],
+      launchTimeouts: false,
+      kernelPrint: true,
+      capabilities: {
+        i64: true,
+        f64: true,
+        traps: true,
+        concurrentQueues: true,
+        atomics: true,
+        mappedMemory: false,
+        maxTeamMemoryBytes: 0,
+      },
+    };
     let client: Transport | undefined;
     const listener = await listenTcp('127.0.0.1:0', (transport) => {
       client = transport;
       transport.onFrame = (frame) => {
         const { op, id } = frame.meta;
-        if (op === 'hello' || op === 'queue') transport.send({ op: 'reply', id, ...(op === 'hello' ? { devices: [device], peers: [] } : {}) });
+        if (op === 'hello' || op === 'queue')
+          transport.send({ op: 'reply', id, ...(op === 'hello' ? { devices: [device], peers: [] } : {}) });
       };
     });
     const lines: { team: number; text: string; kernel: string }[] = [];
-    const runtime = await Offload.init({ host: false, webgpu: false, proxies: [listener.address], token: 'x'.repeat(16), print: (line) => lines.push(line) });
+    const runtime = await Offload.init({
+      host: false,
+      webgpu: false,
+      proxies: [listener.address],
+      token: 'x'.repeat(16),
+      print: (line) => lines.push(line),
+    });
     try {
       const queue = runtime.devices[0]!.queue();
       await new Promise((resolve) => setTimeout(resolve, 100)); // the proxy has seen the queue
@@ -77,12 +121,21 @@ describe('printing from kernels', { timeout: 120_000 }, () => {
       send({ op: 'print', queue: 99, kernel: 'k', team: 0, text: 'a queue that does not exist: dropped' });
       await new Promise((resolve) => setTimeout(resolve, 100));
       assert.equal(lines.length, 1);
-      assert.ok(lines[0]!.text.length <= 515 && lines[0]!.text.endsWith('...'), `a line of ${lines[0]!.text.length} characters`);
+      assert.ok(
+        lines[0]!.text.length <= 515 && lines[0]!.text.endsWith('...'),
+        `a line of ${lines[0]!.text.length} characters`,
+      );
       assert.ok(lines[0]!.kernel.length <= 131);
       send({ op: 'print', queue: 1, kernel: 'k', team: 'seven', text: 'x' });
       await new Promise((resolve) => setTimeout(resolve, 100));
-      const refused = await queue.record().done.then(() => undefined, (error: unknown) => error);
-      assert.ok(refused instanceof OffloadError && refused.code === 'DEVICE_LOST' && /names team "seven"/.test(refused.message), String(refused));
+      const refused = await queue.record().done.then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      assert.ok(
+        refused instanceof OffloadError && refused.code === 'DEVICE_LOST' && /names team "seven"/.test(refused.message),
+        String(refused),
+      );
     } finally {
       await runtime.shutdown();
       await listener.close();

@@ -15,12 +15,18 @@ import { describeViolation, explore, type Exploration } from './helpers/interlea
 import { LaunchModel, type Protocol, type Scenario } from './helpers/launch-model.js';
 import { HostSideV1, PUBLICATION_V1, WorkerSideV1 } from './fixtures/launch-protocol-v1.js';
 
-const FIRST_PROTOCOL: Protocol = { Host: HostSideV1, Worker: WorkerSideV1 as unknown as Protocol['Worker'], publication: PUBLICATION_V1 };
+const FIRST_PROTOCOL: Protocol = {
+  Host: HostSideV1,
+  Worker: WorkerSideV1 as unknown as Protocol['Worker'],
+  publication: PUBLICATION_V1,
+};
 
 function check(t: TestContext, scenario: Scenario, protocol?: Protocol): Exploration {
   const started = performance.now();
   const result = explore(new LaunchModel(scenario, protocol), { maxStates: 3_000_000 });
-  t.diagnostic(`${result.states} states, schedules up to ${result.deepest} steps, ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  t.diagnostic(
+    `${result.states} states, schedules up to ${result.deepest} steps, ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  );
   return result;
 }
 
@@ -34,7 +40,11 @@ function holds(t: TestContext, scenario: Scenario): void {
 describe('launch protocol (model-checked)', { timeout: 600_000 }, () => {
   describe('the first protocol, as a witness that the checker finds real faults', () => {
     it('runs a team twice: a stale ticket reads the payload of the launch published after it', (t) => {
-      const result = check(t, { slots: 1, workers: 2, launches: [{ teams: 1 }, { teams: 2 }], safetyOnly: true }, FIRST_PROTOCOL);
+      const result = check(
+        t,
+        { slots: 1, workers: 2, launches: [{ teams: 1 }, { teams: 2 }], safetyOnly: true },
+        FIRST_PROTOCOL,
+      );
       assert.ok(result.violation, 'the checker must find the stale-ticket race');
       assert.match(result.violation.message, /runs team 1 of launch 0 with another launch's payload/);
       t.diagnostic(describeViolation(result.violation));

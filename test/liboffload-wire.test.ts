@@ -29,7 +29,10 @@ describe('liboffload operations over the wire', { timeout: 180_000 }, () => {
   const wire = () => (runtime.devices[0]!.plugin as RemoteDevice).connection.transport.stats;
   const carried = (before: ReturnType<typeof wire>) => {
     const now = wire();
-    return { bytes: now.bytesSent + now.bytesReceived - before.bytesSent - before.bytesReceived, frames: now.framesSent - before.framesSent };
+    return {
+      bytes: now.bytesSent + now.bytesReceived - before.bytesSent - before.bytesReceived,
+      frames: now.framesSent - before.framesSent,
+    };
   };
 
   it('fills 64 MiB with under 1 KiB on the wire, and the bytes are there (sampled with one readRect)', async () => {
@@ -52,7 +55,8 @@ describe('liboffload operations over the wire', { timeout: 180_000 }, () => {
     assert.deepEqual(samples, expected);
     // writeRect: one frame, carrying the rows packed (not the pitches between them).
     const write = { ...wire() };
-    await q.writeRect(buffer, new Uint8Array(16 * 100).fill(9), { width: 16, height: 100, dst: { rowPitch: 4096 } }).done;
+    await q.writeRect(buffer, new Uint8Array(16 * 100).fill(9), { width: 16, height: 100, dst: { rowPitch: 4096 } })
+      .done;
     const written = carried(write);
     assert.equal(written.frames, 1);
     assert.ok(written.bytes < 16 * 100 + 1024, `writeRect of 1600 bytes of rows carried ${written.bytes}`);
@@ -77,7 +81,16 @@ describe('liboffload operations over the wire', { timeout: 180_000 }, () => {
       raw.send({ op: 'sync', id: 7, queue: 1 });
       await raw.reply(7);
       // A read of 2^40 bytes of rows is refused before anything is allocated.
-      const rect = { queue: 1, buffer: 1, width: 2 ** 20, height: 2 ** 20, depth: 1, offset: 0, rowPitch: 2 ** 20, slicePitch: 2 ** 40 };
+      const rect = {
+        queue: 1,
+        buffer: 1,
+        width: 2 ** 20,
+        height: 2 ** 20,
+        depth: 1,
+        offset: 0,
+        rowPitch: 2 ** 20,
+        slicePitch: 2 ** 40,
+      };
       raw.send({ op: 'read-rect', id: 8, ...rect });
       const huge = await raw.error(8);
       assert.equal(huge?.code, 'INVALID_ARGUMENT');
@@ -87,25 +100,53 @@ describe('liboffload operations over the wire', { timeout: 180_000 }, () => {
       raw.send({ op: 'sync', id: 10, queue: 1 });
       await raw.reply(10);
       // 2^40 empty slices: nothing to copy, answered at once (no loop over them).
-      const empty = { op: 'copy-rect', queue: 1, width: 4, height: 0, depth: 2 ** 40, src: 1, srcOffset: 0, srcRowPitch: 4, srcSlicePitch: 0, dst: 1, dstOffset: 0, dstRowPitch: 4, dstSlicePitch: 0 };
+      const empty = {
+        op: 'copy-rect',
+        queue: 1,
+        width: 4,
+        height: 0,
+        depth: 2 ** 40,
+        src: 1,
+        srcOffset: 0,
+        srcRowPitch: 4,
+        srcSlicePitch: 0,
+        dst: 1,
+        dstOffset: 0,
+        dstRowPitch: 4,
+        dstSlicePitch: 0,
+      };
       raw.send({ ...empty, id: 15 });
       assert.equal(await raw.error(15, 2000), undefined);
       raw.send({ op: 'memory-info', id: 11, device: 99 });
       assert.equal((await raw.error(11))?.code, 'NOT_FOUND');
       raw.send({ op: 'memory-info', id: 12, device: 0 });
       const info = await raw.reply(12);
-      assert.ok((info.freeBytes as number) <= (info.totalBytes as number) && (info.totalBytes as number) > 0, JSON.stringify(info));
+      assert.ok(
+        (info.freeBytes as number) <= (info.totalBytes as number) && (info.totalBytes as number) > 0,
+        JSON.stringify(info),
+      );
       raw.send({ op: 'record', id: 13, queue: 1, event: 1, timing: true });
       assert.equal(typeof (await raw.reply(13)).time, 'number');
       // Rows that do not match their announced size, and a pattern that is not bytes, close the connection with PROTOCOL.
-      raw.send({ op: 'write-rect', id: 14, ...rect, width: 4, height: 4, rowPitch: 4, slicePitch: 16 }, new Uint8Array(15));
+      raw.send(
+        { op: 'write-rect', id: 14, ...rect, width: 4, height: 4, rowPitch: 4, slicePitch: 16 },
+        new Uint8Array(15),
+      );
       assert.equal((await raw.error(14))?.code, 'PROTOCOL');
       await raw.closedWithin(5000);
       const second = await RawClient.open(proxy.address);
       await second.login(proxy.token);
       second.send({ op: 'alloc', id: 2, device: 0, buffer: 1, bytes: 64, kind: 'device' });
       second.send({ op: 'queue', id: 3, queue: 1, device: 0 });
-      second.send({ op: 'fill', id: 4, queue: 1, buffer: 1, offset: 0, bytes: 64, pattern: [1, 2, 3, 4, 5, 6, 7, 8, 9] });
+      second.send({
+        op: 'fill',
+        id: 4,
+        queue: 1,
+        buffer: 1,
+        offset: 0,
+        bytes: 64,
+        pattern: [1, 2, 3, 4, 5, 6, 7, 8, 9],
+      });
       assert.equal((await second.error(4))?.code, 'PROTOCOL');
       await second.closedWithin(5000);
       const third = await RawClient.open(proxy.address);

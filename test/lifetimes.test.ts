@@ -87,7 +87,9 @@ describe('lifetimes', { timeout: 600_000 }, () => {
         console.log('ready');
         setInterval(() => {}, 1000);
       `;
-      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
       try {
         await new Promise<void>((resolve, reject) => {
           child.stdout.on('data', (chunk: globalThis.Buffer) => chunk.toString().includes('ready') && resolve());
@@ -108,11 +110,18 @@ describe('lifetimes', { timeout: 600_000 }, () => {
       for (let n = 0; n < 4; n++) await killedProcess();
       const busiest = await proxyStats(proxy);
 
-      const final = await proxyStatsUntil(proxy, (stats) => empty(stats) && stats.rssBytes < baseline.rssBytes + 48 * MiB, 30_000);
+      const final = await proxyStatsUntil(
+        proxy,
+        (stats) => empty(stats) && stats.rssBytes < baseline.rssBytes + 48 * MiB,
+        30_000,
+      );
       assert.ok(empty(final), `live objects left: ${JSON.stringify(final)}`);
       const grown = final.rssBytes - baseline.rssBytes;
       // 196 clients each wrote 6.25 MiB of buffers: a leak of their memory would be over 1 GiB.
-      assert.ok(grown < 48 * MiB, `the proxy's RSS grew by ${(grown / MiB).toFixed(1)} MiB (baseline ${(baseline.rssBytes / MiB).toFixed(0)} MiB, last busy ${(busiest.rssBytes / MiB).toFixed(0)} MiB)`);
+      assert.ok(
+        grown < 48 * MiB,
+        `the proxy's RSS grew by ${(grown / MiB).toFixed(1)} MiB (baseline ${(baseline.rssBytes / MiB).toFixed(0)} MiB, last busy ${(busiest.rssBytes / MiB).toFixed(0)} MiB)`,
+      );
     });
   });
 

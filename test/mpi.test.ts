@@ -35,11 +35,23 @@ function job(
   if (missing) throw new Error(`MPI is required here (OFFLOAD_REQUIRE_MPI=1) but unavailable: ${missing}`);
   const proxyPart = ['-np', String(proxies), ...node, cli, 'proxy', '--mpi'];
   const appPart = ['-np', String(apps), ...node, app, scenario];
-  const args = ['--oversubscribe', ...(options.mpirun ?? []), ...(appFirst ? [...appPart, ':', ...proxyPart] : [...proxyPart, ':', ...appPart])];
+  const args = [
+    '--oversubscribe',
+    ...(options.mpirun ?? []),
+    ...(appFirst ? [...appPart, ':', ...proxyPart] : [...proxyPart, ':', ...appPart]),
+  ];
   return new Promise((resolve) => {
     // Without NODE_TEST_CONTEXT the application's node:test prints its own report, not the runner's protocol.
     const { NODE_TEST_CONTEXT: _context, ...env } = process.env;
-    const child = spawn('mpirun', args, { env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OFFLOAD_HOST_THREADS: '1', ...options.env } });
+    const child = spawn('mpirun', args, {
+      env: {
+        ...env,
+        OMPI_ALLOW_RUN_AS_ROOT: '1',
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1',
+        OFFLOAD_HOST_THREADS: '1',
+        ...options.env,
+      },
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -52,7 +64,11 @@ function job(
   });
 }
 
-const lines = (stdout: string) => stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+const lines = (stdout: string) =>
+  stdout
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 
 describe('MPI transport', { skip, timeout: 300_000 }, () => {
   it('passes the conformance suite on a proxy rank, and the job ends cleanly', async () => {
@@ -68,13 +84,21 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
     assert.equal(code, 0, `${stdout}\n${stderr}`);
     const [report] = lines(stdout);
     assert.deepEqual(report!.locations, ['mpi:0', 'mpi:1']);
-    assert.ok((report!.carried as number) < 64 * 1024, `the application's channels carried ${report!.carried as number} bytes of a 16 MiB copy`);
+    assert.ok(
+      (report!.carried as number) < 64 * 1024,
+      `the application's channels carried ${report!.carried as number} bytes of a 16 MiB copy`,
+    );
   });
 
   it('lets two application ranks share one proxy, each with its own buffers', async () => {
     const { code, stdout, stderr } = await job(1, 2, 'shared');
     assert.equal(code, 0, `${stdout}\n${stderr}`);
-    assert.deepEqual(lines(stdout).map((r) => r.rank).sort(), [1, 2]);
+    assert.deepEqual(
+      lines(stdout)
+        .map((r) => r.rank)
+        .sort(),
+      [1, 2],
+    );
   });
 
   it('lets the application be rank 0 (any rank may host it)', async () => {
@@ -89,23 +113,35 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
   });
 
   it('gives DEVICE_LOST for a killed proxy rank within the peer timeout, and goes on with the other (mpirun --enable-recovery)', async () => {
-    const { stdout, stderr } = await job(2, 1, 'killed-proxy', false, { mpirun: ['--enable-recovery'], env: { OFFLOAD_PEER_TIMEOUT: '3000' } });
+    const { stdout, stderr } = await job(2, 1, 'killed-proxy', false, {
+      mpirun: ['--enable-recovery'],
+      env: { OFFLOAD_PEER_TIMEOUT: '3000' },
+    });
     const [report] = lines(stdout);
     assert.ok(report, `${stdout}\n${stderr}`);
-    assert.deepEqual([report.lost, report.later, report.other], ['DEVICE_LOST', 'DEVICE_LOST', true], JSON.stringify(report));
+    assert.deepEqual(
+      [report.lost, report.later, report.other],
+      ['DEVICE_LOST', 'DEVICE_LOST', true],
+      JSON.stringify(report),
+    );
     assert.ok((report.seconds as number) < 3 + 2, `DEVICE_LOST after ${report.seconds as number} s`);
   });
 
   it('ends the job when the program rank is killed: the proxies take it as gone (mpirun --enable-recovery)', async () => {
     const started = Date.now();
-    const { stdout, stderr } = await job(1, 1, 'killed-app', false, { mpirun: ['--enable-recovery'], env: { OFFLOAD_PEER_TIMEOUT: '3000' } });
+    const { stdout, stderr } = await job(1, 1, 'killed-app', false, {
+      mpirun: ['--enable-recovery'],
+      env: { OFFLOAD_PEER_TIMEOUT: '3000' },
+    });
     assert.ok(lines(stdout)[0]?.killing, `${stdout}\n${stderr}`);
     assert.ok(Date.now() - started < 60_000, 'the proxies finished instead of waiting for a bye that never comes');
   });
 
   it('runs a program with offload launch --mpi and returns its status', async () => {
     const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', cli, 'launch', '--mpi', '-np', '2', app, 'p2p'], { env: { ...process.env, OFFLOAD_HOST_THREADS: '1' } });
+      const child = spawn(process.execPath, ['--import', 'tsx', cli, 'launch', '--mpi', '-np', '2', app, 'p2p'], {
+        env: { ...process.env, OFFLOAD_HOST_THREADS: '1' },
+      });
       let out = '';
       child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
       child.once('exit', (exitCode) => resolve({ code: exitCode, stdout: out }));
@@ -116,9 +152,27 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
 
   it('runs XSBench over MPI proxy ranks (offload bench --mpi) with the published checksum', async () => {
     const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', cli, 'bench', 'xsbench', '--grid', 'hash', '--lookups', '1000', '--devices', 'remote', '--mpi', '2'], {
-        env: { ...process.env, OFFLOAD_HOST_THREADS: '1' },
-      });
+      const child = spawn(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          cli,
+          'bench',
+          'xsbench',
+          '--grid',
+          'hash',
+          '--lookups',
+          '1000',
+          '--devices',
+          'remote',
+          '--mpi',
+          '2',
+        ],
+        {
+          env: { ...process.env, OFFLOAD_HOST_THREADS: '1' },
+        },
+      );
       let out = '';
       child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
       child.once('exit', (exitCode) => resolve({ code: exitCode, stdout: out }));

@@ -36,9 +36,11 @@ async function install(dir: string, omit: readonly string[] = []): Promise<void>
 }
 
 async function run(command: string, args: string[], cwd: string): Promise<string> {
-  const { stdout } = await exec(command, args, { cwd, maxBuffer: 64 << 20 }).catch((error: { stdout: string; stderr: string }) => {
-    throw new Error(`${command} ${args.join(' ')} failed:\n${error.stdout}\n${error.stderr}`);
-  });
+  const { stdout } = await exec(command, args, { cwd, maxBuffer: 64 << 20 }).catch(
+    (error: { stdout: string; stderr: string }) => {
+      throw new Error(`${command} ${args.join(' ')} failed:\n${error.stdout}\n${error.stderr}`);
+    },
+  );
   return stdout;
 }
 
@@ -46,7 +48,10 @@ describe('the published package', { timeout: 300_000 }, () => {
   before(async () => {
     work = await mkdtemp(path.join(os.tmpdir(), 'offload-package-'));
     // npm pack runs `prepare` (the build) first, as publishing does.
-    const packed = JSON.parse(await run(npm, ['pack', '--json', '--pack-destination', work], ROOT)) as { filename: string; files: { path: string }[] }[];
+    const packed = JSON.parse(await run(npm, ['pack', '--json', '--pack-destination', work], ROOT)) as {
+      filename: string;
+      files: { path: string }[];
+    }[];
     files = packed[0]!.files.map((file) => file.path);
     app = path.join(work, 'app');
     tarball = path.join(work, packed[0]!.filename);
@@ -60,19 +65,42 @@ describe('the published package', { timeout: 300_000 }, () => {
 
   it('ships a LICENSE, the docs the README links to, and no source map pointing at unshipped sources', async () => {
     assert.ok(files.includes('LICENSE'));
-    assert.match(await readFile(path.join(app, 'node_modules/offload-ts/LICENSE'), 'utf8'), /Apache License\s+Version 2\.0/);
-    assert.deepEqual(files.filter((file) => file.endsWith('.map')), []);
-    assert.deepEqual(files.filter((file) => file.startsWith('src/')), []);
+    assert.match(
+      await readFile(path.join(app, 'node_modules/offload-ts/LICENSE'), 'utf8'),
+      /Apache License\s+Version 2\.0/,
+    );
+    assert.deepEqual(
+      files.filter((file) => file.endsWith('.map')),
+      [],
+    );
+    assert.deepEqual(
+      files.filter((file) => file.startsWith('src/')),
+      [],
+    );
     const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
-    const linked = [...readme.matchAll(/\]\(((?:docs|bench)\/[^)#]+)\)|`((?:docs|bench)\/[\w./-]+\.md)`/g)].map((match) => match[1] ?? match[2]!);
+    const linked = [...readme.matchAll(/\]\(((?:docs|bench)\/[^)#]+)\)|`((?:docs|bench)\/[\w./-]+\.md)`/g)].map(
+      (match) => match[1] ?? match[2]!,
+    );
     assert.ok(linked.length > 0);
-    for (const file of linked) assert.ok(files.includes(file), `README links to ${file}, which the package does not ship`);
+    for (const file of linked)
+      assert.ok(files.includes(file), `README links to ${file}, which the package does not ship`);
   });
 
   it('is required from CommonJS and imported from an ES module', async () => {
-    const required = await run(process.execPath, ['-e', "const o = require('offload-ts'); console.log(typeof o.Offload.init, typeof o.map.to, o.OffloadError.name)"], app);
+    const required = await run(
+      process.execPath,
+      [
+        '-e',
+        "const o = require('offload-ts'); console.log(typeof o.Offload.init, typeof o.map.to, o.OffloadError.name)",
+      ],
+      app,
+    );
     assert.equal(required.trim(), 'function function OffloadError');
-    const imported = await run(process.execPath, ['--input-type=module', '-e', "const o = await import('offload-ts'); console.log(typeof o.Offload.init)"], app);
+    const imported = await run(
+      process.execPath,
+      ['--input-type=module', '-e', "const o = await import('offload-ts'); console.log(typeof o.Offload.init)"],
+      app,
+    );
     assert.equal(imported.trim(), 'function');
   });
 
@@ -94,12 +122,23 @@ await rt.shutdown();
     await writeFile(
       path.join(app, 'tsconfig.json'),
       JSON.stringify({
-        compilerOptions: { target: 'ES2022', lib: ['ES2022'], module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: false, noEmit: true, types: ['node'] },
+        compilerOptions: {
+          target: 'ES2022',
+          lib: ['ES2022'],
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          skipLibCheck: false,
+          noEmit: true,
+          types: ['node'],
+        },
         files: ['main.ts'],
       }),
     );
     const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-    const { stdout } = await exec(process.execPath, [tsc, '-p', 'tsconfig.json', '--pretty', 'false'], { cwd: app }).catch((error: { stdout: string }) => error);
+    const { stdout } = await exec(process.execPath, [tsc, '-p', 'tsconfig.json', '--pretty', 'false'], {
+      cwd: app,
+    }).catch((error: { stdout: string }) => error);
     assert.equal(stdout, '', 'tsc found errors');
     const declarations = await readFile(path.join(app, 'node_modules/offload-ts/dist/api/runtime.d.ts'), 'utf8');
     assert.doesNotMatch(declarations, /contextCount|mappedRanges/);
@@ -109,15 +148,26 @@ await rt.shutdown();
     const project = path.join(work, 'project');
     await mkdir(project);
     await install(project);
-    const env = { ...process.env, OFFLOAD_WEBGPU: 'off', OFFLOAD_PROXIES: '', OFFLOAD_HOST_THREADS: '1', OFFLOAD_CACHE_DIR: path.join(work, 'cache') };
+    const env = {
+      ...process.env,
+      OFFLOAD_WEBGPU: 'off',
+      OFFLOAD_PROXIES: '',
+      OFFLOAD_HOST_THREADS: '1',
+      OFFLOAD_CACHE_DIR: path.join(work, 'cache'),
+    };
     const sh = async (command: string, args: string[]) => {
-      const { stdout } = await exec(command, args, { cwd: project, env, maxBuffer: 16 << 20 }).catch((error: { stdout: string; stderr: string }) => {
-        throw new Error(`${command} ${args.join(' ')} failed:\n${error.stdout}\n${error.stderr}`);
-      });
+      const { stdout } = await exec(command, args, { cwd: project, env, maxBuffer: 16 << 20 }).catch(
+        (error: { stdout: string; stderr: string }) => {
+          throw new Error(`${command} ${args.join(' ')} failed:\n${error.stdout}\n${error.stderr}`);
+        },
+      );
       return stdout;
     };
     const offload = path.join(project, 'node_modules', '.bin', 'offload');
-    assert.match(await sh(offload, ['init']), /wrote +kernels\/tsconfig\.json[\s\S]*scripts +build:kernels, check:kernels, build, start/);
+    assert.match(
+      await sh(offload, ['init']),
+      /wrote +kernels\/tsconfig\.json[\s\S]*scripts +build:kernels, check:kernels, build, start/,
+    );
     // The kernels (and offload-ts/device) type-check under AssemblyScript's settings; the app's tsc never sees them.
     await sh(npm, ['run', '--silent', 'check:kernels']);
     await sh(npm, ['run', '--silent', 'build']);
@@ -136,9 +186,24 @@ await rt.shutdown();
     await mkdir(lean);
     await install(lean, ['webgpu', 'assemblyscript', 'binaryen']);
     await writeFile(path.join(lean, 'package.json'), JSON.stringify({ name: 'lean', private: true, type: 'module' }));
-    const env = { ...process.env, OFFLOAD_PROXIES: '', OFFLOAD_HOST_THREADS: '1', OFFLOAD_CACHE_DIR: path.join(work, 'cache') };
+    const env = {
+      ...process.env,
+      OFFLOAD_PROXIES: '',
+      OFFLOAD_HOST_THREADS: '1',
+      OFFLOAD_CACHE_DIR: path.join(work, 'cache'),
+    };
     // Kernels built where the compiler is installed, run where it is not.
-    await exec(process.execPath, ['node_modules/offload-ts/dist/cli/main.js', 'build', 'node_modules/offload-ts/examples/kernels.ts', '-o', path.join(lean, 'kernels')], { cwd: app, env });
+    await exec(
+      process.execPath,
+      [
+        'node_modules/offload-ts/dist/cli/main.js',
+        'build',
+        'node_modules/offload-ts/examples/kernels.ts',
+        '-o',
+        path.join(lean, 'kernels'),
+      ],
+      { cwd: app, env },
+    );
     const script = `import { Offload, map } from 'offload-ts';
 const rt = await Offload.init({ webgpu: { fallback: true } });
 const k = await rt.devices[0].kernel(await rt.register('kernels.offload'), 'saxpy');
@@ -148,11 +213,22 @@ console.log(rt.devices.map((d) => d.info.kind).join(','), Array.from(y).join(','
 await rt.shutdown();`;
     const { stdout } = await exec(process.execPath, ['--input-type=module', '-e', script], { cwd: lean, env });
     assert.equal(stdout.trim(), 'cpu 12,24,36', 'the host device only: no WebGPU engine to find a GPU with');
-    const build = await exec(process.execPath, ['node_modules/offload-ts/dist/cli/main.js', 'build', 'node_modules/offload-ts/examples/kernels.ts', '-o', 'again'], { cwd: lean, env }).catch(
-      (error: { code: number; stderr: string }) => error,
-    );
+    const build = await exec(
+      process.execPath,
+      [
+        'node_modules/offload-ts/dist/cli/main.js',
+        'build',
+        'node_modules/offload-ts/examples/kernels.ts',
+        '-o',
+        'again',
+      ],
+      { cwd: lean, env },
+    ).catch((error: { code: number; stderr: string }) => error);
     assert.equal((build as { code?: number }).code, 1);
-    assert.match((build as { stderr: string }).stderr, /UNSUPPORTED.*AssemblyScript compiler, which is not installed: npm install assemblyscript@/);
+    assert.match(
+      (build as { stderr: string }).stderr,
+      /UNSUPPORTED.*AssemblyScript compiler, which is not installed: npm install assemblyscript@/,
+    );
   });
 
   it("keeps built kernels in the user's cache directory, not the shared temporary one", () => {

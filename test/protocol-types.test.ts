@@ -42,18 +42,47 @@ proxy.send({ op: 'redy', id: 1 });
       assert.deepEqual(good, []);
       const lines = bad.map((line) => Number(/^bad\.ts\((\d+),/.exec(line)?.[1]));
       // Lines 5 to 9 of bad.ts are the five wrong frames: each is an error of its own.
-      assert.deepEqual([...new Set(lines)].sort((a, b) => a - b), [5, 6, 7, 8, 9], bad.join('\n'));
+      assert.deepEqual(
+        [...new Set(lines)].sort((a, b) => a - b),
+        [5, 6, 7, 8, 9],
+        bad.join('\n'),
+      );
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
   });
 
   it('decodes a request into its typed member, and refuses a field of the wrong type with PROTOCOL', () => {
-    const launch = decodeRequest({ meta: { op: 'launch', id: 7, queue: 1, image: 2, kernel: 'k', teams: [2, 3], threads: 4, args: [1.5, { i64: '-3' }, { buffer: 5, offset: 8 }] }, payload: new Uint8Array(0) });
+    const launch = decodeRequest({
+      meta: {
+        op: 'launch',
+        id: 7,
+        queue: 1,
+        image: 2,
+        kernel: 'k',
+        teams: [2, 3],
+        threads: 4,
+        args: [1.5, { i64: '-3' }, { buffer: 5, offset: 8 }],
+      },
+      payload: new Uint8Array(0),
+    });
     assert.equal(launch.op, 'launch');
     if (launch.op !== 'launch') return;
-    assert.deepEqual([launch.id, launch.queue, launch.image, launch.kernel, launch.teams, launch.threads, launch.args], [7, 1, 2, 'k', [2, 3], 4, [1.5, { i64: '-3' }, { buffer: 5, offset: 8 }]]);
-    assert.throws(() => decodeRequest({ meta: { op: 'write', id: 1, queue: 1, buffer: '2', offset: 0, bytes: 4 }, payload: new Uint8Array(0) }), { code: 'PROTOCOL', message: /malformed 'write' frame: field 'buffer'/ });
-    assert.throws(() => decodeRequest({ meta: { op: 'lanch', id: 1 }, payload: new Uint8Array(0) }), { code: 'PROTOCOL', message: /unknown op 'lanch'/ });
+    assert.deepEqual(
+      [launch.id, launch.queue, launch.image, launch.kernel, launch.teams, launch.threads, launch.args],
+      [7, 1, 2, 'k', [2, 3], 4, [1.5, { i64: '-3' }, { buffer: 5, offset: 8 }]],
+    );
+    assert.throws(
+      () =>
+        decodeRequest({
+          meta: { op: 'write', id: 1, queue: 1, buffer: '2', offset: 0, bytes: 4 },
+          payload: new Uint8Array(0),
+        }),
+      { code: 'PROTOCOL', message: /malformed 'write' frame: field 'buffer'/ },
+    );
+    assert.throws(() => decodeRequest({ meta: { op: 'lanch', id: 1 }, payload: new Uint8Array(0) }), {
+      code: 'PROTOCOL',
+      message: /unknown op 'lanch'/,
+    });
   });
 });

@@ -16,8 +16,15 @@ describe('proxy apps', { timeout: 180_000 }, () => {
   const data = new Map<string, XsData>();
 
   before(async () => {
-    [bundle, proxy] = await Promise.all([fixtureBundle('examples/xsbench/kernels.ts'), startProxy({ threads: 2, memory: '512M' })]);
-    runtime = await Offload.init({ host: { threads: 2, memoryBytes: 512 * 1024 * 1024 }, proxies: [proxy.address], token: proxy.token });
+    [bundle, proxy] = await Promise.all([
+      fixtureBundle('examples/xsbench/kernels.ts'),
+      startProxy({ threads: 2, memory: '512M' }),
+    ]);
+    runtime = await Offload.init({
+      host: { threads: 2, memoryBytes: 512 * 1024 * 1024 },
+      proxies: [proxy.address],
+      token: proxy.token,
+    });
     for (const grid of ['hash', 'unionized'] as const) data.set(grid, generateXsbench('small', grid));
   });
   after(async () => {
@@ -28,11 +35,15 @@ describe('proxy apps', { timeout: 180_000 }, () => {
   for (const grid of ['hash', 'unionized'] as const) {
     for (const where of ['host', 'remote', 'both'] as const) {
       it(`gives checksum ${XSBENCH.smoke[1000]} for 1,000 lookups, ${grid} grid, on ${where === 'both' ? 'both devices' : `the ${where} device`}`, async () => {
-        const devices = where === 'host' ? [runtime.devices[0]!] : where === 'remote' ? [runtime.devices[1]!] : [...runtime.devices];
+        const devices =
+          where === 'host' ? [runtime.devices[0]!] : where === 'remote' ? [runtime.devices[1]!] : [...runtime.devices];
         const result = await runXsbench(runtime, devices, data.get(grid)!, { bundle, lookups: 1000 });
         assert.equal(result.checksum, XSBENCH.smoke[1000]);
         assert.equal(result.valid, true);
-        assert.equal(result.perDevice.reduce((a, b) => a + b), 1000);
+        assert.equal(
+          result.perDevice.reduce((a, b) => a + b),
+          1000,
+        );
         for (const device of devices) assert.equal(runtime.mappedRanges(device), 0, 'the data was unmapped');
       });
     }
@@ -50,6 +61,9 @@ describe('proxy apps', { timeout: 180_000 }, () => {
 
   it('reports a wrong lookup count and an empty device list as INVALID_ARGUMENT', async () => {
     await assert.rejects(runXsbench(runtime, [], data.get('hash')!, { bundle, lookups: 10 }), /no devices/);
-    await assert.rejects(runXsbench(runtime, [runtime.devices[0]!], data.get('hash')!, { bundle, lookups: 0 }), /positive integer/);
+    await assert.rejects(
+      runXsbench(runtime, [runtime.devices[0]!], data.get('hash')!, { bundle, lookups: 0 }),
+      /positive integer/,
+    );
   });
 });

@@ -43,7 +43,11 @@ async function served(address: string): Promise<void> {
 describe('proxy under malformed frames, in process', { timeout: 240_000 }, () => {
   let server: ProxyServer;
   before(async () => {
-    server = await ProxyServer.start({ listen: '127.0.0.1:0', token, runtime: { host: { threads: 1, memoryBytes: 64 * MiB }, webgpu: false } });
+    server = await ProxyServer.start({
+      listen: '127.0.0.1:0',
+      token,
+      runtime: { host: { threads: 1, memoryBytes: 64 * MiB }, webgpu: false },
+    });
   });
   after(async () => {
     await server.shutdown();
@@ -59,7 +63,9 @@ describe('proxy under malformed frames, in process', { timeout: 240_000 }, () =>
     const socket = net.connect(Number(server.address.split(':')[1]), '127.0.0.1');
     const decoder = new FrameDecoder();
     const frames: Record<string, unknown>[] = [];
-    socket.on('data', (chunk: Buffer) => frames.push(...decoder.push(new Uint8Array(chunk)).map((frame) => frame.meta)));
+    socket.on('data', (chunk: Buffer) =>
+      frames.push(...decoder.push(new Uint8Array(chunk)).map((frame) => frame.meta)),
+    );
     await new Promise((resolve) => socket.once('connect', resolve));
     socket.write('GET / HTTP/1.1\r\nHost: proxy\r\n\r\n');
     await new Promise((resolve) => socket.once('close', resolve));
@@ -69,33 +75,48 @@ describe('proxy under malformed frames, in process', { timeout: 240_000 }, () =>
 });
 
 describe('a real proxy process under 100,000 fuzzed frames over TCP', { timeout: 420_000 }, () => {
-  it('stays up, closes only offenders, serves a client afterwards, and its memory returns near its baseline', { timeout: 400_000 }, async () => {
-    const proxy = await startProxy({ token, threads: 1, memory: '64M' });
-    try {
-      await served(proxy.address); // warm: the first session's one-time costs are not growth
-      const baseline = await proxyStatsUntil(proxy, (stats) => stats.sessions === 0);
-      const seed = seedOf();
-      const report = await fuzzProxy(tcpTarget(proxy.address, 8), { token, frames: 100_000, seed });
-      assert.equal(proxy.child.exitCode, null, `the proxy exited:\n${proxy.output().slice(-4000)}`);
-      checkReport(report, 100_000, seed);
-      await served(proxy.address);
-      const settled = await proxyStatsUntil(proxy, (stats) => stats.sessions === 0 && stats.connections === 0 && stats.contexts === 0, 30_000);
-      assert.deepEqual([settled.sessions, settled.connections, settled.contexts, settled.buffers, settled.proxyMemoryBytes], [0, 0, 0, 0, 0], JSON.stringify(settled));
-      // What the proxy holds after a full collection: its heap and the memory outside it (frames,
-      // images, wasm memories) back near the baseline, whatever the number of connections (a
-      // leak of one image per client left 100 MiB after 10,000 of them). RSS is the OS's view
-      // (the allocator keeps some freed pages): near, not equal.
-      const last = await proxyStats(proxy);
-      const grown = (bytes: number) => Number((bytes / MiB).toFixed(1));
-      const growth = {
-        heapMiB: grown(last.heapUsedBytes - baseline.heapUsedBytes),
-        externalMiB: grown(last.externalBytes - baseline.externalBytes),
-        rssMiB: grown(last.rssBytes - baseline.rssBytes),
-      };
-      console.log(`# network fuzz: ${JSON.stringify({ seed, ...report, growth })}`);
-      assert.ok(growth.heapMiB + growth.externalMiB < 32 && growth.rssMiB < 160, `the proxy grew over ${report.connections} connections: ${JSON.stringify(growth)}`);
-    } finally {
-      await proxy.stop();
-    }
-  });
+  it(
+    'stays up, closes only offenders, serves a client afterwards, and its memory returns near its baseline',
+    { timeout: 400_000 },
+    async () => {
+      const proxy = await startProxy({ token, threads: 1, memory: '64M' });
+      try {
+        await served(proxy.address); // warm: the first session's one-time costs are not growth
+        const baseline = await proxyStatsUntil(proxy, (stats) => stats.sessions === 0);
+        const seed = seedOf();
+        const report = await fuzzProxy(tcpTarget(proxy.address, 8), { token, frames: 100_000, seed });
+        assert.equal(proxy.child.exitCode, null, `the proxy exited:\n${proxy.output().slice(-4000)}`);
+        checkReport(report, 100_000, seed);
+        await served(proxy.address);
+        const settled = await proxyStatsUntil(
+          proxy,
+          (stats) => stats.sessions === 0 && stats.connections === 0 && stats.contexts === 0,
+          30_000,
+        );
+        assert.deepEqual(
+          [settled.sessions, settled.connections, settled.contexts, settled.buffers, settled.proxyMemoryBytes],
+          [0, 0, 0, 0, 0],
+          JSON.stringify(settled),
+        );
+        // What the proxy holds after a full collection: its heap and the memory outside it (frames,
+        // images, wasm memories) back near the baseline, whatever the number of connections (a
+        // leak of one image per client left 100 MiB after 10,000 of them). RSS is the OS's view
+        // (the allocator keeps some freed pages): near, not equal.
+        const last = await proxyStats(proxy);
+        const grown = (bytes: number) => Number((bytes / MiB).toFixed(1));
+        const growth = {
+          heapMiB: grown(last.heapUsedBytes - baseline.heapUsedBytes),
+          externalMiB: grown(last.externalBytes - baseline.externalBytes),
+          rssMiB: grown(last.rssBytes - baseline.rssBytes),
+        };
+        console.log(`# network fuzz: ${JSON.stringify({ seed, ...report, growth })}`);
+        assert.ok(
+          growth.heapMiB + growth.externalMiB < 32 && growth.rssMiB < 160,
+          `the proxy grew over ${report.connections} connections: ${JSON.stringify(growth)}`,
+        );
+      } finally {
+        await proxy.stop();
+      }
+    },
+  );
 });

@@ -67,27 +67,45 @@ describe('the GPU when it is wanted', { timeout: 120_000 }, () => {
       assert.match((await noGpuDeviceNode('linux', dev))!, /no GPU device node/);
       await mkdir(path.join(dev, 'dri'));
       await writeFile(path.join(dev, 'dri', 'card0'), '');
-      assert.match((await noGpuDeviceNode('linux', dev))!, /OFFLOAD_WEBGPU=fallback/, 'a card node without a render node is no GPU for Vulkan');
+      assert.match(
+        (await noGpuDeviceNode('linux', dev))!,
+        /OFFLOAD_WEBGPU=fallback/,
+        'a card node without a render node is no GPU for Vulkan',
+      );
       await writeFile(path.join(dev, 'dri', 'renderD128'), '');
       assert.equal(await noGpuDeviceNode('linux', dev), undefined);
       await rm(path.join(dev, 'dri'), { recursive: true });
       await writeFile(path.join(dev, 'nvidia0'), '');
       assert.equal(await noGpuDeviceNode('linux', dev), undefined);
-      assert.equal(await noGpuDeviceNode('darwin', path.join(dev, 'missing')), undefined, 'Metal and D3D12 need no device node');
+      assert.equal(
+        await noGpuDeviceNode('darwin', path.join(dev, 'missing')),
+        undefined,
+        'Metal and D3D12 need no device node',
+      );
     } finally {
       await rm(dev, { recursive: true, force: true });
     }
   });
 
   it('refuses an OFFLOAD_WEBGPU value it does not know, naming the variable', async () => {
-    assert.throws(() => webgpuOptionsFromEnv('fallbak'), (error: unknown) => error instanceof OffloadError && error.code === 'INVALID_ARGUMENT' && /OFFLOAD_WEBGPU.*'fallbak'/.test(error.message));
+    assert.throws(
+      () => webgpuOptionsFromEnv('fallbak'),
+      (error: unknown) =>
+        error instanceof OffloadError &&
+        error.code === 'INVALID_ARGUMENT' &&
+        /OFFLOAD_WEBGPU.*'fallbak'/.test(error.message),
+    );
     assert.deepEqual(webgpuOptionsFromEnv('ON', ''), { fallback: false });
     assert.deepEqual(webgpuOptionsFromEnv(' Fallback ', ''), { fallback: true });
     assert.equal(webgpuOptionsFromEnv('false', ''), false);
     const saved = process.env.OFFLOAD_WEBGPU;
     process.env.OFFLOAD_WEBGPU = 'gpu-please';
     try {
-      await assert.rejects(Offload.init({ proxies: [] }), (error: unknown) => error instanceof OffloadError && error.code === 'INVALID_ARGUMENT' && /OFFLOAD_WEBGPU/.test(error.message));
+      await assert.rejects(
+        Offload.init({ proxies: [] }),
+        (error: unknown) =>
+          error instanceof OffloadError && error.code === 'INVALID_ARGUMENT' && /OFFLOAD_WEBGPU/.test(error.message),
+      );
     } finally {
       if (saved === undefined) delete process.env.OFFLOAD_WEBGPU;
       else process.env.OFFLOAD_WEBGPU = saved;

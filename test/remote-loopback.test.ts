@@ -50,7 +50,10 @@ describe('the remote plugin over an in-memory transport', { timeout: 120_000 }, 
       const out = new Float32Array(n);
       q.read(y, out);
       await q.finish();
-      assert.ok(out.every((value, i) => value === 2 * i + 1), `saxpy over ${n} elements`);
+      assert.ok(
+        out.every((value, i) => value === 2 * i + 1),
+        `saxpy over ${n} elements`,
+      );
       await q.destroy();
       await x.free();
       await y.free();

@@ -39,7 +39,11 @@ describe('two proxies', { timeout: 180_000 }, () => {
 
   before(async () => {
     proxies = await startPeeredProxies(2, { token, threads: 1 });
-    runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * MiB }, proxies: proxies.map((p) => p.address), token });
+    runtime = await Offload.init({
+      host: { threads: 1, memoryBytes: 16 * MiB },
+      proxies: proxies.map((p) => p.address),
+      token,
+    });
   });
   after(async () => {
     await runtime.shutdown();
@@ -49,7 +53,11 @@ describe('two proxies', { timeout: 180_000 }, () => {
   it('numbers local devices first, then each proxy in order, with where they live', () => {
     assert.deepEqual(
       runtime.devices.map((d) => [d.info.plugin, d.info.location]),
-      [['host', 'local'], ['remote', proxies[0]!.address], ['remote', proxies[1]!.address]],
+      [
+        ['host', 'local'],
+        ['remote', proxies[0]!.address],
+        ['remote', proxies[1]!.address],
+      ],
     );
     [, a, b] = runtime.devices as [Device, Device, Device];
   });
@@ -73,7 +81,10 @@ describe('two proxies', { timeout: 180_000 }, () => {
     await b.queue().copy(dst, src, { srcOffset: MiB, dstOffset: 2 * MiB, byteLength: 8 * MiB }).done; // pulled by the destination's queue
     const pulled = new Uint8Array(8 * MiB);
     await b.queue().read(dst, pulled, { offset: 2 * MiB }).done;
-    assert.ok(Buffer.from(pulled).equals(Buffer.from(data.subarray(MiB, 9 * MiB))), 'pull copy: the bytes arrived intact');
+    assert.ok(
+      Buffer.from(pulled).equals(Buffer.from(data.subarray(MiB, 9 * MiB))),
+      'pull copy: the bytes arrived intact',
+    );
     const end = [ta.stats.bytesSent + ta.stats.bytesReceived, tb.stats.bytesSent + tb.stats.bytesReceived];
 
     // Between `before` and `mid` the client moved 2 x 24 MiB on b's connection (the read and the
@@ -108,7 +119,10 @@ describe('bulk transfers', { timeout: 180_000 }, () => {
       const small = await device.alloc(64);
       const data = pattern(64 * MiB, 11);
       const order: string[] = [];
-      const bulk = device.queue().write(big, data, { offset: MiB + 3 }).done.then(() => order.push('bulk'));
+      const bulk = device
+        .queue()
+        .write(big, data, { offset: MiB + 3 })
+        .done.then(() => order.push('bulk'));
       const quick = device.queue();
       quick.write(small, new Uint8Array(64).fill(1));
       const echo = new Uint8Array(64);
@@ -148,7 +162,11 @@ describe('one proxy, several clients', { timeout: 180_000 }, () => {
       await device.queue().write(buffer, new Uint8Array(64).fill(9)).done;
       const id = (buffer.allocation as unknown as { id: number }).id;
       await other.request({ op: 'queue', queue: 1, device: 0 });
-      await rejectsWith(other.request({ op: 'read', queue: 1, buffer: id, offset: 0, bytes: 64 }), 'INVALID_BUFFER', /not a live buffer of this client/);
+      await rejectsWith(
+        other.request({ op: 'read', queue: 1, buffer: id, offset: 0, bytes: 64 }),
+        'INVALID_BUFFER',
+        /not a live buffer of this client/,
+      );
       await rejectsWith(other.request({ op: 'free', buffer: id }), 'INVALID_BUFFER');
       const out = new Uint8Array(64);
       await device.queue().read(buffer, out).done;
@@ -160,9 +178,17 @@ describe('one proxy, several clients', { timeout: 180_000 }, () => {
   });
 
   it('answers a wrong token with UNAUTHORIZED and nothing else, and keeps serving', async () => {
-    await rejectsWith(Offload.init({ host: false, proxies: [proxy.address], token: 'not-the-token' }), 'UNAUTHORIZED', /wrong token/);
+    await rejectsWith(
+      Offload.init({ host: false, proxies: [proxy.address], token: 'not-the-token' }),
+      'UNAUTHORIZED',
+      /wrong token/,
+    );
     if (process.env.OFFLOAD_TOKEN === undefined) {
-      await rejectsWith(Offload.init({ host: false, proxies: [proxy.address] }), 'INVALID_ARGUMENT', /no token is given/);
+      await rejectsWith(
+        Offload.init({ host: false, proxies: [proxy.address] }),
+        'INVALID_ARGUMENT',
+        /no token is given/,
+      );
     }
     const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
     assert.equal(runtime.devices.length, 1);
@@ -181,9 +207,17 @@ describe('one proxy, several clients', { timeout: 180_000 }, () => {
     (device.plugin as RemoteDevice).connection.close();
     await leaving.shutdown();
     const gone = (stats: ProxyStats): boolean =>
-      stats.sessions === 0 && stats.contexts === 0 && stats.devices[0]!.contexts === 1 && stats.devices[0]!.inFlight === 0 && stats.devices[0]!.images === 0;
+      stats.sessions === 0 &&
+      stats.contexts === 0 &&
+      stats.devices[0]!.contexts === 1 &&
+      stats.devices[0]!.inFlight === 0 &&
+      stats.devices[0]!.images === 0;
     const after = await proxyStatsUntil(proxy, gone);
-    assert.deepEqual([after.sessions, after.contexts, after.devices[0]!.inFlight, after.devices[0]!.images], [0, 0, 0, 0], JSON.stringify(after));
+    assert.deepEqual(
+      [after.sessions, after.contexts, after.devices[0]!.inFlight, after.devices[0]!.images],
+      [0, 0, 0, 0],
+      JSON.stringify(after),
+    );
     const next = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
     try {
       const iota = await next.devices[0]!.kernel(await next.register(await fixtureBundle()), 'iota_i32');
@@ -212,7 +246,9 @@ describe('one proxy, several clients', { timeout: 180_000 }, () => {
       console.log('allocated');
       setInterval(() => {}, 1000);
     `;
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     try {
       await new Promise<void>((resolve, reject) => {
         child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('allocated') && resolve());
@@ -220,11 +256,23 @@ describe('one proxy, several clients', { timeout: 180_000 }, () => {
       });
       const busy = await proxyStats(proxy);
       assert.deepEqual([busy.sessions, busy.buffers, busy.contexts], [1, 1, 1]);
-      assert.ok(busy.rssBytes > idle.rssBytes + 40 * MiB, `the child's 48 MiB are resident (${busy.rssBytes - idle.rssBytes} bytes more)`);
+      assert.ok(
+        busy.rssBytes > idle.rssBytes + 40 * MiB,
+        `the child's 48 MiB are resident (${busy.rssBytes - idle.rssBytes} bytes more)`,
+      );
       child.kill('SIGKILL');
-      const freed = await proxyStatsUntil(proxy, (stats) => stats.sessions === 0 && stats.rssBytes < idle.rssBytes + 16 * MiB);
-      assert.deepEqual([freed.sessions, freed.connections, freed.queues, freed.buffers, freed.images, freed.contexts], [0, 0, 0, 0, 0, 0]);
-      assert.ok(freed.rssBytes < idle.rssBytes + 16 * MiB, `the memory went back (${freed.rssBytes - idle.rssBytes} bytes above idle)`);
+      const freed = await proxyStatsUntil(
+        proxy,
+        (stats) => stats.sessions === 0 && stats.rssBytes < idle.rssBytes + 16 * MiB,
+      );
+      assert.deepEqual(
+        [freed.sessions, freed.connections, freed.queues, freed.buffers, freed.images, freed.contexts],
+        [0, 0, 0, 0, 0, 0],
+      );
+      assert.ok(
+        freed.rssBytes < idle.rssBytes + 16 * MiB,
+        `the memory went back (${freed.rssBytes - idle.rssBytes} bytes above idle)`,
+      );
     } finally {
       child.kill('SIGKILL');
     }
@@ -248,7 +296,11 @@ describe('a proxy with a launch time limit', { timeout: 180_000 }, () => {
       // No limit of its own: the proxy's applies; a longer one of its own is capped too.
       await rejectsWith(q.launch(spin, { teams: 2 }, [flag]).done, 'TIMEOUT', /kernel 'spin' .*time limit of 300 ms/);
       await q.finish().catch(() => {});
-      await rejectsWith(q.launch(spin, { teams: 1, timeoutMs: 60_000 }, [flag]).done, 'TIMEOUT', /time limit of 300 ms/);
+      await rejectsWith(
+        q.launch(spin, { teams: 1, timeoutMs: 60_000 }, [flag]).done,
+        'TIMEOUT',
+        /time limit of 300 ms/,
+      );
       await q.finish().catch(() => {});
       const before = new Int32Array(16);
       q.read(out, before);
@@ -265,7 +317,10 @@ describe('a proxy with a launch time limit', { timeout: 180_000 }, () => {
   });
 
   it('refuses a bad --launch-timeout, naming it', async () => {
-    await assert.rejects(startProxy({ args: ['--launch-timeout', '5s'] }), /--launch-timeout must be a whole number of milliseconds/);
+    await assert.rejects(
+      startProxy({ args: ['--launch-timeout', '5s'] }),
+      /--launch-timeout must be a whole number of milliseconds/,
+    );
   });
 });
 
@@ -282,7 +337,10 @@ describe('peer links', { timeout: 180_000 }, () => {
       const link = await RemoteConnection.open(proxy.address, { grant });
       try {
         await link.request({ op: 'queue', queue: 1, device: 0 });
-        await link.request({ op: 'write', queue: 1, buffer: ids(target), offset: 0, bytes: 4 }, new Uint8Array([1, 2, 3, 4]));
+        await link.request(
+          { op: 'write', queue: 1, buffer: ids(target), offset: 0, bytes: 4 },
+          new Uint8Array([1, 2, 3, 4]),
+        );
         const refused: OutgoingRequest[] = [
           { op: 'write', queue: 1, buffer: ids(other), offset: 0, bytes: 4 },
           { op: 'read', queue: 1, buffer: ids(target), offset: 0, bytes: 4 },
@@ -292,7 +350,11 @@ describe('peer links', { timeout: 180_000 }, () => {
         ];
         for (const request of refused) {
           const payload = request.op === 'write' ? new Uint8Array(4) : undefined;
-          await rejectsWith(link.request(request, payload), 'UNAUTHORIZED', /a peer link may only write into the buffer it was granted/);
+          await rejectsWith(
+            link.request(request, payload),
+            'UNAUTHORIZED',
+            /a peer link may only write into the buffer it was granted/,
+          );
         }
       } finally {
         link.close();
@@ -324,7 +386,18 @@ describe('peer links', { timeout: 180_000 }, () => {
       const connection = (device.plugin as RemoteDevice).connection;
       await connection.request({ op: 'queue', queue: 77, device: 0 });
       const id = (src.allocation as unknown as { id: number }).id;
-      const request: OutgoingRequest = { op: 'send-peer', queue: 77, src: id, srcOffset: 0, bytes: 16, peer: bystanderAddress, grant: 'x', device: 0, dst: 1, dstOffset: 0 };
+      const request: OutgoingRequest = {
+        op: 'send-peer',
+        queue: 77,
+        src: id,
+        srcOffset: 0,
+        bytes: 16,
+        peer: bystanderAddress,
+        grant: 'x',
+        device: 0,
+        dst: 1,
+        dstOffset: 0,
+      };
       await rejectsWith(connection.request(request), 'UNAUTHORIZED', /links only to its peers .* is not one of them/);
       assert.equal(knocks, 0, 'the proxy did not connect to the address it was given');
     } finally {
@@ -358,7 +431,12 @@ describe('peer links', { timeout: 180_000 }, () => {
 describe('a peer that stops answering', { timeout: 180_000 }, () => {
   it('a stopped proxy (SIGSTOP) is DEVICE_LOST within the peer timeout: pending and later calls fail, shutdown ends', async () => {
     const proxy = await startProxy({ threads: 1 });
-    const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token, peerTimeoutMs: 1000 });
+    const runtime = await Offload.init({
+      host: false,
+      proxies: [proxy.address],
+      token: proxy.token,
+      peerTimeoutMs: 1000,
+    });
     try {
       const device = runtime.devices[0]!;
       const buffer = await device.alloc(16);
@@ -387,7 +465,9 @@ describe('a peer that stops answering', { timeout: 180_000 }, () => {
       const socket = net.connect(Number(proxy.address.split(':')[1]), '127.0.0.1');
       const replies: Record<string, unknown>[] = [];
       const decoder = new FrameDecoder();
-      socket.on('data', (chunk: globalThis.Buffer) => replies.push(...decoder.push(new Uint8Array(chunk)).map((frame) => frame.meta)));
+      socket.on('data', (chunk: globalThis.Buffer) =>
+        replies.push(...decoder.push(new Uint8Array(chunk)).map((frame) => frame.meta)),
+      );
       const closed = new Promise((resolve) => socket.once('close', resolve));
       socket.write(encodeFrame({ op: 'hello', id: 1, version: PROTOCOL_VERSION, token: proxy.token }));
       await proxyStatsUntil(proxy, (stats) => stats.sessions === 1);
@@ -404,7 +484,11 @@ describe('a peer that stops answering', { timeout: 180_000 }, () => {
 describe('a proxy killed mid-queue', { timeout: 180_000 }, () => {
   it('fails pending and later operations with DEVICE_LOST within a second; local devices go on', async () => {
     const proxy = await startProxy({ threads: 1 });
-    const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * MiB }, proxies: [proxy.address], token: proxy.token });
+    const runtime = await Offload.init({
+      host: { threads: 1, memoryBytes: 16 * MiB },
+      proxies: [proxy.address],
+      token: proxy.token,
+    });
     try {
       const [local, remote] = runtime.devices as [Device, Device];
       const library = await runtime.register(await fixtureBundle());
@@ -443,7 +527,11 @@ describe('a proxy killed mid-queue', { timeout: 180_000 }, () => {
   it('fails Offload.init with DEVICE_LOST naming a proxy that is not there', async () => {
     const proxy = await startProxy({ threads: 1 });
     await proxy.kill();
-    await rejectsWith(Offload.init({ host: false, proxies: [proxy.address], token: proxy.token }), 'DEVICE_LOST', new RegExp(proxy.address.replace(/\./g, '\\.')));
+    await rejectsWith(
+      Offload.init({ host: false, proxies: [proxy.address], token: proxy.token }),
+      'DEVICE_LOST',
+      new RegExp(proxy.address.replace(/\./g, '\\.')),
+    );
   });
 });
 
@@ -452,17 +540,26 @@ describe('offload launch', { timeout: 180_000 }, () => {
     const app = fileURLToPath(new URL('./fixtures/launch-app.ts', import.meta.url));
     const main = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
     const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', main, 'launch', '-np', '2', app, 'extra-arg'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, OFFLOAD_HOST_THREADS: '1' } });
+      const child = spawn(process.execPath, ['--import', 'tsx', main, 'launch', '-np', '2', app, 'extra-arg'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+        env: { ...process.env, OFFLOAD_HOST_THREADS: '1' },
+      });
       let out = '';
       child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
       child.once('exit', (exitCode) => resolve({ code: exitCode, stdout: out }));
     });
     assert.equal(code, 3, `the app's exit status comes back; output:\n${stdout}`);
-    const report = JSON.parse(stdout.split('\n').find((line) => line.startsWith('{'))!) as { plugins: string[]; args: string[]; sum: number; proxies: string[] };
+    const report = JSON.parse(stdout.split('\n').find((line) => line.startsWith('{'))!) as {
+      plugins: string[];
+      args: string[];
+      sum: number;
+      proxies: string[];
+    };
     assert.deepEqual(report.plugins, ['host', 'remote', 'remote']);
     assert.deepEqual(report.args, ['extra-arg']);
     assert.equal(report.sum, 2 * (1 + 2 + 3 + 4) + 2 * 4 * 10);
     // The proxies are gone: connecting to them fails.
-    for (const address of report.proxies) await rejectsWith(RemoteConnection.open(address, { token: 'x', timeoutMs: 2000 }), 'DEVICE_LOST');
+    for (const address of report.proxies)
+      await rejectsWith(RemoteConnection.open(address, { token: 'x', timeoutMs: 2000 }), 'DEVICE_LOST');
   });
 });

@@ -13,7 +13,10 @@ const A = 2806196910506780709n;
 const MASK63 = (1n << 63n) - 1n;
 
 function fastForward(seed: bigint, n: bigint): bigint {
-  let a = A, c = 1n, aNew = 1n, cNew = 0n;
+  let a = A,
+    c = 1n,
+    aNew = 1n,
+    cNew = 0n;
   for (; n > 0n; n >>= 1n) {
     if (n & 1n) {
       aNew = (aNew * a) & MASK63;
@@ -26,8 +29,12 @@ function fastForward(seed: bigint, n: bigint): bigint {
 }
 
 const DIST = [0.14, 0.052, 0.275, 0.134, 0.154, 0.064, 0.066, 0.055, 0.008, 0.015, 0.025, 0.013];
-const AN = [0.2758402, 0.224574, 0.1594149, 0.09866577, 0.05324414, 0.02505215, 0.01027747, 0.003676164, 0.001146494, 0.000311757];
-const DENOMINATOR_LEFT = [9.869604, 39.47842, 88.82644, 157.9137, 246.7401, 355.3058, 483.6106, 631.6547, 799.438, 986.9604];
+const AN = [
+  0.2758402, 0.224574, 0.1594149, 0.09866577, 0.05324414, 0.02505215, 0.01027747, 0.003676164, 0.001146494, 0.000311757,
+];
+const DENOMINATOR_LEFT = [
+  9.869604, 39.47842, 88.82644, 157.9137, 246.7401, 355.3058, 483.6106, 631.6547, 799.438, 986.9604,
+];
 
 type C = [number, number];
 const mul = ([a, b]: C, [c, d]: C): C => [a * c - b * d, a * d + b * c];
@@ -57,7 +64,13 @@ function faddeeva(z: C): C {
     return add(w, mul([0, 81.2433], mul(z, sum)));
   }
   const z2 = mul(z, z);
-  return mul(mul(z, [0, 1]), add(div([0.5124242247547685, 0], sub(z2, [0.27525512860841095, 0])), div([0.051765358792987826, 0], sub(z2, [2.724744871391589, 0]))));
+  return mul(
+    mul(z, [0, 1]),
+    add(
+      div([0.5124242247547685, 0], sub(z2, [0.27525512860841095, 0])),
+      div([0.051765358792987826, 0], sub(z2, [2.724744871391589, 0])),
+    ),
+  );
 }
 
 /** The verification value of lookup i (1-based argmax of the four macroscopic channels), textbook complex ops throughout. */
@@ -92,7 +105,9 @@ function referenceLookup(data: RsbenchData, i: number): number {
       factors.push([Math.cos(phi), -Math.sin(phi)]);
     }
     const w = nuc * data.maxWindows + window;
-    let sigT = e * data.windows[w * 3]!, sigA = e * data.windows[w * 3 + 1]!, sigF = e * data.windows[w * 3 + 2]!;
+    let sigT = e * data.windows[w * 3]!,
+      sigA = e * data.windows[w * 3 + 1]!,
+      sigF = e * data.windows[w * 3 + 2]!;
     for (let p = data.bounds[w * 2]!; p < data.bounds[w * 2 + 1]!; p++) {
       const at = nuc * data.maxPoles + p;
       const pole = (k: number): C => [data.poles[at * 8 + 2 * k]!, data.poles[at * 8 + 2 * k + 1]!];
@@ -138,7 +153,12 @@ test('the TypeScript reference reproduces the 1,000-lookup checksum', { timeout:
 
 for (const lookups of [1000, 20_000]) {
   test(`the kernel reproduces the ${lookups}-lookup checksum on the host device`, { timeout: 300_000 }, async () => {
-    const result = await runRsbench(runtime, [runtime.devices[0]!], { size: 'small', lookups, kernelsBundle: bundle, data });
+    const result = await runRsbench(runtime, [runtime.devices[0]!], {
+      size: 'small',
+      lookups,
+      kernelsBundle: bundle,
+      data,
+    });
     assert.equal(result.checksum, RSBENCH.smoke[lookups]);
     assert.equal(result.valid, true);
   });

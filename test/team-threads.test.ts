@@ -11,7 +11,11 @@ import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 
 async function withDevice(inline: 'never' | 'always', body: (runtime: Runtime) => Promise<void>): Promise<void> {
-  const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 64 * 1024 * 1024, inline }, webgpu: false, proxies: [] });
+  const runtime = await Offload.init({
+    host: { threads: 1, memoryBytes: 64 * 1024 * 1024, inline },
+    webgpu: false,
+    proxies: [],
+  });
   try {
     await body(runtime);
   } finally {
@@ -24,24 +28,37 @@ describe('threads of a team on the host device', { timeout: 120_000 }, () => {
     it(`counts a thread that returned as arrived at the barrier (OFFLOAD_HOST_INLINE=${inline})`, async () => {
       await withDevice(inline, async (runtime) => {
         const device = runtime.devices[0]!;
-        const kernel = await device.kernel(await runtime.register(await fixtureBundle('test/fixtures/team-threads.ts')), 'early_return');
+        const kernel = await device.kernel(
+          await runtime.register(await fixtureBundle('test/fixtures/team-threads.ts')),
+          'early_return',
+        );
         const out = await device.alloc(3 * 8 * 4);
         const q = device.queue();
         q.launch(kernel, { teams: 3, threads: 8, teamMemoryBytes: 8 * 4 }, [out]);
         const got = new Int32Array(24);
         q.read(out, got);
         await q.finish();
-        assert.deepEqual([...got], Array.from({ length: 24 }, (_, i) => (i % 2 === 1 ? -1 : 0 + 20 + 40 + 60)));
+        assert.deepEqual(
+          [...got],
+          Array.from({ length: 24 }, (_, i) => (i % 2 === 1 ? -1 : 0 + 20 + 40 + 60)),
+        );
       });
     });
 
     it(`fails a launch whose thread traps between barriers, and runs the next one from a clean start (OFFLOAD_HOST_INLINE=${inline})`, async () => {
       await withDevice(inline, async (runtime) => {
         const device = runtime.devices[0]!;
-        const kernel = await device.kernel(await runtime.register(await fixtureBundle('test/fixtures/team-threads.ts')), 'trap_at_barrier');
+        const kernel = await device.kernel(
+          await runtime.register(await fixtureBundle('test/fixtures/team-threads.ts')),
+          'trap_at_barrier',
+        );
         const out = await device.alloc(4 * 4 * 4);
         const q = device.queue();
-        await rejectsWith(q.launch(kernel, { teams: 4, threads: 4 }, [2, 1, out]).done, 'KERNEL_TRAP', /trap_at_barrier' trapped in team 2/);
+        await rejectsWith(
+          q.launch(kernel, { teams: 4, threads: 4 }, [2, 1, out]).done,
+          'KERNEL_TRAP',
+          /trap_at_barrier' trapped in team 2/,
+        );
         await q.finish().catch(() => {});
         q.fill(out, 0);
         q.launch(kernel, { teams: 4, threads: 4 }, [-1, -1, out]);
@@ -55,11 +72,18 @@ describe('threads of a team on the host device', { timeout: 120_000 }, () => {
     it(`refuses teams of several threads for a kernel whose way to barrier() recurses, and runs it with one (OFFLOAD_HOST_INLINE=${inline})`, async () => {
       await withDevice(inline, async (runtime) => {
         const device = runtime.devices[0]!;
-        const kernel = await device.kernel(await runtime.register(await fixtureBundle('test/fixtures/team-threads.ts')), 'deep_barrier');
+        const kernel = await device.kernel(
+          await runtime.register(await fixtureBundle('test/fixtures/team-threads.ts')),
+          'deep_barrier',
+        );
         const out = await device.alloc(4 * 8);
         const q = device.queue();
         // Its threads' saved stacks would have no bound: asyncify would write past any stack given.
-        await rejectsWith(q.launch(kernel, { teams: 1, threads: 4 }, [400, out]).done, 'UNSUPPORTED', /deep_barrier.*recurses.*no bound/);
+        await rejectsWith(
+          q.launch(kernel, { teams: 1, threads: 4 }, [400, out]).done,
+          'UNSUPPORTED',
+          /deep_barrier.*recurses.*no bound/,
+        );
         await q.finish().catch(() => {});
         q.launch(kernel, { teams: 1, threads: 1 }, [3, out]);
         const got = new Float64Array(1);
@@ -77,14 +101,20 @@ describe('threads of a team on the host device', { timeout: 120_000 }, () => {
     it(`sizes each thread's stack by the kernel's deepest chain of frames to barrier() (OFFLOAD_HOST_INLINE=${inline})`, async () => {
       await withDevice(inline, async (runtime) => {
         const device = runtime.devices[0]!;
-        const kernel = await device.kernel(await runtime.register(await fixtureBundle('test/fixtures/team-threads.ts')), 'nested_barrier');
+        const kernel = await device.kernel(
+          await runtime.register(await fixtureBundle('test/fixtures/team-threads.ts')),
+          'nested_barrier',
+        );
         const out = await device.alloc(64 * 4);
         const q = device.queue();
         q.launch(kernel, { teams: 2, threads: 32 }, [out]);
         const got = new Int32Array(64);
         q.read(out, got);
         await q.finish();
-        assert.deepEqual([...got], Array.from({ length: 64 }, (_, i) => (i % 32) * 3 + 7 + (31 - (i % 32))));
+        assert.deepEqual(
+          [...got],
+          Array.from({ length: 64 }, (_, i) => (i % 32) * 3 + 7 + (31 - (i % 32))),
+        );
       });
     });
   }
@@ -92,7 +122,10 @@ describe('threads of a team on the host device', { timeout: 120_000 }, () => {
   it('gives back the scratch memory (team memory and stacks) of every launch', async () => {
     await withDevice('never', async (runtime) => {
       const device = runtime.devices[0]!;
-      const kernel = await device.kernel(await runtime.register(await fixtureBundle('test/fixtures/team-threads.ts')), 'early_return');
+      const kernel = await device.kernel(
+        await runtime.register(await fixtureBundle('test/fixtures/team-threads.ts')),
+        'early_return',
+      );
       const out = await device.alloc(2 * 256 * 4);
       const before = await device.memoryInfo();
       const q = device.queue();

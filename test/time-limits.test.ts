@@ -19,7 +19,8 @@ async function testSources(dir: string): Promise<string[]> {
   const found: string[] = [];
   for (const entry of entries) {
     const path = join(dir, entry.name);
-    if (entry.isDirectory() && entry.name !== 'fixtures' && entry.name !== 'build') found.push(...(await testSources(path)));
+    if (entry.isDirectory() && entry.name !== 'fixtures' && entry.name !== 'build')
+      found.push(...(await testSources(path)));
     else if (/\.ts$/.test(entry.name)) found.push(path);
   }
   return found;
@@ -33,7 +34,11 @@ function calledTest(node: ts.CallExpression): string | undefined {
 }
 
 function hasTimeout(node: ts.CallExpression): boolean {
-  return node.arguments.some((arg) => ts.isObjectLiteralExpression(arg) && arg.properties.some((p) => p.name !== undefined && ts.isIdentifier(p.name) && p.name.text === 'timeout'));
+  return node.arguments.some(
+    (arg) =>
+      ts.isObjectLiteralExpression(arg) &&
+      arg.properties.some((p) => p.name !== undefined && ts.isIdentifier(p.name) && p.name.text === 'timeout'),
+  );
 }
 
 /** The outermost describe/it/test calls of a file (those not inside another one's callback) that set no timeout. */

@@ -20,11 +20,19 @@ const cert = path.join(certs, 'cert.pem');
 const key = path.join(certs, 'key.pem');
 
 /** Runs `offload args`; its status and what it printed. */
-function offload(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+function offload(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, env: { ...process.env, ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', main, ...args],
+      { cwd: root, env: { ...process.env, ...env }, timeout: 60_000 },
+      (error, stdout, stderr) => {
+        resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -74,7 +82,11 @@ describe('a proxy over TLS', { timeout: 180_000 }, () => {
 
   it('serves the offload command with OFFLOAD_TLS_CA, even to an address written without tls://', async () => {
     const plain = proxy.address.replace('tls://', '');
-    const { code, stdout, stderr } = await offload(['devices', '--json', '--proxies', plain], { OFFLOAD_TLS_CA: cert, OFFLOAD_TOKEN: proxy.token, OFFLOAD_WEBGPU: 'off' });
+    const { code, stdout, stderr } = await offload(['devices', '--json', '--proxies', plain], {
+      OFFLOAD_TLS_CA: cert,
+      OFFLOAD_TOKEN: proxy.token,
+      OFFLOAD_WEBGPU: 'off',
+    });
     assert.equal(code, 0, stderr);
     assert.deepEqual(
       (JSON.parse(stdout) as { plugin: string }[]).map((device) => device.plugin),
@@ -84,8 +96,16 @@ describe('a proxy over TLS', { timeout: 180_000 }, () => {
 
   it('is refused with UNAUTHORIZED by a client that trusts another CA, or only the system CAs', async () => {
     const other = await readFile(path.join(certs, 'other-cert.pem'), 'utf8');
-    await rejectsWith(Offload.init({ host: false, proxies: [proxy.address], token: proxy.token, tls: { ca: other } }), 'UNAUTHORIZED', /TLS connection .* failed.*OFFLOAD_TLS_CA/);
-    await rejectsWith(Offload.init({ host: false, proxies: [proxy.address], token: proxy.token }), 'UNAUTHORIZED', /TLS connection/);
+    await rejectsWith(
+      Offload.init({ host: false, proxies: [proxy.address], token: proxy.token, tls: { ca: other } }),
+      'UNAUTHORIZED',
+      /TLS connection .* failed.*OFFLOAD_TLS_CA/,
+    );
+    await rejectsWith(
+      Offload.init({ host: false, proxies: [proxy.address], token: proxy.token }),
+      'UNAUTHORIZED',
+      /TLS connection/,
+    );
   });
 
   it('drops a client that speaks plain frames to it (DEVICE_LOST, at once) and serves the next', async () => {
@@ -107,7 +127,12 @@ describe('a proxy over TLS', { timeout: 180_000 }, () => {
         const relay = await sniffingRelay(target);
         try {
           const address = tls ? `tls://${relay.address}` : relay.address;
-          const runtime = await Offload.init({ host: false, proxies: [address], token: target === proxy.address ? proxy.token : clear.token, tls });
+          const runtime = await Offload.init({
+            host: false,
+            proxies: [address],
+            token: target === proxy.address ? proxy.token : clear.token,
+            tls,
+          });
           const buffer = await runtime.devices[0]!.alloc(64);
           secret.fill(0x5ec7e7);
           await runtime.devices[0]!.queue().write(buffer, secret).done;
@@ -119,7 +144,10 @@ describe('a proxy over TLS', { timeout: 180_000 }, () => {
             assert.equal(seen.includes(token), false, 'the token crossed in clear');
             assert.equal(seen.includes(pattern), false, 'the data crossed in clear');
           } else {
-            assert.ok(seen.includes(token) && seen.includes(pattern), 'the relay sees a clear connection (or this test proves nothing)');
+            assert.ok(
+              seen.includes(token) && seen.includes(pattern),
+              'the relay sees a clear connection (or this test proves nothing)',
+            );
           }
         } finally {
           await relay.close();
@@ -146,7 +174,10 @@ describe('what a proxy refuses to start with', { timeout: 120_000 }, () => {
   it('a non-loopback address without TLS, unless --insecure', async () => {
     const refused = await offload(['proxy', '--listen', '0.0.0.0:0', '--token-file', tokenFile]);
     assert.equal(refused.code, 2, refused.stderr);
-    assert.match(refused.stderr, /without TLS would send the token and every byte in clear.*--tls-cert and --tls-key, or --insecure/);
+    assert.match(
+      refused.stderr,
+      /without TLS would send the token and every byte in clear.*--tls-cert and --tls-key, or --insecure/,
+    );
     const insecure = await startProxy({ threads: 1, listen: '0.0.0.0:0', args: ['--insecure'] });
     try {
       assert.match(insecure.output(), /WITHOUT TLS \(--insecure\)/);
@@ -167,14 +198,27 @@ describe('what a proxy refuses to start with', { timeout: 120_000 }, () => {
     await writeFile(short, 'x\n', { mode: 0o600 });
     const guessable = await offload(['proxy', '--listen', '127.0.0.1:0', '--token-file', short]);
     assert.equal(guessable.code, 1);
-    assert.match(guessable.stderr, /INVALID_ARGUMENT.*token is 1 bytes; it must be at least 16 \(make one with: head -c 32 \/dev\/urandom/);
+    assert.match(
+      guessable.stderr,
+      /INVALID_ARGUMENT.*token is 1 bytes; it must be at least 16 \(make one with: head -c 32 \/dev\/urandom/,
+    );
   });
 
   it('half a certificate, or a key file that is not PEM', async () => {
     const half = await offload(['proxy', '--listen', '127.0.0.1:0', '--token-file', tokenFile, '--tls-cert', cert]);
     assert.equal(half.code, 2);
     assert.match(half.stderr, /--tls-cert and --tls-key go together/);
-    const notPem = await offload(['proxy', '--listen', '127.0.0.1:0', '--token-file', tokenFile, '--tls-cert', cert, '--tls-key', tokenFile]);
+    const notPem = await offload([
+      'proxy',
+      '--listen',
+      '127.0.0.1:0',
+      '--token-file',
+      tokenFile,
+      '--tls-cert',
+      cert,
+      '--tls-key',
+      tokenFile,
+    ]);
     assert.equal(notPem.code, 1);
     assert.match(notPem.stderr, /INVALID_ARGUMENT.*the key file .* is not PEM/);
   });

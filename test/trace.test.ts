@@ -64,12 +64,17 @@ describe('trace', { timeout: 180_000 }, () => {
     assert.deepEqual(moved('write'), [1024, 64]);
     assert.deepEqual(moved('read'), [1024]);
     const mapping = spans.filter((e) => e.cat === 'mapping');
-    assert.ok(mapping.some((e) => e.name === 'targetData enter' && e.args!.clauses === 'tofrom(data)' && e.args!.bytes === 1024));
+    assert.ok(
+      mapping.some(
+        (e) => e.name === 'targetData enter' && e.args!.clauses === 'tofrom(data)' && e.args!.bytes === 1024,
+      ),
+    );
     assert.equal(mapping.filter((e) => e.name === 'target add_i32').length, 100);
 
     // Operations of one queue do not overlap: each starts after the previous one ended.
     const byTrack = new Map<number, TraceEvent[]>();
-    for (const span of spans.filter((e) => e.cat === 'queue')) byTrack.set(span.tid, [...(byTrack.get(span.tid) ?? []), span]);
+    for (const span of spans.filter((e) => e.cat === 'queue'))
+      byTrack.set(span.tid, [...(byTrack.get(span.tid) ?? []), span]);
     for (const track of byTrack.values()) {
       track.sort((a, b) => a.ts - b.ts);
       for (let i = 1; i < track.length; i++) assert.ok(track[i]!.ts >= track[i - 1]!.ts + track[i - 1]!.dur! - 1e-3);
@@ -87,7 +92,9 @@ describe('trace', { timeout: 180_000 }, () => {
       await q.finish();
       process.exit(0);
     `;
-    await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { env: { ...process.env, OFFLOAD_TRACE: file } });
+    await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      env: { ...process.env, OFFLOAD_TRACE: file },
+    });
     const events = await readTrace(file);
     assert.equal(events.filter((e) => e.name === 'write' && e.args!.bytes === 16).length, 1);
   });

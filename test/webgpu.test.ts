@@ -26,7 +26,10 @@ const gpuOf = (runtime: Runtime): Device => runtime.devices.find((device) => dev
 /** Builds `files` (name -> text) in a temporary directory; returns the bundle path. */
 async function buildFiles(dir: string, files: Record<string, string>): Promise<string> {
   for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
-  const result = await buildBundle({ sources: Object.keys(files).map((name) => join(dir, name)), output: join(dir, 'out') });
+  const result = await buildBundle({
+    sources: Object.keys(files).map((name) => join(dir, name)),
+    output: join(dir, 'out'),
+  });
   return result.path;
 }
 
@@ -53,7 +56,10 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
     assert.equal(info.kind, 'gpu');
     assert.deepEqual(info.imageFormats, ['wgsl']);
     assert.deepEqual(info.memoryKinds, ['device']);
-    assert.deepEqual(info.maxTeamDims, [1, 1, 1].map(() => info.limits!.maxComputeWorkgroupsPerDimension));
+    assert.deepEqual(
+      info.maxTeamDims,
+      [1, 1, 1].map(() => info.limits!.maxComputeWorkgroupsPerDimension),
+    );
     assert.equal(info.maxTeams, info.limits!.maxComputeWorkgroupsPerDimension);
     assert.equal(info.maxTeamMemoryBytes, info.limits!.maxComputeWorkgroupStorageSize);
     assert.ok(info.maxThreadsPerTeam <= info.limits!.maxComputeInvocationsPerWorkgroup!);
@@ -63,7 +69,11 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
   it('makes no buffer larger than a kernel binds whole, and holds all buffers within its memory budget', async () => {
     const { info } = gpu;
     const largest = Math.min(info.limits!.maxStorageBufferBindingSize!, info.limits!.maxBufferSize!) & ~3;
-    await rejectsWith(gpu.alloc(largest + 4), 'OUT_OF_MEMORY', /more than one buffer of this WebGPU device holds.*maxStorageBufferBindingSize/);
+    await rejectsWith(
+      gpu.alloc(largest + 4),
+      'OUT_OF_MEMORY',
+      /more than one buffer of this WebGPU device holds.*maxStorageBufferBindingSize/,
+    );
     // The budget: buffers of the largest size until it is full, then OUT_OF_MEMORY naming it.
     const held = [];
     for (let bytes = 0; bytes + largest <= info.memoryBytes; bytes += largest) held.push(await gpu.alloc(largest));
@@ -75,7 +85,10 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
 
   it('passes scalars of every WGSL type through the uniform buffer, by their bits', async () => {
     const scalars = await gpu.kernel(abi, 'scalars');
-    assert.deepEqual(scalars.params.map((p) => `${p.name}: ${p.type}`), ['i: i32', 'u: i32', 'f: f32', 'scalars_out: ptr']);
+    assert.deepEqual(
+      scalars.params.map((p) => `${p.name}: ${p.type}`),
+      ['i: i32', 'u: i32', 'f: f32', 'scalars_out: ptr'],
+    );
     const out = await gpu.alloc(16);
     const q = gpu.queue();
     q.launch(scalars, { teams: 1 }, [-123456, 0xfffffffe, 1.25, out]);
@@ -90,7 +103,10 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
 
   it('binds several buffers in binding order, with the scalars where the uniform sits, at pointer offsets', async () => {
     const combine = await gpu.kernel(abi, 'combine');
-    assert.deepEqual(combine.params.map((p) => p.type), ['ptr', 'i32', 'f32', 'ptr', 'ptr']);
+    assert.deepEqual(
+      combine.params.map((p) => p.type),
+      ['ptr', 'i32', 'f32', 'ptr', 'ptr'],
+    );
     const n = 1000;
     const offset = 256;
     const a = await gpu.alloc(offset + n * 4);
@@ -109,11 +125,19 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
 
     const alignment = gpu.info.limits!.minStorageBufferOffsetAlignment!;
     if (alignment > 4) {
-      await rejectsWith(q.launch(combine, { teams: 1 }, [a.at(4), n, 1, b, c]).done, 'INVALID_ARGUMENT', new RegExp(`'combine_a'.*offset 4.*minStorageBufferOffsetAlignment \\(${alignment}\\)`));
+      await rejectsWith(
+        q.launch(combine, { teams: 1 }, [a.at(4), n, 1, b, c]).done,
+        'INVALID_ARGUMENT',
+        new RegExp(`'combine_a'.*offset 4.*minStorageBufferOffsetAlignment \\(${alignment}\\)`),
+      );
       await rejectsWith(q.finish(), 'INVALID_ARGUMENT');
     }
     // A buffer bound writable may not be bound again in the same dispatch: refused, and the device goes on.
-    await rejectsWith(q.launch(combine, { teams: 1 }, [c, n, 1, b, c]).done, 'INVALID_ARGUMENT', /launch of 'combine': pointers 'combine_a' and 'combine_c' are into the same buffer/);
+    await rejectsWith(
+      q.launch(combine, { teams: 1 }, [c, n, 1, b, c]).done,
+      'INVALID_ARGUMENT',
+      /launch of 'combine': pointers 'combine_a' and 'combine_c' are into the same buffer/,
+    );
     await rejectsWith(q.finish(), 'INVALID_ARGUMENT');
     q.launch(combine, { teams: 1 }, [a.at(offset), n, 0, b, c]);
     q.read(c, cv);
@@ -139,9 +163,17 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
     const out = await gpu.alloc(16);
     const q = gpu.queue();
     const teams = gpu.info.maxTeams + 1;
-    await rejectsWith(q.launch(fixed, { teams }, [out]).done, 'INVALID_ARGUMENT', new RegExp(`grid.teams ${teams}: .*maxComputeWorkgroupsPerDimension`));
+    await rejectsWith(
+      q.launch(fixed, { teams }, [out]).done,
+      'INVALID_ARGUMENT',
+      new RegExp(`grid.teams ${teams}: .*maxComputeWorkgroupsPerDimension`),
+    );
     await rejectsWith(q.finish(), 'INVALID_ARGUMENT');
-    await rejectsWith(q.launch(fixed, { teams: [2, teams] }, [out]).done, 'INVALID_ARGUMENT', new RegExp(`grid.teams 2 x ${teams}: y = ${teams} .*maxTeamDims.*maxComputeWorkgroupsPerDimension`));
+    await rejectsWith(
+      q.launch(fixed, { teams: [2, teams] }, [out]).done,
+      'INVALID_ARGUMENT',
+      new RegExp(`grid.teams 2 x ${teams}: y = ${teams} .*maxTeamDims.*maxComputeWorkgroupsPerDimension`),
+    );
     await rejectsWith(q.finish(), 'INVALID_ARGUMENT');
     await out.free();
   });
@@ -164,23 +196,42 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
 
   it('refuses WGSL the ABI cannot call, at build time, naming the file and kernel', async () => {
     const wgsl = (body: string) => ({ 'k.wgsl': body });
-    await rejectsWith(buildFiles(dir, wgsl('@compute @workgroup_size(1) fn k( {}')), 'INVALID_ARGUMENT', /WGSL parse error: k\.wgsl:1/);
     await rejectsWith(
-      buildFiles(dir, wgsl('@group(1) @binding(0) var<storage, read_write> o: array<f32>;\n@compute @workgroup_size(1) fn k() { o[0] = 1.0; }')),
+      buildFiles(dir, wgsl('@compute @workgroup_size(1) fn k( {}')),
+      'INVALID_ARGUMENT',
+      /WGSL parse error: k\.wgsl:1/,
+    );
+    await rejectsWith(
+      buildFiles(
+        dir,
+        wgsl(
+          '@group(1) @binding(0) var<storage, read_write> o: array<f32>;\n@compute @workgroup_size(1) fn k() { o[0] = 1.0; }',
+        ),
+      ),
       'INVALID_ARGUMENT',
       /k\.wgsl: kernel 'k': 'o' \(@group\(1\) @binding\(0\)\).*group 0/,
     );
     await rejectsWith(
-      buildFiles(dir, wgsl('@group(0) @binding(0) var<uniform> v: vec4f;\n@group(0) @binding(1) var<storage, read_write> o: array<f32>;\n@compute @workgroup_size(1) fn k() { o[0] = v.x; }')),
+      buildFiles(
+        dir,
+        wgsl(
+          '@group(0) @binding(0) var<uniform> v: vec4f;\n@group(0) @binding(1) var<storage, read_write> o: array<f32>;\n@compute @workgroup_size(1) fn k() { o[0] = v.x; }',
+        ),
+      ),
       'INVALID_ARGUMENT',
       /scalar parameter 'v' has type vec4.*i32, u32 and f32/,
     );
-    await rejectsWith(buildFiles(dir, wgsl('@compute @workgroup_size(8, 2.5) fn k() {}')), 'INVALID_ARGUMENT', /@workgroup_size\(8, 2.5\): each size must be a number or the name of an override constant/);
+    await rejectsWith(
+      buildFiles(dir, wgsl('@compute @workgroup_size(8, 2.5) fn k() {}')),
+      'INVALID_ARGUMENT',
+      /@workgroup_size\(8, 2.5\): each size must be a number or the name of an override constant/,
+    );
     // A kernel in both images must take the same parameters.
     await rejectsWith(
       buildFiles(dir, {
         'k.ts': 'export function k(n: i32, out: usize): void { store<i32>(out, n); }',
-        'k.wgsl': '@group(0) @binding(0) var<storage, read_write> o: array<f32>;\n@compute @workgroup_size(1) fn k() { o[0] = 1.0; }',
+        'k.wgsl':
+          '@group(0) @binding(0) var<storage, read_write> o: array<f32>;\n@compute @workgroup_size(1) fn k() { o[0] = 1.0; }',
       }),
       'INVALID_ARGUMENT',
       /kernel 'k' \(o: ptr\) does not match its wasm image \(n: i32, out: ptr\)/,
@@ -196,7 +247,10 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
     const results: Float32Array[] = [];
     for (const device of [host, gpu]) {
       const saxpy = await device.kernel(library, 'saxpy');
-      assert.deepEqual(saxpy.params.map((p) => p.name), ['n', 'a', 'x', 'y']);
+      assert.deepEqual(
+        saxpy.params.map((p) => p.name),
+        ['n', 'a', 'x', 'y'],
+      );
       const xb = await device.alloc(n * 4);
       const yb = await device.alloc(n * 4);
       const q = device.queue();
@@ -241,7 +295,12 @@ describe('WebGPU device behind a proxy', { skip, timeout: 120_000 }, () => {
 
   before(async () => {
     proxy = await startProxy({ threads: 1, memory: '64M', webgpu: 'fallback' });
-    runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * 1024 * 1024 }, webgpu: false, proxies: [proxy.address], token: proxy.token });
+    runtime = await Offload.init({
+      host: { threads: 1, memoryBytes: 16 * 1024 * 1024 },
+      webgpu: false,
+      proxies: [proxy.address],
+      token: proxy.token,
+    });
   });
 
   after(async () => {
@@ -259,7 +318,10 @@ describe('WebGPU device behind a proxy', { skip, timeout: 120_000 }, () => {
     const x = await remoteGpu.alloc(n * 4);
     const y = await remoteGpu.alloc(n * 4);
     const q = remoteGpu.queue();
-    q.write(x, Float32Array.from({ length: n }, (_, i) => i));
+    q.write(
+      x,
+      Float32Array.from({ length: n }, (_, i) => i),
+    );
     q.write(y, new Float32Array(n).fill(2));
     q.launch(saxpy, { teams: 40, threads: 64 }, [n, 0.5, x, y]);
     // Device to device across the wire: the remote GPU's result lands on the local host device.
@@ -274,7 +336,12 @@ describe('WebGPU device behind a proxy', { skip, timeout: 120_000 }, () => {
     for (const i of [0, 1, 4999, 9999]) assert.equal(out[i], 0.5 * i + 2);
     // The proxy's errors keep their codes: a pointer WebGPU cannot bind.
     const alignment = remoteGpu.info.limits!.minStorageBufferOffsetAlignment!;
-    if (alignment > 4) await rejectsWith(q.launch(saxpy, { teams: 1 }, [4, 1, x.at(4), y]).done, 'INVALID_ARGUMENT', /minStorageBufferOffsetAlignment/);
+    if (alignment > 4)
+      await rejectsWith(
+        q.launch(saxpy, { teams: 1 }, [4, 1, x.at(4), y]).done,
+        'INVALID_ARGUMENT',
+        /minStorageBufferOffsetAlignment/,
+      );
     await q.finish().catch(() => {});
     // Beyond the eager size: streamed in chunks both ways, at an unaligned offset.
     const big = await remoteGpu.alloc(3 * 1024 * 1024 + 8);
@@ -283,7 +350,10 @@ describe('WebGPU device behind a proxy', { skip, timeout: 120_000 }, () => {
     const back = new Uint8Array(data.length);
     q.read(big, back, { offset: 3 });
     await q.finish();
-    assert.ok(back.every((value, i) => value === data[i]), 'a streamed write and read round-trip');
+    assert.ok(
+      back.every((value, i) => value === data[i]),
+      'a streamed write and read round-trip',
+    );
     await Promise.all([x.free(), y.free(), landed.free(), big.free()]);
   });
 });

@@ -20,23 +20,87 @@ const HEADER = 'import { numTeams, print, teamId, threadId } from "offload-ts/de
 
 /** Kernels that stay wasm-only, each with the reason its note must give; the line is where the marker comment is. */
 const REFUSED: [kernel: string, source: string, reason: RegExp][] = [
-  ['takes_i64', 'export function takes_i64(a: i64, out: usize): void { store<i64>(out, a); } // HERE', /parameter 'a' of type i64 \(WGSL has no i64\)/],
-  ['f64_literal', 'export function f64_literal(out: usize): void {\n  let x = 1.5; // HERE\n  store<f32>(out, <f32>x);\n}', /float literal 1\.5 where AssemblyScript computes in f64/],
-  ['f64_math', 'export function f64_math(x: f32, out: usize): void {\n  store<f32>(out, <f32>Math.sqrt(x)); // HERE\n}', /Math\.sqrt, which computes in f64.*use Mathf\.sqrt/],
-  ['raw_address', 'export function raw_address(at: u32): void {\n  store<i32>(<usize>at, 1); // HERE\n}', /cannot be traced back to one pointer parameter/],
-  ['address_value', 'export function address_value(out: usize): void {\n  store<i32>(out, <i32>out); // HERE\n}', /converts an address to i32/],
-  ['two_pointers', 'export function two_pointers(a: usize, b: usize): void {\n  if (a < b) store<i32>(a, 1); // HERE\n}', /compares an address with a number or with another pointer's address/],
-  ['prints', 'export function prints(): void {\n  print("hello"); // HERE\n}', /calls print\(\): print\(\) writes to the host/],
+  [
+    'takes_i64',
+    'export function takes_i64(a: i64, out: usize): void { store<i64>(out, a); } // HERE',
+    /parameter 'a' of type i64 \(WGSL has no i64\)/,
+  ],
+  [
+    'f64_literal',
+    'export function f64_literal(out: usize): void {\n  let x = 1.5; // HERE\n  store<f32>(out, <f32>x);\n}',
+    /float literal 1\.5 where AssemblyScript computes in f64/,
+  ],
+  [
+    'f64_math',
+    'export function f64_math(x: f32, out: usize): void {\n  store<f32>(out, <f32>Math.sqrt(x)); // HERE\n}',
+    /Math\.sqrt, which computes in f64.*use Mathf\.sqrt/,
+  ],
+  [
+    'raw_address',
+    'export function raw_address(at: u32): void {\n  store<i32>(<usize>at, 1); // HERE\n}',
+    /cannot be traced back to one pointer parameter/,
+  ],
+  [
+    'address_value',
+    'export function address_value(out: usize): void {\n  store<i32>(out, <i32>out); // HERE\n}',
+    /converts an address to i32/,
+  ],
+  [
+    'two_pointers',
+    'export function two_pointers(a: usize, b: usize): void {\n  if (a < b) store<i32>(a, 1); // HERE\n}',
+    /compares an address with a number or with another pointer's address/,
+  ],
+  [
+    'prints',
+    'export function prints(): void {\n  print("hello"); // HERE\n}',
+    /calls print\(\): print\(\) writes to the host/,
+  ],
   ['traps', 'export function traps(): void {\n  unreachable(); // HERE\n}', /calls unreachable\(\), which traps/],
-  ['calls_f64', 'function half(x: f64): f64 { return x / 2; } // HERE\nexport function calls_f64(out: usize): void {\n  store<f32>(out, <f32>half(3));\n}', /calls 'half', which at .*\.ts:\d+ has a result of type f64/],
-  ['recursive', 'function fact(n: i32): i32 { return n <= 1 ? 1 : n * fact(n - 1); }\nexport function recursive(out: usize): void {\n  store<i32>(out, fact(5));\n} // HERE', /recursively \(WGSL has no recursion\)/],
-  ['switches', 'export function switches(n: i32, out: usize): void {\n  switch (n) { case 1: store<i32>(out, 1); } // HERE\n}', /switch statement/],
-  ['mutable_global', 'let counter = 0;\nexport function mutable_global(out: usize): void {\n  store<i32>(out, counter); // HERE\n}', /reads 'counter', which is not a local variable, a parameter or a top-level constant/],
-  ['small_local', 'export function small_local(out: usize): void {\n  let b: u8 = 3; // HERE\n  store<u8>(out, b);\n}', /gives variable 'b' the type u8/],
-  ['pointer_to_helper', 'function first(p: usize): i32 { return 0; }\nexport function pointer_to_helper(out: usize): void {\n  store<i32>(out, first(out)); // HERE\n}', /passes an address to 'first'/],
-  ['increment_in_expression', 'export function increment_in_expression(out: usize): void {\n  let i = 0;\n  store<i32>(out, i++); // HERE\n}', /\+\+ inside an expression/],
-  ['nested', `export function nested(out: usize): void {\n  store<i32>(out, ${'('.repeat(100)}1${' + 1)'.repeat(100)}); // HERE\n}`, /nests expressions and statements deeper than 64/],
-  ['i64_load', 'export function i64_load(out: usize): void {\n  store<i32>(out, <i32>load<i64>(out)); // HERE\n}', /loads a i64, which WGSL has no type for/],
+  [
+    'calls_f64',
+    'function half(x: f64): f64 { return x / 2; } // HERE\nexport function calls_f64(out: usize): void {\n  store<f32>(out, <f32>half(3));\n}',
+    /calls 'half', which at .*\.ts:\d+ has a result of type f64/,
+  ],
+  [
+    'recursive',
+    'function fact(n: i32): i32 { return n <= 1 ? 1 : n * fact(n - 1); }\nexport function recursive(out: usize): void {\n  store<i32>(out, fact(5));\n} // HERE',
+    /recursively \(WGSL has no recursion\)/,
+  ],
+  [
+    'switches',
+    'export function switches(n: i32, out: usize): void {\n  switch (n) { case 1: store<i32>(out, 1); } // HERE\n}',
+    /switch statement/,
+  ],
+  [
+    'mutable_global',
+    'let counter = 0;\nexport function mutable_global(out: usize): void {\n  store<i32>(out, counter); // HERE\n}',
+    /reads 'counter', which is not a local variable, a parameter or a top-level constant/,
+  ],
+  [
+    'small_local',
+    'export function small_local(out: usize): void {\n  let b: u8 = 3; // HERE\n  store<u8>(out, b);\n}',
+    /gives variable 'b' the type u8/,
+  ],
+  [
+    'pointer_to_helper',
+    'function first(p: usize): i32 { return 0; }\nexport function pointer_to_helper(out: usize): void {\n  store<i32>(out, first(out)); // HERE\n}',
+    /passes an address to 'first'/,
+  ],
+  [
+    'increment_in_expression',
+    'export function increment_in_expression(out: usize): void {\n  let i = 0;\n  store<i32>(out, i++); // HERE\n}',
+    /\+\+ inside an expression/,
+  ],
+  [
+    'nested',
+    `export function nested(out: usize): void {\n  store<i32>(out, ${'('.repeat(100)}1${' + 1)'.repeat(100)}); // HERE\n}`,
+    /nests expressions and statements deeper than 64/,
+  ],
+  [
+    'i64_load',
+    'export function i64_load(out: usize): void {\n  store<i32>(out, <i32>load<i64>(out)); // HERE\n}',
+    /loads a i64, which WGSL has no type for/,
+  ],
 ];
 
 /** Lays the refused kernels out in one file and returns it with the line of each marker. */
@@ -57,7 +121,11 @@ describe('WGSL translation in offload build', { timeout: 300_000 }, () => {
   let dir: string;
   const build = async (files: Record<string, string>, options: Partial<BuildOptions> = {}) => {
     for (const [name, text] of Object.entries(files)) await writeFile(path.join(dir, name), text);
-    return buildBundle({ sources: Object.keys(files).map((name) => path.join(dir, name)), output: path.join(dir, 'out', 'k'), ...options });
+    return buildBundle({
+      sources: Object.keys(files).map((name) => path.join(dir, name)),
+      output: path.join(dir, 'out', 'k'),
+      ...options,
+    });
   };
   const wgslOf = (bundle: Uint8Array) => {
     const image = decodeBundle(bundle).images.find((candidate) => candidate.info.format === 'wgsl');
@@ -106,30 +174,52 @@ describe('WGSL translation in offload build', { timeout: 300_000 }, () => {
 
   it('notes each kernel it cannot translate, with its file, line and why, and builds the wasm image of every kernel', async () => {
     const { text, lines } = refusedSource();
-    const built = await build({ 'refused.ts': `${text}export function fine(n: i32, out: usize): void { store<i32>(out, n + threadId()); }\n` });
-    assert.deepEqual(built.notes.map((note) => note.kernel), REFUSED.map(([kernel]) => kernel));
+    const built = await build({
+      'refused.ts': `${text}export function fine(n: i32, out: usize): void { store<i32>(out, n + threadId()); }\n`,
+    });
+    assert.deepEqual(
+      built.notes.map((note) => note.kernel),
+      REFUSED.map(([kernel]) => kernel),
+    );
     for (const [kernel, , reason] of REFUSED) {
       const note = built.notes.find((candidate) => candidate.kernel === kernel)!;
       assert.match(note.reason, reason, kernel);
       // Shown as the build shows paths: relative to the working directory when inside it.
       const file = path.join(dir, 'refused.ts');
-      assert.equal(note.file, path.relative(process.cwd(), file).startsWith('..') ? file : path.relative(process.cwd(), file));
+      assert.equal(
+        note.file,
+        path.relative(process.cwd(), file).startsWith('..') ? file : path.relative(process.cwd(), file),
+      );
       if (kernel !== 'recursive') assert.equal(note.line, lines.get(kernel), `${kernel}: ${formatNote(note)}`);
-      assert.match(formatNote(note), new RegExp(`refused\\.ts:${note.line}: kernel '${kernel}' is not translated to WGSL \\(it runs on wasm devices only\\): it `));
+      assert.match(
+        formatNote(note),
+        new RegExp(
+          `refused\\.ts:${note.line}: kernel '${kernel}' is not translated to WGSL \\(it runs on wasm devices only\\): it `,
+        ),
+      );
     }
     // Every kernel is in the wasm image; only 'fine' in the wgsl one.
     assert.equal(built.manifest.entries.length, REFUSED.length + 1);
-    assert.deepEqual(wgslOf(built.bundle)!.info.kernels!.map((kernel) => kernel.name), ['fine']);
+    assert.deepEqual(
+      wgslOf(built.bundle)!.info.kernels!.map((kernel) => kernel.name),
+      ['fine'],
+    );
   });
 
   it("translates a new user's kernels.ts (saxpy, dot, stencil, mandelbrot) and notes exactly the kernels that cannot be", async () => {
     const source = path.join(import.meta.dirname, 'fixtures', 'webgpu', 'user-kernels.ts');
     const built = await buildBundle({ sources: [source], output: path.join(dir, 'out', 'user') });
-    assert.deepEqual(wgslOf(built.bundle)!.info.kernels!.map((kernel) => kernel.name), ['saxpy', 'dot', 'stencil', 'mandelbrot']);
+    assert.deepEqual(
+      wgslOf(built.bundle)!.info.kernels!.map((kernel) => kernel.name),
+      ['saxpy', 'dot', 'stencil', 'mandelbrot'],
+    );
     assert.deepEqual(
       built.notes.map((note) => [note.kernel, note.reason]),
       [
-        ['norm_f64', 'uses the float literal 0.0 where AssemblyScript computes in f64 (WGSL has no f64): give it an f32 context, as <f32>0.0'],
+        [
+          'norm_f64',
+          'uses the float literal 0.0 where AssemblyScript computes in f64 (WGSL has no f64): give it an f32 context, as <f32>0.0',
+        ],
         ['trace_values', 'calls print(): print() writes to the host, which WGSL kernels cannot reach'],
       ],
     );
@@ -138,25 +228,49 @@ describe('WGSL translation in offload build', { timeout: 300_000 }, () => {
   it("fails with every note under wgsl: 'require', and translates nothing under 'off'", async () => {
     const { text } = refusedSource();
     const files = { 'refused.ts': text };
-    const error = await rejectsWith(build(files, { wgsl: 'require' }), 'INVALID_ARGUMENT', new RegExp(`--wgsl=require: ${REFUSED.length} kernel\\(s\\) cannot be translated`));
+    const error = await rejectsWith(
+      build(files, { wgsl: 'require' }),
+      'INVALID_ARGUMENT',
+      new RegExp(`--wgsl=require: ${REFUSED.length} kernel\\(s\\) cannot be translated`),
+    );
     for (const [kernel] of REFUSED) assert.match(error.message, new RegExp(`kernel '${kernel}' is not translated`));
-    const off = await build({ 'ok.ts': 'export function k(out: usize): void { store<i32>(out, 1); }\n' }, { wgsl: 'off' });
+    const off = await build(
+      { 'ok.ts': 'export function k(out: usize): void { store<i32>(out, 1); }\n' },
+      { wgsl: 'off' },
+    );
     assert.equal(wgslOf(off.bundle), undefined);
     assert.deepEqual(off.notes, []);
-    await rejectsWith(build({ 'ok.ts': 'export function k(): void {}\n' }, { wgsl: 'maybe' as never }), 'INVALID_ARGUMENT', /options\.wgsl must be 'auto', 'require' or 'off'/);
+    await rejectsWith(
+      build({ 'ok.ts': 'export function k(): void {}\n' }, { wgsl: 'maybe' as never }),
+      'INVALID_ARGUMENT',
+      /options\.wgsl must be 'auto', 'require' or 'off'/,
+    );
   });
 
   it('lets a hand-written .wgsl kernel override the translation, checked against the same signature', async () => {
-    const ts = 'export function a(n: i32, out: usize): void { store<i32>(out, n); }\nexport function b(out: usize): void { store<i32>(out, 2); }\n';
-    const hand = '@group(0) @binding(0) var<uniform> hand_n: i32;\n@group(0) @binding(1) var<storage, read_write> hand_out: array<i32>;\n@compute @workgroup_size(1) fn a() { hand_out[0] = hand_n + 100; }\n';
+    const ts =
+      'export function a(n: i32, out: usize): void { store<i32>(out, n); }\nexport function b(out: usize): void { store<i32>(out, 2); }\n';
+    const hand =
+      '@group(0) @binding(0) var<uniform> hand_n: i32;\n@group(0) @binding(1) var<storage, read_write> hand_out: array<i32>;\n@compute @workgroup_size(1) fn a() { hand_out[0] = hand_n + 100; }\n';
     const built = await build({ 'k.ts': ts, 'k.wgsl': hand });
     const wgsl = wgslOf(built.bundle)!;
     assert.equal(wgsl.info.source, 'k.wgsl');
-    assert.deepEqual(wgsl.info.kernels!.map((kernel) => [kernel.name, kernel.workgroupSize]), [['a', 1], ['b', ['offload_threads', 'offload_threads_y', 'offload_threads_z']]]);
+    assert.deepEqual(
+      wgsl.info.kernels!.map((kernel) => [kernel.name, kernel.workgroupSize]),
+      [
+        ['a', 1],
+        ['b', ['offload_threads', 'offload_threads_y', 'offload_threads_z']],
+      ],
+    );
     assert.ok(wgsl.text.startsWith(hand), 'the hand-written kernels come first, unchanged');
     assert.doesNotMatch(wgsl.text, /fn a\(@builtin/);
     await rejectsWith(
-      build({ 'k.ts': ts, 'k.wgsl': hand.replace('var<uniform> hand_n: i32', 'var<uniform> hand_n: f32').replace('hand_n + 100', 'i32(hand_n)') }),
+      build({
+        'k.ts': ts,
+        'k.wgsl': hand
+          .replace('var<uniform> hand_n: i32', 'var<uniform> hand_n: f32')
+          .replace('hand_n + 100', 'i32(hand_n)'),
+      }),
       'INVALID_ARGUMENT',
       /kernel 'a' \(hand_n: f32, hand_out: ptr\) does not match its wasm image \(n: i32, out: ptr\)/,
     );
@@ -178,10 +292,22 @@ describe('WGSL translation in offload build', { timeout: 300_000 }, () => {
         '}\n' +
         'export function loop(out: usize): void { store<i32>(out, 1); }\n',
     });
-    assert.deepEqual(built.notes.map((note) => [note.kernel, note.reason]), [['loop', "is named 'loop', which WGSL reserves or the translation uses (a WGSL entry point keeps the kernel's name)"]]);
+    assert.deepEqual(
+      built.notes.map((note) => [note.kernel, note.reason]),
+      [
+        [
+          'loop',
+          "is named 'loop', which WGSL reserves or the translation uses (a WGSL entry point keeps the kernel's name)",
+        ],
+      ],
+    );
     const skip = await webgpuSkipReason();
     if (skip) return t.skip(skip);
-    const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 4 * 1024 * 1024 }, webgpu: { fallback: true }, proxies: [] });
+    const runtime = await Offload.init({
+      host: { threads: 1, memoryBytes: 4 * 1024 * 1024 },
+      webgpu: { fallback: true },
+      proxies: [],
+    });
     try {
       const library = await runtime.register(built.path);
       for (const device of runtime.devices) {

@@ -43,10 +43,14 @@ test('buildBundle writes the wrappers next to the bundle', { timeout: 120_000 },
   assert.match(js, /new URL\("\.\/kernels\.offload", import\.meta\.url\)/);
   assert.match(js, /export async function load\(runtime\)/);
   // Every kernel gets a wrapper; device globals (library.global) are not launched.
-  for (const entry of built.manifest.entries.filter((e) => e.kind === 'kernel')) assert.ok(js.includes(JSON.stringify(entry.name)), entry.name);
+  for (const entry of built.manifest.entries.filter((e) => e.kind === 'kernel'))
+    assert.ok(js.includes(JSON.stringify(entry.name)), entry.name);
   assert.ok(!js.includes('"tallies"'), 'no wrapper for the device global');
 
-  assert.match(dts, /^import type \{ Buffer, Device, DevicePointer, Grid, Library, MapSpec, Runtime \} from 'offload-ts';$/m);
+  assert.match(
+    dts,
+    /^import type \{ Buffer, Device, DevicePointer, Grid, Library, MapSpec, Runtime \} from 'offload-ts';$/m,
+  );
   for (const signature of [
     `saxpy(device: Device, grid: Grid, n: number, a: number, x: ${POINTER}, y: ${POINTER}): Promise<void>;`,
     `sum_i64(device: Device, grid: Grid, a: bigint, b: bigint, out: ${POINTER}): Promise<void>;`,
@@ -80,7 +84,9 @@ test('parameter names become distinct identifiers apart from device and grid', {
     ]),
   );
   assert.ok(
-    dts.includes(`odd(device: Device, grid: Grid, device_: ${POINTER}, grid_: number, new_: bigint, _2d: number, grid__: number)`),
+    dts.includes(
+      `odd(device: Device, grid: Grid, device_: ${POINTER}, grid_: number, new_: bigint, _2d: number, grid__: number)`,
+    ),
     dts,
   );
   assert.ok(dts.includes('"a.b"(device: Device, grid: Grid): Promise<void>;'), dts);
@@ -96,7 +102,10 @@ test('a kernel named like a member of the wrapper object is rejected', { timeout
   for (const name of ['library', 'unload', 'then']) {
     const manifest = manifestOf([{ name, kind: 'kernel', params: [] }]);
     for (const generate of [() => wrapperTypes(manifest), () => wrapperSource(manifest, 'k.offload', [])]) {
-      assert.throws(generate, (error: unknown) => OffloadError.is(error, 'INVALID_ARGUMENT') && error.message.includes(`'${name}'`));
+      assert.throws(
+        generate,
+        (error: unknown) => OffloadError.is(error, 'INVALID_ARGUMENT') && error.message.includes(`'${name}'`),
+      );
     }
   }
 });
@@ -164,8 +173,12 @@ test('the wrapper launches a kernel with mapped arguments', { timeout: 120_000 }
     // The kernel resolved on the first call is reused.
     await k.add_i32(device, { teams: 2 }, 4, 10, map.tofrom(data));
     assert.deepEqual([...data], [21, 22, 23, 24, 5]);
-    await assert.rejects(k.add_i32(device, { teams: 2 }, 4, map.tofrom(data)), (error: unknown) => OffloadError.is(error, 'INVALID_ARGUMENT'));
-    await assert.rejects(k.add_i32({}, { teams: 2 }, 4, 10, map.tofrom(data)), (error: unknown) => OffloadError.is(error, 'INVALID_ARGUMENT'));
+    await assert.rejects(k.add_i32(device, { teams: 2 }, 4, map.tofrom(data)), (error: unknown) =>
+      OffloadError.is(error, 'INVALID_ARGUMENT'),
+    );
+    await assert.rejects(k.add_i32({}, { teams: 2 }, 4, 10, map.tofrom(data)), (error: unknown) =>
+      OffloadError.is(error, 'INVALID_ARGUMENT'),
+    );
     assert.ok(Object.isFrozen(k));
     await k.unload();
     assert.ok(k.library.unregistered);

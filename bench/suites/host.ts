@@ -93,7 +93,8 @@ async function launches({ device, queue, library, plan }: Setup): Promise<Row[]>
       },
     },
     {
-      label: '(a) raw round trip to one worker: Atomics.store + notify; the worker, in Atomics.wait, answers with store + notify; the main thread awaits Atomics.waitAsync',
+      label:
+        '(a) raw round trip to one worker: Atomics.store + notify; the worker, in Atomics.wait, answers with store + notify; the main thread awaits Atomics.waitAsync',
       count: rounds,
       run: async () => {
         for (let i = 0; i < rounds; i++) await raw.once(0);
@@ -119,8 +120,20 @@ async function launches({ device, queue, library, plan }: Setup): Promise<Row[]>
     },
   ]);
   return [
-    { name: 'empty-kernel launch round trip vs raw (a)', unit: 'us', offload: sequential!, baseline: waitAsyncOnly!, goal: { op: '<=', value: 0.5, absolute: 3, note: 'short kernels run inline' } },
-    { name: 'empty-kernel launch round trip vs raw (b)', unit: 'us', offload: sequential!, baseline: polled!, goal: 'none (the goal is vs (a))' },
+    {
+      name: 'empty-kernel launch round trip vs raw (a)',
+      unit: 'us',
+      offload: sequential!,
+      baseline: waitAsyncOnly!,
+      goal: { op: '<=', value: 0.5, absolute: 3, note: 'short kernels run inline' },
+    },
+    {
+      name: 'empty-kernel launch round trip vs raw (b)',
+      unit: 'us',
+      offload: sequential!,
+      baseline: polled!,
+      goal: 'none (the goal is vs (a))',
+    },
     {
       name: `empty launches pipelined on one queue (${PIPELINED_LAUNCHES.toLocaleString('en-US')})`,
       unit: 'launches/s',
@@ -159,7 +172,8 @@ async function saxpy({ device, queue, library, bundlePath, plan }: Setup): Promi
       },
     },
     {
-      label: 'saxpy(n, a, x, y) of the same wasm image, instantiated on the main thread over its own shared memory, as team 0 of 1',
+      label:
+        'saxpy(n, a, x, y) of the same wasm image, instantiated on the main thread over its own shared memory, as team 0 of 1',
       count: 12 * n,
       run: () => direct(n, a, rawX, rawY),
     },
@@ -170,7 +184,8 @@ async function saxpy({ device, queue, library, bundlePath, plan }: Setup): Promi
   await queue.finish();
   const expected = new Float32Array(memory.buffer, rawY, n);
   for (let i = 0; i < n; i++) {
-    if (result[i] !== expected[i]) throw new Error(`saxpy: the device and the main thread disagree at element ${i}: ${result[i]} vs ${expected[i]}`);
+    if (result[i] !== expected[i])
+      throw new Error(`saxpy: the device and the main thread disagree at element ${i}: ${result[i]} vs ${expected[i]}`);
   }
   await Promise.all([x.free(), y.free()]);
   return {
@@ -242,11 +257,13 @@ async function teamMemoryTranspose({ device, queue, library, plan }: Setup): Pro
       label: `await queue.launch(transpose, { teams: [32, 32], threads: [16, 16], teamMemoryBytes: ${tile * (tile + 1) * 4} }, [...]).done: 16 x 16 tiles through team memory, one barrier`,
       count: elements,
       run: async () => {
-        await queue.launch(tiled, { ...grid, teamMemoryBytes: tile * (tile + 1) * 4 }, [width, height, inBuf, outBuf]).done;
+        await queue.launch(tiled, { ...grid, teamMemoryBytes: tile * (tile + 1) * 4 }, [width, height, inBuf, outBuf])
+          .done;
       },
     },
     {
-      label: 'await queue.launch(transpose_naive, { teams: [32, 32], threads: [16, 16] }, [...]).done: the same grid, no team memory, no barrier',
+      label:
+        'await queue.launch(transpose_naive, { teams: [32, 32], threads: [16, 16] }, [...]).done: the same grid, no team memory, no barrier',
       count: elements,
       run: async () => {
         await queue.launch(naive, grid, [width, height, inBuf, outBuf]).done;
@@ -258,7 +275,8 @@ async function teamMemoryTranspose({ device, queue, library, plan }: Setup): Pro
   await queue.finish();
   for (let y = 0; y < height; y++) {
     for (let x = 0; x < width; x++) {
-      if (result[x * height + y] !== input[y * width + x]) throw new Error(`transpose: element (${x}, ${y}) is ${result[x * height + y]}, not ${input[y * width + x]}`);
+      if (result[x * height + y] !== input[y * width + x])
+        throw new Error(`transpose: element (${x}, ${y}) is ${result[x * height + y]}, not ${input[y * width + x]}`);
     }
   }
   await Promise.all([inBuf.free(), outBuf.free()]);
@@ -287,7 +305,8 @@ async function hostCalls({ device, queue, library, plan }: Setup, runtime: Runti
       },
     },
     {
-      label: '(a) raw round trip to one worker: Atomics.store + notify; the worker answers; the main thread awaits Atomics.waitAsync',
+      label:
+        '(a) raw round trip to one worker: Atomics.store + notify; the worker answers; the main thread awaits Atomics.waitAsync',
       count: calls,
       run: async () => {
         for (let i = 0; i < calls; i++) await raw.once(0);
@@ -296,7 +315,13 @@ async function hostCalls({ device, queue, library, plan }: Setup, runtime: Runti
   ]).finally(() => raw.close());
   runtime.hostFunctions.delete('tick');
   if (ticks === 0) throw new Error('host_calls: the host function never ran');
-  return { name: 'hostCall from a kernel on the host device vs a raw Atomics round trip', unit: 'calls/s', offload: offload!, baseline: baseline!, goal: 'none: the cost per call (README)' };
+  return {
+    name: 'hostCall from a kernel on the host device vs a raw Atomics round trip',
+    unit: 'calls/s',
+    offload: offload!,
+    baseline: baseline!,
+    goal: 'none: the cost per call (README)',
+  };
 }
 
 export const hostSuite: Suite = {
@@ -308,7 +333,13 @@ export const hostSuite: Suite = {
       const device = runtime.devices.find((candidate) => candidate.info.plugin === 'host');
       if (!device) throw new Error('the runtime has no host device');
       const bundlePath = await benchBundle();
-      const setup: Setup = { device, queue: device.queue(), library: await runtime.register(bundlePath), bundlePath, plan };
+      const setup: Setup = {
+        device,
+        queue: device.queue(),
+        library: await runtime.register(bundlePath),
+        bundlePath,
+        plan,
+      };
       progress('host: write/read of 64 MiB');
       const copyRows = await copies(setup);
       progress('host: launch round trips and pipelined launches');
@@ -318,7 +349,14 @@ export const hostSuite: Suite = {
       progress('host: mandelbrot');
       const mandelbrotRow = await mandelbrot(setup);
       progress('host: transpose through team memory, host calls');
-      return [...copyRows, ...launchRows, saxpyRow, mandelbrotRow, await teamMemoryTranspose(setup), await hostCalls(setup, runtime)];
+      return [
+        ...copyRows,
+        ...launchRows,
+        saxpyRow,
+        mandelbrotRow,
+        await teamMemoryTranspose(setup),
+        await hostCalls(setup, runtime),
+      ];
     } finally {
       await runtime.shutdown();
     }

@@ -31,14 +31,16 @@ export const mappingSuite: Suite = {
             label: `await runtime.target(device, saxpy, { teams: 1 }, [0, 0, map.to(x), map.tofrom(x)]) with x present (table hits, no copies), ${rounds} times`,
             count: rounds,
             run: async () => {
-              for (let i = 0; i < rounds; i++) await runtime.target(device, touch, { teams: 1 }, [0, 0, map.to(small), map.tofrom(small)]);
+              for (let i = 0; i < rounds; i++)
+                await runtime.target(device, touch, { teams: 1 }, [0, 0, map.to(small), map.tofrom(small)]);
             },
           },
           {
             label: `await queue.launch(saxpy, { teams: 1 }, [0, 0, x, x]).done, ${rounds} times`,
             count: rounds,
             run: async () => {
-              for (let i = 0; i < rounds; i++) await queue.launch(touch, { teams: 1 }, [0, 0, smallBuffer, smallBuffer]).done;
+              for (let i = 0; i < rounds; i++)
+                await queue.launch(touch, { teams: 1 }, [0, 0, smallBuffer, smallBuffer]).done;
             },
           },
         ]),
@@ -53,12 +55,14 @@ export const mappingSuite: Suite = {
       const teams = 8 * device.info.computeUnits;
       const [mapped, manual] = await measure(plan, [
         {
-          label: 'await runtime.target(device, saxpy, { teams }, [n, 1, map.to(x), map.tofrom(y)]) (alloc, 2 writes, launch, read, free)',
+          label:
+            'await runtime.target(device, saxpy, { teams }, [n, 1, map.to(x), map.tofrom(y)]) (alloc, 2 writes, launch, read, free)',
           count: 3 * x.byteLength,
           run: () => runtime.target(device, touch, { teams }, [n, 1, map.to(x), map.tofrom(y)]),
         },
         {
-          label: 'queue.write(x), queue.write(y), queue.launch(saxpy), queue.read(y), await finish() on buffers allocated once',
+          label:
+            'queue.write(x), queue.write(y), queue.launch(saxpy), queue.read(y), await finish() on buffers allocated once',
           count: 3 * x.byteLength,
           run: () => {
             queue.write(xBuffer, x);
@@ -71,8 +75,20 @@ export const mappingSuite: Suite = {
       ]);
       await Promise.all([xBuffer.free(), yBuffer.free()]);
       return [
-        { name: 'target with present maps vs bare launch (tiny kernel)', unit: 'us', offload: hit!, baseline: bare!, goal: { op: '<=', value: 1.1 } },
-        { name: 'target tofrom 64 MiB (saxpy, x to, y tofrom) vs hand-written copies', unit: 'GB/s', offload: mapped!, baseline: manual!, goal: { op: '~', value: 1 } },
+        {
+          name: 'target with present maps vs bare launch (tiny kernel)',
+          unit: 'us',
+          offload: hit!,
+          baseline: bare!,
+          goal: { op: '<=', value: 1.1 },
+        },
+        {
+          name: 'target tofrom 64 MiB (saxpy, x to, y tofrom) vs hand-written copies',
+          unit: 'GB/s',
+          offload: mapped!,
+          baseline: manual!,
+          goal: { op: '~', value: 1 },
+        },
       ];
     } finally {
       await runtime.shutdown();

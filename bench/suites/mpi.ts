@@ -23,7 +23,13 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 const cli = path.join(root, 'dist/cli/main.js');
 const client = path.join(root, 'bench/remote-client.ts');
 const nodePingPong = path.join(root, 'bench/mpi-node-pingpong.ts');
-const env = { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OFFLOAD_HOST_THREADS: '1', OFFLOAD_PROXIES: '' };
+const env = {
+  ...process.env,
+  OMPI_ALLOW_RUN_AS_ROOT: '1',
+  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1',
+  OFFLOAD_HOST_THREADS: '1',
+  OFFLOAD_PROXIES: '',
+};
 
 interface Figures {
   rtt_us: number;
@@ -61,41 +67,101 @@ export const mpiSuite: Suite = {
       progress('mpi: C ping-pong under mpirun');
       const raw = run('mpirun', ['--oversubscribe', '-np', '2', pingpong], 'the MPI ping-pong');
       progress('mpi: Node ping-pong under mpirun (the addon, no runtime)');
-      const node = spawnSync('mpirun', ['--oversubscribe', '-np', '2', process.execPath, '--import', 'tsx', nodePingPong], { encoding: 'utf8', env, timeout: 300_000 });
-      if (node.status !== 0) throw new Error(`the Node MPI ping-pong failed (${node.status}):\n${node.stdout}\n${node.stderr}`);
+      const node = spawnSync(
+        'mpirun',
+        ['--oversubscribe', '-np', '2', process.execPath, '--import', 'tsx', nodePingPong],
+        { encoding: 'utf8', env, timeout: 300_000 },
+      );
+      if (node.status !== 0)
+        throw new Error(`the Node MPI ping-pong failed (${node.status}):\n${node.stdout}\n${node.stderr}`);
       const nodeLine = node.stdout.split('\n').find((line) => line.startsWith('{'));
       if (!nodeLine) throw new Error(`the Node MPI ping-pong printed no result:\n${node.stdout}`);
       const nodeFigures = JSON.parse(nodeLine) as { spin_rtt_us: number; event_loop_rtt_us: number };
       progress('mpi: offload-ts over MPI');
-      const overMpi = run('mpirun', ['--oversubscribe', '-np', '1', process.execPath, cli, 'proxy', '--mpi', ':', '-np', '1', process.execPath, '--import', 'tsx', client], 'the MPI client');
+      const overMpi = run(
+        'mpirun',
+        [
+          '--oversubscribe',
+          '-np',
+          '1',
+          process.execPath,
+          cli,
+          'proxy',
+          '--mpi',
+          ':',
+          '-np',
+          '1',
+          process.execPath,
+          '--import',
+          'tsx',
+          client,
+        ],
+        'the MPI client',
+      );
       progress('mpi: offload-ts over TCP');
       const proxy = await spawnProxy({ cli: [cli], token: BENCH_TOKEN, env, inheritStderr: true });
       let overTcp: Figures;
       try {
-        overTcp = run(process.execPath, ['--import', 'tsx', client], 'the TCP client', { OFFLOAD_PROXIES: proxy.address, OFFLOAD_TOKEN: BENCH_TOKEN });
+        overTcp = run(process.execPath, ['--import', 'tsx', client], 'the TCP client', {
+          OFFLOAD_PROXIES: proxy.address,
+          OFFLOAD_TOKEN: BENCH_TOKEN,
+        });
       } finally {
         await proxy.stop();
       }
       const launchMpi = rtt('await queue.launch(empty).done on a proxy rank, 1000 in a row (median of 7)', overMpi);
       const writeMpi = write('queue.write(64 MiB) to a proxy rank + done (median of 7)', overMpi);
       const rows: Row[] = [
-        { name: 'MPI: empty launch round trip vs C MPI ping-pong', unit: 'us', offload: launchMpi, baseline: rtt('1-byte MPI_Send/MPI_Recv ping-pong, C, same mpirun', raw) },
+        {
+          name: 'MPI: empty launch round trip vs C MPI ping-pong',
+          unit: 'us',
+          offload: launchMpi,
+          baseline: rtt('1-byte MPI_Send/MPI_Recv ping-pong, C, same mpirun', raw),
+        },
         {
           name: 'MPI: empty launch round trip vs Node MPI ping-pong (a poll per event-loop turn)',
           unit: 'us',
           offload: launchMpi,
-          baseline: { label: '16-byte ping-pong through the addon from Node, polling once per event-loop turn, same mpirun', count: 1, seconds: [nodeFigures.event_loop_rtt_us / 1e6] },
+          baseline: {
+            label: '16-byte ping-pong through the addon from Node, polling once per event-loop turn, same mpirun',
+            count: 1,
+            seconds: [nodeFigures.event_loop_rtt_us / 1e6],
+          },
           goal: { op: '<=', value: 3, absolute: 30 },
         },
         {
           name: 'MPI: Node ping-pong, polling per event-loop turn vs polling in a loop',
           unit: 'us',
-          offload: { label: 'the Node ping-pong, a poll per event-loop turn', count: 1, seconds: [nodeFigures.event_loop_rtt_us / 1e6] },
-          baseline: { label: 'the Node ping-pong, polling in a tight loop', count: 1, seconds: [nodeFigures.spin_rtt_us / 1e6] },
+          offload: {
+            label: 'the Node ping-pong, a poll per event-loop turn',
+            count: 1,
+            seconds: [nodeFigures.event_loop_rtt_us / 1e6],
+          },
+          baseline: {
+            label: 'the Node ping-pong, polling in a tight loop',
+            count: 1,
+            seconds: [nodeFigures.spin_rtt_us / 1e6],
+          },
         },
-        { name: 'MPI: 64 MiB write vs C MPI 64 MiB in 1 MiB messages', unit: 'GB/s', offload: writeMpi, baseline: write('64 x 1 MiB MPI_Send + ack, C, same mpirun', raw), goal: { op: '>=', value: 0.7 } },
-        { name: 'MPI vs TCP: empty launch round trip', unit: 'us', offload: launchMpi, baseline: rtt('the same client over TCP to an offload proxy', overTcp) },
-        { name: 'MPI vs TCP: 64 MiB write', unit: 'GB/s', offload: writeMpi, baseline: write('the same client over TCP to an offload proxy', overTcp) },
+        {
+          name: 'MPI: 64 MiB write vs C MPI 64 MiB in 1 MiB messages',
+          unit: 'GB/s',
+          offload: writeMpi,
+          baseline: write('64 x 1 MiB MPI_Send + ack, C, same mpirun', raw),
+          goal: { op: '>=', value: 0.7 },
+        },
+        {
+          name: 'MPI vs TCP: empty launch round trip',
+          unit: 'us',
+          offload: launchMpi,
+          baseline: rtt('the same client over TCP to an offload proxy', overTcp),
+        },
+        {
+          name: 'MPI vs TCP: 64 MiB write',
+          unit: 'GB/s',
+          offload: writeMpi,
+          baseline: write('the same client over TCP to an offload proxy', overTcp),
+        },
       ];
       return rows;
     } finally {

@@ -23,8 +23,9 @@ const TILE = [64, 48, 256, -2.2, -1.125, 3 / 64] as const;
 // Proxies run as installed (plain node on dist/, built by `npm install`), like the raw TCP
 // peer; from source through tsx only when there is no build (tsx's loader costs ~25 % here).
 const built = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
-const cli = existsSync(built) ? [built] : ['--import', 'tsx', fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url))];
-
+const cli = existsSync(built)
+  ? [built]
+  : ['--import', 'tsx', fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url))];
 
 async function transfers(device: Device, raw: RawTcpPeer, plan: Plan): Promise<Row[]> {
   const buffer = await device.alloc(COPY_BYTES);
@@ -32,10 +33,26 @@ async function transfers(device: Device, raw: RawTcpPeer, plan: Plan): Promise<R
   const src = new Uint8Array(COPY_BYTES).fill(0xa5);
   const dst = new Uint8Array(COPY_BYTES);
   const [write, rawWrite, read, rawRead] = await measure(plan, [
-    { label: 'queue.write(remoteBuffer, 64 MiB) + finish()', count: COPY_BYTES, run: () => (queue.write(buffer, src), queue.finish()) },
-    { label: '64 MiB over a bare TCP socket to another Node process, in 1 MiB writes, until it acks', count: COPY_BYTES, run: () => raw.write(src) },
-    { label: 'queue.read(remoteBuffer, 64 MiB) + finish()', count: COPY_BYTES, run: () => (queue.read(buffer, dst), queue.finish()) },
-    { label: 'the other process streams 64 MiB over a bare TCP socket, copied into a 64 MiB array', count: COPY_BYTES, run: () => raw.read(dst) },
+    {
+      label: 'queue.write(remoteBuffer, 64 MiB) + finish()',
+      count: COPY_BYTES,
+      run: () => (queue.write(buffer, src), queue.finish()),
+    },
+    {
+      label: '64 MiB over a bare TCP socket to another Node process, in 1 MiB writes, until it acks',
+      count: COPY_BYTES,
+      run: () => raw.write(src),
+    },
+    {
+      label: 'queue.read(remoteBuffer, 64 MiB) + finish()',
+      count: COPY_BYTES,
+      run: () => (queue.read(buffer, dst), queue.finish()),
+    },
+    {
+      label: 'the other process streams 64 MiB over a bare TCP socket, copied into a 64 MiB array',
+      count: COPY_BYTES,
+      run: () => raw.read(dst),
+    },
   ]);
   await buffer.free();
   const goal = { op: '>=', value: 0.9 } as const;
@@ -61,8 +78,16 @@ export async function fills(device: Device, plan: Plan): Promise<Row> {
   await queue.fill(buffer, Uint32Array.of(0xa5a5a5a5)).done;
   const wire = stats.bytesSent + stats.bytesReceived - before;
   const [fill, write] = await measure(plan, [
-    { label: 'queue.fill(remoteBuffer, 4-byte pattern) of 64 MiB + finish()', count: COPY_BYTES, run: () => (queue.fill(buffer, Uint32Array.of(0xa5a5a5a5)), queue.finish()) },
-    { label: 'queue.write(remoteBuffer, 64 MiB of the same bytes) + finish()', count: COPY_BYTES, run: () => (queue.write(buffer, src), queue.finish()) },
+    {
+      label: 'queue.fill(remoteBuffer, 4-byte pattern) of 64 MiB + finish()',
+      count: COPY_BYTES,
+      run: () => (queue.fill(buffer, Uint32Array.of(0xa5a5a5a5)), queue.finish()),
+    },
+    {
+      label: 'queue.write(remoteBuffer, 64 MiB of the same bytes) + finish()',
+      count: COPY_BYTES,
+      run: () => (queue.write(buffer, src), queue.finish()),
+    },
   ]);
   await buffer.free();
   return {
@@ -108,7 +133,13 @@ async function launches(device: Device, empty: Kernel, raw: RawTcpPeer, plan: Pl
     },
   ]);
   return [
-    { name: 'remote empty-kernel launch round trip vs TCP ping-pong', unit: 'us', offload: sequential!, baseline: pingPong!, goal: { op: '<=', value: 1.5 } },
+    {
+      name: 'remote empty-kernel launch round trip vs TCP ping-pong',
+      unit: 'us',
+      offload: sequential!,
+      baseline: pingPong!,
+      goal: { op: '<=', value: 1.5 },
+    },
     {
       name: `remote empty launches pipelined on one queue (${PIPELINED_LAUNCHES.toLocaleString('en-US')})`,
       unit: 'launches/s',
@@ -126,7 +157,11 @@ async function scaling(one: Runtime, two: Runtime, plan: Plan): Promise<Row> {
       const library = await runtime.register(await benchBundle());
       const devices = runtime.devices.filter((d) => d.info.plugin === 'remote');
       return Promise.all(
-        devices.map(async (device) => ({ queue: device.queue(), kernel: await device.kernel(library, 'mandelbrot'), out: await device.alloc(TILE[0] * TILE[1] * 4) })),
+        devices.map(async (device) => ({
+          queue: device.queue(),
+          kernel: await device.kernel(library, 'mandelbrot'),
+          out: await device.alloc(TILE[0] * TILE[1] * 4),
+        })),
       );
     }),
   );
@@ -138,8 +173,16 @@ async function scaling(one: Runtime, two: Runtime, plan: Plan): Promise<Row> {
     await Promise.all(targets.map((target) => target.queue.finish()));
   };
   const [onOne, onTwo] = await measure(plan, [
-    { label: `${launchesTotal} mandelbrot tile launches, pipelined, on one proxy (1 worker)`, count: launchesTotal, run: loop(setups[0]!) },
-    { label: `the same launches alternating over two proxies (1 worker each), one queue each`, count: launchesTotal, run: loop(setups[1]!) },
+    {
+      label: `${launchesTotal} mandelbrot tile launches, pipelined, on one proxy (1 worker)`,
+      count: launchesTotal,
+      run: loop(setups[0]!),
+    },
+    {
+      label: `the same launches alternating over two proxies (1 worker each), one queue each`,
+      count: launchesTotal,
+      run: loop(setups[1]!),
+    },
   ]);
   return {
     name: 'launch-heavy loop: two proxies vs one',
@@ -154,9 +197,15 @@ export const remoteSuite: Suite = {
   name: 'remote',
   description: 'a remote host device behind a real proxy process against bare TCP between two Node processes',
   async run(plan, progress) {
-    progress(`remote: proxies run ${cli.length === 1 ? 'dist/cli/main.js (run npm run build after changing src/)' : 'src/cli/main.ts through tsx (no dist/ build)'}`);
+    progress(
+      `remote: proxies run ${cli.length === 1 ? 'dist/cli/main.js (run npm run build after changing src/)' : 'src/cli/main.ts through tsx (no dist/ build)'}`,
+    );
     // One worker each: on a 2-vCPU machine, two proxies then use both cores between them.
-    const local = (await startLocalProxies(3, { cli, env: { ...process.env, OFFLOAD_HOST_THREADS: '1', OFFLOAD_HOST_MEMORY: '256M', OFFLOAD_PROXIES: '' }, announce: false }))!;
+    const local = (await startLocalProxies(3, {
+      cli,
+      env: { ...process.env, OFFLOAD_HOST_THREADS: '1', OFFLOAD_HOST_MEMORY: '256M', OFFLOAD_PROXIES: '' },
+      announce: false,
+    }))!;
     const { proxies, token } = local;
     const raw = await RawTcpPeer.start();
     const runtimes: Runtime[] = [];

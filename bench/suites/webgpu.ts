@@ -185,7 +185,9 @@ async function saxpy(gpu: Side, host: Side, plan: Plan, versus: string): Promise
       const want = expected[i % 1000]!;
       // The GPU may fuse a * x + y (one rounding instead of two): allow a few ulps over the runs.
       if (!(Math.abs(result[i]! - want) <= 1e-6 * runs * Math.abs(want))) {
-        throw new Error(`webgpu: saxpy on the ${side.what} is wrong at element ${i}: ${result[i]} instead of ${want} after ${runs} runs`);
+        throw new Error(
+          `webgpu: saxpy on the ${side.what} is wrong at element ${i}: ${result[i]} instead of ${want} after ${runs} runs`,
+        );
       }
     }
     await Promise.all([x.free(), y.free()]);
@@ -200,7 +202,13 @@ async function saxpy(gpu: Side, host: Side, plan: Plan, versus: string): Promise
 }
 
 /** The lookups on two sides (as saxpy's); the host device's results are checked against a TypeScript reference. */
-async function lookups(gpu: Side, host: Side, plan: Plan, progress: (line: string) => void, versus: string): Promise<Row> {
+async function lookups(
+  gpu: Side,
+  host: Side,
+  plan: Plan,
+  progress: (line: string) => void,
+  versus: string,
+): Promise<Row> {
   const data = lookupData();
   const count = LOOKUPS;
   const arrays = [data.energy, data.xs, data.numNucs, data.mats, data.concs];
@@ -249,7 +257,10 @@ async function lookups(gpu: Side, host: Side, plan: Plan, progress: (line: strin
     const want = referenceLookup(data, i);
     for (let c = 0; c < CHANNELS; c++) {
       const got = hostResult[i * CHANNELS + c]!;
-      if (got !== want[c]) throw new Error(`webgpu: xs_lookup on the host device: lookup ${i} channel ${c} is ${got}, the reference ${want[c]}`);
+      if (got !== want[c])
+        throw new Error(
+          `webgpu: xs_lookup on the host device: lookup ${i} channel ${c} is ${got}, the reference ${want[c]}`,
+        );
     }
   }
   let maxRelative = 0;
@@ -265,7 +276,8 @@ async function lookups(gpu: Side, host: Side, plan: Plan, progress: (line: strin
     if (scale > 0) maxRelative = Math.max(maxRelative, Math.abs(a - b) / scale);
     if (b !== 0) nonZero++;
   }
-  if (nonZero < count * CHANNELS * 0.9) throw new Error(`webgpu: xs_lookup: only ${nonZero} of ${count * CHANNELS} sums are non-zero`);
+  if (nonZero < count * CHANNELS * 0.9)
+    throw new Error(`webgpu: xs_lookup: only ${nonZero} of ${count * CHANNELS} sums are non-zero`);
   progress(`webgpu: lookups agree, largest relative difference ${maxRelative.toExponential(1)}`);
   for (const { buffers } of sides) await Promise.all(buffers.map((buffer) => buffer.free()));
   const megabytes = arrays.reduce((sum, array) => sum + array.byteLength, 0) / 1e6;
@@ -282,9 +294,14 @@ async function lookups(gpu: Side, host: Side, plan: Plan, progress: (line: strin
 
 export const webgpuSuite: Suite = {
   name: 'webgpu',
-  description: 'the WebGPU device against the host device, one AssemblyScript source (wasm, and WGSL translated by offload build)',
+  description:
+    'the WebGPU device against the host device, one AssemblyScript source (wasm, and WGSL translated by offload build)',
   async run(plan, progress) {
-    const runtime = await Offload.init({ host: { memoryBytes: HOST_MEMORY_BYTES }, webgpu: { fallback: true }, proxies: [] });
+    const runtime = await Offload.init({
+      host: { memoryBytes: HOST_MEMORY_BYTES },
+      webgpu: { fallback: true },
+      proxies: [],
+    });
     try {
       const gpuDevice = runtime.devices.find((candidate) => candidate.info.plugin === 'webgpu');
       const hostDevice = runtime.devices.find((candidate) => candidate.info.plugin === 'host');
@@ -301,11 +318,19 @@ export const webgpuSuite: Suite = {
       const gpu: Side = {
         device: gpuDevice,
         library,
-        saxpyGrid: { teams: Math.min(gpuDevice.info.maxTeams, Math.ceil(SAXPY_N / 4 / gpuThreads(SAXPY_THREADS))), threads: gpuThreads(SAXPY_THREADS) },
-        lookupGrid: { teams: Math.min(gpuDevice.info.maxTeams, Math.ceil(LOOKUPS / gpuThreads(LOOKUP_THREADS))), threads: gpuThreads(LOOKUP_THREADS) },
+        saxpyGrid: {
+          teams: Math.min(gpuDevice.info.maxTeams, Math.ceil(SAXPY_N / 4 / gpuThreads(SAXPY_THREADS))),
+          threads: gpuThreads(SAXPY_THREADS),
+        },
+        lookupGrid: {
+          teams: Math.min(gpuDevice.info.maxTeams, Math.ceil(LOOKUPS / gpuThreads(LOOKUP_THREADS))),
+          threads: gpuThreads(LOOKUP_THREADS),
+        },
         what: `WebGPU device (${gpuDevice.info.name})`,
         // The device's name ends in "(WebGPU, software)" on a fallback adapter (lavapipe, SwiftShader).
-        ...(gpuDevice.info.name.endsWith(', software)') ? { goal: 'none: a software GPU, i.e. this CPU (a correctness run)' } : {}),
+        ...(gpuDevice.info.name.endsWith(', software)')
+          ? { goal: 'none: a software GPU, i.e. this CPU (a correctness run)' }
+          : {}),
       };
       const host: Side = {
         device: hostDevice,
@@ -319,12 +344,24 @@ export const webgpuSuite: Suite = {
       progress(`webgpu: ${LOOKUPS.toLocaleString('en-US')} XSBench-style lookups on both devices`);
       const lookupRow = await lookups(gpu, host, plan, progress, 'WebGPU device vs host device');
       // The same kernels on the WebGPU device: translated by offload build vs written by hand.
-      const reference = await cachedBundle([join(root, 'bench/webgpu/kernels.ts'), join(root, 'bench/webgpu/reference.wgsl')], { label: 'offload-bench-webgpu-reference' });
-      const handWritten: Side = { ...gpu, library: await runtime.register(reference.path), what: `WebGPU device, hand-written WGSL (bench/webgpu/reference.wgsl)` };
+      const reference = await cachedBundle(
+        [join(root, 'bench/webgpu/kernels.ts'), join(root, 'bench/webgpu/reference.wgsl')],
+        { label: 'offload-bench-webgpu-reference' },
+      );
+      const handWritten: Side = {
+        ...gpu,
+        library: await runtime.register(reference.path),
+        what: `WebGPU device, hand-written WGSL (bench/webgpu/reference.wgsl)`,
+      };
       const translated: Side = { ...gpu, what: 'WebGPU device, translated WGSL', goal: TRANSLATION_GOAL };
       progress('webgpu: saxpy and the lookups on the WebGPU device, translated vs hand-written WGSL');
       const versus = 'WebGPU device, WGSL translated from kernels.ts vs hand-written';
-      return [saxpyRow, lookupRow, await saxpy(translated, handWritten, plan, versus), await lookups(translated, handWritten, plan, progress, versus)];
+      return [
+        saxpyRow,
+        lookupRow,
+        await saxpy(translated, handWritten, plan, versus),
+        await lookups(translated, handWritten, plan, progress, versus),
+      ];
     } finally {
       await runtime.shutdown();
     }

@@ -43,7 +43,10 @@ export class Buffer {
   async free(): Promise<void> {
     this.device.context.checkOpen(this.device.id);
     if (this.owner) {
-      throw errors.invalidBuffer(`${this.describe()} is a device global of library '${this.owner.name}': it lives until the library is unregistered`, this.device.id);
+      throw errors.invalidBuffer(
+        `${this.describe()} is a device global of library '${this.owner.name}': it lives until the library is unregistered`,
+        this.device.id,
+      );
     }
     if (this.isFreed) throw errors.invalidBuffer(`${this.describe()} was already freed`, this.device.id);
     this.isFreed = true;
@@ -92,14 +95,24 @@ export class Buffer {
       );
     }
     const bytes = this.directView(0, this.byteLength);
-    if (!bytes) throw errors.unsupported(`hostView: device ${device} (${this.device.info.name}) gives no view of its memory`, device);
+    if (!bytes)
+      throw errors.unsupported(
+        `hostView: device ${device} (${this.device.info.name}) gives no view of its memory`,
+        device,
+      );
     if (type === undefined || type === Uint8Array) return bytes;
     const size = (type as { BYTES_PER_ELEMENT?: unknown }).BYTES_PER_ELEMENT;
     if (typeof type !== 'function' || typeof size !== 'number') {
-      throw errors.invalidArgument(`hostView: type must be a TypedArray constructor (Float32Array, ...), got ${typeof type === 'function' ? type.name : typeof type}`, device);
+      throw errors.invalidArgument(
+        `hostView: type must be a TypedArray constructor (Float32Array, ...), got ${typeof type === 'function' ? type.name : typeof type}`,
+        device,
+      );
     }
     if (this.byteLength % size !== 0) {
-      throw errors.invalidArgument(`hostView: ${this.describe()} is not a whole number of ${type.name} elements (${size} bytes each)`, device);
+      throw errors.invalidArgument(
+        `hostView: ${this.describe()} is not a whole number of ${type.name} elements (${size} bytes each)`,
+        device,
+      );
     }
     return new type(bytes.buffer, bytes.byteOffset, this.byteLength / size);
   }

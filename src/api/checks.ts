@@ -54,7 +54,10 @@ export function hostBytes(view: unknown, name: string, device?: number): Uint8Ar
 /** Checks that [offset, offset + bytes) fits in `limit` bytes. */
 export function checkRange(offset: number, bytes: number, limit: number, what: string, device?: number): void {
   if (offset + bytes > limit) {
-    throw errors.outOfBounds(`${what}: ${bytes} bytes at offset ${offset} reach byte ${offset + bytes}, beyond its ${limit} bytes`, device);
+    throw errors.outOfBounds(
+      `${what}: ${bytes} bytes at offset ${offset} reach byte ${offset + bytes}, beyond its ${limit} bytes`,
+      device,
+    );
   }
 }
 
@@ -66,7 +69,10 @@ const U64_MAX = 2n ** 64n - 1n;
 /** Checks a scalar kernel argument against its parameter; pointers are checked by the caller. */
 export function checkScalar(value: unknown, param: ParamInfo, position: string, device?: number): void {
   const expect = (what: string): never => {
-    throw errors.invalidArgument(`${position} '${param.name}' (${param.type}) must be ${what}, got ${describe(value)}`, device);
+    throw errors.invalidArgument(
+      `${position} '${param.name}' (${param.type}) must be ${what}, got ${describe(value)}`,
+      device,
+    );
   };
   switch (param.type) {
     case 'i32':

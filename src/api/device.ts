@@ -1,5 +1,11 @@
 import { asOffloadError, errors } from '../errors.js';
-import { MEMORY_KINDS, type DeviceInfo, type MemoryInfo, type MemoryKind, type PluginDevice } from '../plugins/interface.js';
+import {
+  MEMORY_KINDS,
+  type DeviceInfo,
+  type MemoryInfo,
+  type MemoryKind,
+  type PluginDevice,
+} from '../plugins/interface.js';
 import { Buffer } from './buffer.js';
 import { checkOptions, checkSize, describe } from './checks.js';
 import type { RuntimeContext } from './context.js';
@@ -42,13 +48,21 @@ export class Device {
     checkSize(bytes, 'alloc: bytes', this.id);
     const kind = checkOptions(options, 'alloc: options').kind ?? 'device';
     if (!MEMORY_KINDS.includes(kind as MemoryKind)) {
-      throw errors.invalidArgument(`alloc: options.kind must be one of ${MEMORY_KINDS.join(', ')}, got ${describe(kind)}`, this.id);
+      throw errors.invalidArgument(
+        `alloc: options.kind must be one of ${MEMORY_KINDS.join(', ')}, got ${describe(kind)}`,
+        this.id,
+      );
     }
     if (!this.info.memoryKinds.includes(kind as MemoryKind)) {
-      throw errors.unsupported(`device ${this.id} (${this.info.name}) does not support '${kind as MemoryKind}' memory; it supports ${this.info.memoryKinds.join(', ')}`, this.id);
+      throw errors.unsupported(
+        `device ${this.id} (${this.info.name}) does not support '${kind as MemoryKind}' memory; it supports ${this.info.memoryKinds.join(', ')}`,
+        this.id,
+      );
     }
     const allocation = await this.plugin.alloc(bytes, kind as MemoryKind).catch((error: unknown) => {
-      throw asOffloadError(error, `allocating ${bytes} bytes of '${kind as MemoryKind}' memory on device ${this.id}`, { device: this.id });
+      throw asOffloadError(error, `allocating ${bytes} bytes of '${kind as MemoryKind}' memory on device ${this.id}`, {
+        device: this.id,
+      });
     });
     this.context.info.alloc(this.id, kind as string, bytes, allocation.address);
     return new Buffer(this, allocation);
@@ -65,12 +79,16 @@ export class Device {
   async kernel(library: Library, name: string): Promise<Kernel> {
     this.checkUsable();
     if (!(library instanceof Library)) {
-      throw errors.invalidArgument(`kernel: library must be a Library from runtime.register(), got ${describe(library)}`, this.id);
+      throw errors.invalidArgument(
+        `kernel: library must be a Library from runtime.register(), got ${describe(library)}`,
+        this.id,
+      );
     }
     if (library.context !== this.context) {
       throw errors.invalidArgument(`kernel: library '${library.name}' belongs to another runtime`, this.id);
     }
-    if (typeof name !== 'string') throw errors.invalidArgument(`kernel: name must be a string, got ${describe(name)}`, this.id);
+    if (typeof name !== 'string')
+      throw errors.invalidArgument(`kernel: name must be a string, got ${describe(name)}`, this.id);
     const image = await this.context.registry.image(library.record, this.plugin, this.id);
     const loaded = image.kernels.get(name);
     if (!loaded) {

@@ -20,17 +20,24 @@ function dimsOf(size: unknown, what: string, device: number): Dims {
     return [n, 1, 1];
   }
   if (size.length < 1 || size.length > 3) {
-    throw errors.invalidArgument(`${what} must be a number or 1 to 3 dimensions [x, y, z], got ${describe(size)}`, device);
+    throw errors.invalidArgument(
+      `${what} must be a number or 1 to 3 dimensions [x, y, z], got ${describe(size)}`,
+      device,
+    );
   }
   const dims: Dims = [1, 1, 1];
-  size.forEach((value: unknown, axis) => (dims[axis] = checkInteger(value, `${what}[${axis}] (${AXES[axis]})`, 1, MAX_INT, device)));
+  size.forEach(
+    (value: unknown, axis) =>
+      (dims[axis] = checkInteger(value, `${what}[${axis}] (${AXES[axis]})`, 1, MAX_INT, device)),
+  );
   return dims;
 }
 
 /** x * y * z, refused past 2^31 - 1 (a device's ids are i32). */
 function total(dims: Dims, what: string, device: number): number {
   const product = dims[0] * dims[1] * dims[2];
-  if (product > MAX_INT) throw errors.invalidArgument(`${what} ${dims.join(' x ')} is ${product}, more than 2^31 - 1`, device);
+  if (product > MAX_INT)
+    throw errors.invalidArgument(`${what} ${dims.join(' x ')} is ${product}, more than 2^31 - 1`, device);
   return product;
 }
 
@@ -55,26 +62,39 @@ function limitName(info: DeviceInfo, limit: 'maxTeams' | 'maxThreadsPerTeam' | '
  * reads numThreads()); dimensions are taken as given or refused, since a kernel written for
  * a 3-D block depends on its shape.
  */
-export function lowerGrid(shape: Record<string, unknown>, kernel: string, info: DeviceInfo, device: number): PluginGrid {
+export function lowerGrid(
+  shape: Record<string, unknown>,
+  kernel: string,
+  info: DeviceInfo,
+  device: number,
+): PluginGrid {
   const what = `launch of '${kernel}': grid`;
   const teamDims = dimsOf(shape.teams, `${what}.teams`, device);
   const teams = total(teamDims, `${what}.teams`, device);
   const tooWide = overLimit(teamDims, info, 'maxTeamDims');
   if ((!Array.isArray(shape.teams) && teams > info.maxTeams) || tooWide !== undefined) {
     const reason = tooWide ?? `is more than device ${device} runs in one launch (${limitName(info, 'maxTeams')})`;
-    throw errors.invalidArgument(`${what}.teams ${teamDims.slice(0, Array.isArray(shape.teams) ? shape.teams.length : 1).join(' x ')}: ${reason}`, device);
+    throw errors.invalidArgument(
+      `${what}.teams ${teamDims.slice(0, Array.isArray(shape.teams) ? shape.teams.length : 1).join(' x ')}: ${reason}`,
+      device,
+    );
   }
   let threadDims = dimsOf(shape.threads ?? 1, `${what}.threads`, device);
   if (!Array.isArray(shape.threads)) threadDims = [Math.min(threadDims[0], info.maxThreadsPerTeam), 1, 1];
   const threads = total(threadDims, `${what}.threads`, device);
   const tooWideThreads = overLimit(threadDims, info, 'maxThreadDims');
   if (threads > info.maxThreadsPerTeam || tooWideThreads !== undefined) {
-    const reason = tooWideThreads ?? `${threads} threads are more than a team of device ${device} has (${limitName(info, 'maxThreadsPerTeam')})`;
+    const reason =
+      tooWideThreads ??
+      `${threads} threads are more than a team of device ${device} has (${limitName(info, 'maxThreadsPerTeam')})`;
     throw errors.invalidArgument(`${what}.threads ${threadDims.join(' x ')}: ${reason}`, device);
   }
   const teamMemoryBytes = checkInteger(shape.teamMemoryBytes ?? 0, `${what}.teamMemoryBytes`, 0, MAX_INT, device);
   if (teamMemoryBytes > info.maxTeamMemoryBytes) {
-    throw errors.invalidArgument(`${what}.teamMemoryBytes ${teamMemoryBytes} is more than device ${device} gives a team (${limitName(info, 'maxTeamMemoryBytes')})`, device);
+    throw errors.invalidArgument(
+      `${what}.teamMemoryBytes ${teamMemoryBytes} is more than device ${device} gives a team (${limitName(info, 'maxTeamMemoryBytes')})`,
+      device,
+    );
   }
   return { teams, threads, teamDims, threadDims, teamMemoryBytes, timeoutMs: undefined };
 }

@@ -32,10 +32,16 @@ export class HostFunctions {
    */
   add(name: string, fn: HostFunction): void {
     if (typeof name !== 'string' || name.length === 0 || name.length > MAX_HOST_FUNCTION_NAME) {
-      throw errors.invalidArgument(`hostFunctions.add: name must be a string of 1 to ${MAX_HOST_FUNCTION_NAME} characters, got ${describe(name)}`);
+      throw errors.invalidArgument(
+        `hostFunctions.add: name must be a string of 1 to ${MAX_HOST_FUNCTION_NAME} characters, got ${describe(name)}`,
+      );
     }
-    if (typeof fn !== 'function') throw errors.invalidArgument(`hostFunctions.add: the function for '${name}' must be a function, got ${describe(fn)}`);
-    if (this.functions.has(name)) throw errors.invalidArgument(`hostFunctions.add: a host function '${name}' exists already; delete it first`);
+    if (typeof fn !== 'function')
+      throw errors.invalidArgument(
+        `hostFunctions.add: the function for '${name}' must be a function, got ${describe(fn)}`,
+      );
+    if (this.functions.has(name))
+      throw errors.invalidArgument(`hostFunctions.add: a host function '${name}' exists already; delete it first`);
     this.functions.set(name, fn);
   }
 
@@ -52,7 +58,9 @@ export class HostFunctions {
   async call({ kernel, name, args }: HostCall): Promise<number> {
     const fn = this.functions.get(name);
     if (fn === undefined) {
-      throw new Error(`kernel '${kernel}' called host function '${name}', which the program has not added (runtime.hostFunctions.add('${name}', fn))`);
+      throw new Error(
+        `kernel '${kernel}' called host function '${name}', which the program has not added (runtime.hostFunctions.add('${name}', fn))`,
+      );
     }
     const value = await fn(...args);
     if (typeof value !== 'number') throw new Error(`host function '${name}' returned ${describe(value)}, not a number`);

@@ -41,13 +41,20 @@ export class Library {
   async global(device: Device, name: string): Promise<DevicePointer> {
     this.context.checkOpen();
     if (!(device instanceof Device) || device.context !== this.context) {
-      throw errors.invalidArgument(`global: device must be a Device of this library's runtime, got ${describe(device)}`);
+      throw errors.invalidArgument(
+        `global: device must be a Device of this library's runtime, got ${describe(device)}`,
+      );
     }
     device.checkUsable();
-    if (typeof name !== 'string') throw errors.invalidArgument(`global: name must be a string, got ${describe(name)}`, device.id);
-    if (this.record.unregistered) throw errors.invalidArgument(`global: the library '${this.name}' was unregistered`, device.id);
+    if (typeof name !== 'string')
+      throw errors.invalidArgument(`global: name must be a string, got ${describe(name)}`, device.id);
+    if (this.record.unregistered)
+      throw errors.invalidArgument(`global: the library '${this.name}' was unregistered`, device.id);
     if (!this.globals.includes(name)) {
-      throw errors.notFound(`library '${this.name}' has no global ${quoted(name)} (it has: ${this.globals.join(', ') || 'none'})`, device.id);
+      throw errors.notFound(
+        `library '${this.name}' has no global ${quoted(name)} (it has: ${this.globals.join(', ') || 'none'})`,
+        device.id,
+      );
     }
     if (!device.plugin.global) {
       throw errors.unsupported(
@@ -57,9 +64,15 @@ export class Library {
     }
     const image = await this.context.registry.image(this.record, device.plugin, device.id);
     const allocation = await device.plugin.global(image, name).catch((error: unknown) => {
-      throw asOffloadError(error, `finding global ${quoted(name)} of library '${this.name}' on device ${device.id}`, { device: device.id });
+      throw asOffloadError(error, `finding global ${quoted(name)} of library '${this.name}' on device ${device.id}`, {
+        device: device.id,
+      });
     });
-    if (!allocation) throw errors.notFound(`the image of library '${this.name}' that device ${device.id} loaded has no global ${quoted(name)}`, device.id);
+    if (!allocation)
+      throw errors.notFound(
+        `the image of library '${this.name}' that device ${device.id} loaded has no global ${quoted(name)}`,
+        device.id,
+      );
     return new Buffer(device, allocation, this.record).at(0);
   }
 

@@ -38,11 +38,15 @@ export class Event {
    */
   async elapsedSince(start: Event): Promise<number> {
     const device = this.device.id;
-    if (!(start instanceof Event)) throw errors.invalidArgument(`elapsedSince: start must be an Event, got ${describe(start)}`, device);
+    if (!(start instanceof Event))
+      throw errors.invalidArgument(`elapsedSince: start must be an Event, got ${describe(start)}`, device);
     const [from, to] = [start.plugin.timing, this.plugin.timing];
     if (!from || !to) {
       const which = !from && !to ? 'neither event was' : !from ? 'start was not' : 'this event was not';
-      throw errors.invalidArgument(`elapsedSince: ${which} recorded with timing; record both with queue.record({ timing: true })`, device);
+      throw errors.invalidArgument(
+        `elapsedSince: ${which} recorded with timing; record both with queue.record({ timing: true })`,
+        device,
+      );
     }
     if (from.clock !== to.clock) {
       throw errors.invalidArgument(
@@ -129,14 +133,24 @@ function checkRect(rect: unknown, what: string, srcLength: number, dstLength: nu
     const layout = checkOptions(shape[name], `${what}: rect.${name}`);
     const offset = checkSize(layout.offset ?? 0, `${what}: rect.${name}.offset`, device);
     const rowPitch = checkSize(layout.rowPitch ?? width, `${what}: rect.${name}.rowPitch`, device);
-    if (rowPitch < width) throw errors.invalidArgument(`${what}: rect.${name}.rowPitch ${rowPitch} is less than rect.width ${width}: rows would overlap`, device);
+    if (rowPitch < width)
+      throw errors.invalidArgument(
+        `${what}: rect.${name}.rowPitch ${rowPitch} is less than rect.width ${width}: rows would overlap`,
+        device,
+      );
     const slicePitch = checkSize(layout.slicePitch ?? rowPitch * height, `${what}: rect.${name}.slicePitch`, device);
     if (depth > 1 && slicePitch < rowPitch * height) {
-      throw errors.invalidArgument(`${what}: rect.${name}.slicePitch ${slicePitch} is less than rowPitch * height (${rowPitch * height}): slices would overlap`, device);
+      throw errors.invalidArgument(
+        `${what}: rect.${name}.slicePitch ${slicePitch} is less than rowPitch * height (${rowPitch * height}): slices would overlap`,
+        device,
+      );
     }
     const span = rectSpan(width, height, depth, rowPitch, slicePitch);
     if (!Number.isSafeInteger(offset + span) || offset + span > length) {
-      throw errors.outOfBounds(`${what}: the ${name} side's last row ends at byte ${offset + span}, beyond its ${length} bytes`, device);
+      throw errors.outOfBounds(
+        `${what}: the ${name} side's last row ends at byte ${offset + span}, beyond its ${length} bytes`,
+        device,
+      );
     }
     return { offset, rowPitch, slicePitch };
   };
@@ -162,10 +176,16 @@ function fillPatternBytes(pattern: unknown, device: number): Uint8Array {
     return Uint8Array.of(pattern);
   }
   if (!ArrayBuffer.isView(pattern) || pattern instanceof DataView) {
-    throw errors.invalidArgument(`fill: pattern must be a number (one byte) or a TypedArray of 1, 2, 4 or 8 bytes, got ${describe(pattern)}`, device);
+    throw errors.invalidArgument(
+      `fill: pattern must be a number (one byte) or a TypedArray of 1, 2, 4 or 8 bytes, got ${describe(pattern)}`,
+      device,
+    );
   }
   if (![1, 2, 4, 8].includes(pattern.byteLength)) {
-    throw errors.invalidArgument(`fill: pattern must be 1, 2, 4 or 8 bytes long, got ${pattern.byteLength} (a ${describe(pattern)}); pass one element`, device);
+    throw errors.invalidArgument(
+      `fill: pattern must be 1, 2, 4 or 8 bytes long, got ${pattern.byteLength} (a ${describe(pattern)}); pass one element`,
+      device,
+    );
   }
   return new Uint8Array(pattern.buffer, pattern.byteOffset, pattern.byteLength).slice();
 }
@@ -173,10 +193,14 @@ function fillPatternBytes(pattern: unknown, device: number): Uint8Array {
 /** The failure of a host function: HOST_FUNCTION_FAILED, its cause the thrown value. */
 function hostFunctionError(thrown: unknown, device: number): OffloadError {
   const text = thrown instanceof Error ? thrown.message : String(thrown);
-  return new OffloadError('HOST_FUNCTION_FAILED', `a host function of queue.hostFunction() threw: ${text.length > 500 ? `${text.slice(0, 500)}...` : text}`, {
-    device,
-    cause: thrown,
-  });
+  return new OffloadError(
+    'HOST_FUNCTION_FAILED',
+    `a host function of queue.hostFunction() threw: ${text.length > 500 ? `${text.slice(0, 500)}...` : text}`,
+    {
+      device,
+      cause: thrown,
+    },
+  );
 }
 
 /**
@@ -274,7 +298,9 @@ export class Queue {
         context.print({ device: device.id, queue, kernel, team, text });
       } catch (error) {
         // The program's listener failed: that must not fail the launch, nor the device's pump.
-        process.emitWarning(`offload-ts: the print listener threw: ${error instanceof Error ? error.message : String(error)}`);
+        process.emitWarning(
+          `offload-ts: the print listener threw: ${error instanceof Error ? error.message : String(error)}`,
+        );
       }
     };
     this.plugin.onHostCall = (kernel, name, args) => context.hostCall({ device: device.id, queue, kernel, name, args });
@@ -290,7 +316,9 @@ export class Queue {
       done = enqueue();
     } catch (error) {
       // Enqueued as a failed wait, so the failure is ordered and sticky like any other.
-      const failed = Promise.reject(asOffloadError(error, `enqueueing an operation on queue ${this.id} of device ${this.device.id}`));
+      const failed = Promise.reject(
+        asOffloadError(error, `enqueueing an operation on queue ${this.id} of device ${this.device.id}`),
+      );
       failed.catch(() => {}); // observed through the wait below
       done = this.plugin.waitEvent({ done: failed, queue: this.plugin, query: () => true });
     }
@@ -310,7 +338,10 @@ export class Queue {
   }
 
   private destroyedError(): OffloadError {
-    return errors.invalidArgument(`queue ${this.id} of device ${this.device.id} was destroyed; make a new one with device.queue()`, this.device.id);
+    return errors.invalidArgument(
+      `queue ${this.id} of device ${this.device.id} was destroyed; make a new one with device.queue()`,
+      this.device.id,
+    );
   }
 
   /** The event an operation on a destroyed queue gets. */
@@ -325,7 +356,8 @@ export class Queue {
   }
 
   private buffer(value: unknown, name: string): Buffer {
-    if (!(value instanceof Buffer)) throw errors.invalidArgument(`${name} must be a Buffer, got ${describe(value)}`, this.device.id);
+    if (!(value instanceof Buffer))
+      throw errors.invalidArgument(`${name} must be a Buffer, got ${describe(value)}`, this.device.id);
     if (value.device.context !== this.device.context) {
       throw errors.invalidBuffer(`${name} belongs to another runtime`, this.device.id);
     }
@@ -336,7 +368,10 @@ export class Queue {
   private localBuffer(value: unknown, name: string): Buffer {
     const buffer = this.buffer(value, name);
     if (buffer.device !== this.device) {
-      throw errors.invalidBuffer(`${name} is a ${buffer.describe()}, but this queue is on device ${this.device.id}`, this.device.id);
+      throw errors.invalidBuffer(
+        `${name} is a ${buffer.describe()}, but this queue is on device ${this.device.id}`,
+        this.device.id,
+      );
     }
     return buffer;
   }
@@ -346,9 +381,17 @@ export class Queue {
     return this.op(() => {
       const dst = this.localBuffer(buffer, 'write: buffer');
       const src = hostBytes(hostView, 'write: hostView', this.device.id);
-      const offset = checkSize(checkOptions(options, 'write: options').offset ?? 0, 'write: options.offset', this.device.id);
+      const offset = checkSize(
+        checkOptions(options, 'write: options').offset ?? 0,
+        'write: options.offset',
+        this.device.id,
+      );
       checkRange(offset, src.byteLength, dst.byteLength, `write into ${dst.describe()}`, this.device.id);
-      this.device.context.info.copyToDevice(this.id, { device: this.device.id, address: dst.allocation.address, offset }, src.byteLength);
+      this.device.context.info.copyToDevice(
+        this.id,
+        { device: this.device.id, address: dst.allocation.address, offset },
+        src.byteLength,
+      );
       const done = this.plugin.submit(dst.allocation, offset, src);
       this.trace('write', { bytes: src.byteLength, offset }, done);
       dst.use(done);
@@ -361,9 +404,17 @@ export class Queue {
     return this.op(() => {
       const src = this.localBuffer(buffer, 'read: buffer');
       const dst = hostBytes(hostView, 'read: hostView', this.device.id);
-      const offset = checkSize(checkOptions(options, 'read: options').offset ?? 0, 'read: options.offset', this.device.id);
+      const offset = checkSize(
+        checkOptions(options, 'read: options').offset ?? 0,
+        'read: options.offset',
+        this.device.id,
+      );
       checkRange(offset, dst.byteLength, src.byteLength, `read from ${src.describe()}`, this.device.id);
-      this.device.context.info.copyFromDevice(this.id, { device: this.device.id, address: src.allocation.address, offset }, dst.byteLength);
+      this.device.context.info.copyFromDevice(
+        this.id,
+        { device: this.device.id, address: src.allocation.address, offset },
+        dst.byteLength,
+      );
       const done = this.plugin.retrieve(dst, src.allocation, offset);
       this.trace('read', { bytes: dst.byteLength, offset }, done);
       src.use(done);
@@ -386,7 +437,11 @@ export class Queue {
       const srcOffset = checkSize(opts.srcOffset ?? 0, 'copy: options.srcOffset', this.device.id);
       const dstOffset = checkSize(opts.dstOffset ?? 0, 'copy: options.dstOffset', this.device.id);
       checkRange(srcOffset, 0, from.byteLength, `copy from ${from.describe()}`, this.device.id);
-      const bytes = checkSize(opts.byteLength ?? from.byteLength - srcOffset, 'copy: options.byteLength', this.device.id);
+      const bytes = checkSize(
+        opts.byteLength ?? from.byteLength - srcOffset,
+        'copy: options.byteLength',
+        this.device.id,
+      );
       checkRange(srcOffset, bytes, from.byteLength, `copy from ${from.describe()}`, this.device.id);
       checkRange(dstOffset, bytes, to.byteLength, `copy into ${to.describe()}`, this.device.id);
       this.device.context.info.copyDeviceToDevice(
@@ -395,7 +450,15 @@ export class Queue {
         { device: to.device.id, address: to.allocation.address, offset: dstOffset },
         bytes,
       );
-      const done = this.plugin.exchange(from.device.plugin, from.allocation, srcOffset, to.device.plugin, to.allocation, dstOffset, bytes);
+      const done = this.plugin.exchange(
+        from.device.plugin,
+        from.allocation,
+        srcOffset,
+        to.device.plugin,
+        to.allocation,
+        dstOffset,
+        bytes,
+      );
       this.trace('copy', { bytes, from: from.device.id, to: to.device.id }, done);
       from.use(done);
       to.use(done);
@@ -407,32 +470,56 @@ export class Queue {
   launch(kernel: Kernel, grid: Grid, args: readonly KernelArgument[] = []): Event {
     return this.op(() => {
       const device = this.device.id;
-      if (!(kernel instanceof Kernel)) throw errors.invalidArgument(`launch: kernel must be a Kernel, got ${describe(kernel)}`, device);
+      if (!(kernel instanceof Kernel))
+        throw errors.invalidArgument(`launch: kernel must be a Kernel, got ${describe(kernel)}`, device);
       if (kernel.device !== this.device) {
-        throw errors.invalidArgument(`launch: kernel '${kernel.name}' was loaded for device ${kernel.device.id}, not for this queue's device ${device}`, device);
+        throw errors.invalidArgument(
+          `launch: kernel '${kernel.name}' was loaded for device ${kernel.device.id}, not for this queue's device ${device}`,
+          device,
+        );
       }
       const library = kernel.library.record;
-      if (library.unregistered) throw errors.invalidArgument(`launch: the library '${library.name}' of kernel '${kernel.name}' was unregistered`, device);
+      if (library.unregistered)
+        throw errors.invalidArgument(
+          `launch: the library '${library.name}' of kernel '${kernel.name}' was unregistered`,
+          device,
+        );
       const info = this.device.info;
       const shape = checkOptions(grid, `launch of '${kernel.name}': grid`);
       const lowered = lowerGrid(shape, kernel.name, info, device);
       const { teams, threads } = lowered;
       let timeoutMs: number | undefined;
       if (shape.timeoutMs !== undefined) {
-        timeoutMs = checkInteger(shape.timeoutMs, `launch of '${kernel.name}': grid.timeoutMs`, 1, MAX_TIMEOUT_MS, device);
+        timeoutMs = checkInteger(
+          shape.timeoutMs,
+          `launch of '${kernel.name}': grid.timeoutMs`,
+          1,
+          MAX_TIMEOUT_MS,
+          device,
+        );
         if (!info.launchTimeouts) {
-          throw errors.unsupported(`launch of '${kernel.name}': device ${device} (${info.name}) cannot stop a running launch, so it takes no grid.timeoutMs`, device);
+          throw errors.unsupported(
+            `launch of '${kernel.name}': device ${device} (${info.name}) cannot stop a running launch, so it takes no grid.timeoutMs`,
+            device,
+          );
         }
       } else if (info.launchTimeouts) {
         // The runtime's default (OFFLOAD_LAUNCH_TIMEOUT) applies where a device can honour it.
         timeoutMs = this.device.context.launchTimeoutMs;
       }
       lowered.timeoutMs = timeoutMs;
-      if (!Array.isArray(args)) throw errors.invalidArgument(`launch of '${kernel.name}': args must be an array, got ${describe(args)}`, device);
+      if (!Array.isArray(args))
+        throw errors.invalidArgument(
+          `launch of '${kernel.name}': args must be an array, got ${describe(args)}`,
+          device,
+        );
       const params = kernel.params;
       if (args.length !== params.length) {
         const expected = params.map((p) => `${p.name}: ${p.type}`).join(', ');
-        throw errors.invalidArgument(`launch of '${kernel.name}': expected ${params.length} arguments (${expected}), got ${args.length}`, device);
+        throw errors.invalidArgument(
+          `launch of '${kernel.name}': expected ${params.length} arguments (${expected}), got ${args.length}`,
+          device,
+        );
       }
       const buffers: Buffer[] = [];
       const loweredArgs: LaunchArg[] = params.map((param, index) => {
@@ -442,16 +529,29 @@ export class Queue {
           const pointer = value instanceof DevicePointer;
           const buffer = this.buffer(pointer ? value.buffer : value, `${position} '${param.name}' (ptr)`);
           if (buffer.device !== this.device) {
-            throw errors.invalidBuffer(`${position} '${param.name}' is a ${buffer.describe()}, but the kernel runs on device ${device}`, device);
+            throw errors.invalidBuffer(
+              `${position} '${param.name}' is a ${buffer.describe()}, but the kernel runs on device ${device}`,
+              device,
+            );
           }
-          const offset = pointer ? checkSize(value.byteOffset, `${position} '${param.name}': the pointer's offset`, device) : 0;
+          const offset = pointer
+            ? checkSize(value.byteOffset, `${position} '${param.name}': the pointer's offset`, device)
+            : 0;
           // A pointer may point one past the end (as in C), never further.
-          checkRange(offset, 0, buffer.byteLength, `${position} '${param.name}': pointer into ${buffer.describe()}`, device);
+          checkRange(
+            offset,
+            0,
+            buffer.byteLength,
+            `${position} '${param.name}': pointer into ${buffer.describe()}`,
+            device,
+          );
           buffers.push(buffer);
           return { type: 'ptr', alloc: buffer.allocation, offset };
         }
         checkScalar(value, param, position, device);
-        return param.type === 'i64' ? { type: 'i64', value: value as bigint } : { type: param.type, value: value as number };
+        return param.type === 'i64'
+          ? { type: 'i64', value: value as bigint }
+          : { type: param.type, value: value as number };
       });
       const started = performance.now();
       const done = this.plugin.launch(kernel.loaded, lowered, loweredArgs);
@@ -461,7 +561,16 @@ export class Queue {
       library.track(done);
       if (this.device.context.info.enabled) {
         const log = (failed: boolean, where: unknown) =>
-          this.device.context.info.launch(device, this.id, kernel.name, teams, threads, performance.now() - started, failed, typeof where === 'string' ? where : undefined);
+          this.device.context.info.launch(
+            device,
+            this.id,
+            kernel.name,
+            teams,
+            threads,
+            performance.now() - started,
+            failed,
+            typeof where === 'string' ? where : undefined,
+          );
         done.then(
           (where) => log(false, where),
           () => log(true, undefined),
@@ -481,7 +590,11 @@ export class Queue {
     try {
       this.device.checkUsable();
       const timing = checkOptions(options, 'record: options').timing ?? false;
-      if (typeof timing !== 'boolean') throw errors.invalidArgument(`record: options.timing must be a boolean, got ${describe(timing)}`, this.device.id);
+      if (typeof timing !== 'boolean')
+        throw errors.invalidArgument(
+          `record: options.timing must be a boolean, got ${describe(timing)}`,
+          this.device.id,
+        );
       const event = this.plugin.record(timing);
       const settle = this.track();
       event.done.then(settle, settle);
@@ -509,7 +622,10 @@ export class Queue {
       const length = checkSize(bytes ?? dst.byteLength - at, 'fill: bytes', device);
       checkRange(at, length, dst.byteLength, `fill of ${dst.describe()}`, device);
       if (length % bytesOf.byteLength !== 0) {
-        throw errors.invalidArgument(`fill: ${length} bytes is not a multiple of the pattern's ${bytesOf.byteLength} bytes; pass bytes that is`, device);
+        throw errors.invalidArgument(
+          `fill: ${length} bytes is not a multiple of the pattern's ${bytesOf.byteLength} bytes; pass bytes that is`,
+          device,
+        );
       }
       const done = this.plugin.fill(dst.allocation, at, length, bytesOf);
       this.trace('fill', { bytes: length, offset: at }, done);
@@ -527,7 +643,13 @@ export class Queue {
     return this.op(() => {
       const dst = this.localBuffer(buffer, 'writeRect: buffer');
       const src = hostBytes(hostView, 'writeRect: hostView', this.device.id);
-      const checked = checkRect(rect, `writeRect into ${dst.describe()}`, src.byteLength, dst.byteLength, this.device.id);
+      const checked = checkRect(
+        rect,
+        `writeRect into ${dst.describe()}`,
+        src.byteLength,
+        dst.byteLength,
+        this.device.id,
+      );
       const done = this.plugin.submitRect(dst.allocation, src, checked);
       this.trace('writeRect', { bytes: rectBytes(checked) }, done);
       dst.use(done);
@@ -540,7 +662,13 @@ export class Queue {
     return this.op(() => {
       const src = this.localBuffer(buffer, 'readRect: buffer');
       const dst = hostBytes(hostView, 'readRect: hostView', this.device.id);
-      const checked = checkRect(rect, `readRect from ${src.describe()}`, src.byteLength, dst.byteLength, this.device.id);
+      const checked = checkRect(
+        rect,
+        `readRect from ${src.describe()}`,
+        src.byteLength,
+        dst.byteLength,
+        this.device.id,
+      );
       const done = this.plugin.retrieveRect(dst, src.allocation, checked);
       this.trace('readRect', { bytes: rectBytes(checked) }, done);
       src.use(done);
@@ -553,7 +681,13 @@ export class Queue {
     return this.op(() => {
       const to = this.localBuffer(dst, 'copyRect: dst');
       const from = this.localBuffer(src, 'copyRect: src');
-      const checked = checkRect(rect, `copyRect from ${from.describe()}`, from.byteLength, to.byteLength, this.device.id);
+      const checked = checkRect(
+        rect,
+        `copyRect from ${from.describe()}`,
+        from.byteLength,
+        to.byteLength,
+        this.device.id,
+      );
       const done = this.plugin.copyRect(to.allocation, from.allocation, checked);
       this.trace('copyRect', { bytes: rectBytes(checked) }, done);
       from.use(done);
@@ -573,7 +707,8 @@ export class Queue {
     let failure: OffloadError | undefined;
     const device = this.device.id;
     return this.op(() => {
-      if (typeof fn !== 'function') throw errors.invalidArgument(`hostFunction: fn must be a function, got ${describe(fn)}`, device);
+      if (typeof fn !== 'function')
+        throw errors.invalidArgument(`hostFunction: fn must be a function, got ${describe(fn)}`, device);
       const run = async (): Promise<void> => {
         try {
           await fn();
@@ -590,8 +725,10 @@ export class Queue {
   /** Makes later operations of this queue wait for `event` (of any queue or device of this runtime). */
   wait(event: Event): Event {
     return this.op(() => {
-      if (!(event instanceof Event)) throw errors.invalidArgument(`wait: event must be an Event, got ${describe(event)}`, this.device.id);
-      if (event.device.context !== this.device.context) throw errors.invalidArgument('wait: the event belongs to another runtime', this.device.id);
+      if (!(event instanceof Event))
+        throw errors.invalidArgument(`wait: event must be an Event, got ${describe(event)}`, this.device.id);
+      if (event.device.context !== this.device.context)
+        throw errors.invalidArgument('wait: the event belongs to another runtime', this.device.id);
       return this.plugin.waitEvent(event.plugin);
     });
   }
@@ -621,13 +758,22 @@ export class Queue {
         throw error;
       });
     } catch (error) {
-      throw asOffloadError(error, `waiting for queue ${this.id} of device ${this.device.id} to finish`, { device: this.device.id });
+      throw asOffloadError(error, `waiting for queue ${this.id} of device ${this.device.id} to finish`, {
+        device: this.device.id,
+      });
     }
   }
 
   /** @internal For runtime shutdown. */
   async drain(): Promise<void> {
-    await this.plugin.synchronize().catch(dropped(`queue ${this.id} of device ${this.device.id}`, 'its work (drained at destroy or shutdown, unreported)'));
+    await this.plugin
+      .synchronize()
+      .catch(
+        dropped(
+          `queue ${this.id} of device ${this.device.id}`,
+          'its work (drained at destroy or shutdown, unreported)',
+        ),
+      );
   }
 
   /**
@@ -640,7 +786,9 @@ export class Queue {
     this.destroyed ??= (async () => {
       abandoned.unregister(this);
       await this.drain();
-      await this.plugin.destroy().catch(dropped(`queue ${this.id} of device ${this.device.id}`, 'releasing the device queue'));
+      await this.plugin
+        .destroy()
+        .catch(dropped(`queue ${this.id} of device ${this.device.id}`, 'releasing the device queue'));
     })();
     return this.destroyed;
   }

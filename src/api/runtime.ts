@@ -67,12 +67,22 @@ export class Runtime {
     const opts = checkOptions(options, 'createContext: options') as ContextOptions;
     const { info, tracer, launchTimeoutMs } = this.context;
     if (opts.hostCall !== undefined && typeof opts.hostCall !== 'function') {
-      throw errors.invalidArgument(`createContext: options.hostCall must be a function, got ${describe(opts.hostCall)}`);
+      throw errors.invalidArgument(
+        `createContext: options.hostCall must be a function, got ${describe(opts.hostCall)}`,
+      );
     }
     // A context calls the runtime's host functions, unless it is given where its calls go.
     const hostCall = opts.hostCall ?? this.context.hostCall;
     const print = checkPrint(opts.print, 'createContext') ?? this.context.print;
-    const context = new RuntimeContext(new ImageRegistry(info), info, opts.tracer ?? tracer, launchTimeoutMs, print, this.context.hostFunctions, hostCall);
+    const context = new RuntimeContext(
+      new ImageRegistry(info),
+      info,
+      opts.tracer ?? tracer,
+      launchTimeoutMs,
+      print,
+      this.context.hostFunctions,
+      hostCall,
+    );
     const plugins: Plugin[] = [];
     const devices: Device[] = [];
     try {
@@ -80,10 +90,12 @@ export class Runtime {
         const plugin = await parent.createContext();
         plugins.push(plugin);
         const count = await plugin.init();
-        for (let index = 0; index < count; index++) devices.push(new Device(devices.length, plugin.device(index), context));
+        for (let index = 0; index < count; index++)
+          devices.push(new Device(devices.length, plugin.device(index), context));
       }
     } catch (error) {
-      for (const plugin of plugins.reverse()) await plugin.deinit().catch(dropped('createContext', `stopping plugin ${plugin.name} after a failed context`));
+      for (const plugin of plugins.reverse())
+        await plugin.deinit().catch(dropped('createContext', `stopping plugin ${plugin.name} after a failed context`));
       throw asOffloadError(error, 'creating a context');
     }
     const child = new Runtime(context, plugins, devices, this);
@@ -94,7 +106,9 @@ export class Runtime {
   private ownDevice(device: unknown, what: string): Device {
     this.context.checkOpen();
     if (!(device instanceof Device) || !this.devices.includes(device)) {
-      throw errors.invalidArgument(`${what}: the first argument must be a Device of this runtime, got ${describe(device)}`);
+      throw errors.invalidArgument(
+        `${what}: the first argument must be a Device of this runtime, got ${describe(device)}`,
+      );
     }
     return device;
   }
@@ -136,7 +150,10 @@ export class Runtime {
     try {
       const own = this.ownDevice(device, 'target');
       if (!(kernel instanceof Kernel) || kernel.device !== own) {
-        throw errors.invalidArgument(`target: the kernel must be a Kernel loaded for device ${own.id} (device.kernel(library, name)), got ${describe(kernel)}`, own.id);
+        throw errors.invalidArgument(
+          `target: the kernel must be a Kernel loaded for device ${own.id} (device.kernel(library, name)), got ${describe(kernel)}`,
+          own.id,
+        );
       }
       return this.mapper.target(own, kernel, grid, args);
     } catch (error) {
@@ -172,7 +189,10 @@ export class Runtime {
   device(id: number): Device {
     checkInteger(id, 'device: id', 0, Number.MAX_SAFE_INTEGER);
     const device = this.devices[id];
-    if (!device) throw errors.notFound(`there is no device ${id}; this runtime has ${this.devices.length} (ids 0 to ${this.devices.length - 1})`);
+    if (!device)
+      throw errors.notFound(
+        `there is no device ${id}; this runtime has ${this.devices.length} (ids 0 to ${this.devices.length - 1})`,
+      );
     return device;
   }
 
@@ -185,13 +205,16 @@ export class Runtime {
         bytes = await readFile(bundle);
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
-        if (code === 'ENOENT') throw errors.notFound(`register: no bundle at '${bundle}' (build one with 'offload build')`);
+        if (code === 'ENOENT')
+          throw errors.notFound(`register: no bundle at '${bundle}' (build one with 'offload build')`);
         throw asOffloadError(error, `register: cannot read '${bundle}'`, { code: 'INVALID_ARGUMENT' });
       }
     } else if (bundle instanceof Uint8Array) {
       bytes = bundle;
     } else {
-      throw errors.invalidArgument(`register: expected a bundle path or its bytes (Uint8Array), got ${describe(bundle)}`);
+      throw errors.invalidArgument(
+        `register: expected a bundle path or its bytes (Uint8Array), got ${describe(bundle)}`,
+      );
     }
     const record = this.context.registry.register(decodeBundle(bytes));
     return new Library(record, this.context);
@@ -207,7 +230,10 @@ export class Runtime {
   shutdown(options?: ShutdownOptions): Promise<void> {
     if (!this.shutdownPromise) {
       const opts = checkOptions(options, 'shutdown: options');
-      const graceMs = opts.graceMs === undefined ? DEFAULT_GRACE_MS : checkInteger(opts.graceMs, 'shutdown: options.graceMs', 0, MAX_TIMEOUT_MS);
+      const graceMs =
+        opts.graceMs === undefined
+          ? DEFAULT_GRACE_MS
+          : checkInteger(opts.graceMs, 'shutdown: options.graceMs', 0, MAX_TIMEOUT_MS);
       this.shutdownPromise = this.close(graceMs);
     }
     return this.shutdownPromise;
@@ -252,7 +278,8 @@ export class Runtime {
 
   private stopPlugins(): Promise<void> {
     this.stopped ??= (async () => {
-      for (const plugin of [...this.plugins].reverse()) await plugin.deinit().catch(dropped('shutdown', `stopping plugin ${plugin.name}`));
+      for (const plugin of [...this.plugins].reverse())
+        await plugin.deinit().catch(dropped('shutdown', `stopping plugin ${plugin.name}`));
     })();
     return this.stopped;
   }
@@ -290,7 +317,8 @@ export interface ContextOptions {
 }
 
 function checkPrint(print: unknown, what: string): ((line: KernelPrint) => void) | undefined {
-  if (print !== undefined && typeof print !== 'function') throw errors.invalidArgument(`${what}: options.print must be a function, got ${describe(print)}`);
+  if (print !== undefined && typeof print !== 'function')
+    throw errors.invalidArgument(`${what}: options.print must be a function, got ${describe(print)}`);
   return print as ((line: KernelPrint) => void) | undefined;
 }
 
@@ -307,8 +335,13 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   if (typeof info !== 'boolean' && typeof info !== 'function') {
     throw errors.invalidArgument(`Offload.init: options.info must be a boolean or a function, got ${describe(info)}`);
   }
-  if (opts.proxies !== undefined && (!Array.isArray(opts.proxies) || !opts.proxies.every((p) => typeof p === 'string'))) {
-    throw errors.invalidArgument(`Offload.init: options.proxies must be an array of 'host:port' strings, got ${describe(opts.proxies)}`);
+  if (
+    opts.proxies !== undefined &&
+    (!Array.isArray(opts.proxies) || !opts.proxies.every((p) => typeof p === 'string'))
+  ) {
+    throw errors.invalidArgument(
+      `Offload.init: options.proxies must be an array of 'host:port' strings, got ${describe(opts.proxies)}`,
+    );
   }
   if (opts.token !== undefined && typeof opts.token !== 'string') {
     throw errors.invalidArgument(`Offload.init: options.token must be a string, got ${describe(opts.token)}`);
@@ -317,23 +350,39 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
     throw errors.invalidArgument(`Offload.init: options.trace must be a file path, got ${describe(opts.trace)}`);
   }
   const signal = checkSignal(opts.signal, 'Offload.init: options.signal');
-  if (opts.connectTimeoutMs !== undefined) checkInteger(opts.connectTimeoutMs, 'Offload.init: options.connectTimeoutMs', 1, MAX_TIMEOUT_MS);
+  if (opts.connectTimeoutMs !== undefined)
+    checkInteger(opts.connectTimeoutMs, 'Offload.init: options.connectTimeoutMs', 1, MAX_TIMEOUT_MS);
   if (signal?.aborted) throw abortError(signal, 'Offload.init');
   const launchTimeoutMs =
-    opts.launchTimeoutMs === undefined ? launchTimeoutFromEnv() : checkInteger(opts.launchTimeoutMs, 'Offload.init: options.launchTimeoutMs', 1, MAX_TIMEOUT_MS);
+    opts.launchTimeoutMs === undefined
+      ? launchTimeoutFromEnv()
+      : checkInteger(opts.launchTimeoutMs, 'Offload.init: options.launchTimeoutMs', 1, MAX_TIMEOUT_MS);
   const building = build(opts, info, launchTimeoutMs);
   if (!signal) return building;
   return abortable(building, signal, 'Offload.init').catch((error: unknown) => {
     // Given up: what init still builds is shut down once it is there.
-    if (signal.aborted) void building.then((runtime) => runtime.shutdown({ graceMs: 0 })).catch(dropped('Offload.init', 'making (then shutting down) the runtime given up on its signal'));
+    if (signal.aborted)
+      void building
+        .then((runtime) => runtime.shutdown({ graceMs: 0 }))
+        .catch(dropped('Offload.init', 'making (then shutting down) the runtime given up on its signal'));
     throw error;
   });
 }
 
-async function build(opts: RuntimeOptions, info: boolean | ((line: string) => void), launchTimeoutMs: number | undefined): Promise<Runtime> {
+async function build(
+  opts: RuntimeOptions,
+  info: boolean | ((line: string) => void),
+  launchTimeoutMs: number | undefined,
+): Promise<Runtime> {
   const log = typeof info === 'function' ? new InfoLog(true, info) : new InfoLog(info);
   const file = traceFile(opts.trace);
-  const context = new RuntimeContext(new ImageRegistry(log), log, file === undefined ? undefined : new Tracer(file), launchTimeoutMs, checkPrint(opts.print, 'Offload.init'));
+  const context = new RuntimeContext(
+    new ImageRegistry(log),
+    log,
+    file === undefined ? undefined : new Tracer(file),
+    launchTimeoutMs,
+    checkPrint(opts.print, 'Offload.init'),
+  );
   const plugins: Plugin[] = [];
   const devices: Device[] = [];
   let made: Promise<Plugin | undefined>[] = [];
@@ -347,20 +396,30 @@ async function build(opts: RuntimeOptions, info: boolean | ((line: string) => vo
       const plugin = await promise;
       const name = registered[index]!.name;
       if (!plugin) {
-        debug.log(`plugin ${name}`, name === 'webgpu' && webgpuUnavailable() ? `not loaded: ${webgpuUnavailable()}` : 'not loaded: nothing for it here (see Offload.init options)');
+        debug.log(
+          `plugin ${name}`,
+          name === 'webgpu' && webgpuUnavailable()
+            ? `not loaded: ${webgpuUnavailable()}`
+            : 'not loaded: nothing for it here (see Offload.init options)',
+        );
         continue;
       }
       plugins.push(plugin);
       const count = await plugin.init();
-      debug.log(`plugin ${name}`, `loaded with ${count} device${count === 1 ? '' : 's'}, ids ${devices.length} to ${devices.length + count - 1}`);
-      for (let index = 0; index < count; index++) devices.push(new Device(devices.length, plugin.device(index), context));
+      debug.log(
+        `plugin ${name}`,
+        `loaded with ${count} device${count === 1 ? '' : 's'}, ids ${devices.length} to ${devices.length + count - 1}`,
+      );
+      for (let index = 0; index < count; index++)
+        devices.push(new Device(devices.length, plugin.device(index), context));
     }
   } catch (error) {
     // Plugins other factories made meanwhile are stopped too.
     for (const other of await Promise.allSettled(made)) {
       if (other.status === 'fulfilled' && other.value && !plugins.includes(other.value)) plugins.push(other.value);
     }
-    for (const plugin of plugins.reverse()) await plugin.deinit().catch(dropped('Offload.init', `stopping plugin ${plugin.name} after a failed init`));
+    for (const plugin of plugins.reverse())
+      await plugin.deinit().catch(dropped('Offload.init', `stopping plugin ${plugin.name} after a failed init`));
     throw asOffloadError(error, 'starting the runtime (Offload.init)');
   }
   return new Runtime(context, plugins, devices);

@@ -11,12 +11,29 @@ import type { TargetArgument } from '../omp/mapper.js';
 
 export type ProblemSize = 'small' | 'large';
 
-const FUEL_SMALL = [58, 59, 60, 61, 40, 42, 43, 44, 45, 46, 1, 2, 3, 7, 8, 9, 10, 29, 57, 47, 48, 0, 62, 15, 33, 34, 52, 53, 54, 55, 56, 18, 23, 41];
+const FUEL_SMALL = [
+  58, 59, 60, 61, 40, 42, 43, 44, 45, 46, 1, 2, 3, 7, 8, 9, 10, 29, 57, 47, 48, 0, 62, 15, 33, 34, 52, 53, 54, 55, 56,
+  18, 23, 41,
+];
 const WATER_ETC = [24, 41, 4, 5];
-const ALLOY = [19, 20, 21, 22, 35, 36, 37, 38, 39, 25, 27, 28, 29, 30, 31, 32, 26, 49, 50, 51, 11, 12, 13, 14, 6, 16, 17];
+const ALLOY = [
+  19, 20, 21, 22, 35, 36, 37, 38, 39, 25, 27, 28, 29, 30, 31, 32, 26, 49, 50, 51, 11, 12, 13, 14, 6, 16, 17,
+];
 const STRUCT = [24, 41, 4, 5, 19, 20, 21, 22, 35, 36, 37, 38, 39, 25, 49, 50, 51, 11, 12, 13, 14];
 const BORON = [24, 41, 4, 5, 63, 64, 65, 66, 67];
-const NON_FUEL = [[63, 64, 65, 66, 67], WATER_ETC, WATER_ETC, ALLOY, STRUCT, STRUCT, STRUCT, STRUCT, STRUCT, BORON, BORON];
+const NON_FUEL = [
+  [63, 64, 65, 66, 67],
+  WATER_ETC,
+  WATER_ETC,
+  ALLOY,
+  STRUCT,
+  STRUCT,
+  STRUCT,
+  STRUCT,
+  STRUCT,
+  BORON,
+  BORON,
+];
 
 /** Nuclide lists of material 0 (fuel) and 1..11; the large fuel adds nuclides 68..354. */
 export function materials(size: ProblemSize): number[][] {
@@ -46,8 +63,10 @@ export class Lcg {
   private step(): void {
     const lo = this.lo;
     // lo * A_LO exactly, from 16-bit pieces (every partial sum stays below 2^53).
-    const l0 = lo & 0xffff, l1 = lo >>> 16;
-    const a0 = A_LO & 0xffff, a1 = A_LO >>> 16;
+    const l0 = lo & 0xffff,
+      l1 = lo >>> 16;
+    const a0 = A_LO & 0xffff,
+      a1 = A_LO >>> 16;
     const mid = l0 * a1 + l1 * a0;
     const low = l0 * a0 + (mid % 65536) * 65536;
     const high = l1 * a1 + Math.floor(mid / 65536) + Math.floor(low / TWO32);
@@ -120,7 +139,8 @@ export interface LookupResult {
  * partial checksums and compares the result with the published value.
  */
 export async function runLookups(runtime: Runtime, devices: readonly Device[], run: LookupRun): Promise<LookupResult> {
-  if (!Number.isSafeInteger(run.lookups) || run.lookups < 1) throw errors.invalidArgument(`${run.app}: lookups must be a positive integer, got ${run.lookups}`);
+  if (!Number.isSafeInteger(run.lookups) || run.lookups < 1)
+    throw errors.invalidArgument(`${run.app}: lookups must be a positive integer, got ${run.lookups}`);
   if (devices.length === 0) throw errors.invalidArgument(`${run.app}: no devices to run on`);
   const library = await runtime.register(run.bundle);
   try {
@@ -140,7 +160,12 @@ export async function runLookups(runtime: Runtime, devices: readonly Device[], r
           for (let b = 0; b < batches; b++) {
             const [offset, n] = share(count, batches, b);
             if (n === 0) continue;
-            await runtime.target(device, kernels[d]!, { teams: partials.length }, run.args(BigInt(first + offset), n, map.from(partials)));
+            await runtime.target(
+              device,
+              kernels[d]!,
+              { teams: partials.length },
+              run.args(BigInt(first + offset), n, map.from(partials)),
+            );
             for (const partial of partials) sum += partial;
             done += n;
             run.progress?.(done / run.lookups);
@@ -159,7 +184,14 @@ export async function runLookups(runtime: Runtime, devices: readonly Device[], r
         perDevice: devices.map((_, d) => share(run.lookups, devices.length, d)[1]),
       };
     } finally {
-      await Promise.all(devices.map((device) => runtime.exitData(device, run.data.map((spec) => map.release(spec.view)))));
+      await Promise.all(
+        devices.map((device) =>
+          runtime.exitData(
+            device,
+            run.data.map((spec) => map.release(spec.view)),
+          ),
+        ),
+      );
     }
   } finally {
     await library.unregister();

@@ -122,7 +122,23 @@ export function generateRsbench(size: RsSize): RsbenchData {
   const k0rs = new Float64Array(nNuclides * RSBENCH.numL);
   for (let i = 0; i < k0rs.length; i++) k0rs[i] = random.double();
 
-  return { size, nNuclides, maxPoles, maxWindows, maxNucs, nPoles, nWindows, poles, poleL, windows, bounds, k0rs, numNucs, mats, concs };
+  return {
+    size,
+    nNuclides,
+    maxPoles,
+    maxWindows,
+    maxNucs,
+    nPoles,
+    nWindows,
+    poles,
+    poleL,
+    windows,
+    bounds,
+    k0rs,
+    numNucs,
+    mats,
+    concs,
+  };
 }
 
 /** The AssemblyScript source of the lookup kernel, shipped with the package. */
@@ -147,10 +163,25 @@ function expectedChecksum(size: RsSize, lookups: number): number | undefined {
   return size === 'small' ? RSBENCH.smoke[lookups] : undefined;
 }
 
-export async function runRsbench(runtime: Runtime, devices: readonly Device[], options: RsRunOptions): Promise<RsResult> {
+export async function runRsbench(
+  runtime: Runtime,
+  devices: readonly Device[],
+  options: RsRunOptions,
+): Promise<RsResult> {
   const data = options.data ?? generateRsbench(options.size);
-  if (data.size !== options.size) throw errors.invalidArgument(`rsbench: data is for size '${data.size}', options say '${options.size}'`);
-  const arrays = [data.poles, data.poleL, data.windows, data.bounds, data.k0rs, data.nWindows, data.numNucs, data.mats, data.concs].map((array) => map.to(array));
+  if (data.size !== options.size)
+    throw errors.invalidArgument(`rsbench: data is for size '${data.size}', options say '${options.size}'`);
+  const arrays = [
+    data.poles,
+    data.poleL,
+    data.windows,
+    data.bounds,
+    data.k0rs,
+    data.nWindows,
+    data.numNucs,
+    data.mats,
+    data.concs,
+  ].map((array) => map.to(array));
   return runLookups(runtime, devices, {
     app: 'rsbench',
     bundle: options.kernelsBundle,

@@ -78,11 +78,12 @@ export function generateXsbench(size: XsSize, grid: XsGrid, progress?: (fraction
   const order = new Int32Array(nGridpoints);
   // The sort takes about a third of the time, the index grid the rest.
   for (let iso = 0; iso < nIsotopes; iso++) {
-    progress?.((iso / nIsotopes) / 3);
+    progress?.(iso / nIsotopes / 3);
     const base = iso * nGridpoints;
     for (let p = 0; p < nGridpoints; p++) order[p] = p;
     order.sort((a, b) => raw[(base + a) * 6]! - raw[(base + b) * 6]!);
-    for (let p = 0; p < nGridpoints; p++) nuclideGrid.set(raw.subarray((base + order[p]!) * 6, (base + order[p]! + 1) * 6), (base + p) * 6);
+    for (let p = 0; p < nGridpoints; p++)
+      nuclideGrid.set(raw.subarray((base + order[p]!) * 6, (base + order[p]! + 1) * 6), (base + p) * 6);
   }
   const energyOf = (iso: number) => (p: number) => nuclideGrid[(iso * nGridpoints + p) * 6]!;
 
@@ -113,7 +114,8 @@ export function generateXsbench(size: XsSize, grid: XsGrid, progress?: (fraction
     const du = 1 / bins;
     for (let e = 0; e < bins; e++) {
       if (e % 256 === 0) progress?.(1 / 3 + ((2 / 3) * e) / bins);
-      for (let iso = 0; iso < nIsotopes; iso++) indexGrid[e * nIsotopes + iso] = search(energyOf(iso), 0, nGridpoints - 1, e * du);
+      for (let iso = 0; iso < nIsotopes; iso++)
+        indexGrid[e * nIsotopes + iso] = search(energyOf(iso), 0, nGridpoints - 1, e * du);
     }
   }
 
@@ -147,7 +149,12 @@ export interface XsRunOptions {
 
 export type XsResult = LookupResult;
 
-export async function runXsbench(runtime: Runtime, devices: readonly Device[], data: XsData, options: XsRunOptions): Promise<XsResult> {
+export async function runXsbench(
+  runtime: Runtime,
+  devices: readonly Device[],
+  data: XsData,
+  options: XsRunOptions,
+): Promise<XsResult> {
   const unionized = data.grid === 'unionized';
   const arrays: MapSpec[] = [
     map.to(data.nuclideGrid, 'nuclideGrid'),
@@ -159,16 +166,36 @@ export async function runXsbench(runtime: Runtime, devices: readonly Device[], d
   if (unionized) arrays.push(map.to(data.unionGrid, 'unionGrid'));
   // The kernels' parameters after the lookup range and sizes: the grid's own, then the data.
   const gridArgs = unionized ? [map.to(data.unionGrid)] : [XSBENCH.hashBins];
-  const dataArgs = [map.to(data.indexGrid), map.to(data.nuclideGrid), map.to(data.numNucs), map.to(data.mats), map.to(data.concs), data.maxNumNucs];
+  const dataArgs = [
+    map.to(data.indexGrid),
+    map.to(data.nuclideGrid),
+    map.to(data.numNucs),
+    map.to(data.mats),
+    map.to(data.concs),
+    data.maxNumNucs,
+  ];
   return runLookups(runtime, devices, {
     app: 'xsbench',
     bundle: options.bundle,
     kernel: unionized ? 'xs_lookups_unionized' : 'xs_lookups_hash',
     lookups: options.lookups,
     data: arrays,
-    args: (first, count, partials) => [first, count, data.nIsotopes, data.nGridpoints, ...gridArgs, ...dataArgs, partials],
+    args: (first, count, partials) => [
+      first,
+      count,
+      data.nIsotopes,
+      data.nGridpoints,
+      ...gridArgs,
+      ...dataArgs,
+      partials,
+    ],
     checksumMod: XSBENCH.checksumMod,
-    expected: options.lookups === XSBENCH.lookups ? XSBENCH.expected[data.size] : data.size === 'small' ? XSBENCH.smoke[options.lookups] : undefined,
+    expected:
+      options.lookups === XSBENCH.lookups
+        ? XSBENCH.expected[data.size]
+        : data.size === 'small'
+          ? XSBENCH.smoke[options.lookups]
+          : undefined,
     progress: options.progress,
   });
 }

@@ -155,12 +155,20 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
     const built = new Set(entries.map((entry) => entry.name));
     const kernels = wasm.compiled.kernels.filter((kernel) => built.has(kernel.name));
     const teamMemoryDeclared = new RegExp(`\\boverride\\s+${TEAM_MEMORY_OVERRIDE}\\b`).test(wgslText);
-    const translation = translateKernels({ functions: wasm.compiled.functions, constants: wasm.compiled.constants }, kernels, wasm.compiled.display, handWritten, {
-      teamMemoryDeclared,
-    });
+    const translation = translateKernels(
+      { functions: wasm.compiled.functions, constants: wasm.compiled.constants },
+      kernels,
+      wasm.compiled.display,
+      handWritten,
+      {
+        teamMemoryDeclared,
+      },
+    );
     notes = translation.notes;
     if (options.wgsl === 'require' && notes.length > 0) {
-      throw errors.invalidArgument(`--wgsl=require: ${notes.length} kernel(s) cannot be translated to WGSL:\n${notes.map(formatNote).join('\n')}`);
+      throw errors.invalidArgument(
+        `--wgsl=require: ${notes.length} kernel(s) cannot be translated to WGSL:\n${notes.map(formatNote).join('\n')}`,
+      );
     }
     if (translation.wgsl !== '') wgslText = wgslText === '' ? translation.wgsl : `${wgslText}\n${translation.wgsl}`;
   }
@@ -169,17 +177,32 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
     entries = joined.entries;
     const bytes = new TextEncoder().encode(wgslText);
     images.push({
-      info: { format: 'wgsl', triple: WGSL_TRIPLE, offset: 0, size: bytes.length, staticBase: 0, staticSize: 0, minPages: 0, source: shown, kernels: joined.kernels },
+      info: {
+        format: 'wgsl',
+        triple: WGSL_TRIPLE,
+        offset: 0,
+        size: bytes.length,
+        staticBase: 0,
+        staticSize: 0,
+        minPages: 0,
+        source: shown,
+        kernels: joined.kernels,
+      },
       bytes,
     });
   }
-  const bundle = encodeBundle({ name, images: images.map((image) => image.info), entries }, images.map((image) => image.bytes));
+  const bundle = encodeBundle(
+    { name, images: images.map((image) => image.info), entries },
+    images.map((image) => image.bytes),
+  );
   // The manifest as written: encodeBundle places each image (its offset in the payload).
   const { manifest } = decodeBundle(bundle);
   const file = options.output + BUNDLE_EXTENSION;
   const wrappers = { js: `${options.output}.js`, dts: `${options.output}.d.ts` };
   // The header names the sources relative to the wrapper, so the text does not depend on the working directory.
-  const shownSources = Object.keys(texts).map((source) => path.relative(path.dirname(file), source).split(path.sep).join('/'));
+  const shownSources = Object.keys(texts).map((source) =>
+    path.relative(path.dirname(file), source).split(path.sep).join('/'),
+  );
   // Generated before anything is written: a kernel name the wrappers cannot take fails the whole build.
   const outputs: [string, string | Uint8Array][] = [
     [file, bundle],
@@ -230,8 +253,13 @@ async function buildWasmImage(files: string[], name: string, options: BuildOptio
   checkImports(info);
   checkExports(info, image.entries);
   // Exported module-level data (`export const table: StaticArray<f32> = [...]`): device globals.
-  const globals = [...exportedAddresses(info)].filter(([, address]) => address >= staticBase && address < staticBase + staticSize);
-  const entries: EntryInfo[] = [...image.entries, ...globals.map(([name]): EntryInfo => ({ name, kind: 'global', params: [] }))];
+  const globals = [...exportedAddresses(info)].filter(
+    ([, address]) => address >= staticBase && address < staticBase + staticSize,
+  );
+  const entries: EntryInfo[] = [
+    ...image.entries,
+    ...globals.map(([name]): EntryInfo => ({ name, kind: 'global', params: [] })),
+  ];
   const imageInfo: ImageInfo = {
     format: 'wasm',
     triple: WASM_TRIPLE,
@@ -256,8 +284,12 @@ function checkOptions(options: BuildOptions): void {
     }
   });
   const wgslFiles = sources.filter((source) => source.endsWith('.wgsl'));
-  if (wgslFiles.length > 1) throw errors.invalidArgument(`options.sources names ${wgslFiles.length} .wgsl files (${wgslFiles.join(', ')}); a bundle holds one WGSL image`);
-  if (typeof output !== 'string' || output === '') throw errors.invalidArgument('options.output must be a non-empty path');
+  if (wgslFiles.length > 1)
+    throw errors.invalidArgument(
+      `options.sources names ${wgslFiles.length} .wgsl files (${wgslFiles.join(', ')}); a bundle holds one WGSL image`,
+    );
+  if (typeof output !== 'string' || output === '')
+    throw errors.invalidArgument('options.output must be a non-empty path');
   if (name !== undefined && typeof name !== 'string') throw errors.invalidArgument('options.name must be a string');
   if (
     staticBase !== undefined &&
@@ -270,8 +302,10 @@ function checkOptions(options: BuildOptions): void {
       `options.staticBase must be a multiple of ${STATIC_ALIGN} in [${STATIC_WINDOW_START}, ${STATIC_WINDOW_END})`,
     );
   }
-  if (optimize !== undefined && typeof optimize !== 'boolean') throw errors.invalidArgument('options.optimize must be a boolean');
-  if (debug !== undefined && typeof debug !== 'boolean') throw errors.invalidArgument('options.debug must be a boolean');
+  if (optimize !== undefined && typeof optimize !== 'boolean')
+    throw errors.invalidArgument('options.optimize must be a boolean');
+  if (debug !== undefined && typeof debug !== 'boolean')
+    throw errors.invalidArgument('options.debug must be a boolean');
   if (wgsl !== undefined && wgsl !== 'auto' && wgsl !== 'require' && wgsl !== 'off') {
     throw errors.invalidArgument(`options.wgsl must be 'auto', 'require' or 'off', got ${JSON.stringify(wgsl)}`);
   }
@@ -296,7 +330,9 @@ async function readSourceFile(file: string): Promise<string> {
   } catch (cause) {
     const shown = displayPath(file);
     if ((cause as NodeJS.ErrnoException).code === 'ENOENT') throw errors.notFound(`kernel source not found: ${shown}`);
-    throw new OffloadError('INVALID_ARGUMENT', `cannot read kernel source ${shown}: ${(cause as Error).message}`, { cause });
+    throw new OffloadError('INVALID_ARGUMENT', `cannot read kernel source ${shown}: ${(cause as Error).message}`, {
+      cause,
+    });
   }
 }
 
@@ -304,16 +340,23 @@ async function readSourceFile(file: string): Promise<string> {
 async function compileImage(sources: SourceSet, staticBase: number, options: BuildOptions): Promise<CompiledImage> {
   const argv = [
     ...sources.entries,
-    '--baseDir', sources.baseDir,
-    '--outFile', WASM_FILE,
-    '--textFile', WAT_FILE,
-    '--runtime', 'stub',
-    '--enable', 'threads',
+    '--baseDir',
+    sources.baseDir,
+    '--outFile',
+    WASM_FILE,
+    '--textFile',
+    WAT_FILE,
+    '--runtime',
+    'stub',
+    '--enable',
+    'threads',
     '--importMemory',
     '--sharedMemory',
-    '--maximumMemory', String(MAX_PAGES),
+    '--maximumMemory',
+    String(MAX_PAGES),
     '--noExportMemory',
-    '--memoryBase', String(staticBase),
+    '--memoryBase',
+    String(staticBase),
     '--noColors',
     ...(options.optimize === false ? [] : ['-O3']),
     ...(options.debug === true ? ['--debug'] : []),
@@ -339,8 +382,17 @@ async function compileImage(sources: SourceSet, staticBase: number, options: Bui
   }
   if (output.error !== null) throw errors.invalidArgument(`AssemblyScript compilation failed: ${output.error}`);
   const entries = kernelEntries(output.kernels, display);
-  if (output.wasm === null || output.wat === null) throw errors.invalidArgument('AssemblyScript compilation produced no module');
-  return { wasm: output.wasm, wat: output.wat, entries, kernels: output.kernels, functions: output.functions, constants: output.constants, display };
+  if (output.wasm === null || output.wat === null)
+    throw errors.invalidArgument('AssemblyScript compilation produced no module');
+  return {
+    wasm: output.wasm,
+    wat: output.wat,
+    entries,
+    kernels: output.kernels,
+    functions: output.functions,
+    constants: output.constants,
+    display,
+  };
 }
 
 /** The path to show for a compiler source path (relative to baseDir, or a library path). */
@@ -369,7 +421,12 @@ function checkAllocations(wat: string, sources: SourceSet, hasStart: boolean): v
     const func = /^ \(func \$(\S+)/.exec(line);
     if (func !== null) current = func[1]!;
     // Skip module-level lines, compiler functions and top-level code (`~start`, `start:<file>`).
-    else if (line.includes(`$${STUB_RUNTIME_PREFIX}`) && current !== '' && !current.startsWith('~') && !current.startsWith('start:')) {
+    else if (
+      line.includes(`$${STUB_RUNTIME_PREFIX}`) &&
+      current !== '' &&
+      !current.startsWith('~') &&
+      !current.startsWith('start:')
+    ) {
       allocating.add(current);
     }
   }
@@ -403,8 +460,14 @@ function entryFiles(sources: SourceSet): string {
  * `start:<file>` functions, which name the files.
  * @throws (rejects) OffloadError INVALID_ARGUMENT, always.
  */
-async function refuseTopLevelCode(sources: SourceSet, staticBase: number, options: BuildOptions, wat: string): Promise<never> {
-  const plain = options.optimize === false ? wat : (await compileImage(sources, staticBase, { ...options, optimize: false })).wat;
+async function refuseTopLevelCode(
+  sources: SourceSet,
+  staticBase: number,
+  options: BuildOptions,
+  wat: string,
+): Promise<never> {
+  const plain =
+    options.optimize === false ? wat : (await compileImage(sources, staticBase, { ...options, optimize: false })).wat;
   // A file's `start:` function that only calls others' (its imports') has no code of its own.
   const files = [...plain.matchAll(/^ \(func \$start:(\S+)\n((?: {2}.*\n)*) \)$/gm)]
     .filter(([, file, body]) => !file!.startsWith(LIBRARY_PREFIX) && !/^(?: {2}call \$start:\S+\n)*$/.test(body!))
@@ -486,10 +549,13 @@ function checkExports(info: WasmModuleInfo, entries: EntryInfo[]): void {
     for (const name of ASYNCIFY_EXPORTS) exported.delete(name);
   }
   for (const entry of entries) {
-    if (!exported.delete(entry.name)) throw errors.invalidArgument(`kernel '${entry.name}' is missing from the compiled module's exports`);
+    if (!exported.delete(entry.name))
+      throw errors.invalidArgument(`kernel '${entry.name}' is missing from the compiled module's exports`);
   }
   const [extra] = exported;
   if (extra !== undefined) {
-    throw errors.invalidArgument(`the compiled module exports function '${extra}', which is not a kernel of the entry files`);
+    throw errors.invalidArgument(
+      `the compiled module exports function '${extra}', which is not a kernel of the entry files`,
+    );
   }
 }

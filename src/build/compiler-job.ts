@@ -125,7 +125,11 @@ export function runCompiler(job: CompileJob): Promise<CompileOutput> {
       answered = true;
       // The compiler is an optional dependency: a runtime-only install (npm install --omit=optional) has none.
       if ((cause as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' && /'assemblyscript'/.test(cause.message)) {
-        reject(errors.unsupported("building kernels needs the AssemblyScript compiler, which is not installed: npm install assemblyscript@0.28.20 (an optional dependency of offload-ts; running prebuilt kernels does not need it)"));
+        reject(
+          errors.unsupported(
+            'building kernels needs the AssemblyScript compiler, which is not installed: npm install assemblyscript@0.28.20 (an optional dependency of offload-ts; running prebuilt kernels does not need it)',
+          ),
+        );
       } else {
         reject(errors.invalidArgument(`the AssemblyScript compiler failed: ${cause.stack ?? cause.message}`));
       }

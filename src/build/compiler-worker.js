@@ -55,7 +55,8 @@ class KernelSignatureCollector extends Transform {
       if (file.source.sourceKind === SourceKind.UserEntry || file.source.sourceKind === SourceKind.User) {
         for (const element of file.members?.values() ?? []) {
           if (element.kind === ElementKind.FunctionPrototype) this.functions.push(syntaxOf(program, element));
-          if (element.kind === ElementKind.Global && element.is(CommonFlags.Const)) this.constants.push(constantOf(program, element));
+          if (element.kind === ElementKind.Global && element.is(CommonFlags.Const))
+            this.constants.push(constantOf(program, element));
         }
       }
     }
@@ -115,10 +116,19 @@ function converterFor(program, element) {
 /** A top-level constant as plain data: its declared type (resolved) and initializer tree. */
 function constantOf(program, global) {
   const declaration = global.declaration;
-  const base = { name: global.name, internalName: global.internalName, source: declaration.range.source.normalizedPath };
+  const base = {
+    name: global.name,
+    internalName: global.internalName,
+    source: declaration.range.source.normalizedPath,
+  };
   try {
     const { convert, lineOf } = converterFor(program, global);
-    return { ...base, line: lineOf(declaration.range), type: convert(declaration.type), initializer: convert(declaration.initializer) };
+    return {
+      ...base,
+      line: lineOf(declaration.range),
+      type: convert(declaration.type),
+      initializer: convert(declaration.initializer),
+    };
   } catch {
     return { ...base, line: 0, type: null, initializer: null };
   }
@@ -128,13 +138,24 @@ function syntaxOf(program, prototype) {
   const declaration = prototype.declaration;
   const source = declaration.range.source;
   const { convert, lineOf } = converterFor(program, prototype);
-  const signature = prototype.is(CommonFlags.Generic) ? null : program.resolver.resolveFunction(prototype, null)?.signature;
-  const base = { name: prototype.name, internalName: prototype.internalName, source: source.normalizedPath, line: lineOf(declaration.range) };
-  if (!signature) return { ...base, params: null, returnType: null, body: null, error: 'generic or unresolved signature' };
+  const signature = prototype.is(CommonFlags.Generic)
+    ? null
+    : program.resolver.resolveFunction(prototype, null)?.signature;
+  const base = {
+    name: prototype.name,
+    internalName: prototype.internalName,
+    source: source.normalizedPath,
+    line: lineOf(declaration.range),
+  };
+  if (!signature)
+    return { ...base, params: null, returnType: null, body: null, error: 'generic or unresolved signature' };
   try {
     return {
       ...base,
-      params: signature.parameterTypes.map((type, i) => ({ name: declaration.signature.parameters[i]?.name.text ?? `arg${i}`, type: type.toString() })),
+      params: signature.parameterTypes.map((type, i) => ({
+        name: declaration.signature.parameters[i]?.name.text ?? `arg${i}`,
+        type: type.toString(),
+      })),
       returnType: signature.returnType.toString(),
       body: convert(declaration.body),
       error: null,
@@ -149,7 +170,8 @@ function signatureOf(program, name, prototype) {
   const generic = prototype.is(CommonFlags.Generic);
   // Unresolvable types are reported by the compiler itself.
   const instance = generic ? null : program.resolver.resolveFunction(prototype, null);
-  if (instance === null) return { name, source, generic, resolved: false, params: [], returnType: '', requiredParameters: 0 };
+  if (instance === null)
+    return { name, source, generic, resolved: false, params: [], returnType: '', requiredParameters: 0 };
   const { parameterTypes, returnType, requiredParameters } = instance.signature;
   const nodes = prototype.functionTypeNode.parameters;
   const params = parameterTypes.map((type, i) => ({
@@ -245,6 +267,9 @@ parentPort.postMessage({
   kernels: collector.kernels,
   functions: collector.functions,
   constants: collector.constants,
-  wasm: result.error === null && diagnostics.length === 0 ? await withBarriers(outputs.get(job.wasmFile)) : (outputs.get(job.wasmFile) ?? null),
+  wasm:
+    result.error === null && diagnostics.length === 0
+      ? await withBarriers(outputs.get(job.wasmFile))
+      : (outputs.get(job.wasmFile) ?? null),
   wat: outputs.get(job.watFile) ?? null,
 });

@@ -44,9 +44,7 @@ export function staticSizeOf(segments: readonly DataSegment[], staticBase: numbe
   let end = staticBase;
   for (const segment of segments) {
     if (segment.offset < staticBase) {
-      throw errors.invalidArgument(
-        `static data at address ${segment.offset} lies below the static base ${staticBase}`,
-      );
+      throw errors.invalidArgument(`static data at address ${segment.offset} lies below the static base ${staticBase}`);
     }
     end = Math.max(end, segment.offset + segment.size);
   }

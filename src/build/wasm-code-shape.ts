@@ -63,14 +63,23 @@ interface FunctionFacts {
 }
 
 /** The shape of each exported function named in `kernels`, keyed by name (`info`: the module's, when already read). */
-export function readCodeShapes(bytes: Uint8Array, kernels: readonly string[], info: WasmModuleInfo = readWasmModuleInfo(bytes)): Map<string, CodeShape> {
+export function readCodeShapes(
+  bytes: Uint8Array,
+  kernels: readonly string[],
+  info: WasmModuleInfo = readWasmModuleInfo(bytes),
+): Map<string, CodeShape> {
   const functionImports = info.imports.filter((imp) => imp.kind === 'function');
   const importedFunctions = functionImports.length;
   // Imports that return at once. `trace` is not one (it writes to stderr, which may block), nor
   // `barrier` (the host device switches threads there: a team's run is as long as its threads'),
   // nor `host_call` (it waits for the program).
-  const slow = new Set(['env.trace', `${DEVICE_IMPORT_MODULE}.${BARRIER_IMPORT}`, `${DEVICE_IMPORT_MODULE}.${HOST_CALL_IMPORT}`]);
-  const quick = (callee: number) => callee < importedFunctions && !slow.has(`${functionImports[callee]!.module}.${functionImports[callee]!.name}`);
+  const slow = new Set([
+    'env.trace',
+    `${DEVICE_IMPORT_MODULE}.${BARRIER_IMPORT}`,
+    `${DEVICE_IMPORT_MODULE}.${HOST_CALL_IMPORT}`,
+  ]);
+  const quick = (callee: number) =>
+    callee < importedFunctions && !slow.has(`${functionImports[callee]!.module}.${functionImports[callee]!.name}`);
   const bodies = codeBodies(bytes);
   const facts = bodies.map(readFunction);
   const frameBytes = frameSizes(bytes, facts);
@@ -79,20 +88,44 @@ export function readCodeShapes(bytes: Uint8Array, kernels: readonly string[], in
     const exported = info.exports.find((exp) => exp.kind === 'function' && exp.name === name);
     const own = exported === undefined ? undefined : facts[exported.index - importedFunctions];
     if (own === undefined) {
-      shapes.set(name, { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true, barrierStackBytes: undefined });
+      shapes.set(name, {
+        bounded: false,
+        synchronizes: true,
+        codeBytes: 0,
+        callsHost: true,
+        barrierStackBytes: undefined,
+      });
       continue;
     }
     // Calls to the device library's imports and to abort and seed are allowed: each returns at once.
     const callsCode = [...own.calls].some((callee) => !quick(callee));
     const bounded = !own.loops && !callsCode && !own.indirect && !own.bulk && !own.waits && !own.unknown;
     const start = exported!.index - importedFunctions;
-    const hostCall = functionImports.findIndex((imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === HOST_CALL_IMPORT);
-    const barrier = functionImports.findIndex((imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === BARRIER_IMPORT);
+    const hostCall = functionImports.findIndex(
+      (imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === HOST_CALL_IMPORT,
+    );
+    const barrier = functionImports.findIndex(
+      (imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === BARRIER_IMPORT,
+    );
     shapes.set(name, {
       bounded,
-      synchronizes: reaches(start, facts, importedFunctions, (own) => own.waits || own.atomics || own.indirect || own.unknown, () => false),
+      synchronizes: reaches(
+        start,
+        facts,
+        importedFunctions,
+        (own) => own.waits || own.atomics || own.indirect || own.unknown,
+        () => false,
+      ),
       codeBytes: own.bytes,
-      callsHost: hostCall >= 0 && reaches(start, facts, importedFunctions, (own) => own.indirect || own.unknown, (imported) => imported === hostCall),
+      callsHost:
+        hostCall >= 0 &&
+        reaches(
+          start,
+          facts,
+          importedFunctions,
+          (own) => own.indirect || own.unknown,
+          (imported) => imported === hostCall,
+        ),
       barrierStackBytes: barrier < 0 ? 0 : deepestChain(start, facts, importedFunctions, barrier, frameBytes),
     });
   }
@@ -103,7 +136,13 @@ export function readCodeShapes(bytes: Uint8Array, kernels: readonly string[], in
  * True if function `start` (a defined function's index) or anything it may call has `fact`, or
  * calls an import for which `importHas` holds (a call past the known functions counts as both).
  */
-function reaches(start: number, facts: readonly FunctionFacts[], importedFunctions: number, fact: (own: FunctionFacts) => boolean, importHas: (index: number) => boolean): boolean {
+function reaches(
+  start: number,
+  facts: readonly FunctionFacts[],
+  importedFunctions: number,
+  fact: (own: FunctionFacts) => boolean,
+  importHas: (index: number) => boolean,
+): boolean {
   const seen = new Set<number>([start]);
   const stack = [start];
   while (stack.length > 0) {
@@ -170,7 +209,13 @@ function frameSizes(bytes: Uint8Array, facts: readonly FunctionFacts[]): (number
  * functions that can reach it; undefined if a chain has no bound (a cycle, an indirect call,
  * unknown code or size).
  */
-function deepestChain(start: number, facts: readonly FunctionFacts[], importedFunctions: number, target: number, frames: readonly (number | undefined)[]): number | undefined {
+function deepestChain(
+  start: number,
+  facts: readonly FunctionFacts[],
+  importedFunctions: number,
+  target: number,
+  frames: readonly (number | undefined)[],
+): number | undefined {
   const memo = new Map<number, number | undefined>();
   const onPath = new Set<number>();
   const UNBOUNDED = -1;
@@ -223,7 +268,17 @@ function codeBodies(bytes: Uint8Array): ByteReader[] {
 }
 
 function readFunction(body: ByteReader): FunctionFacts {
-  const facts: FunctionFacts = { loops: false, calls: new Set(), indirect: false, bulk: false, waits: false, atomics: false, unknown: false, bytes: body.remaining(), localBytes: 0 };
+  const facts: FunctionFacts = {
+    loops: false,
+    calls: new Set(),
+    indirect: false,
+    bulk: false,
+    waits: false,
+    atomics: false,
+    unknown: false,
+    bytes: body.remaining(),
+    localBytes: 0,
+  };
   try {
     const groups = body.leb();
     for (let i = 0; i < groups; i++) {
@@ -355,7 +410,8 @@ function readAtomic(r: ByteReader, facts: FunctionFacts): void {
   const sub = r.leb();
   if (sub === 0x03) return r.skip(1); // atomic.fence
   if (sub > 0x4e) throw malformed(`opcode 0xfe ${sub}`);
-  if (sub === 0x01 || sub === 0x02) facts.waits = true; // memory.atomic.wait32/64
+  if (sub === 0x01 || sub === 0x02)
+    facts.waits = true; // memory.atomic.wait32/64
   else facts.atomics = true;
   memarg(r);
 }

@@ -136,8 +136,10 @@ function readGlobal(r: ByteReader): WasmGlobal {
   else if (op === 0x42) r.skipSleb();
   else if (op === 0x43) r.skip(4);
   else if (op === 0x44) r.skip(8);
-  else if (op === 0x23 || op === 0xd2) r.leb(); // global.get, ref.func
-  else if (op === 0xd0) r.byte(); // ref.null
+  else if (op === 0x23 || op === 0xd2)
+    r.leb(); // global.get, ref.func
+  else if (op === 0xd0)
+    r.byte(); // ref.null
   else if (op === 0xfd) {
     r.leb(); // v128.const
     r.skip(16);

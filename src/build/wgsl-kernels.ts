@@ -41,13 +41,21 @@ export function wgslKernels(source: string, file: string): WgslKernelInfo[] {
       const what = `${where}: '${resource.name}' (@group(${resource.group}) @binding(${resource.binding}))`;
       if (resource.group !== 0) throw errors.invalidArgument(`${what}: kernel parameters are bound in group 0`);
       if (isStorage(resource)) {
-        params.push({ name: resource.name, type: 'ptr', binding: resource.binding, readOnly: resource.access === 'read' });
+        params.push({
+          name: resource.name,
+          type: 'ptr',
+          binding: resource.binding,
+          readOnly: resource.access === 'read',
+        });
       } else if (isUniform(resource)) {
-        if (uniform) throw errors.invalidArgument(`${what}: a kernel has one uniform buffer for its scalars, this is the second`);
+        if (uniform)
+          throw errors.invalidArgument(`${what}: a kernel has one uniform buffer for its scalars, this is the second`);
         uniform = { binding: resource.binding, bytes: resource.size };
         params.push(...scalarParams(resource, what));
       } else {
-        throw errors.invalidArgument(`${what}: only storage buffers (pointers) and one uniform buffer (scalars) can be kernel parameters`);
+        throw errors.invalidArgument(
+          `${what}: only storage buffers (pointers) and one uniform buffer (scalars) can be kernel parameters`,
+        );
       }
     }
     return {
@@ -72,11 +80,15 @@ function isStorage(resource: VariableInfo): boolean {
 
 /** A uniform struct's members are parameters at their offsets; a scalar uniform is one. */
 function scalarParams(resource: VariableInfo, what: string): WgslParamInfo[] {
-  const members = resource.type.isStruct ? (resource.members ?? []) : [{ name: resource.name, type: resource.type, offset: 0 }];
+  const members = resource.type.isStruct
+    ? (resource.members ?? [])
+    : [{ name: resource.name, type: resource.type, offset: 0 }];
   return members.map((member) => {
     const type = SCALAR_TYPE_OF.get(member.type.name);
     if (!type) {
-      throw errors.invalidArgument(`${what}: scalar parameter '${member.name}' has type ${member.type.name}; kernels take i32, u32 and f32 scalars`);
+      throw errors.invalidArgument(
+        `${what}: scalar parameter '${member.name}' has type ${member.type.name}; kernels take i32, u32 and f32 scalars`,
+      );
     }
     return { name: member.name, type, offset: member.offset };
   });
@@ -90,7 +102,9 @@ function workgroupSizeOf(attributes: { name: string; value: unknown }[], where: 
     const fixed = /^(\d+)[ui]?$/.exec(value);
     if (fixed) return Number(fixed[1]);
     if (/^[A-Za-z_]\w*$/.test(value)) return value;
-    throw errors.invalidArgument(`${where}: @workgroup_size(${values.join(', ')}): each size must be a number or the name of an override constant, not ${value}`);
+    throw errors.invalidArgument(
+      `${where}: @workgroup_size(${values.join(', ')}): each size must be a number or the name of an override constant, not ${value}`,
+    );
   });
   return sizes.length === 1 ? sizes[0]! : sizes;
 }
@@ -101,17 +115,26 @@ function workgroupSizeOf(attributes: { name: string; value: unknown }[], where: 
  * wasm ones in order and type. Returns the WGSL kernels in manifest order and the manifest's
  * entries (the wasm ones plus the WGSL-only kernels).
  */
-export function joinEntries(wasmEntries: EntryInfo[], kernels: WgslKernelInfo[], file: string): { kernels: WgslKernelInfo[]; entries: EntryInfo[] } {
+export function joinEntries(
+  wasmEntries: EntryInfo[],
+  kernels: WgslKernelInfo[],
+  file: string,
+): { kernels: WgslKernelInfo[]; entries: EntryInfo[] } {
   const entries = [...wasmEntries];
   const joined = kernels.map((kernel) => {
     const twin = wasmEntries.find((entry) => entry.kind === 'kernel' && entry.name === kernel.name);
     if (!twin) {
-      entries.push({ name: kernel.name, kind: 'kernel', params: kernel.params.map(({ name, type }): ParamInfo => ({ name, type })) });
+      entries.push({
+        name: kernel.name,
+        kind: 'kernel',
+        params: kernel.params.map(({ name, type }): ParamInfo => ({ name, type })),
+      });
       return kernel;
     }
     const pointers = kernel.params.filter((param) => param.type === 'ptr');
     const scalars = kernel.params.filter((param) => param.type !== 'ptr');
-    const shown = (params: { name: string; type: string }[]) => `(${params.map((p) => `${p.name}: ${p.type}`).join(', ')})`;
+    const shown = (params: { name: string; type: string }[]) =>
+      `(${params.map((p) => `${p.name}: ${p.type}`).join(', ')})`;
     const mismatch = () =>
       errors.invalidArgument(
         `${file}: kernel '${kernel.name}' ${shown(kernel.params)} does not match its wasm image ${shown(twin.params)}: ` +

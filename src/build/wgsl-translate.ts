@@ -44,7 +44,6 @@ const TRANSLATED_THREADS_XYZ = [TRANSLATED_THREADS, 'offload_threads_y', 'offloa
 const TEAM_MEMORY_BASE = 'teamMemory()';
 const TEAM_MEMORY_WORDS = 'offload_team_words';
 
-
 /** Value types the subset computes with; `usize` is an unsigned 32-bit number that may be an address. */
 type Ty = 'i32' | 'u32' | 'usize' | 'f32' | 'bool' | 'void';
 
@@ -76,13 +75,21 @@ const GRID_VARS = ['offload_team', 'offload_teams', 'offload_thread'] as const;
  * why it has none. One table, so that new device functions (3-D grids, barriers, team memory)
  * are one entry each.
  */
-export const DEVICE_FUNCTIONS: Record<string, { type: Ty; args: Ty[]; optional?: number; wgsl: (args: (string | undefined)[]) => string } | { unsupported: string }> = {
+export const DEVICE_FUNCTIONS: Record<
+  string,
+  { type: Ty; args: Ty[]; optional?: number; wgsl: (args: (string | undefined)[]) => string } | { unsupported: string }
+> = {
   // The dimension argument (default x) picks a component of the builtin's vec3u.
   teamId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_team', d)})` },
   numTeams: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_teams', d)})` },
   threadId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_thread', d)})` },
   // Translated kernels have a one-dimensional workgroup: threads along y and z are 1.
-  numThreads: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis(`vec3u(${TRANSLATED_THREADS_XYZ.join(', ')})`, d)})` },
+  numThreads: {
+    type: 'i32',
+    args: ['i32'],
+    optional: 1,
+    wgsl: ([d]) => `i32(${axis(`vec3u(${TRANSLATED_THREADS_XYZ.join(', ')})`, d)})`,
+  },
   barrier: { type: 'void', args: [], wgsl: () => 'workgroupBarrier()' },
   hostCall: { unsupported: 'a GPU cannot wait for the program in the middle of a dispatch' },
   print: { unsupported: 'print() writes to the host, which WGSL kernels cannot reach' },
@@ -112,19 +119,50 @@ const MATH_BUILTINS: Record<string, { wgsl: string; arity: number; types: Ty[] }
 };
 
 /** Mathf (AssemblyScript's f32 math) functions WGSL has, by arity. */
-const MATHF: Record<string, { wgsl: string; arity: number }> = Object.fromEntries(
-  [
-    ...['sqrt', 'abs', 'floor', 'ceil', 'trunc', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'exp', 'exp2', 'log', 'log2', 'sign'].map((name) => [name, { wgsl: name, arity: 1 }]),
-    ['atan2', { wgsl: 'atan2', arity: 2 }],
-    ['pow', { wgsl: 'pow', arity: 2 }],
-    ['min', { wgsl: 'min', arity: 2 }],
-    ['max', { wgsl: 'max', arity: 2 }],
-  ],
-);
-const MATHF_CONSTANTS: Record<string, number> = { PI: Math.PI, E: Math.E, LN2: Math.LN2, LN10: Math.LN10, SQRT2: Math.SQRT2 };
+const MATHF: Record<string, { wgsl: string; arity: number }> = Object.fromEntries([
+  ...[
+    'sqrt',
+    'abs',
+    'floor',
+    'ceil',
+    'trunc',
+    'sin',
+    'cos',
+    'tan',
+    'asin',
+    'acos',
+    'atan',
+    'sinh',
+    'cosh',
+    'tanh',
+    'exp',
+    'exp2',
+    'log',
+    'log2',
+    'sign',
+  ].map((name) => [name, { wgsl: name, arity: 1 }]),
+  ['atan2', { wgsl: 'atan2', arity: 2 }],
+  ['pow', { wgsl: 'pow', arity: 2 }],
+  ['min', { wgsl: 'min', arity: 2 }],
+  ['max', { wgsl: 'max', arity: 2 }],
+]);
+const MATHF_CONSTANTS: Record<string, number> = {
+  PI: Math.PI,
+  E: Math.E,
+  LN2: Math.LN2,
+  LN10: Math.LN10,
+  SQRT2: Math.SQRT2,
+};
 
 /** atomic.<op> on 32-bit integers, as WGSL atomic builtins. */
-const ATOMIC_RMW: Record<string, string> = { add: 'atomicAdd', sub: 'atomicSub', and: 'atomicAnd', or: 'atomicOr', xor: 'atomicXor', xchg: 'atomicExchange' };
+const ATOMIC_RMW: Record<string, string> = {
+  add: 'atomicAdd',
+  sub: 'atomicSub',
+  and: 'atomicAnd',
+  or: 'atomicOr',
+  xor: 'atomicXor',
+  xchg: 'atomicExchange',
+};
 
 /** Sizes and value types of what load<T>/store<T> can move. */
 const MEMORY_TYPES: Record<string, { bytes: 1 | 2 | 4; type: Ty; signed: boolean }> = {
@@ -228,13 +266,28 @@ export function translateKernels(
     const fn = byInternal.get(internalName)!;
     let known = helpers.get(internalName);
     if (known === undefined) {
-      if (stack.includes(internalName)) throw new Untranslatable(fn.line, `calls '${fn.name}' recursively (WGSL has no recursion)`);
+      if (stack.includes(internalName))
+        throw new Untranslatable(fn.line, `calls '${fn.name}' recursively (WGSL has no recursion)`);
       try {
         if (fn.body === null || fn.params === null) throw new Untranslatable(fn.line, fn.error ?? 'has no body');
-        known = { code: new FunctionTranslator(fn, 'helper', byInternal, constants, (name) => helper(name, [...stack, internalName]), { written: new Set(), atomic: new Set() }).translate() };
+        known = {
+          code: new FunctionTranslator(
+            fn,
+            'helper',
+            byInternal,
+            constants,
+            (name) => helper(name, [...stack, internalName]),
+            { written: new Set(), atomic: new Set() },
+          ).translate(),
+        };
       } catch (error) {
         if (!(error instanceof Untranslatable)) throw error;
-        known = { error: new Untranslatable(error.line, `calls '${fn.name}', which at ${display(fn.source)}:${error.line} ${error.message}`) };
+        known = {
+          error: new Untranslatable(
+            error.line,
+            `calls '${fn.name}', which at ${display(fn.source)}:${error.line} ${error.message}`,
+          ),
+        };
       }
       helpers.set(internalName, known);
     }
@@ -246,11 +299,21 @@ export function translateKernels(
     const fn = functions.find((candidate) => candidate.name === kernel.name && candidate.source === kernel.source);
     const file = display(kernel.source);
     if (!isPlainName(kernel.name)) {
-      notes.push({ kernel: kernel.name, file, line: fn?.line ?? 1, reason: `is named '${kernel.name}', which WGSL reserves or the translation uses (a WGSL entry point keeps the kernel's name)` });
+      notes.push({
+        kernel: kernel.name,
+        file,
+        line: fn?.line ?? 1,
+        reason: `is named '${kernel.name}', which WGSL reserves or the translation uses (a WGSL entry point keeps the kernel's name)`,
+      });
       continue;
     }
     if (fn === undefined || fn.body === null || fn.params === null) {
-      notes.push({ kernel: kernel.name, file, line: fn?.line ?? 1, reason: fn?.error ?? 'its syntax tree is not available' });
+      notes.push({
+        kernel: kernel.name,
+        file,
+        line: fn?.line ?? 1,
+        reason: fn?.error ?? 'its syntax tree is not available',
+      });
       continue;
     }
     try {
@@ -262,8 +325,10 @@ export function translateKernels(
       translated.push(kernel.name);
     } catch (error) {
       // Source nested deeper than the translator's recursion reaches stays wasm-only too.
-      if (error instanceof RangeError) notes.push({ kernel: kernel.name, file, line: fn.line, reason: 'is nested too deeply to translate' });
-      else if (error instanceof Untranslatable) notes.push({ kernel: kernel.name, file, line: error.line, reason: error.message });
+      if (error instanceof RangeError)
+        notes.push({ kernel: kernel.name, file, line: fn.line, reason: 'is nested too deeply to translate' });
+      else if (error instanceof Untranslatable)
+        notes.push({ kernel: kernel.name, file, line: error.line, reason: error.message });
       else throw error;
     }
   }
@@ -334,7 +399,8 @@ class FunctionTranslator {
       if (param.type === 'usize') {
         const name = `${kernel}__p_${param.name}`;
         this.pointers.set(param.name, name);
-        const access = this.memory.written.has(param.name) || this.memory.atomic.has(param.name) ? 'read_write' : 'read';
+        const access =
+          this.memory.written.has(param.name) || this.memory.atomic.has(param.name) ? 'read_write' : 'read';
         const element = this.memory.atomic.has(param.name) ? 'atomic<u32>' : 'u32';
         bindings.push(`@group(0) @binding(${binding++}) var<storage, ${access}> ${name}: array<${element}>;`);
         prologue.push(`  _ = &${name};`);
@@ -407,7 +473,8 @@ class FunctionTranslator {
   }
 
   private statement(node: SyntaxNode, depth: number): string {
-    if (++this.depth > MAX_DEPTH) fail(node, `nests expressions and statements deeper than ${MAX_DEPTH} (WGSL compilers may refuse deeper)`);
+    if (++this.depth > MAX_DEPTH)
+      fail(node, `nests expressions and statements deeper than ${MAX_DEPTH} (WGSL compilers may refuse deeper)`);
     try {
       return this.statementAt(node, depth);
     } finally {
@@ -423,7 +490,9 @@ class FunctionTranslator {
       case 'Empty':
         return '';
       case 'Variable':
-        return (node.declarations as SyntaxNode[]).map((declaration) => `${pad}${this.variable(declaration)};\n`).join('');
+        return (node.declarations as SyntaxNode[])
+          .map((declaration) => `${pad}${this.variable(declaration)};\n`)
+          .join('');
       case 'Expression':
         return `${pad}${this.simpleStatement(node.expression as SyntaxNode)};\n`;
       case 'If': {
@@ -437,8 +506,10 @@ class FunctionTranslator {
           const init = node.initializer as SyntaxNode | null;
           let head = '';
           let hoisted = '';
-          if (init?.k === 'Variable' && (init.declarations as SyntaxNode[]).length === 1) head = this.variable((init.declarations as SyntaxNode[])[0]!, true);
-          else if (init?.k === 'Variable') hoisted = (init.declarations as SyntaxNode[]).map((d) => `${pad}  ${this.variable(d)};\n`).join('');
+          if (init?.k === 'Variable' && (init.declarations as SyntaxNode[]).length === 1)
+            head = this.variable((init.declarations as SyntaxNode[])[0]!, true);
+          else if (init?.k === 'Variable')
+            hoisted = (init.declarations as SyntaxNode[]).map((d) => `${pad}  ${this.variable(d)};\n`).join('');
           else if (init?.k === 'Expression') head = this.simpleStatement(init.expression as SyntaxNode);
           else if (init) fail(init, 'has a for-loop initializer WGSL cannot express');
           const condition = node.condition ? this.condition(node.condition as SyntaxNode) : '';
@@ -457,7 +528,8 @@ class FunctionTranslator {
         return `${pad}${node.k.toLowerCase()};\n`;
       case 'Return': {
         if (!node.value) return `${pad}return;\n`;
-        if (this.returnType === 'void') return `${pad}${this.simpleStatement(node.value as SyntaxNode)};\n${pad}return;\n`;
+        if (this.returnType === 'void')
+          return `${pad}${this.simpleStatement(node.value as SyntaxNode)};\n${pad}return;\n`;
         return `${pad}return ${this.coerce(this.expression(node.value as SyntaxNode, this.returnType), this.returnType, node).code};\n`;
       }
       default:
@@ -490,9 +562,13 @@ class FunctionTranslator {
   /** An expression statement: an assignment, ++/--, or a call whose value is dropped. */
   private simpleStatement(node: SyntaxNode): string {
     if (node.k === 'Binary' && isAssignment(node.operator as string)) return this.assignment(node);
-    if ((node.k === 'UnaryPostfix' || node.k === 'UnaryPrefix') && (node.operator === 'Plus_Plus' || node.operator === 'Minus_Minus')) {
+    if (
+      (node.k === 'UnaryPostfix' || node.k === 'UnaryPrefix') &&
+      (node.operator === 'Plus_Plus' || node.operator === 'Minus_Minus')
+    ) {
       const target = this.target(node.operand as SyntaxNode);
-      if (target.type === 'bool' || (target.base !== undefined && target.type !== 'usize')) fail(node, `increments '${target.wgsl}' of type ${target.type}`);
+      if (target.type === 'bool' || (target.base !== undefined && target.type !== 'usize'))
+        fail(node, `increments '${target.wgsl}' of type ${target.type}`);
       return `${target.wgsl} ${node.operator === 'Plus_Plus' ? '+=' : '-='} ${one(target.type)}`;
     }
     if (node.k === 'Call') {
@@ -504,7 +580,8 @@ class FunctionTranslator {
   }
 
   private target(node: SyntaxNode): Binding {
-    if (node.k !== 'Identifier') return fail(node, `assigns to a ${describe(node)}; only local variables and parameters can be assigned`);
+    if (node.k !== 'Identifier')
+      return fail(node, `assigns to a ${describe(node)}; only local variables and parameters can be assigned`);
     const found = this.lookup(node);
     if (!found) return fail(node, `assigns to '${node.text as string}', which is not a local variable or parameter`);
     if (found.constant) fail(node, `assigns to constant '${node.text as string}'`);
@@ -517,12 +594,20 @@ class FunctionTranslator {
     const op = COMPOUND[operator];
     if (op === undefined) {
       const value = this.coerce(this.expression(node.right as SyntaxNode, target.type), target.type, node);
-      if (target.base !== value.base) fail(node, `assigns an address that does not derive from pointer '${target.base ?? value.base}' to '${(node.left as SyntaxNode).text as string}' (an address must trace back to one pointer parameter)`);
+      if (target.base !== value.base)
+        fail(
+          node,
+          `assigns an address that does not derive from pointer '${target.base ?? value.base}' to '${(node.left as SyntaxNode).text as string}' (an address must trace back to one pointer parameter)`,
+        );
       return `${target.wgsl} = ${value.code}`;
     }
     const left: Value = { code: target.wgsl, type: target.type, base: target.base };
     const result = this.binary(node, op, left, node.right as SyntaxNode);
-    if (result.base !== target.base) fail(node, `assigns an address that does not derive from pointer '${target.base ?? result.base}' to '${(node.left as SyntaxNode).text as string}'`);
+    if (result.base !== target.base)
+      fail(
+        node,
+        `assigns an address that does not derive from pointer '${target.base ?? result.base}' to '${(node.left as SyntaxNode).text as string}'`,
+      );
     return `${target.wgsl} = ${this.coerce(result, target.type, node).code}`;
   }
 
@@ -533,7 +618,8 @@ class FunctionTranslator {
   }
 
   private expression(node: SyntaxNode, context?: Ty, statement = false): Value {
-    if (++this.depth > MAX_DEPTH) fail(node, `nests expressions and statements deeper than ${MAX_DEPTH} (WGSL compilers may refuse deeper)`);
+    if (++this.depth > MAX_DEPTH)
+      fail(node, `nests expressions and statements deeper than ${MAX_DEPTH} (WGSL compilers may refuse deeper)`);
     try {
       return this.expressionAt(node, context, statement);
     } finally {
@@ -545,7 +631,9 @@ class FunctionTranslator {
     switch (node.k) {
       case 'Parenthesized': {
         const inner = this.expression(node.expression as SyntaxNode, context);
-        return /^\(.*\)$/.test(inner.code) && balanced(inner.code.slice(1, -1)) ? inner : { ...inner, code: `(${inner.code})` };
+        return /^\(.*\)$/.test(inner.code) && balanced(inner.code.slice(1, -1))
+          ? inner
+          : { ...inner, code: `(${inner.code})` };
       }
       case 'Literal':
         return literal(node, context);
@@ -555,21 +643,39 @@ class FunctionTranslator {
         return { code: 'false', type: 'bool' };
       case 'Identifier': {
         const found = this.lookup(node);
-        if (found) return { code: found.wgsl, type: found.type, base: found.base, ...(found.words ? { words: found.words } : {}) };
+        if (found)
+          return {
+            code: found.wgsl,
+            type: found.type,
+            base: found.base,
+            ...(found.words ? { words: found.words } : {}),
+          };
         const constant = this.constants.get(node.element as string);
         if (constant !== undefined) return this.constant(node, constant, context);
-        return fail(node, `reads '${node.text as string}', which is not a local variable, a parameter or a top-level constant`);
+        return fail(
+          node,
+          `reads '${node.text as string}', which is not a local variable, a parameter or a top-level constant`,
+        );
       }
       case 'Assertion':
         return this.assertion(node);
       case 'Binary': {
         if (isAssignment(node.operator as string)) return fail(node, 'uses an assignment inside an expression');
-        return this.binary(node, node.operator as string, this.expression(node.left as SyntaxNode, context), node.right as SyntaxNode, context);
+        return this.binary(
+          node,
+          node.operator as string,
+          this.expression(node.left as SyntaxNode, context),
+          node.right as SyntaxNode,
+          context,
+        );
       }
       case 'UnaryPrefix':
         return this.prefix(node, context);
       case 'UnaryPostfix':
-        return fail(node, `uses ${node.operator === 'Plus_Plus' ? '++' : '--'} inside an expression; write it as a statement`);
+        return fail(
+          node,
+          `uses ${node.operator === 'Plus_Plus' ? '++' : '--'} inside an expression; write it as a statement`,
+        );
       case 'Ternary': {
         const condition = truthy(this.expression(node.condition as SyntaxNode, 'bool'), node);
         const [a, b] = this.unify(node, node.ifThen as SyntaxNode, node.ifElse as SyntaxNode, context);
@@ -587,8 +693,10 @@ class FunctionTranslator {
 
   /** A top-level constant, inlined: its initializer in its own scope (no locals), in its declared type. */
   private constant(node: SyntaxNode, constant: ConstantSyntax, context?: Ty): Value {
-    if (constant.initializer === null) return fail(node, `reads constant '${constant.name}', which has no initializer to translate`);
-    if (this.inlining.includes(constant.internalName)) return fail(node, `reads constant '${constant.name}', which refers to itself`);
+    if (constant.initializer === null)
+      return fail(node, `reads constant '${constant.name}', which has no initializer to translate`);
+    if (this.inlining.includes(constant.internalName))
+      return fail(node, `reads constant '${constant.name}', which refers to itself`);
     const declared = constant.type ? typeOfNode(constant.type, `constant '${constant.name}'`) : undefined;
     const scopes = this.scopes.splice(0);
     this.inlining.push(constant.internalName);
@@ -599,7 +707,10 @@ class FunctionTranslator {
       return { code: value.code, type: value.type, literal: declared ? undefined : value.literal };
     } catch (error) {
       if (!(error instanceof Untranslatable) || error.line === node.line) throw error;
-      throw new Untranslatable(node.line, `reads constant '${constant.name}' (line ${error.line}), which ${error.message}`);
+      throw new Untranslatable(
+        node.line,
+        `reads constant '${constant.name}' (line ${error.line}), which ${error.message}`,
+      );
     } finally {
       this.inlining.pop();
       this.scopes.push(...scopes);
@@ -611,23 +722,37 @@ class FunctionTranslator {
     let right = this.expression(rightNode, left.literal ? context : left.type);
     if (left.literal && !right.literal && left.type !== right.type) left = literal(left.literal, right.type);
     const symbol = OPERATORS[operator];
-    if (symbol === undefined) return fail(node, `uses the operator ${operator}, which the WGSL translation does not cover`);
+    if (symbol === undefined)
+      return fail(node, `uses the operator ${operator}, which the WGSL translation does not cover`);
     if (operator === 'Ampersand_Ampersand' || operator === 'Bar_Bar') {
       return { code: `(${truthy(left, node)} ${symbol} ${truthy(right, node)})`, type: 'bool' };
     }
     if (left.type === 'f32' || right.type === 'f32' || left.type === 'bool' || right.type === 'bool') {
       if (left.type !== right.type) fail(node, `mixes ${left.type} and ${right.type} in '${symbol}'`);
     }
-    const shift = operator === 'LessThan_LessThan' || operator === 'GreaterThan_GreaterThan' || operator === 'GreaterThan_GreaterThan_GreaterThan';
+    const shift =
+      operator === 'LessThan_LessThan' ||
+      operator === 'GreaterThan_GreaterThan' ||
+      operator === 'GreaterThan_GreaterThan_GreaterThan';
     if (shift) {
       if (!isInteger(left.type) || !isInteger(right.type)) fail(node, `shifts a ${left.type} by a ${right.type}`);
       if (left.base !== undefined || right.base !== undefined) fail(node, 'shifts an address');
       // WGSL shifts by a u32; its operands are unary expressions (hence the parentheses everywhere).
-      const amount = right.literal ? literal(right.literal, 'u32').code : right.type === 'i32' ? `u32(${right.code})` : right.code;
-      if (operator === 'GreaterThan_GreaterThan_GreaterThan' && left.type === 'i32') return { code: `bitcast<i32>(bitcast<u32>(${left.code}) >> ${amount})`, type: 'i32' };
+      const amount = right.literal
+        ? literal(right.literal, 'u32').code
+        : right.type === 'i32'
+          ? `u32(${right.code})`
+          : right.code;
+      if (operator === 'GreaterThan_GreaterThan_GreaterThan' && left.type === 'i32')
+        return { code: `bitcast<i32>(bitcast<u32>(${left.code}) >> ${amount})`, type: 'i32' };
       const code = `(${left.code} ${operator === 'LessThan_LessThan' ? '<<' : '>>'} ${amount})`;
       // x << 2 is 4x: its value / 4 is x (the bits shifted out are the same either way).
-      const quarter = operator === 'LessThan_LessThan' && right.literal && Number(right.literal.value) === 2 ? (left.type === 'i32' ? `u32(${left.code})` : left.code) : undefined;
+      const quarter =
+        operator === 'LessThan_LessThan' && right.literal && Number(right.literal.value) === 2
+          ? left.type === 'i32'
+            ? `u32(${left.code})`
+            : left.code
+          : undefined;
       return { code, type: left.type, ...(quarter ? { words: quarter } : {}) };
     }
     if (isInteger(left.type) && isInteger(right.type) && unsignedness(left.type) !== unsignedness(right.type)) {
@@ -641,10 +766,15 @@ class FunctionTranslator {
         if (left.base !== undefined && right.base !== undefined) fail(node, 'adds two addresses');
         base = left.base ?? right.base;
       } else if (operator === 'Minus') {
-        if (right.base !== undefined && left.base !== right.base) fail(node, 'subtracts addresses of different pointers');
+        if (right.base !== undefined && left.base !== right.base)
+          fail(node, 'subtracts addresses of different pointers');
         base = right.base === undefined ? left.base : undefined;
       } else if (COMPARISONS.has(operator)) {
-        if (left.base !== right.base) fail(node, 'compares an address with a number or with another pointer\'s address (their values differ between devices)');
+        if (left.base !== right.base)
+          fail(
+            node,
+            "compares an address with a number or with another pointer's address (their values differ between devices)",
+          );
       } else {
         fail(node, `uses an address in '${symbol}' (only +, - and comparisons keep it traceable to its pointer)`);
       }
@@ -652,7 +782,10 @@ class FunctionTranslator {
     if (COMPARISONS.has(operator)) return { code: `(${left.code} ${symbol} ${right.code})`, type: 'bool' };
     const lw = left.words ?? literalWords(left);
     const rw = right.words ?? literalWords(right);
-    const words = (operator === 'Plus' || operator === 'Minus') && unsignedness(type) && lw !== undefined && rw !== undefined ? `(${lw} ${symbol} ${rw})` : undefined;
+    const words =
+      (operator === 'Plus' || operator === 'Minus') && unsignedness(type) && lw !== undefined && rw !== undefined
+        ? `(${lw} ${symbol} ${rw})`
+        : undefined;
     return { code: `(${left.code} ${symbol} ${right.code})`, type, base, ...(words ? { words } : {}) };
   }
 
@@ -661,7 +794,10 @@ class FunctionTranslator {
     let right = this.expression(b, left.literal ? context : left.type);
     if (left.literal && !right.literal) left = literal(left.literal, right.type);
     if (right.literal && !left.literal) right = literal(right.literal, left.type);
-    if (left.type !== right.type && !(isInteger(left.type) && isInteger(right.type) && unsignedness(left.type) === unsignedness(right.type))) {
+    if (
+      left.type !== right.type &&
+      !(isInteger(left.type) && isInteger(right.type) && unsignedness(left.type) === unsignedness(right.type))
+    ) {
       fail(node, `mixes ${left.type} and ${right.type}`);
     }
     return [left, right];
@@ -688,18 +824,24 @@ class FunctionTranslator {
         return { code: `~${value.code}`, type: value.type };
       }
       default:
-        return fail(node, `uses ${node.operator === 'Plus_Plus' ? '++' : '--'} inside an expression; write it as a statement`);
+        return fail(
+          node,
+          `uses ${node.operator === 'Plus_Plus' ? '++' : '--'} inside an expression; write it as a statement`,
+        );
     }
   }
 
   private assertion(node: SyntaxNode): Value {
-    if (node.assertionKind !== 'Prefix' && node.assertionKind !== 'As') return fail(node, `uses a ${String(node.assertionKind)} assertion`);
+    if (node.assertionKind !== 'Prefix' && node.assertionKind !== 'As')
+      return fail(node, `uses a ${String(node.assertionKind)} assertion`);
     const small = SMALL_INTEGERS[typeName(node.toType as SyntaxNode)];
     if (small !== undefined) {
       // A cast to i8..u16 wraps to its width; the result computes on as an i32 or u32.
       const value = this.expression(node.expression as SyntaxNode);
-      if (!isInteger(value.type) || value.base !== undefined) fail(node, `casts a ${value.base ? 'address' : value.type} to a small integer`);
-      if (!small.signed) return { code: `(u32(${value.code}) & ${small.bits === 8 ? '0xffu' : '0xffffu'})`, type: 'u32' };
+      if (!isInteger(value.type) || value.base !== undefined)
+        fail(node, `casts a ${value.base ? 'address' : value.type} to a small integer`);
+      if (!small.signed)
+        return { code: `(u32(${value.code}) & ${small.bits === 8 ? '0xffu' : '0xffffu'})`, type: 'u32' };
       return { code: `((i32(${value.code}) << ${32 - small.bits}u) >> ${32 - small.bits}u)`, type: 'i32' };
     }
     const to = typeOfNode(node.toType as SyntaxNode, 'a cast');
@@ -709,10 +851,15 @@ class FunctionTranslator {
 
   /** An explicit conversion (`<T>x`, `x as T`), as AssemblyScript converts. */
   private convert(value: Value, to: Ty, node: SyntaxNode): Value {
-    if (value.type === to || (value.type === 'u32' && to === 'usize') || (value.type === 'usize' && to === 'u32' && value.base === undefined)) {
+    if (
+      value.type === to ||
+      (value.type === 'u32' && to === 'usize') ||
+      (value.type === 'usize' && to === 'u32' && value.base === undefined)
+    ) {
       return { code: value.code, type: to, base: value.base };
     }
-    if (value.base !== undefined) return fail(node, `converts an address to ${to} (an address's value differs between devices)`);
+    if (value.base !== undefined)
+      return fail(node, `converts an address to ${to} (an address's value differs between devices)`);
     if (to === 'bool') return { code: truthy(value, node), type: 'bool' };
     if (value.type === 'bool') return { code: `select(${zero(to)}, ${one(to)}, ${value.code})`, type: to };
     if (value.type === 'void') return fail(node, 'converts a call without a value');
@@ -725,7 +872,8 @@ class FunctionTranslator {
     if (value.type === to) return value;
     if (to === 'usize' && value.type === 'u32') return { ...value, type: 'usize' };
     if (isInteger(value.type) && isInteger(to)) {
-      if (value.base !== undefined) fail(node, `uses an address as a ${to} (an address's value differs between devices)`);
+      if (value.base !== undefined)
+        fail(node, `uses an address as a ${to} (an address's value differs between devices)`);
       return { code: `${wgslType(to)}(${value.code})`, type: to };
     }
     if (value.type === 'bool' && isInteger(to)) return this.convert(value, to, node);
@@ -736,7 +884,8 @@ class FunctionTranslator {
     const object = node.expression as SyntaxNode;
     const name = (node.property as SyntaxNode).text as string;
     const element = object.k === 'Identifier' && !this.lookup(object) ? (object.element as string | null) : null;
-    if (element === '~lib/math/NativeMathf' && name in MATHF_CONSTANTS) return { code: f32Literal(MATHF_CONSTANTS[name]!), type: 'f32' };
+    if (element === '~lib/math/NativeMathf' && name in MATHF_CONSTANTS)
+      return { code: f32Literal(MATHF_CONSTANTS[name]!), type: 'f32' };
     if (object.k === 'Identifier' && !this.lookup(object)) {
       const limits: Record<string, Value> = {
         'i32.MAX_VALUE': { code: '2147483647i', type: 'i32' },
@@ -749,7 +898,10 @@ class FunctionTranslator {
       const found = limits[`${object.text as string}.${name}`];
       if (found) return found;
     }
-    return fail(node, `reads '${(object.text as string | undefined) ?? describe(object)}.${name}', which the WGSL translation does not cover`);
+    return fail(
+      node,
+      `reads '${(object.text as string | undefined) ?? describe(object)}.${name}', which the WGSL translation does not cover`,
+    );
   }
 
   private call(node: SyntaxNode, context: Ty | undefined, statement: boolean): Value {
@@ -767,10 +919,15 @@ class FunctionTranslator {
         const values = args.map((arg) => this.coerce(this.expression(arg, 'f32'), 'f32', arg).code);
         return { code: `${math.wgsl}(${values.join(', ')})`, type: 'f32' };
       }
-      if (element === '~lib/math/NativeMath') return fail(node, `calls Math.${name}, which computes in f64 (WGSL has no f64): use Mathf.${name}`);
-      return fail(node, `calls '${(object.text as string | undefined) ?? describe(object)}.${name}', which the WGSL translation does not cover`);
+      if (element === '~lib/math/NativeMath')
+        return fail(node, `calls Math.${name}, which computes in f64 (WGSL has no f64): use Mathf.${name}`);
+      return fail(
+        node,
+        `calls '${(object.text as string | undefined) ?? describe(object)}.${name}', which the WGSL translation does not cover`,
+      );
     }
-    if (callee.k !== 'Identifier' || this.lookup(callee)) return fail(node, 'calls something other than a function of the file, the device library or a builtin');
+    if (callee.k !== 'Identifier' || this.lookup(callee))
+      return fail(node, 'calls something other than a function of the file, the device library or a builtin');
     const element = callee.element as string | null;
     const name = callee.text as string;
     if (element?.startsWith(DEVICE_PREFIX)) {
@@ -781,20 +938,31 @@ class FunctionTranslator {
       const device = DEVICE_FUNCTIONS[element.slice(DEVICE_PREFIX.length)];
       if (device === undefined) return fail(node, `calls device function ${name}(), which has no WGSL translation`);
       if ('unsupported' in device) return fail(node, `calls ${name}(): ${device.unsupported}`);
-      if (args.length > device.args.length || args.length < device.args.length - (device.optional ?? 0)) fail(node, `calls ${name}() with ${args.length} arguments`);
+      if (args.length > device.args.length || args.length < device.args.length - (device.optional ?? 0))
+        fail(node, `calls ${name}() with ${args.length} arguments`);
       const values = args.map((arg, i) => this.coerce(this.expression(arg, device.args[i]), device.args[i]!, arg).code);
       return { code: device.wgsl(values), type: device.type };
     }
-    if (element?.startsWith('~lib/builtins/')) return this.builtin(node, element.slice('~lib/builtins/'.length), typeArgs, args, context);
+    if (element?.startsWith('~lib/builtins/'))
+      return this.builtin(node, element.slice('~lib/builtins/'.length), typeArgs, args, context);
     const target = element === null ? undefined : this.functions.get(element);
-    if (target === undefined) return fail(node, `calls '${name}', which is not a function of the kernel sources, the device library or a builtin the translation covers`);
+    if (target === undefined)
+      return fail(
+        node,
+        `calls '${name}', which is not a function of the kernel sources, the device library or a builtin the translation covers`,
+      );
     const fn = this.helper(element!);
     const params = fn.params!;
-    if (args.length !== params.length) fail(node, `calls '${name}' with ${args.length} of its ${params.length} arguments (optional parameters are not translated)`);
+    if (args.length !== params.length)
+      fail(
+        node,
+        `calls '${name}' with ${args.length} of its ${params.length} arguments (optional parameters are not translated)`,
+      );
     const values = args.map((arg, i) => {
       const type = typeOf(params[i]!.type, fn, `parameter '${params[i]!.name}'`);
       const value = this.coerce(this.expression(arg, type), type, arg);
-      if (value.base !== undefined) fail(arg, `passes an address to '${name}' (addresses stay in the kernel that takes the pointer)`);
+      if (value.base !== undefined)
+        fail(arg, `passes an address to '${name}' (addresses stay in the kernel that takes the pointer)`);
       return value.code;
     });
     return { code: `${helperName(fn)}(${values.join(', ')})`, type: typeOf(fn.returnType!, fn, 'a result') };
@@ -803,35 +971,60 @@ class FunctionTranslator {
   private builtin(node: SyntaxNode, name: string, typeArgs: string[], args: SyntaxNode[], context?: Ty): Value {
     if (name === 'load' || name === 'store') return this.memoryAccess(node, name, typeArgs, args);
     if (name === 'select') {
-      const [a, b] = this.unify(node, args[0]!, args[1]!, typeArgs[0] ? typeOf(typeArgs[0], this.fn, 'a select<T> type argument') : context);
+      const [a, b] = this.unify(
+        node,
+        args[0]!,
+        args[1]!,
+        typeArgs[0] ? typeOf(typeArgs[0], this.fn, 'a select<T> type argument') : context,
+      );
       if (a.base !== b.base) fail(node, 'selects between addresses of different pointers');
-      return { code: `select(${b.code}, ${a.code}, ${truthy(this.expression(args[2]!, 'bool'), node)})`, type: a.type, base: a.base };
+      return {
+        code: `select(${b.code}, ${a.code}, ${truthy(this.expression(args[2]!, 'bool'), node)})`,
+        type: a.type,
+        base: a.base,
+      };
     }
     const math = MATH_BUILTINS[name];
     if (math === undefined) {
-      if (name === 'unreachable' || name === 'assert' || name === 'abort') return fail(node, `calls ${name}(), which traps: WGSL kernels cannot trap`);
+      if (name === 'unreachable' || name === 'assert' || name === 'abort')
+        return fail(node, `calls ${name}(), which traps: WGSL kernels cannot trap`);
       return fail(node, `calls the builtin ${name}(), which the WGSL translation does not cover`);
     }
     if (args.length !== math.arity) fail(node, `calls ${name}() with ${args.length} arguments`);
     const declared = typeArgs[0] ? typeOf(typeArgs[0], this.fn, `a ${name}<T> type argument`) : undefined;
-    const values = math.arity === 2 ? this.unify(node, args[0]!, args[1]!, declared ?? context) : [this.expression(args[0]!, declared ?? context)];
+    const values =
+      math.arity === 2
+        ? this.unify(node, args[0]!, args[1]!, declared ?? context)
+        : [this.expression(args[0]!, declared ?? context)];
     const type = declared ?? values[0]!.type;
-    if (!math.types.includes(type) || values.some((value) => value.base !== undefined)) fail(node, `calls ${name}() on a ${values.some((v) => v.base) ? 'address' : type}`);
+    if (!math.types.includes(type) || values.some((value) => value.base !== undefined))
+      fail(node, `calls ${name}() on a ${values.some((v) => v.base) ? 'address' : type}`);
     return { code: `${math.wgsl}(${values.map((value) => this.coerce(value, type, node).code).join(', ')})`, type };
   }
 
   /** The binding and byte offset of an address argument plus a constant offset. */
-  private address(node: SyntaxNode, pointer: SyntaxNode, offsetArg?: SyntaxNode): { binding: string; param: string; offset: string; word: string } {
+  private address(
+    node: SyntaxNode,
+    pointer: SyntaxNode,
+    offsetArg?: SyntaxNode,
+  ): { binding: string; param: string; offset: string; word: string } {
     const value = this.expression(pointer, 'usize');
-    if (value.base === undefined) return fail(node, 'accesses memory at an address that cannot be traced back to one pointer parameter');
+    if (value.base === undefined)
+      return fail(node, 'accesses memory at an address that cannot be traced back to one pointer parameter');
     let immediate = 0;
     if (offsetArg !== undefined) {
-      if (offsetArg.k !== 'Literal' || offsetArg.literalKind !== 'Integer') return fail(node, 'gives a memory access an offset that is not a constant');
+      if (offsetArg.k !== 'Literal' || offsetArg.literalKind !== 'Integer')
+        return fail(node, 'gives a memory access an offset that is not a constant');
       immediate = Number(offsetArg.value);
     }
     const offset = immediate === 0 ? value.code : `(${value.code}) + ${immediate}u`;
     // The word a 4-byte access at this address reads: from the value / 4 where it is known.
-    const word = value.words !== undefined && immediate % 4 === 0 ? (immediate === 0 ? value.words : `${value.words} + ${immediate / 4}u`) : `(${offset}) >> 2u`;
+    const word =
+      value.words !== undefined && immediate % 4 === 0
+        ? immediate === 0
+          ? value.words
+          : `${value.words} + ${immediate / 4}u`
+        : `(${offset}) >> 2u`;
     return { binding: this.pointers.get(value.base)!, param: value.base, offset, word };
   }
 
@@ -839,10 +1032,15 @@ class FunctionTranslator {
     const declared = typeArgs[0];
     if (declared === undefined) return fail(node, `calls ${name}() without a type argument (write ${name}<T>)`);
     const memoryType = MEMORY_TYPES[declared];
-    if (memoryType === undefined) return fail(node, `${name}s a ${declared}, which WGSL has no type for (kernels on WebGPU move i8..i32, u8..u32, f32 and bool)`);
+    if (memoryType === undefined)
+      return fail(
+        node,
+        `${name}s a ${declared}, which WGSL has no type for (kernels on WebGPU move i8..i32, u8..u32, f32 and bool)`,
+      );
     const isStore = name === 'store';
     const at = this.address(node, args[0]!, args[isStore ? 2 : 1]);
-    if (at.param === TEAM_MEMORY_BASE && memoryType.bytes !== 4) fail(node, `${name}s a ${declared} in team memory (translated kernels move 4-byte values there)`);
+    if (at.param === TEAM_MEMORY_BASE && memoryType.bytes !== 4)
+      fail(node, `${name}s a ${declared} in team memory (translated kernels move 4-byte values there)`);
     const atomic = this.memory.atomic.has(at.param);
     if (isStore) this.memory.written.add(at.param);
     const element = declared === 'usize' ? 'usize' : memoryType.type;
@@ -850,7 +1048,10 @@ class FunctionTranslator {
       const index = `${at.binding}[${at.word}]`;
       if (!isStore) {
         const word = atomic ? `atomicLoad(&${index})` : index;
-        return { code: memoryType.type === 'u32' ? word : `bitcast<${memoryType.type}>(${word})`, type: element === 'usize' ? 'usize' : memoryType.type };
+        return {
+          code: memoryType.type === 'u32' ? word : `bitcast<${memoryType.type}>(${word})`,
+          type: element === 'usize' ? 'usize' : memoryType.type,
+        };
       }
       const value = this.coerce(this.expression(args[1]!, memoryType.type), memoryType.type, node);
       if (value.base !== undefined) fail(node, 'stores an address in memory (its value differs between devices)');
@@ -880,7 +1081,8 @@ class FunctionTranslator {
 
   private atomic(node: SyntaxNode, op: string, typeArgs: string[], args: SyntaxNode[], statement: boolean): Value {
     const declared = typeArgs[0];
-    if (declared !== 'i32' && declared !== 'u32') return fail(node, `calls atomic.${op}<${declared ?? ''}>: WGSL atomics are on i32 and u32`);
+    if (declared !== 'i32' && declared !== 'u32')
+      return fail(node, `calls atomic.${op}<${declared ?? ''}>: WGSL atomics are on i32 and u32`);
     const type: Ty = declared;
     const rmw = ATOMIC_RMW[op];
     const isLoad = op === 'load';
@@ -888,7 +1090,8 @@ class FunctionTranslator {
     if (!rmw && !isLoad && !isStore) return fail(node, `calls atomic.${op}, which WGSL has no twin for`);
     const offsetArg = isLoad ? args[1] : args[2];
     const at = this.address(node, args[0]!, offsetArg);
-    if (at.param === TEAM_MEMORY_BASE) fail(node, `calls atomic.${op} on team memory (translated kernels use atomics on pointer parameters only)`);
+    if (at.param === TEAM_MEMORY_BASE)
+      fail(node, `calls atomic.${op} on team memory (translated kernels use atomics on pointer parameters only)`);
     this.memory.atomic.add(at.param);
     if (!isLoad) this.memory.written.add(at.param);
     const index = `&${at.binding}[${at.word}]`;
@@ -924,7 +1127,16 @@ const OPERATORS: Record<string, string> = {
   Ampersand_Ampersand: '&&',
   Bar_Bar: '||',
 };
-const COMPARISONS = new Set(['LessThan', 'LessThan_Equals', 'GreaterThan', 'GreaterThan_Equals', 'Equals_Equals', 'Exclamation_Equals', 'Equals_Equals_Equals', 'Exclamation_Equals_Equals']);
+const COMPARISONS = new Set([
+  'LessThan',
+  'LessThan_Equals',
+  'GreaterThan',
+  'GreaterThan_Equals',
+  'Equals_Equals',
+  'Exclamation_Equals',
+  'Equals_Equals_Equals',
+  'Exclamation_Equals_Equals',
+]);
 const COMPOUND: Record<string, string> = {
   Plus_Equals: 'Plus',
   Minus_Equals: 'Minus',
@@ -953,7 +1165,10 @@ function alwaysReturns(node: SyntaxNode): boolean {
     const last = (node.statements as SyntaxNode[]).at(-1);
     return last !== undefined && alwaysReturns(last);
   }
-  if (node.k === 'If') return node.ifFalse !== null && alwaysReturns(node.ifTrue as SyntaxNode) && alwaysReturns(node.ifFalse as SyntaxNode);
+  if (node.k === 'If')
+    return (
+      node.ifFalse !== null && alwaysReturns(node.ifTrue as SyntaxNode) && alwaysReturns(node.ifFalse as SyntaxNode)
+    );
   return false;
 }
 
@@ -1013,14 +1228,22 @@ function truthy(value: Value, node: SyntaxNode): string {
 
 /** A resolved AssemblyScript type name as a type of the subset. */
 function typeOf(name: string, fn: FunctionSyntax, what: string): Ty {
-  if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool' || name === 'void') return name;
+  if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool' || name === 'void')
+    return name;
   if (name === 'isize') return 'i32';
   const why = name === 'f64' || name === 'i64' || name === 'u64' ? ` (WGSL has no ${name})` : '';
-  throw new Untranslatable(fn.line, `has ${what} of type ${name}${why}; translated kernels compute with i32, u32, f32 and bool`);
+  throw new Untranslatable(
+    fn.line,
+    `has ${what} of type ${name}${why}; translated kernels compute with i32, u32, f32 and bool`,
+  );
 }
 
 function typeName(node: SyntaxNode): string {
-  return (node.resolved as string | null) ?? ((((node.name as SyntaxNode | undefined)?.identifier as SyntaxNode | undefined)?.text as string | undefined) ?? '?');
+  return (
+    (node.resolved as string | null) ??
+    (((node.name as SyntaxNode | undefined)?.identifier as SyntaxNode | undefined)?.text as string | undefined) ??
+    '?'
+  );
 }
 
 function typeOfNode(node: SyntaxNode, what: string): Ty {
@@ -1034,7 +1257,11 @@ function typeOfNode(node: SyntaxNode, what: string): Ty {
 function isSmallLoad(node: SyntaxNode): boolean {
   const callee = node.k === 'Call' ? (node.expression as SyntaxNode) : undefined;
   const type = ((node.typeArguments as SyntaxNode[] | null) ?? [])[0];
-  return callee?.element === '~lib/builtins/load' && type !== undefined && ['i8', 'u8', 'i16', 'u16', 'bool'].includes(typeName(type));
+  return (
+    callee?.element === '~lib/builtins/load' &&
+    type !== undefined &&
+    ['i8', 'u8', 'i16', 'u16', 'bool'].includes(typeName(type))
+  );
 }
 
 /** A called function's WGSL name: its name and where it comes from (two files may each have a `helper`). */
@@ -1059,17 +1286,31 @@ function literal(node: SyntaxNode, context?: Ty, negate = false): Value {
   if (kind === 'Float') {
     const value = (negate ? -1 : 1) * (node.value as number);
     const shown = Number.isInteger(value) ? value.toFixed(1) : String(value);
-    if (context !== 'f32') return fail(node, `uses the float literal ${shown} where AssemblyScript computes in f64 (WGSL has no f64): give it an f32 context, as <f32>${shown}`);
+    if (context !== 'f32')
+      return fail(
+        node,
+        `uses the float literal ${shown} where AssemblyScript computes in f64 (WGSL has no f64): give it an f32 context, as <f32>${shown}`,
+      );
     if (!Number.isFinite(Math.fround(value))) return fail(node, `uses the literal ${value}, which f32 cannot hold`);
     return { code: f32Literal(value), type: 'f32', literal: node };
   }
-  if (kind !== 'Integer') return fail(node, `uses a ${String(kind).toLowerCase()} literal (kernels on WebGPU have no strings, arrays or objects)`);
+  if (kind !== 'Integer')
+    return fail(
+      node,
+      `uses a ${String(kind).toLowerCase()} literal (kernels on WebGPU have no strings, arrays or objects)`,
+    );
   const big = BigInt(node.value as string) * (negate ? -1n : 1n);
   const tagged = { literal: negate ? { ...node, value: String(big) } : node };
   if (context === 'f32') return { code: f32Literal(Number(big)), type: 'f32', ...tagged };
-  if (big < -(2n ** 31n) || big >= 2n ** 32n) return fail(node, `uses the literal ${big}, which needs 64 bits (WGSL has no i64)`);
-  if (context === 'u32' || context === 'usize') return { code: `${BigInt.asUintN(32, big)}u`, type: context, ...tagged };
-  if (big >= 2n ** 31n && context !== 'i32') return fail(node, `uses the literal ${big}, which AssemblyScript types i64 here (WGSL has no i64): write <u32>${big}`);
+  if (big < -(2n ** 31n) || big >= 2n ** 32n)
+    return fail(node, `uses the literal ${big}, which needs 64 bits (WGSL has no i64)`);
+  if (context === 'u32' || context === 'usize')
+    return { code: `${BigInt.asUintN(32, big)}u`, type: context, ...tagged };
+  if (big >= 2n ** 31n && context !== 'i32')
+    return fail(
+      node,
+      `uses the literal ${big}, which AssemblyScript types i64 here (WGSL has no i64): write <u32>${big}`,
+    );
   const n = Number(BigInt.asIntN(32, big));
   return { code: n === -(2 ** 31) ? 'i32(-2147483648)' : n < 0 ? `(${n}i)` : `${n}i`, type: 'i32', ...tagged };
 }

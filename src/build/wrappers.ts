@@ -83,7 +83,11 @@ export async function load(runtime) {
  */
 export function wrapperTypes(manifest: Manifest): string {
   const members = kernelsOf(manifest).map((entry) => {
-    const params = ['device: Device', 'grid: Grid', ...parameterNames(entry).map((name, i) => `${name}: ${TS_TYPE[entry.params[i]!.type]}`)];
+    const params = [
+      'device: Device',
+      'grid: Grid',
+      ...parameterNames(entry).map((name, i) => `${name}: ${TS_TYPE[entry.params[i]!.type]}`),
+    ];
     const signature = `${entry.name}(${entry.params.map((p) => `${p.name}: ${p.type}`).join(', ')})`;
     return `  /** Launches \`${signature}\`. */
   ${memberName(entry.name)}(${params.join(', ')}): Promise<void>;`;

@@ -12,7 +12,14 @@ import type { Device } from '../api/device.js';
 import { Offload, type Runtime } from '../api/runtime.js';
 import type { ProblemSize } from '../apps/proxy-apps.js';
 import { generateRsbench, RSBENCH, rsbenchKernelsSource, runRsbench } from '../apps/rsbench.js';
-import { generateXsbench, runXsbench, XSBENCH, xsbenchBytes, xsbenchKernelsSource, type XsGrid } from '../apps/xsbench.js';
+import {
+  generateXsbench,
+  runXsbench,
+  XSBENCH,
+  xsbenchBytes,
+  xsbenchKernelsSource,
+  type XsGrid,
+} from '../apps/xsbench.js';
 import { errors } from '../errors.js';
 import { formatDuration, table, usageError } from './format.js';
 import { formatBytes } from '../units.js';
@@ -48,7 +55,10 @@ function pickDevices(runtime: Runtime, spec: string): Device[] {
   if (spec === 'local') return runtime.devices.filter((d) => d.info.location === 'local');
   if (spec === 'remote') return runtime.devices.filter((d) => d.info.location !== 'local');
   return spec.split(',').map((id) => {
-    if (!/^\d+$/.test(id)) throw errors.invalidArgument(`--devices: '${id}' is not a device id (expected all, local, remote or ids like 0,2)`);
+    if (!/^\d+$/.test(id))
+      throw errors.invalidArgument(
+        `--devices: '${id}' is not a device id (expected all, local, remote or ids like 0,2)`,
+      );
     return runtime.device(Number(id));
   });
 }
@@ -61,7 +71,9 @@ function checkFits(devices: readonly Device[], size: ProblemSize, grid: XsGrid):
   const need = xsbenchBytes(size, grid);
   const small = devices.filter((device) => device.info.memoryBytes < need);
   if (small.length === 0) return;
-  const named = small.map((device) => `device ${device.id} ${device.info.name} has ${formatBytes(device.info.memoryBytes)}`).join(', ');
+  const named = small
+    .map((device) => `device ${device.id} ${device.info.name} has ${formatBytes(device.info.memoryBytes)}`)
+    .join(', ');
   const hash = grid === 'unionized' ? `; --grid hash needs ${formatBytes(xsbenchBytes(size, 'hash'))}` : '';
   throw errors.outOfMemory(
     `xsbench --size ${size} --grid ${grid} needs ${formatBytes(need)} on every device it runs on (each holds all the data), and ${named}: ` +
@@ -84,7 +96,11 @@ function runPeers(app: string, args: string[], threads: number, ours: number, ch
   const header = ['  implementation', 'lookups/s', 'offload-ts / it', 'checksum'];
   const rows = [['  offload-ts', Math.round(ours).toLocaleString('en-US'), '1.00', String(checksum)]];
   for (const [variant, label, env] of [
-    ['offload', 'LLVM 16 OpenMP offload (libomptarget x86_64 plugin)', { LD_LIBRARY_PATH: '/usr/lib/llvm-16/lib', OMP_TARGET_OFFLOAD: 'MANDATORY' }],
+    [
+      'offload',
+      'LLVM 16 OpenMP offload (libomptarget x86_64 plugin)',
+      { LD_LIBRARY_PATH: '/usr/lib/llvm-16/lib', OMP_TARGET_OFFLOAD: 'MANDATORY' },
+    ],
     ['host', 'gcc -O3 OpenMP host loop', {}],
   ] as const) {
     const binary = path.join(PEERS_DIR, `${app}_${variant}`);
@@ -92,14 +108,22 @@ function runPeers(app: string, args: string[], threads: number, ours: number, ch
       console.log(`peer     ${binary} is missing: build the peers with bench/peers/build.sh`);
       continue;
     }
-    const run = spawnSync(binary, args, { encoding: 'utf8', env: { ...process.env, ...env, OMP_NUM_THREADS: String(threads) } });
+    const run = spawnSync(binary, args, {
+      encoding: 'utf8',
+      env: { ...process.env, ...env, OMP_NUM_THREADS: String(threads) },
+    });
     const line = run.stdout.split('\n').find((l) => l.startsWith('{'));
     if (!line) {
       console.log(`peer     ${binary} failed: ${run.stderr.trim() || `status ${run.status}`}`);
       continue;
     }
     const peer = JSON.parse(line) as PeerResult;
-    rows.push([`  ${label}, ${peer.threads} threads`, Math.round(peer.lookups_per_s).toLocaleString('en-US'), (ours / peer.lookups_per_s).toFixed(2), `${peer.checksum}${peer.checksum === checksum ? '' : ' (differs!)'}`]);
+    rows.push([
+      `  ${label}, ${peer.threads} threads`,
+      Math.round(peer.lookups_per_s).toLocaleString('en-US'),
+      (ours / peer.lookups_per_s).toFixed(2),
+      `${peer.checksum}${peer.checksum === checksum ? '' : ' (differs!)'}`,
+    ]);
   }
   console.log('');
   for (const line of table([header, ...rows])) console.log(line);
@@ -127,20 +151,30 @@ export async function run(args: string[]): Promise<number> {
   }
   const app = positionals[0];
   if (positionals.length !== 1 || (app !== 'xsbench' && app !== 'rsbench')) {
-    return usageError('bench', `expected the app to run: xsbench or rsbench${positionals.length ? `, got '${positionals.join(' ')}'` : ''}`);
+    return usageError(
+      'bench',
+      `expected the app to run: xsbench or rsbench${positionals.length ? `, got '${positionals.join(' ')}'` : ''}`,
+    );
   }
-  if (values.size !== 'small' && values.size !== 'large') return usageError('bench', `--size must be small or large, got '${values.size}'`);
-  if (values.grid !== 'unionized' && values.grid !== 'hash') return usageError('bench', `--grid must be unionized or hash, got '${values.grid}'`);
-  const lookups = values.lookups === undefined ? (app === 'xsbench' ? XSBENCH.lookups : RSBENCH.lookups) : Number(values.lookups);
-  if (!/^\d+$/.test(values.lookups ?? '1') || lookups < 1 || lookups > 2 ** 31 - 1) return usageError('bench', `--lookups must be a positive integer, got '${values.lookups}'`);
+  if (values.size !== 'small' && values.size !== 'large')
+    return usageError('bench', `--size must be small or large, got '${values.size}'`);
+  if (values.grid !== 'unionized' && values.grid !== 'hash')
+    return usageError('bench', `--grid must be unionized or hash, got '${values.grid}'`);
+  const lookups =
+    values.lookups === undefined ? (app === 'xsbench' ? XSBENCH.lookups : RSBENCH.lookups) : Number(values.lookups);
+  if (!/^\d+$/.test(values.lookups ?? '1') || lookups < 1 || lookups > 2 ** 31 - 1)
+    return usageError('bench', `--lookups must be a positive integer, got '${values.lookups}'`);
   const proxyCount = values.proxies === undefined ? 0 : Number(values.proxies);
-  if (!/^\d+$/.test(values.proxies ?? '0') || proxyCount > 16) return usageError('bench', `--proxies must be a number from 0 to 16, got '${values.proxies}'`);
+  if (!/^\d+$/.test(values.proxies ?? '0') || proxyCount > 16)
+    return usageError('bench', `--proxies must be a number from 0 to 16, got '${values.proxies}'`);
   if (values.mpi !== undefined) {
     const ranks = Number(values.mpi);
-    if (!/^\d+$/.test(values.mpi) || ranks < 1 || ranks > 64) return usageError('bench', `--mpi must be a number of proxy ranks from 1 to 64, got '${values.mpi}'`);
+    if (!/^\d+$/.test(values.mpi) || ranks < 1 || ranks > 64)
+      return usageError('bench', `--mpi must be a number of proxy ranks from 1 to 64, got '${values.mpi}'`);
     // This same command again, as the application rank of the job (without --mpi).
     const at = args.indexOf('--mpi');
-    const rest = at >= 0 ? [...args.slice(0, at), ...args.slice(at + 2)] : args.filter((arg) => !arg.startsWith('--mpi='));
+    const rest =
+      at >= 0 ? [...args.slice(0, at), ...args.slice(at + 2)] : args.filter((arg) => !arg.startsWith('--mpi='));
     return mpiJob(ranks, [process.argv[1]!, 'bench', ...rest]);
   }
   const size = values.size;
@@ -148,11 +182,16 @@ export async function run(args: string[]): Promise<number> {
 
   const json = values.json === true;
   const say = json ? () => {} : (line: string) => console.log(line);
-  const bundle = await cachedBundle(app === 'xsbench' ? xsbenchKernelsSource() : rsbenchKernelsSource(), { label: `offload-${app}`, name: app });
+  const bundle = await cachedBundle(app === 'xsbench' ? xsbenchKernelsSource() : rsbenchKernelsSource(), {
+    label: `offload-${app}`,
+    name: app,
+  });
 
   const local = await startLocalProxies(proxyCount, { announce: !json });
   try {
-    const runtime = await Offload.init(local && { proxies: local.proxies.map((proxy) => proxy.address), token: local.token });
+    const runtime = await Offload.init(
+      local && { proxies: local.proxies.map((proxy) => proxy.address), token: local.token },
+    );
     try {
       const devices = pickDevices(runtime, values.devices);
       // Before the data is made (tens of seconds for a large run): every device holds all of it.
@@ -163,26 +202,63 @@ export async function run(args: string[]): Promise<number> {
       making?.done();
       const rsData = app === 'rsbench' ? generateRsbench(size) : undefined;
       const what = app === 'xsbench' ? `${size}, ${grid} grid` : `${size}, Doppler on`;
-      say(`${app}  ${what}, ${lookups.toLocaleString('en-US')} lookups; data generated in ${formatDuration(performance.now() - initStart)}`);
+      say(
+        `${app}  ${what}, ${lookups.toLocaleString('en-US')} lookups; data generated in ${formatDuration(performance.now() - initStart)}`,
+      );
       const bar = progressBar('lookups');
-      const result = await (xsData
-        ? runXsbench(runtime, devices, xsData, { bundle: bundle.path, lookups, progress: (f) => bar.update(f) })
-        : runRsbench(runtime, devices, { size, lookups, kernelsBundle: bundle.path, data: rsData })
+      const result = await (
+        xsData
+          ? runXsbench(runtime, devices, xsData, { bundle: bundle.path, lookups, progress: (f) => bar.update(f) })
+          : runRsbench(runtime, devices, { size, lookups, kernelsBundle: bundle.path, data: rsData })
       ).finally(() => bar.done());
-      const verdict = result.valid === undefined ? 'no published value for this lookup count' : result.valid ? 'VALID' : 'INVALID';
+      const verdict =
+        result.valid === undefined ? 'no published value for this lookup count' : result.valid ? 'VALID' : 'INVALID';
       if (json) {
-        const devicesOut = devices.map((device, i) => ({ id: device.id, name: device.info.name, lookups: result.perDevice[i]! }));
-        const report = { app, size, grid: app === 'xsbench' ? grid : undefined, lookups, devices: devicesOut, transferMs: result.transferSeconds * 1000, lookupMs: result.lookupSeconds * 1000 };
-        console.log(JSON.stringify({ ...report, lookupsPerSecond: result.lookupsPerSecond, checksum: result.checksum, valid: result.valid ?? null }, null, 2));
+        const devicesOut = devices.map((device, i) => ({
+          id: device.id,
+          name: device.info.name,
+          lookups: result.perDevice[i]!,
+        }));
+        const report = {
+          app,
+          size,
+          grid: app === 'xsbench' ? grid : undefined,
+          lookups,
+          devices: devicesOut,
+          transferMs: result.transferSeconds * 1000,
+          lookupMs: result.lookupSeconds * 1000,
+        };
+        console.log(
+          JSON.stringify(
+            {
+              ...report,
+              lookupsPerSecond: result.lookupsPerSecond,
+              checksum: result.checksum,
+              valid: result.valid ?? null,
+            },
+            null,
+            2,
+          ),
+        );
         return result.valid === false ? 1 : 0;
       }
-      const rows = devices.map((device, i) => [`  device ${device.id}`, device.info.name, `${result.perDevice[i]!.toLocaleString('en-US')} lookups`]);
+      const rows = devices.map((device, i) => [
+        `  device ${device.id}`,
+        device.info.name,
+        `${result.perDevice[i]!.toLocaleString('en-US')} lookups`,
+      ]);
       for (const line of table(rows)) console.log(line);
-      console.log(`transfer ${formatDuration(result.transferSeconds * 1000)} (moving the data to ${devices.length} device${devices.length === 1 ? '' : 's'})`);
-      console.log(`lookups  ${formatDuration(result.lookupSeconds * 1000)}: ${Math.round(result.lookupsPerSecond).toLocaleString('en-US')} lookups/s`);
+      console.log(
+        `transfer ${formatDuration(result.transferSeconds * 1000)} (moving the data to ${devices.length} device${devices.length === 1 ? '' : 's'})`,
+      );
+      console.log(
+        `lookups  ${formatDuration(result.lookupSeconds * 1000)}: ${Math.round(result.lookupsPerSecond).toLocaleString('en-US')} lookups/s`,
+      );
       console.log(`checksum ${result.checksum}: ${verdict}`);
       if (values.peers) {
-        const threads = devices.filter((d) => d.info.location === 'local').reduce((sum, d) => sum + d.info.computeUnits, 0) || devices[0]!.info.computeUnits;
+        const threads =
+          devices.filter((d) => d.info.location === 'local').reduce((sum, d) => sum + d.info.computeUnits, 0) ||
+          devices[0]!.info.computeUnits;
         const peerArgs = app === 'xsbench' ? [String(lookups), grid, size] : [String(lookups), size];
         runPeers(app, peerArgs, threads, result.lookupsPerSecond, result.checksum);
       }

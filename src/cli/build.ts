@@ -53,17 +53,24 @@ export async function run(args: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  if (positionals.length === 0) return usageError('build', 'no kernel sources given (expected .ts files and at most one .wgsl file)');
-  if (values.output === undefined) return usageError('build', 'the output path is required: -o <out> (writes <out>.offload)');
+  if (positionals.length === 0)
+    return usageError('build', 'no kernel sources given (expected .ts files and at most one .wgsl file)');
+  if (values.output === undefined)
+    return usageError('build', 'the output path is required: -o <out> (writes <out>.offload)');
   let staticBase: number | undefined;
   if (values['static-base'] !== undefined) {
     // Number() reads both decimal and 0x-prefixed hex; the range is buildBundle's to check.
     staticBase = values['static-base'].trim() === '' ? NaN : Number(values['static-base']);
-    if (!Number.isSafeInteger(staticBase)) return usageError('build', `--static-base must be an address (decimal or 0x hex), got '${values['static-base']}'`);
+    if (!Number.isSafeInteger(staticBase))
+      return usageError(
+        'build',
+        `--static-base must be an address (decimal or 0x hex), got '${values['static-base']}'`,
+      );
   }
 
   const wgsl = values.wgsl ?? 'auto';
-  if (wgsl !== 'auto' && wgsl !== 'require' && wgsl !== 'off') return usageError('build', `--wgsl must be auto, require or off, got '${wgsl}'`);
+  if (wgsl !== 'auto' && wgsl !== 'require' && wgsl !== 'off')
+    return usageError('build', `--wgsl must be auto, require or off, got '${wgsl}'`);
 
   const started = performance.now();
   const result = await buildBundle({
@@ -78,18 +85,26 @@ export async function run(args: string[]): Promise<number> {
   const elapsed = performance.now() - started;
 
   const { manifest } = result;
-  console.log(`wrote ${result.path} (${formatBytes(result.bundle.length)}, bundle '${manifest.name}') in ${formatDuration(elapsed)}`);
+  console.log(
+    `wrote ${result.path} (${formatBytes(result.bundle.length)}, bundle '${manifest.name}') in ${formatDuration(elapsed)}`,
+  );
   console.log(`wrote ${result.wrappers.js}, ${result.wrappers.dts} (typed wrappers)`);
   for (const image of manifest.images) {
     if (image.format === 'wgsl') {
-      console.log(`  image    ${image.triple}, ${formatBytes(image.size)}, ${image.kernels?.length ?? 0} kernels from ${image.source}`);
+      console.log(
+        `  image    ${image.triple}, ${formatBytes(image.size)}, ${image.kernels?.length ?? 0} kernels from ${image.source}`,
+      );
       continue;
     }
     const end = image.staticBase + image.staticSize;
-    const data = image.staticSize === 0 ? `none (base ${hex(image.staticBase)})` : `[${hex(image.staticBase)}, ${hex(end)}), ${formatBytes(image.staticSize)}`;
+    const data =
+      image.staticSize === 0
+        ? `none (base ${hex(image.staticBase)})`
+        : `[${hex(image.staticBase)}, ${hex(end)}), ${formatBytes(image.staticSize)}`;
     console.log(`  image    ${image.triple}, ${formatBytes(image.size)}, static data ${data}`);
   }
-  for (const entry of manifest.entries.filter((e) => e.kind === 'kernel')) console.log(`  kernel   ${formatSignature(entry)}`);
+  for (const entry of manifest.entries.filter((e) => e.kind === 'kernel'))
+    console.log(`  kernel   ${formatSignature(entry)}`);
   for (const note of result.notes) console.error(`note: ${formatNote(note)}`);
   return 0;
 }

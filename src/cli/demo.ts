@@ -69,7 +69,12 @@ interface Outcome {
 export async function run(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { size: { type: 'string' }, proxies: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      size: { type: 'string' },
+      proxies: { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
   });
   if (values.help) {
     console.log(HELP);
@@ -93,14 +98,19 @@ export async function run(args: string[]): Promise<number> {
 
   const local = await startLocalProxies(proxyCount, { announce: !json });
   try {
-    const runtime = await Offload.init(local && { proxies: local.proxies.map((proxy) => proxy.address), token: local.token });
+    const runtime = await Offload.init(
+      local && { proxies: local.proxies.map((proxy) => proxy.address), token: local.token },
+    );
     try {
       const library = await runtime.register(bundle.path);
       const outcomes: (Outcome & { device: Device })[] = [];
       const skipped: string[] = [];
       for (const device of runtime.devices) {
         const gpu = device.info.kind === 'gpu';
-        const grid = { teams: gpu ? Math.min(device.info.maxTeams, Math.ceil(size / GPU_THREADS)) : 4 * device.info.computeUnits, threads: gpu ? GPU_THREADS : 1 };
+        const grid = {
+          teams: gpu ? Math.min(device.info.maxTeams, Math.ceil(size / GPU_THREADS)) : 4 * device.info.computeUnits,
+          threads: gpu ? GPU_THREADS : 1,
+        };
         for (const [name, run] of [
           ['saxpy', saxpy],
           ['dot_partial', dot],
@@ -118,10 +128,22 @@ export async function run(args: string[]): Promise<number> {
 
       const failed = outcomes.filter((o) => o.mismatch !== undefined).length;
       if (json) {
-        const results = outcomes.map(({ device, ...o }) => ({ ...o, device: device.id, deviceName: device.info.name, ok: o.mismatch === undefined, mismatch: o.mismatch ?? null }));
+        const results = outcomes.map(({ device, ...o }) => ({
+          ...o,
+          device: device.id,
+          deviceName: device.info.name,
+          ok: o.mismatch === undefined,
+          mismatch: o.mismatch ?? null,
+        }));
         const kernels = { sources: shown, bundle: bundle.path, compileMs: bundle.compileMs ?? null };
         const proxies = local?.proxies.map((proxy) => proxy.address) ?? [];
-        console.log(JSON.stringify({ kernels, proxies, results, skipped, ok: failed === 0, totalMs: performance.now() - started }, null, 2));
+        console.log(
+          JSON.stringify(
+            { kernels, proxies, results, skipped, ok: failed === 0, totalMs: performance.now() - started },
+            null,
+            2,
+          ),
+        );
         return failed === 0 ? 0 : 1;
       }
       const header = ['kernel', 'device', 'grid', 'problem', 'launch', 'round trip', 'result'];
@@ -132,7 +154,9 @@ export async function run(args: string[]): Promise<number> {
         o.problem,
         formatDuration(o.launchMs),
         formatDuration(o.roundTripMs),
-        o.mismatch === undefined ? 'checked: OK' : `checked: MISMATCH at ${o.mismatch.index} (${o.mismatch.got}, ${o.mismatch.expected})`,
+        o.mismatch === undefined
+          ? 'checked: OK'
+          : `checked: MISMATCH at ${o.mismatch.index} (${o.mismatch.got}, ${o.mismatch.expected})`,
       ]);
       console.log('');
       for (const line of table([header, ...rows])) console.log(line);
@@ -140,8 +164,14 @@ export async function run(args: string[]): Promise<number> {
       console.log('');
 
       const total = formatDuration(performance.now() - started);
-      const devices = runtime.devices.length === 1 ? `device ${runtime.devices[0]!.id} ${runtime.devices[0]!.info.name}` : `${runtime.devices.length} devices`;
-      const verdict = failed === 0 ? `all ${outcomes.length} kernels checked OK` : `${failed} of ${outcomes.length} kernels MISMATCHED`;
+      const devices =
+        runtime.devices.length === 1
+          ? `device ${runtime.devices[0]!.id} ${runtime.devices[0]!.info.name}`
+          : `${runtime.devices.length} devices`;
+      const verdict =
+        failed === 0
+          ? `all ${outcomes.length} kernels checked OK`
+          : `${failed} of ${outcomes.length} kernels MISMATCHED`;
       console.log(`${verdict} on ${devices}; ${total} in all`);
       return failed === 0 ? 0 : 1;
     } finally {
@@ -151,8 +181,6 @@ export async function run(args: string[]): Promise<number> {
     await local?.stop();
   }
 }
-
-
 
 /**
  * Times one round trip on a fresh queue: the writes, then the launch alone (from enqueue to its
@@ -218,14 +246,27 @@ async function transpose(device: Device, kernel: Kernel): Promise<Outcome> {
   const times = await roundTrip(
     device,
     (q) => q.write(inBuf, input),
-    (q) => q.launch(kernel, { teams, threads: [tile, tile], teamMemoryBytes: tile * (tile + 1) * 4 }, [width, height, inBuf, outBuf]),
+    (q) =>
+      q.launch(kernel, { teams, threads: [tile, tile], teamMemoryBytes: tile * (tile + 1) * 4 }, [
+        width,
+        height,
+        inBuf,
+        outBuf,
+      ]),
     (q) => q.read(outBuf, result),
   );
   await freeAll([inBuf, outBuf]);
   const expected = new Float32Array(width * height);
   for (let y = 0; y < height; y++) for (let x = 0; x < width; x++) expected[x * height + y] = input[y * width + x]!;
   const problem = `${width} x ${height} f32, ${teams.join(' x ')} teams of ${tile} x ${tile}`;
-  return { kernel: 'transpose', problem, teams: teams[0] * teams[1], threads: tile * tile, ...times, mismatch: firstMismatch(result, expected, 0) };
+  return {
+    kernel: 'transpose',
+    problem,
+    teams: teams[0] * teams[1],
+    threads: tile * tile,
+    ...times,
+    mismatch: firstMismatch(result, expected, 0),
+  };
 }
 
 async function saxpy(device: Device, kernel: Kernel, n: number, grid: Grid): Promise<Outcome> {
@@ -247,7 +288,13 @@ async function saxpy(device: Device, kernel: Kernel, n: number, grid: Grid): Pro
 
   const expected = new Float32Array(n);
   for (let i = 0; i < n; i++) expected[i] = a * x[i]! + y[i]!;
-  return { kernel: 'saxpy', problem: `n = ${n}, f32`, ...grid, ...times, mismatch: firstMismatch(result, expected, F32_TOLERANCE) };
+  return {
+    kernel: 'saxpy',
+    problem: `n = ${n}, f32`,
+    ...grid,
+    ...times,
+    mismatch: firstMismatch(result, expected, F32_TOLERANCE),
+  };
 }
 
 /** dot_partial leaves one f32 partial per thread of each team; the host adds them. Checked: each partial, then the sum. */
@@ -280,7 +327,13 @@ async function dot(device: Device, kernel: Kernel, n: number, grid: Grid): Promi
     expected[at] = Math.fround(expected[at]! + Math.fround(x[i]! * y[i]!));
   }
   expected[teams * threads] = expected.reduce((sum, p) => sum + p, 0);
-  return { kernel: 'dot_partial', problem: `n = ${n}, f32`, ...grid, ...times, mismatch: firstMismatch(got, expected, SUM_TOLERANCE) };
+  return {
+    kernel: 'dot_partial',
+    problem: `n = ${n}, f32`,
+    ...grid,
+    ...times,
+    mismatch: firstMismatch(got, expected, SUM_TOLERANCE),
+  };
 }
 
 async function mandelbrot(device: Device, kernel: Kernel, _n: number, grid: Grid): Promise<Outcome> {
@@ -318,5 +371,11 @@ async function mandelbrot(device: Device, kernel: Kernel, _n: number, grid: Grid
   // add (WGSL allows it): up to 1% of the pixels may differ there.
   const differing = counts.filter((count, i) => count !== expected[i]).length;
   const mismatch = differing <= counts.length * MANDELBROT_DIFFERING ? undefined : firstMismatch(counts, expected, 0);
-  return { kernel: 'mandelbrot', problem: `${width} x ${height}, ${maxIter} iterations, f32`, ...grid, ...times, mismatch };
+  return {
+    kernel: 'mandelbrot',
+    problem: `${width} x ${height}, ${maxIter} iterations, f32`,
+    ...grid,
+    ...times,
+    mismatch,
+  };
 }

@@ -51,7 +51,8 @@ export async function run(args: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const proxies = values.proxies === undefined ? undefined : values.proxies.split(',').filter((address) => address !== '');
+  const proxies =
+    values.proxies === undefined ? undefined : values.proxies.split(',').filter((address) => address !== '');
   const runtime = await Offload.init({ proxies, token: await readToken(values['token-file']) });
   try {
     const infos = runtime.devices.map((device) => ({ id: device.id, ...device.info }));

@@ -8,7 +8,9 @@ export const USAGE_EXIT = 2;
 export function table(rows: readonly (readonly string[])[], gap = 2): string[] {
   const widths: number[] = [];
   for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]! + gap))).join(''));
+  return rows.map((row) =>
+    row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]! + gap))).join(''),
+  );
 }
 
 /** Milliseconds with three significant digits in a fitting unit, e.g. `850 µs`, `12.3 ms`, `2.31 s`. */

@@ -74,7 +74,14 @@ try {
 /** The application's tsconfig.json (written only where there is none): src/ to dist/. */
 export const APP_TSCONFIG = `${JSON.stringify(
   {
-    compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, rootDir: 'src', outDir: 'dist' },
+    compilerOptions: {
+      target: 'ES2022',
+      module: 'NodeNext',
+      moduleResolution: 'NodeNext',
+      strict: true,
+      rootDir: 'src',
+      outDir: 'dist',
+    },
     include: ['src'],
   },
   null,

@@ -4,7 +4,15 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { errors } from '../errors.js';
-import { APP_TSCONFIG, EXAMPLE_APP, EXAMPLE_KERNEL, KERNEL_FILE, KERNELS_DIR, KERNELS_TSCONFIG, SCRIPTS } from './init-files.js';
+import {
+  APP_TSCONFIG,
+  EXAMPLE_APP,
+  EXAMPLE_KERNEL,
+  KERNEL_FILE,
+  KERNELS_DIR,
+  KERNELS_TSCONFIG,
+  SCRIPTS,
+} from './init-files.js';
 
 export const summary = 'Set a project up for kernels: a kernels folder, an example, npm scripts';
 
@@ -24,7 +32,11 @@ Options:
   -h, --help  Show this help`;
 
 export async function run(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' } } });
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { help: { type: 'boolean', short: 'h' } },
+  });
   if (values.help) {
     console.log(HELP);
     return 0;
@@ -52,25 +64,36 @@ export async function run(args: string[]): Promise<number> {
 }
 
 async function addScripts(file: string, name: string): Promise<void> {
-  let manifest: Record<string, unknown> = { name: name.toLowerCase().replace(/[^a-z0-9._-]/g, '-'), private: true, type: 'module' };
+  let manifest: Record<string, unknown> = {
+    name: name.toLowerCase().replace(/[^a-z0-9._-]/g, '-'),
+    private: true,
+    type: 'module',
+  };
   if (existsSync(file)) {
     try {
       manifest = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
     } catch (error) {
-      throw errors.invalidArgument(`offload init: package.json is not valid JSON (${(error as Error).message}); fix it and run init again`);
+      throw errors.invalidArgument(
+        `offload init: package.json is not valid JSON (${(error as Error).message}); fix it and run init again`,
+      );
     }
   }
   const scripts = (manifest.scripts ??= {}) as Record<string, string>;
   const added = Object.entries(SCRIPTS).filter(([script]) => scripts[script] === undefined);
   for (const [script, command] of added) scripts[script] = command;
   await writeFile(file, `${JSON.stringify(manifest, null, 2)}\n`);
-  console.log(`scripts  ${added.length > 0 ? added.map(([script]) => script).join(', ') : 'none added'} in package.json`);
-  if (manifest.type !== 'module') console.log("note     package.json has no \"type\": \"module\"; src/main.ts uses top-level await, which needs it");
+  console.log(
+    `scripts  ${added.length > 0 ? added.map(([script]) => script).join(', ') : 'none added'} in package.json`,
+  );
+  if (manifest.type !== 'module')
+    console.log('note     package.json has no "type": "module"; src/main.ts uses top-level await, which needs it');
 }
 
 /** A tsconfig without include/files takes every .ts file, kernels/ too: say how to keep them apart. */
 async function warnIfAppSeesKernels(file: string): Promise<void> {
   const text = await readFile(file, 'utf8').catch(() => ''); // unreadable: the note is as useful
   if (/"(include|files)"\s*:/.test(text)) return;
-  console.log(`note     tsconfig.json has no "include": it also checks ${KERNELS_DIR}/, which only AssemblyScript can; add "exclude": ["${KERNELS_DIR}"]`);
+  console.log(
+    `note     tsconfig.json has no "include": it also checks ${KERNELS_DIR}/, which only AssemblyScript can; add "exclude": ["${KERNELS_DIR}"]`,
+  );
 }

@@ -23,7 +23,11 @@ const BUILD_TOOL = fileURLToPath(new URL('../build/', import.meta.url));
  * where there is no home. Not the temporary directory by default: that is shared with every
  * user and emptied at reboot.
  */
-export function userCacheDir(env: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform, home: string = os.homedir()): string {
+export function userCacheDir(
+  env: NodeJS.ProcessEnv = process.env,
+  platform: NodeJS.Platform = process.platform,
+  home: string = os.homedir(),
+): string {
   if (env.OFFLOAD_CACHE_DIR) return path.resolve(env.OFFLOAD_CACHE_DIR);
   if (platform === 'win32' && env.LOCALAPPDATA) return path.join(env.LOCALAPPDATA, 'offload-ts', 'Cache');
   if (!home) return path.join(os.tmpdir(), 'offload-ts-cache');
@@ -43,7 +47,10 @@ export interface CacheOptions {
 }
 
 /** The bundle of `sources`; `compileMs` is set when it was compiled now. */
-export async function cachedBundle(sources: string | readonly string[], options: CacheOptions): Promise<{ path: string; compileMs?: number }> {
+export async function cachedBundle(
+  sources: string | readonly string[],
+  options: CacheOptions,
+): Promise<{ path: string; compileMs?: number }> {
   const list = typeof sources === 'string' ? [sources] : [...sources];
   const tool = (await readdir(BUILD_TOOL)).sort().map((file) => path.join(BUILD_TOOL, file));
   const hash = createHash('sha256');
@@ -56,7 +63,11 @@ export async function cachedBundle(sources: string | readonly string[], options:
   await mkdir(dir, { recursive: true });
   const started = performance.now();
   // Built under a private name and renamed, so a concurrent run never reads a partial file.
-  const built = await buildBundle({ sources: list, output: path.join(dir, `${key}-${process.pid}`), name: options.name ?? key });
+  const built = await buildBundle({
+    sources: list,
+    output: path.join(dir, `${key}-${process.pid}`),
+    name: options.name ?? key,
+  });
   await rename(built.path, bundlePath);
   // Callers launch through the API, not the typed wrappers buildBundle writes beside the bundle.
   await Promise.all([rm(built.wrappers.js, { force: true }), rm(built.wrappers.dts, { force: true })]);

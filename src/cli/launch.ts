@@ -39,7 +39,10 @@ export async function run(args: string[]): Promise<number> {
   const normalized = args.map((arg) => (arg === '-np' ? '--np' : arg));
   const appAt = normalized.findIndex((arg, i) => !arg.startsWith('-') && normalized[i - 1] !== '--np');
   const own = appAt < 0 ? normalized : normalized.slice(0, appAt);
-  const { values } = parseArgs({ args: own, options: { np: { type: 'string' }, mpi: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
+  const { values } = parseArgs({
+    args: own,
+    options: { np: { type: 'string' }, mpi: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+  });
   if (values.help) {
     console.log(HELP);
     return 0;
@@ -85,7 +88,10 @@ export async function run(args: string[]): Promise<number> {
  * project has tsx, else Node's own type stripping where this Node has it; none for JavaScript
  * or when this command already runs with a loader. A string says why it cannot run.
  */
-export async function typeScriptLoader(app: string, execArgv: readonly string[] = process.execArgv): Promise<string[] | string> {
+export async function typeScriptLoader(
+  app: string,
+  execArgv: readonly string[] = process.execArgv,
+): Promise<string[] | string> {
   if (!/\.[cm]?ts$/.test(app)) return [];
   if (execArgv.some((arg) => /^--(import|loader|experimental-loader|experimental-strip-types)\b/.test(arg))) return [];
   const absolute = path.resolve(app);
@@ -93,7 +99,11 @@ export async function typeScriptLoader(app: string, execArgv: readonly string[] 
     const manifestPath = createRequire(absolute).resolve('tsx/package.json');
     const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as { exports?: Record<string, unknown> };
     const entry = manifest.exports?.['.'];
-    const file = typeof entry === 'string' ? entry : ((entry as Record<string, unknown> | undefined)?.import ?? (entry as Record<string, unknown> | undefined)?.default);
+    const file =
+      typeof entry === 'string'
+        ? entry
+        : ((entry as Record<string, unknown> | undefined)?.import ??
+          (entry as Record<string, unknown> | undefined)?.default);
     if (typeof file === 'string') return ['--import', pathToFileURL(path.join(path.dirname(manifestPath), file)).href];
   } catch {
     // No tsx in the program's project: Node's own type stripping, if it has it.
@@ -113,7 +123,21 @@ export function mpiJob(count: number, program: string[]): Promise<number> {
   const node = [process.execPath, ...process.execArgv];
   // --enable-recovery: a rank that dies does not end the job; the program gets DEVICE_LOST for
   // that rank's devices (see MpiHub's liveness) and goes on with the others.
-  const args = ['--oversubscribe', '--enable-recovery', '-np', String(count), ...node, process.argv[1]!, 'proxy', '--mpi', ':', '-np', '1', ...node, ...program];
+  const args = [
+    '--oversubscribe',
+    '--enable-recovery',
+    '-np',
+    String(count),
+    ...node,
+    process.argv[1]!,
+    'proxy',
+    '--mpi',
+    ':',
+    '-np',
+    '1',
+    ...node,
+    ...program,
+  ];
   // mpirun refuses root unless told; containers and CI often run as root.
   const env = { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' };
   return new Promise((resolve) => {

@@ -19,7 +19,10 @@ export interface LocalProxyOptions {
   announce?: boolean;
 }
 
-export async function startLocalProxies(count: number, options: LocalProxyOptions = {}): Promise<LocalProxies | undefined> {
+export async function startLocalProxies(
+  count: number,
+  options: LocalProxyOptions = {},
+): Promise<LocalProxies | undefined> {
   if (count === 0) return undefined;
   const token = randomBytes(24).toString('hex');
   const cli = options.cli ?? [...process.execArgv, process.argv[1]!];
@@ -27,7 +30,14 @@ export async function startLocalProxies(count: number, options: LocalProxyOption
   const started = await Promise.allSettled(
     addresses.map((listen) => {
       const peers = addresses.filter((address) => address !== listen);
-      return spawnProxy({ cli, token, env: options.env, inheritStderr: true, listen, args: peers.length > 0 ? ['--peers', peers.join(',')] : [] });
+      return spawnProxy({
+        cli,
+        token,
+        env: options.env,
+        inheritStderr: true,
+        listen,
+        args: peers.length > 0 ? ['--peers', peers.join(',')] : [],
+      });
     }),
   );
   const proxies = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
@@ -39,6 +49,7 @@ export async function startLocalProxies(count: number, options: LocalProxyOption
     await stop();
     throw failed.reason;
   }
-  if (options.announce !== false) for (const proxy of proxies) console.log(`proxy    ${proxy.address} (a local 'offload proxy' process)`);
+  if (options.announce !== false)
+    for (const proxy of proxies) console.log(`proxy    ${proxy.address} (a local 'offload proxy' process)`);
   return { proxies, token, stop };
 }

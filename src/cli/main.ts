@@ -31,7 +31,10 @@ Run 'offload <command> --help' for the options of a command,
 
 /** The package's version, from its package.json (src/cli and dist/cli sit two levels below it). */
 async function version(): Promise<string> {
-  const manifest = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { name: string; version: string };
+  const manifest = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    name: string;
+    version: string;
+  };
   return `${manifest.name} ${manifest.version}`;
 }
 
@@ -45,7 +48,8 @@ function isParseError(error: unknown): error is Error {
 }
 
 async function dispatch(name: string, args: string[]): Promise<number> {
-  if (!isCommand(name)) return usageError('', `unknown command '${name}' (commands: ${Object.keys(COMMANDS).join(', ')})`);
+  if (!isCommand(name))
+    return usageError('', `unknown command '${name}' (commands: ${Object.keys(COMMANDS).join(', ')})`);
   try {
     return await COMMANDS[name].run(args);
   } catch (error) {

@@ -10,7 +10,11 @@ export interface ProgressBar {
   done(): void;
 }
 
-export function progressBar(label: string, stream: Pick<NodeJS.WriteStream, 'isTTY' | 'write'> = process.stderr, delayMs = 2000): ProgressBar {
+export function progressBar(
+  label: string,
+  stream: Pick<NodeJS.WriteStream, 'isTTY' | 'write'> = process.stderr,
+  delayMs = 2000,
+): ProgressBar {
   const started = performance.now();
   let drawn = false;
   let shown = -1;

@@ -131,8 +131,14 @@ export async function run(args: string[]): Promise<number> {
   if (values.listen === undefined) return usageError('proxy', 'the address is required: --listen <host:port>');
   const token = await readToken(values['token-file']);
   if (token === undefined) return usageError('proxy', 'a token is required: --token-file <file> or OFFLOAD_TOKEN');
-  if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) return usageError('proxy', '--tls-cert and --tls-key go together');
-  const tls = values['tls-cert'] ? { cert: await readPem(values['tls-cert'], 'the certificate file'), key: await readPem(values['tls-key']!, 'the key file') } : undefined;
+  if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined))
+    return usageError('proxy', '--tls-cert and --tls-key go together');
+  const tls = values['tls-cert']
+    ? {
+        cert: await readPem(values['tls-cert'], 'the certificate file'),
+        key: await readPem(values['tls-key']!, 'the key file'),
+      }
+    : undefined;
   const peerTls = values['tls-ca'] ? { ca: await readPem(values['tls-ca'], 'the CA file') } : await tlsFromEnv();
   if (!tls && !isLocalOnly(values.listen)) {
     if (!values.insecure) {
@@ -142,7 +148,9 @@ export async function run(args: string[]): Promise<number> {
           'give --tls-cert and --tls-key, or --insecure to accept that',
       );
     }
-    console.error(`offload proxy: listening on ${values.listen} WITHOUT TLS (--insecure): the token and all data cross the network in clear`);
+    console.error(
+      `offload proxy: listening on ${values.listen} WITHOUT TLS (--insecure): the token and all data cross the network in clear`,
+    );
   }
 
   const server = await ProxyServer.start({ listen: values.listen, token, tls, peerTls, ...limits });
@@ -163,7 +171,9 @@ function announce(server: ProxyServer): void {
   reportOnSignal(server);
   for (const device of server.runtime.devices) {
     const { info } = device;
-    console.log(`serving device ${device.id}: ${info.name} (${info.plugin}, ${info.kind}, ${formatBytes(info.memoryBytes)}, ${info.imageFormats.join('/')})`);
+    console.log(
+      `serving device ${device.id}: ${info.name} (${info.plugin}, ${info.kind}, ${formatBytes(info.memoryBytes)}, ${info.imageFormats.join('/')})`,
+    );
   }
   console.log(`listening on ${server.address}`);
 }

@@ -95,7 +95,11 @@ export function decodeBundle(bytes: Uint8Array): Bundle {
     const end = info.offset + info.size;
     if (end > payload.length) {
       const where = `bytes [${info.offset}, ${end}) of a ${payload.length}-byte payload`;
-      throw invalid(info.offset <= payload.length ? `truncated image ${k}: needs ${where}` : `image ${k} lies outside the payload: ${where}`);
+      throw invalid(
+        info.offset <= payload.length
+          ? `truncated image ${k}: needs ${where}`
+          : `image ${k} lies outside the payload: ${where}`,
+      );
     }
     return { info, bytes: payload.subarray(info.offset, end) };
   });
@@ -113,7 +117,9 @@ export async function readBundleFile(path: string): Promise<Bundle> {
     contents = await readFile(path);
   } catch (cause) {
     if ((cause as NodeJS.ErrnoException).code === 'ENOENT') throw errors.notFound(`bundle file not found: ${path}`);
-    throw new OffloadError('INVALID_ARGUMENT', `cannot read bundle file ${path}: ${(cause as Error).message}`, { cause });
+    throw new OffloadError('INVALID_ARGUMENT', `cannot read bundle file ${path}: ${(cause as Error).message}`, {
+      cause,
+    });
   }
   return decodeBundle(new Uint8Array(contents.buffer, contents.byteOffset, contents.byteLength));
 }
@@ -175,19 +181,28 @@ function parseImage(value: unknown, k: number): ImageInfo {
     if (typeof value.source !== 'string') throw invalid(`missing or invalid field 'source' in ${where}`);
     if (!Array.isArray(value.kernels)) throw invalid(`missing or invalid field 'kernels' in ${where}`);
     info.source = value.source;
-    info.kernels = value.kernels.map((kernel: unknown, i: number) => parseWgslKernel(kernel, `kernel ${i} of ${where}`));
+    info.kernels = value.kernels.map((kernel: unknown, i: number) =>
+      parseWgslKernel(kernel, `kernel ${i} of ${where}`),
+    );
   }
   return info;
 }
 
 function parseWgslKernel(value: unknown, where: string): WgslKernelInfo {
-  if (!isRecord(value) || typeof value.name !== 'string' || value.name === '') throw invalid(`missing or invalid field 'name' in ${where}`);
+  if (!isRecord(value) || typeof value.name !== 'string' || value.name === '')
+    throw invalid(`missing or invalid field 'name' in ${where}`);
   where = `WGSL kernel '${value.name}'`;
   const { workgroupSize, uniform, teamMemory } = value;
   const isCount = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
   const isName = (n: unknown): n is string => typeof n === 'string' && /^[A-Za-z_]\w{0,127}$/.test(n);
   const isSize = (n: unknown) => isName(n) || (isCount(n) && n > 0);
-  if (!(isSize(workgroupSize) || (Array.isArray(workgroupSize) && workgroupSize.length >= 1 && workgroupSize.length <= 3 && workgroupSize.every(isSize)))) {
+  if (!(
+    isSize(workgroupSize) ||
+    (Array.isArray(workgroupSize) &&
+      workgroupSize.length >= 1 &&
+      workgroupSize.length <= 3 &&
+      workgroupSize.every(isSize))
+  )) {
     throw invalid(`missing or invalid field 'workgroupSize' in ${where}`);
   }
   if (teamMemory !== undefined && !isName(teamMemory)) throw invalid(`invalid field 'teamMemory' in ${where}`);

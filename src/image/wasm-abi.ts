@@ -7,7 +7,16 @@ export const WASM_TRIPLE = 'wasm32-unknown-offload';
 
 /** Module and field names of the device library's imports (see assembly/device.ts). */
 export const DEVICE_IMPORT_MODULE = 'offload';
-export const DEVICE_IMPORTS = ['team_id', 'num_teams', 'thread_id', 'num_threads', 'print', 'barrier', 'team_memory', 'host_call'] as const;
+export const DEVICE_IMPORTS = [
+  'team_id',
+  'num_teams',
+  'thread_id',
+  'num_threads',
+  'print',
+  'barrier',
+  'team_memory',
+  'host_call',
+] as const;
 
 /** The device library's call to the program (hostCall): a kernel that imports it never runs inline. */
 export const HOST_CALL_IMPORT = 'host_call';
@@ -19,7 +28,13 @@ export const HOST_CALL_IMPORT = 'host_call';
  */
 export const BARRIER_IMPORT = 'barrier';
 /** What asyncify adds to such a module: the exports the host device drives it with. */
-export const ASYNCIFY_EXPORTS = ['asyncify_start_unwind', 'asyncify_stop_unwind', 'asyncify_start_rewind', 'asyncify_stop_rewind', 'asyncify_get_state'] as const;
+export const ASYNCIFY_EXPORTS = [
+  'asyncify_start_unwind',
+  'asyncify_stop_unwind',
+  'asyncify_start_rewind',
+  'asyncify_stop_rewind',
+  'asyncify_get_state',
+] as const;
 
 /**
  * Imports from `env` a device provides: the shared memory, AssemblyScript's `abort` (turned

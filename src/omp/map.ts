@@ -45,11 +45,17 @@ export interface MapBuilder {
 }
 
 function builder(always: boolean, present: boolean): MapBuilder {
-  const make = (type: MapType) => (view: HostView, name?: string): MapSpec => {
-    if (!ArrayBuffer.isView(view)) throw errors.invalidArgument(`map.${type}: expected a TypedArray or DataView, got ${view === null ? 'null' : typeof view}`);
-    if (name !== undefined && typeof name !== 'string') throw errors.invalidArgument(`map.${type}: the name must be a string, got ${typeof name}`);
-    return Object.freeze({ [BRAND]: true as const, type, view, always, present, name });
-  };
+  const make =
+    (type: MapType) =>
+    (view: HostView, name?: string): MapSpec => {
+      if (!ArrayBuffer.isView(view))
+        throw errors.invalidArgument(
+          `map.${type}: expected a TypedArray or DataView, got ${view === null ? 'null' : typeof view}`,
+        );
+      if (name !== undefined && typeof name !== 'string')
+        throw errors.invalidArgument(`map.${type}: the name must be a string, got ${typeof name}`);
+      return Object.freeze({ [BRAND]: true as const, type, view, always, present, name });
+    };
   return {
     to: make('to'),
     from: make('from'),

@@ -41,8 +41,16 @@ function bytesOf(view: HostView): Uint8Array {
 function checkSpecs(value: unknown, what: string, allowed: readonly MapType[], device: number): MapSpec[] {
   const list = Array.isArray(value) ? value : [value];
   return list.map((spec: unknown, index) => {
-    if (!isMapSpec(spec)) throw errors.invalidArgument(`${what}: element ${index} must be a map clause (map.to(x), ...), got ${spec === null ? 'null' : typeof spec}`, device);
-    if (!allowed.includes(spec.type)) throw errors.invalidArgument(`${what}: map.${spec.type} is not allowed here (use ${allowed.map((t) => `map.${t}`).join(', ')})`, device);
+    if (!isMapSpec(spec))
+      throw errors.invalidArgument(
+        `${what}: element ${index} must be a map clause (map.to(x), ...), got ${spec === null ? 'null' : typeof spec}`,
+        device,
+      );
+    if (!allowed.includes(spec.type))
+      throw errors.invalidArgument(
+        `${what}: map.${spec.type} is not allowed here (use ${allowed.map((t) => `map.${t}`).join(', ')})`,
+        device,
+      );
     return spec;
   });
 }
@@ -101,7 +109,10 @@ export class Mapper {
 
   private describe(entry: MapEntry, buffer: Buffer | undefined, offset = 0): string {
     const host = `HstPtrBegin=${hostAddress({ buffer: entry.host, byteOffset: entry.begin + offset } as HostView)}`;
-    const target = buffer?.allocation.address === undefined ? '' : ` TgtPtrBegin=0x${(buffer.allocation.address + offset).toString(16)}`;
+    const target =
+      buffer?.allocation.address === undefined
+        ? ''
+        : ` TgtPtrBegin=0x${(buffer.allocation.address + offset).toString(16)}`;
     return `${host}${target} Size=${entry.end - entry.begin - offset} RefCount=${entry.refCount}${entry.name === undefined ? '' : ` Name=${entry.name}`}`;
   }
 
@@ -112,7 +123,10 @@ export class Mapper {
     try {
       for (const spec of specs) entered.push(await this.enterOne(device, queue, table, spec));
     } catch (error) {
-      for (const done of entered.reverse()) await this.leave(device, queue, table, done.entry, 'release', false, done.spec.view).catch(dropped('target data', 'releasing a mapping after a failure'));
+      for (const done of entered.reverse())
+        await this.leave(device, queue, table, done.entry, 'release', false, done.spec.view).catch(
+          dropped('target data', 'releasing a mapping after a failure'),
+        );
       throw error;
     }
     return entered;
@@ -128,7 +142,10 @@ export class Mapper {
       return { spec, entry: found.entry, offset: found.offset };
     }
     if (spec.present) {
-      throw errors.notFound(`map.present.${spec.type}: ${describeRange(spec.view, spec.name)} is not present on device ${device.id}`, device.id);
+      throw errors.notFound(
+        `map.present.${spec.type}: ${describeRange(spec.view, spec.name)} is not present on device ${device.id}`,
+        device.id,
+      );
     }
     const allocation = device.alloc(spec.view.byteLength);
     allocation.catch(() => {}); // observed below, through the entry
@@ -145,18 +162,49 @@ export class Mapper {
     return { spec, entry, offset: 0 };
   }
 
-  private copyTo(device: Device, queue: Queue, buffer: Buffer, offset: number, view: HostView, name: string | undefined): void {
-    this.log(device, () => `copying data from host to device HstPtr=${hostAddress(view)} TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`);
+  private copyTo(
+    device: Device,
+    queue: Queue,
+    buffer: Buffer,
+    offset: number,
+    view: HostView,
+    name: string | undefined,
+  ): void {
+    this.log(
+      device,
+      () =>
+        `copying data from host to device HstPtr=${hostAddress(view)} TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`,
+    );
     queue.write(buffer, bytesOf(view), { offset });
   }
 
-  private copyFrom(device: Device, queue: Queue, buffer: Buffer, offset: number, view: HostView, name: string | undefined): void {
-    this.log(device, () => `copying data from device to host TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} HstPtr=${hostAddress(view)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`);
+  private copyFrom(
+    device: Device,
+    queue: Queue,
+    buffer: Buffer,
+    offset: number,
+    view: HostView,
+    name: string | undefined,
+  ): void {
+    this.log(
+      device,
+      () =>
+        `copying data from device to host TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} HstPtr=${hostAddress(view)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`,
+    );
     queue.read(buffer, bytesOf(view), { offset });
   }
 
   /** One exit clause on a present entry: decrement, copy back, free at zero. */
-  private async leave(device: Device, queue: Queue, table: MappingTable, entry: MapEntry, type: MapType, always: boolean, view: HostView, name = entry.name): Promise<void> {
+  private async leave(
+    device: Device,
+    queue: Queue,
+    table: MappingTable,
+    entry: MapEntry,
+    type: MapType,
+    always: boolean,
+    view: HostView,
+    name = entry.name,
+  ): Promise<void> {
     const buffer = entry.ready ?? (await entry.buffer);
     const offset = view.byteOffset - entry.begin;
     entry.refCount = type === 'delete' ? 0 : Math.max(0, entry.refCount - 1);
@@ -167,7 +215,8 @@ export class Mapper {
     }
     table.remove(entry);
     // The whole entry goes back, not only the clause's part of it (OpenMP copies the entry).
-    if (copiesFrom(type)) this.copyFrom(device, queue, buffer, 0, new Uint8Array(entry.host, entry.begin, entry.end - entry.begin), name);
+    if (copiesFrom(type))
+      this.copyFrom(device, queue, buffer, 0, new Uint8Array(entry.host, entry.begin, entry.end - entry.begin), name);
     this.log(device, () => `removing map entry ${this.describe(entry, buffer)}`);
     await buffer.free();
   }
@@ -179,7 +228,11 @@ export class Mapper {
       try {
         const found = table.lookup(spec.view, spec.name);
         if (!found) {
-          if (spec.present) throw errors.notFound(`map.present.${spec.type}: ${describeRange(spec.view, spec.name)} is not present on device ${device.id}`, device.id);
+          if (spec.present)
+            throw errors.notFound(
+              `map.present.${spec.type}: ${describeRange(spec.view, spec.name)} is not present on device ${device.id}`,
+              device.id,
+            );
           this.log(device, () => `${describeRange(spec.view, spec.name)} is not mapped; nothing to release`);
           continue;
         }
@@ -195,31 +248,50 @@ export class Mapper {
 
   enterData(device: Device, maps: unknown): Promise<void> {
     const specs = checkSpecs(maps, 'enterData', ENTER_TYPES, device.id);
-    return this.traced(device, 'enterData', specs, () => this.onQueue(device, async (queue) => void (await this.enter(device, queue, specs))));
+    return this.traced(device, 'enterData', specs, () =>
+      this.onQueue(device, async (queue) => void (await this.enter(device, queue, specs))),
+    );
   }
 
   exitData(device: Device, maps: unknown): Promise<void> {
     const specs = checkSpecs(maps, 'exitData', EXIT_TYPES, device.id);
-    return this.traced(device, 'exitData', specs, () => this.onQueue(device, (queue) => this.exit(device, queue, specs.map((spec) => ({ spec, type: spec.type })))));
+    return this.traced(device, 'exitData', specs, () =>
+      this.onQueue(device, (queue) =>
+        this.exit(
+          device,
+          queue,
+          specs.map((spec) => ({ spec, type: spec.type })),
+        ),
+      ),
+    );
   }
 
   update(device: Device, motion: { to?: HostView | HostView[]; from?: HostView | HostView[] }): Promise<void> {
     const list = (value: HostView | HostView[] | undefined, what: string): HostView[] => {
       const views = value === undefined ? [] : Array.isArray(value) ? value : [value];
       for (const [index, view] of views.entries()) {
-        if (!ArrayBuffer.isView(view)) throw errors.invalidArgument(`update: ${what}[${index}] must be a TypedArray or DataView`, device.id);
+        if (!ArrayBuffer.isView(view))
+          throw errors.invalidArgument(`update: ${what}[${index}] must be a TypedArray or DataView`, device.id);
       }
       return views;
     };
-    if (typeof motion !== 'object' || motion === null) throw errors.invalidArgument('update: expected { to?: views, from?: views }', device.id);
+    if (typeof motion !== 'object' || motion === null)
+      throw errors.invalidArgument('update: expected { to?: views, from?: views }', device.id);
     const to = list(motion.to, 'to');
     const from = list(motion.from, 'from');
     const table = this.table(device);
     return this.onQueue(device, async (queue) => {
-      for (const [views, toDevice] of [[to, true], [from, false]] as const) {
+      for (const [views, toDevice] of [
+        [to, true],
+        [from, false],
+      ] as const) {
         for (const view of views) {
           const found = table.lookup(view, undefined);
-          if (!found) throw errors.notFound(`update: ${describeRange(view, undefined)} is not present on device ${device.id}`, device.id);
+          if (!found)
+            throw errors.notFound(
+              `update: ${describeRange(view, undefined)} is not present on device ${device.id}`,
+              device.id,
+            );
           const buffer = found.entry.ready ?? (await found.entry.buffer);
           if (toDevice) this.copyTo(device, queue, buffer, found.offset, view, found.entry.name);
           else this.copyFrom(device, queue, buffer, found.offset, view, found.entry.name);
@@ -231,7 +303,9 @@ export class Mapper {
   async targetData<T>(device: Device, maps: unknown, body: () => Promise<T> | T): Promise<T> {
     const specs = checkSpecs(maps, 'targetData', ENTER_TYPES, device.id);
     if (typeof body !== 'function') throw errors.invalidArgument('targetData: the body must be a function', device.id);
-    await this.traced(device, 'targetData enter', specs, () => this.onQueue(device, async (queue) => void (await this.enter(device, queue, specs))));
+    await this.traced(device, 'targetData enter', specs, () =>
+      this.onQueue(device, async (queue) => void (await this.enter(device, queue, specs))),
+    );
     let result: T;
     try {
       result = await body();
@@ -246,7 +320,9 @@ export class Mapper {
 
   private leaveRegion(device: Device, specs: readonly MapSpec[]): Promise<void> {
     const exits = [...specs].reverse().map((spec) => ({ spec, type: exitTypeOf(spec.type) }));
-    return this.traced(device, 'targetData exit', specs, () => this.onQueue(device, (queue) => this.exit(device, queue, exits)));
+    return this.traced(device, 'targetData exit', specs, () =>
+      this.onQueue(device, (queue) => this.exit(device, queue, exits)),
+    );
   }
 
   target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
@@ -255,25 +331,35 @@ export class Mapper {
     if (present) return this.launchPresent(device, kernel, grid, present);
     const specs = args.filter(isMapSpec);
     for (const spec of specs) {
-      if (!ENTER_TYPES.includes(spec.type)) throw errors.invalidArgument(`target: map.${spec.type} cannot map a kernel argument (use to, from, tofrom or alloc)`, device.id);
+      if (!ENTER_TYPES.includes(spec.type))
+        throw errors.invalidArgument(
+          `target: map.${spec.type} cannot map a kernel argument (use to, from, tofrom or alloc)`,
+          device.id,
+        );
     }
     checkTargetArguments(kernel, args, device.id);
-    return this.traced(device, `target ${kernel.name}`, specs, () => this.onQueue(device, async (queue) => {
-      const entered = await this.enter(device, queue, specs);
-      let next = 0;
-      const lowered: KernelArgument[] = [];
-      for (const arg of args) {
-        if (!isMapSpec(arg)) {
-          lowered.push(arg);
-          continue;
+    return this.traced(device, `target ${kernel.name}`, specs, () =>
+      this.onQueue(device, async (queue) => {
+        const entered = await this.enter(device, queue, specs);
+        let next = 0;
+        const lowered: KernelArgument[] = [];
+        for (const arg of args) {
+          if (!isMapSpec(arg)) {
+            lowered.push(arg);
+            continue;
+          }
+          const { entry, offset } = entered[next++]!;
+          const buffer = entry.ready ?? (await entry.buffer);
+          lowered.push(offset === 0 ? buffer : buffer.at(offset));
         }
-        const { entry, offset } = entered[next++]!;
-        const buffer = entry.ready ?? (await entry.buffer);
-        lowered.push(offset === 0 ? buffer : buffer.at(offset));
-      }
-      queue.launch(kernel, grid, lowered);
-      await this.exit(device, queue, [...entered].reverse().map(({ spec }) => ({ spec, type: exitTypeOf(spec.type) })));
-    }));
+        queue.launch(kernel, grid, lowered);
+        await this.exit(
+          device,
+          queue,
+          [...entered].reverse().map(({ spec }) => ({ spec, type: exitTypeOf(spec.type) })),
+        );
+      }),
+    );
   }
 
   /**
@@ -326,9 +412,19 @@ export class Mapper {
   }
 
   /** Runs `run` as a span of the device's mapping track; without a trace, just runs it (a hot path). */
-  private async traced(device: Device, what: string, specs: readonly MapSpec[], run: () => Promise<void>): Promise<void> {
+  private async traced(
+    device: Device,
+    what: string,
+    specs: readonly MapSpec[],
+    run: () => Promise<void>,
+  ): Promise<void> {
     if (!this.tracer) return run();
-    const clauses = specs.map((s) => `${s.always ? 'always ' : ''}${s.present ? 'present ' : ''}${s.type}${s.name === undefined ? '' : `(${s.name})`}`).join(', ');
+    const clauses = specs
+      .map(
+        (s) =>
+          `${s.always ? 'always ' : ''}${s.present ? 'present ' : ''}${s.type}${s.name === undefined ? '' : `(${s.name})`}`,
+      )
+      .join(', ');
     const bytes = specs.reduce((sum, s) => sum + s.view.byteLength, 0);
     const span = this.tracer.begin(device.id, 'mapping', what, { clauses, bytes }, device.info.name);
     try {
@@ -349,16 +445,26 @@ function checkTargetArguments(kernel: Kernel, args: readonly TargetArgument[], d
   const params = kernel.params;
   if (args.length !== params.length) {
     const expected = params.map((p) => `${p.name}: ${p.type}`).join(', ');
-    throw errors.invalidArgument(`target of '${kernel.name}': expected ${params.length} arguments (${expected}), got ${args.length}`, device);
+    throw errors.invalidArgument(
+      `target of '${kernel.name}': expected ${params.length} arguments (${expected}), got ${args.length}`,
+      device,
+    );
   }
   params.forEach((param, index) => {
     const arg = args[index];
     const position = `target of '${kernel.name}': argument ${index}`;
     if (param.type === 'ptr') {
       if (isMapSpec(arg) || (typeof arg === 'object' && arg !== null)) return;
-      throw errors.invalidArgument(`${position} '${param.name}' (ptr) must be a map clause, a Buffer or a DevicePointer, got ${typeof arg === 'number' ? arg : typeof arg}`, device);
+      throw errors.invalidArgument(
+        `${position} '${param.name}' (ptr) must be a map clause, a Buffer or a DevicePointer, got ${typeof arg === 'number' ? arg : typeof arg}`,
+        device,
+      );
     }
-    if (isMapSpec(arg)) throw errors.invalidArgument(`${position} '${param.name}' (${param.type}) is a scalar; a map clause maps only pointer (usize) parameters`, device);
+    if (isMapSpec(arg))
+      throw errors.invalidArgument(
+        `${position} '${param.name}' (${param.type}) is a scalar; a map clause maps only pointer (usize) parameters`,
+        device,
+      );
     checkScalar(arg, param, position, device);
   });
 }

@@ -66,7 +66,14 @@ export class MappingTable {
   }
 
   add(view: HostView, buffer: Promise<Buffer>, name: string | undefined): MapEntry {
-    const entry: MapEntry = { host: view.buffer, begin: view.byteOffset, end: view.byteOffset + view.byteLength, buffer, refCount: 1, name };
+    const entry: MapEntry = {
+      host: view.buffer,
+      begin: view.byteOffset,
+      end: view.byteOffset + view.byteLength,
+      buffer,
+      refCount: 1,
+      name,
+    };
     const list = this.entries.get(view.buffer);
     if (list) list.push(entry);
     else this.entries.set(view.buffer, [entry]);

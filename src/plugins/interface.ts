@@ -57,7 +57,13 @@ export interface DeviceInfo {
   /** Hardware limits behind the figures above, by their API's names (a WebGPU adapter's limits). */
   limits?: Record<string, number>;
   /** Which of `limits` gives each of the figures above, for error messages. */
-  limitNames?: { maxTeams?: string; maxThreadsPerTeam?: string; maxTeamDims?: string; maxThreadDims?: string; maxTeamMemoryBytes?: string };
+  limitNames?: {
+    maxTeams?: string;
+    maxThreadsPerTeam?: string;
+    maxTeamDims?: string;
+    maxThreadDims?: string;
+    maxTeamMemoryBytes?: string;
+  };
 }
 
 /**
@@ -163,7 +169,10 @@ export function forEachRow(rect: Rect, row: (srcAt: number, dstAt: number) => vo
   if (rect.width === 0 || rect.height === 0 || rect.depth === 0) return;
   for (let z = 0; z < rect.depth; z++) {
     for (let r = 0; r < rect.height; r++) {
-      row(rect.srcOffset + z * rect.srcSlicePitch + r * rect.srcRowPitch, rect.dstOffset + z * rect.dstSlicePitch + r * rect.dstRowPitch);
+      row(
+        rect.srcOffset + z * rect.srcSlicePitch + r * rect.srcRowPitch,
+        rect.dstOffset + z * rect.dstSlicePitch + r * rect.dstRowPitch,
+      );
     }
   }
 }

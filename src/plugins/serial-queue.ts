@@ -4,7 +4,18 @@
  * failure state and the bookkeeping, once.
  */
 import { asOffloadError, type OffloadError } from '../errors.js';
-import { LOCAL_CLOCK, type Allocation, type EventTiming, type Grid, type LaunchArg, type LoadedKernel, type PluginDevice, type PluginEvent, type PluginQueue, type Rect } from './interface.js';
+import {
+  LOCAL_CLOCK,
+  type Allocation,
+  type EventTiming,
+  type Grid,
+  type LaunchArg,
+  type LoadedKernel,
+  type PluginDevice,
+  type PluginEvent,
+  type PluginQueue,
+  type Rect,
+} from './interface.js';
 import { PeerQueues } from './peer-queues.js';
 import { dropped } from '../runtime/debug.js';
 
@@ -137,12 +148,20 @@ export abstract class SerialPluginQueue implements PluginQueue {
   abstract copyRect(dst: Allocation, src: Allocation, rect: Rect): Promise<void>;
 
   record(timing = false): PluginEvent {
-    if (!timing) return new SerialEvent(this, this.serial.enqueue(() => {}));
+    if (!timing)
+      return new SerialEvent(
+        this,
+        this.serial.enqueue(() => {}),
+      );
     // Read when the queue reaches the event: every operation before it has completed (on a GPU
     // too: its operations settle when the GPU is done), so the process's clock is the device's.
     const at = this.serial.enqueue(() => performance.now());
     at.catch(() => {}); // observed through the event's done
-    return new SerialEvent(this, at.then(() => {}), { clock: LOCAL_CLOCK, at });
+    return new SerialEvent(
+      this,
+      at.then(() => {}),
+      { clock: LOCAL_CLOCK, at },
+    );
   }
 
   hostFunction(fn: () => Promise<void>): Promise<void> {

@@ -26,7 +26,8 @@ export function decodeProxyFrame(frame: Frame, proxy: string): ProxyFrame {
       const team = frame.meta.team;
       const text = meta.string('text');
       const kernel = meta.string('kernel');
-      if (!Number.isSafeInteger(team) || (team as number) < -1) throw errors.protocol(`a 'print' frame from proxy ${proxy} names team ${JSON.stringify(team)}`);
+      if (!Number.isSafeInteger(team) || (team as number) < -1)
+        throw errors.protocol(`a 'print' frame from proxy ${proxy} names team ${JSON.stringify(team)}`);
       return { op, queue, kernel, team: team as number, text };
     }
     case 'host-call': {
@@ -36,7 +37,9 @@ export function decodeProxyFrame(frame: Frame, proxy: string): ProxyFrame {
       const args = meta.array('args');
       // JSON has no NaN or infinities: they travel as null.
       if (args.length > MAX_HOST_CALL_ARGS || !args.every((arg) => typeof arg === 'number' || arg === null)) {
-        throw errors.protocol(`a 'host-call' frame from proxy ${proxy} has arguments that are not up to ${MAX_HOST_CALL_ARGS} numbers`);
+        throw errors.protocol(
+          `a 'host-call' frame from proxy ${proxy} has arguments that are not up to ${MAX_HOST_CALL_ARGS} numbers`,
+        );
       }
       return { op, call, queue: meta.uint('queue'), kernel, name, args };
     }
@@ -46,14 +49,23 @@ export function decodeProxyFrame(frame: Frame, proxy: string): ProxyFrame {
 }
 
 /** The hello's reply: the proxy's devices, its peers, its clock (`now` undefined when it did not say). */
-export function decodeHelloReply(reply: Frame): { devices: DeviceInfo[]; peers: readonly string[] | 'any'; now: number | undefined } {
+export function decodeHelloReply(reply: Frame): {
+  devices: DeviceInfo[];
+  peers: readonly string[] | 'any';
+  now: number | undefined;
+} {
   const meta = new Meta(reply);
   const now = reply.meta.now;
   const devices = meta.array('devices') as DeviceInfo[];
   const peers = reply.meta.peers;
   return {
     devices,
-    peers: peers === 'any' ? 'any' : Array.isArray(peers) ? peers.filter((peer): peer is string => typeof peer === 'string') : [],
+    peers:
+      peers === 'any'
+        ? 'any'
+        : Array.isArray(peers)
+          ? peers.filter((peer): peer is string => typeof peer === 'string')
+          : [],
     now: typeof now === 'number' && Number.isFinite(now) ? now : undefined,
   };
 }
@@ -62,12 +74,17 @@ export function decodeHelloReply(reply: Frame): { devices: DeviceInfo[]; peers: 
 function loadedKernel(told: unknown, proxy: string): LoadedKernelInfo {
   const kernel = (typeof told === 'object' && told !== null ? told : {}) as Record<string, unknown>;
   const { name, params, format, staticBytes } = kernel;
-  if (typeof name !== 'string' || !Array.isArray(params)) throw errors.protocol(`proxy ${proxy} described a loaded kernel without a name and parameters`);
+  if (typeof name !== 'string' || !Array.isArray(params))
+    throw errors.protocol(`proxy ${proxy} described a loaded kernel without a name and parameters`);
   if (typeof format !== 'string' || !(IMAGE_FORMATS as readonly string[]).includes(format)) {
-    throw errors.protocol(`proxy ${proxy} said kernel ${quoted(name)} is of image format ${quoted(String(format))}; formats are ${IMAGE_FORMATS.join(', ')}`);
+    throw errors.protocol(
+      `proxy ${proxy} said kernel ${quoted(name)} is of image format ${quoted(String(format))}; formats are ${IMAGE_FORMATS.join(', ')}`,
+    );
   }
   if (typeof staticBytes !== 'number' || !Number.isSafeInteger(staticBytes) || staticBytes < 0) {
-    throw errors.protocol(`proxy ${proxy} said kernel ${quoted(name)} keeps ${JSON.stringify(staticBytes)} bytes of static data`);
+    throw errors.protocol(
+      `proxy ${proxy} said kernel ${quoted(name)} keeps ${JSON.stringify(staticBytes)} bytes of static data`,
+    );
   }
   return { name, params: params as ParamInfo[], format: format as ImageFormat, staticBytes };
 }
@@ -88,9 +105,15 @@ export function decodeGlobalReply(reply: Frame): ReplyBodies['global'] {
 
 export function decodeMemoryInfoReply(reply: Frame, proxy: string): MemoryInfo {
   const meta = new Meta(reply);
-  const info = { totalBytes: meta.uint('totalBytes'), freeBytes: meta.uint('freeBytes'), largestFreeBlockBytes: meta.uint('largestFreeBlockBytes') };
+  const info = {
+    totalBytes: meta.uint('totalBytes'),
+    freeBytes: meta.uint('freeBytes'),
+    largestFreeBlockBytes: meta.uint('largestFreeBlockBytes'),
+  };
   if (info.freeBytes > info.totalBytes || info.largestFreeBlockBytes > info.freeBytes) {
-    throw errors.protocol(`proxy ${proxy} said ${JSON.stringify(info)}: free memory above the total, or a block above the free memory`);
+    throw errors.protocol(
+      `proxy ${proxy} said ${JSON.stringify(info)}: free memory above the total, or a block above the free memory`,
+    );
   }
   return info;
 }
@@ -98,6 +121,7 @@ export function decodeMemoryInfoReply(reply: Frame, proxy: string): MemoryInfo {
 /** A timed record's reply: the time on the proxy's clock. */
 export function decodeRecordReply(reply: Frame, proxy: string, event: number): number {
   const time = reply.meta.time;
-  if (typeof time !== 'number' || !Number.isFinite(time)) throw errors.protocol(`proxy ${proxy} timed event ${event} at ${JSON.stringify(time)}`);
+  if (typeof time !== 'number' || !Number.isFinite(time))
+    throw errors.protocol(`proxy ${proxy} timed event ${event} at ${JSON.stringify(time)}`);
   return time;
 }

@@ -34,7 +34,8 @@ export function decodeHostCallResult(frame: Frame): ClientNotes['host-call-resul
   if (error) return { call, error };
   // JSON has no NaN or infinities: null stands for them.
   const value = frame.meta.value;
-  if (typeof value !== 'number' && value !== null) throw errors.protocol(`'host-call-result' for call ${call} has no number 'value'`);
+  if (typeof value !== 'number' && value !== null)
+    throw errors.protocol(`'host-call-result' for call ${call} has no number 'value'`);
   return { call, value };
 }
 
@@ -65,15 +66,36 @@ export function decodeRequest(frame: Frame): Request {
     case 'trace':
       return { op, id };
     case 'register':
-      return { op, id, image: meta.uint('image'), name: meta.string('name'), info: meta.object('info') as unknown as ImageInfo, entries: meta.array('entries') as EntryInfo[] };
+      return {
+        op,
+        id,
+        image: meta.uint('image'),
+        name: meta.string('name'),
+        info: meta.object('info') as unknown as ImageInfo,
+        entries: meta.array('entries') as EntryInfo[],
+      };
     case 'load':
       return { op, id, image: meta.uint('image'), device: meta.uint('device') };
     case 'unload':
       return { op, id, image: meta.uint('image') };
     case 'alloc':
-      return { op, id, buffer: meta.uint('buffer'), kind: meta.string('kind'), bytes: meta.uint('bytes'), device: meta.uint('device') };
+      return {
+        op,
+        id,
+        buffer: meta.uint('buffer'),
+        kind: meta.string('kind'),
+        bytes: meta.uint('bytes'),
+        device: meta.uint('device'),
+      };
     case 'global':
-      return { op, id, buffer: meta.uint('buffer'), image: meta.uint('image'), device: meta.uint('device'), name: meta.string('name') };
+      return {
+        op,
+        id,
+        buffer: meta.uint('buffer'),
+        image: meta.uint('image'),
+        device: meta.uint('device'),
+        name: meta.string('name'),
+      };
     case 'free':
       return { op, id, buffer: meta.uint('buffer') };
     case 'queue':
@@ -82,11 +104,35 @@ export function decodeRequest(frame: Frame): Request {
     case 'sync':
       return { op, id, queue: queue() };
     case 'write':
-      return { op, id, queue: queue(), buffer: meta.uint('buffer'), offset: meta.uint('offset'), bytes: meta.uint('bytes'), stream: frame.meta.stream === true };
+      return {
+        op,
+        id,
+        queue: queue(),
+        buffer: meta.uint('buffer'),
+        offset: meta.uint('offset'),
+        bytes: meta.uint('bytes'),
+        stream: frame.meta.stream === true,
+      };
     case 'read':
-      return { op, id, queue: queue(), buffer: meta.uint('buffer'), offset: meta.uint('offset'), bytes: meta.uint('bytes') };
+      return {
+        op,
+        id,
+        queue: queue(),
+        buffer: meta.uint('buffer'),
+        offset: meta.uint('offset'),
+        bytes: meta.uint('bytes'),
+      };
     case 'copy':
-      return { op, id, queue: queue(), dst: meta.uint('dst'), src: meta.uint('src'), srcOffset: meta.uint('srcOffset'), dstOffset: meta.uint('dstOffset'), bytes: meta.uint('bytes') };
+      return {
+        op,
+        id,
+        queue: queue(),
+        dst: meta.uint('dst'),
+        src: meta.uint('src'),
+        srcOffset: meta.uint('srcOffset'),
+        dstOffset: meta.uint('dstOffset'),
+        bytes: meta.uint('bytes'),
+      };
     case 'send-peer':
       return {
         op,
@@ -123,7 +169,15 @@ export function decodeRequest(frame: Frame): Request {
     case 'signal':
       return { op, id, gate: meta.uint('gate'), error: meta.error('error') };
     case 'fill':
-      return { op, id, queue: queue(), buffer: meta.uint('buffer'), pattern: [...meta.bytes('pattern', 8)], offset: meta.uint('offset'), bytes: meta.uint('bytes') };
+      return {
+        op,
+        id,
+        queue: queue(),
+        buffer: meta.uint('buffer'),
+        pattern: [...meta.bytes('pattern', 8)],
+        offset: meta.uint('offset'),
+        bytes: meta.uint('bytes'),
+      };
     case 'write-rect':
     case 'read-rect':
       return { op, id, queue: queue(), buffer: meta.uint('buffer'), ...rect(meta) };

@@ -39,8 +39,27 @@ export interface Requests {
   read: { queue: number; buffer: number; offset: number; bytes: number };
   copy: { queue: number; src: number; srcOffset: number; dst: number; dstOffset: number; bytes: number };
   /** A copy to a buffer of the same client on another proxy, which this proxy sends itself (with the buffer's write grant). */
-  'send-peer': { queue: number; src: number; srcOffset: number; bytes: number; peer: string; grant: string; device: number; dst: number; dstOffset: number };
-  launch: { queue: number; image: number; kernel: string; teams: WireGridSize; threads: WireGridSize; teamMemoryBytes?: number; timeoutMs?: number; args: WireArg[] };
+  'send-peer': {
+    queue: number;
+    src: number;
+    srcOffset: number;
+    bytes: number;
+    peer: string;
+    grant: string;
+    device: number;
+    dst: number;
+    dstOffset: number;
+  };
+  launch: {
+    queue: number;
+    image: number;
+    kernel: string;
+    teams: WireGridSize;
+    threads: WireGridSize;
+    teamMemoryBytes?: number;
+    timeoutMs?: number;
+    args: WireArg[];
+  };
   record: { queue: number; event: number; timing?: boolean };
   wait: { queue: number; event: number };
   /** Parks the queue at gate `gate` until the client's `signal` of it. */

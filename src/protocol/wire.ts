@@ -48,7 +48,8 @@ export interface WireError {
 /** The longest error message a reply carries (longer ones are cut: a reply must fit in a frame). */
 const MAX_ERROR_MESSAGE = 4096;
 
-const bounded = (text: string): string => (text.length > MAX_ERROR_MESSAGE ? `${text.slice(0, MAX_ERROR_MESSAGE)}... (${text.length} characters)` : text);
+const bounded = (text: string): string =>
+  text.length > MAX_ERROR_MESSAGE ? `${text.slice(0, MAX_ERROR_MESSAGE)}... (${text.length} characters)` : text;
 
 /** An error as a reply carries it: a foreign exception on the proxy is INTERNAL (a bug of ours), never a lost device. */
 export function toWireError(error: unknown, context = 'serving a request'): WireError {
@@ -76,7 +77,9 @@ export class Meta {
     const op = typeof this.frame.meta.op === 'string' ? quoted(this.frame.meta.op) : '?';
     // What came is described, never echoed whole: it may be 64 KiB of anything.
     const got = JSON.stringify(this.frame.meta[field]) ?? 'nothing';
-    throw errors.protocol(`malformed ${op} frame: field '${field}' must be ${expected}, got ${got.length > 80 ? `${got.slice(0, 80)}... (${got.length} characters)` : got}`);
+    throw errors.protocol(
+      `malformed ${op} frame: field '${field}' must be ${expected}, got ${got.length > 80 ? `${got.slice(0, 80)}... (${got.length} characters)` : got}`,
+    );
   }
 
   string(field: string): string {
@@ -88,7 +91,8 @@ export class Meta {
   /** A non-negative safe integer (ids, sizes, offsets). */
   uint(field: string): number {
     const value = this.frame.meta[field];
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) this.fail(field, 'a non-negative integer');
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+      this.fail(field, 'a non-negative integer');
     return value;
   }
 
@@ -96,7 +100,12 @@ export class Meta {
   gridSize(field: string): number | [number] | [number, number] | [number, number, number] {
     const value = this.frame.meta[field];
     if (typeof value === 'number') return this.uint(field);
-    if (!Array.isArray(value) || value.length < 1 || value.length > 3 || !value.every((v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0)) {
+    if (
+      !Array.isArray(value) ||
+      value.length < 1 ||
+      value.length > 3 ||
+      !value.every((v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0)
+    ) {
       this.fail(field, 'a non-negative integer or 1 to 3 of them');
     }
     return value as [number, number, number];
@@ -122,17 +131,26 @@ export class Meta {
     const value = this.frame.meta[field];
     if (value === undefined) return undefined;
     const wire = value as Partial<WireError>;
-    if (typeof wire !== 'object' || wire === null || typeof wire.code !== 'string' || typeof wire.message !== 'string') {
+    if (
+      typeof wire !== 'object' ||
+      wire === null ||
+      typeof wire.code !== 'string' ||
+      typeof wire.message !== 'string'
+    ) {
       this.fail(field, 'an error object');
     }
-    if (!Object.values(Codes).includes(wire.code)) this.fail(`${field}.code`, `one of ${Object.values(Codes).join(', ')}`);
+    if (!Object.values(Codes).includes(wire.code))
+      this.fail(`${field}.code`, `one of ${Object.values(Codes).join(', ')}`);
     return { code: wire.code, message: bounded(wire.message) };
   }
 
   /** Up to `max` bytes as an array of integers 0..255 (a fill's pattern). */
   bytes(field: string, max: number): Uint8Array {
     const value = this.array(field);
-    if (value.length > max || !value.every((byte) => Number.isInteger(byte) && (byte as number) >= 0 && (byte as number) <= 255)) {
+    if (
+      value.length > max ||
+      !value.every((byte) => Number.isInteger(byte) && (byte as number) >= 0 && (byte as number) <= 255)
+    ) {
       this.fail(field, `an array of at most ${max} bytes (integers 0 to 255)`);
     }
     return Uint8Array.from(value as number[]);
@@ -145,7 +163,8 @@ export class Meta {
         const a = arg as Record<string, unknown>;
         if (typeof a.i64 === 'string' && /^-?\d{1,20}$/.test(a.i64)) return { i64: a.i64 };
         const offset = a.offset ?? 0;
-        if (Number.isSafeInteger(a.buffer) && Number.isSafeInteger(offset) && (offset as number) >= 0) return { buffer: a.buffer as number, offset: offset as number };
+        if (Number.isSafeInteger(a.buffer) && Number.isSafeInteger(offset) && (offset as number) >= 0)
+          return { buffer: a.buffer as number, offset: offset as number };
       }
       return this.fail(`${field}[${index}]`, 'a number, {i64} or {buffer}');
     });

@@ -52,18 +52,29 @@ export class BulkTransfers {
     const queue = connection.queue(request.queue);
     const buffer = session.buffer(request.buffer);
     if (!request.stream) {
-      if (payload.byteLength !== bytes) throw errors.protocol(`a write of ${bytes} bytes carries ${payload.byteLength}; it must carry them all or be streamed`);
+      if (payload.byteLength !== bytes)
+        throw errors.protocol(
+          `a write of ${bytes} bytes carries ${payload.byteLength}; it must carry them all or be streamed`,
+        );
       // The data waits here until its queue gets to it: pending bytes, with a quota.
       const giveBack = session.take('pendingBytes', bytes);
       const done = queue.write(buffer, payload, { offset }).done;
       done.then(giveBack, giveBack);
       return connection.reply(id, done);
     }
-    if (payload.byteLength !== 0 || bytes === 0) throw errors.protocol(`a streamed write must announce at least one byte and carry none, not ${bytes} announced and ${payload.byteLength} carried`);
+    if (payload.byteLength !== 0 || bytes === 0)
+      throw errors.protocol(
+        `a streamed write must announce at least one byte and carry none, not ${bytes} announced and ${payload.byteLength} carried`,
+      );
     // Rendezvous: park the queue at this point; say `ready` when it gets there.
     if (offset + bytes > buffer.byteLength) {
-      const beyond = errors.outOfBounds(`write into ${buffer.describe()}: ${bytes} bytes at offset ${offset} reach byte ${offset + bytes}, beyond its ${buffer.byteLength} bytes`);
-      return connection.reply(id, park(parking(queue), () => Promise.reject(beyond)));
+      const beyond = errors.outOfBounds(
+        `write into ${buffer.describe()}: ${bytes} bytes at offset ${offset} reach byte ${offset + bytes}, beyond its ${buffer.byteLength} bytes`,
+      );
+      return connection.reply(
+        id,
+        park(parking(queue), () => Promise.reject(beyond)),
+      );
     }
     const write: IncomingWrite = { buffer, offset, bytes, received: 0, writes: [], landed: deferred() };
     this.incoming.set(id, write);
@@ -75,7 +86,10 @@ export class BulkTransfers {
     });
     // The buffer stays allocated while chunks may land in it directly.
     buffer.use(done);
-    connection.reply(id, done.finally(() => this.incoming.delete(id)));
+    connection.reply(
+      id,
+      done.finally(() => this.incoming.delete(id)),
+    );
   }
 
   /** A chunk of streamed write `id`: the next bytes, in order. */
@@ -83,15 +97,24 @@ export class BulkTransfers {
     const write = this.incoming.get(id);
     if (!write) throw errors.protocol(`chunk for write ${id}, which is not waiting for data`);
     if (offset !== write.received || write.received + payload.byteLength > write.bytes || payload.byteLength === 0) {
-      throw errors.protocol(`chunk of write ${id} at offset ${offset} (${payload.byteLength} bytes) does not continue it at ${write.received} of ${write.bytes}`);
+      throw errors.protocol(
+        `chunk of write ${id} at offset ${offset} (${payload.byteLength} bytes) does not continue it at ${write.received} of ${write.bytes}`,
+      );
     }
-    const landed = write.direct !== undefined && payload.buffer === write.direct.buffer && payload.byteOffset === write.direct.byteOffset + write.received;
+    const landed =
+      write.direct !== undefined &&
+      payload.buffer === write.direct.buffer &&
+      payload.byteOffset === write.direct.byteOffset + write.received;
     if (!landed) {
       const side = this.sideQueue(write.buffer.device);
       write.writes.push(side.write(write.buffer, payload, { offset: write.offset + write.received }).done);
     }
     write.received += payload.byteLength;
-    if (write.received === write.bytes) Promise.all(write.writes).then(() => write.landed.resolve(), (error: unknown) => write.landed.reject(error));
+    if (write.received === write.bytes)
+      Promise.all(write.writes).then(
+        () => write.landed.resolve(),
+        (error: unknown) => write.landed.reject(error),
+      );
   }
 
   /** Where a `chunk` frame's payload lands: straight in device memory when that is possible and the chunk is the next one. */
@@ -114,7 +137,10 @@ export class BulkTransfers {
       done.then(giveBack, giveBack);
       return connection.reply(id, done, undefined, () => out);
     }
-    connection.reply(id, park(parking(queue), () => this.stream(buffer, offset, bytes, id)));
+    connection.reply(
+      id,
+      park(parking(queue), () => this.stream(buffer, offset, bytes, id)),
+    );
   }
 
   /** Sends [offset, offset+bytes) of `buffer` as `data` frames, minding back-pressure. */
@@ -146,7 +172,10 @@ export class BulkTransfers {
     const buffer = connection.session!.buffer(request.buffer);
     const rect = BulkTransfers.rectOf(request, 'dst');
     const bytes = rect.width * rect.height * (rect.depth ?? 1);
-    if (payload.byteLength !== bytes) throw errors.protocol(`a write-rect of ${rect.width} x ${rect.height} x ${rect.depth} bytes carries ${payload.byteLength}`);
+    if (payload.byteLength !== bytes)
+      throw errors.protocol(
+        `a write-rect of ${rect.width} x ${rect.height} x ${rect.depth} bytes carries ${payload.byteLength}`,
+      );
     const giveBack = connection.session!.take('pendingBytes', bytes);
     const done = queue.writeRect(buffer, payload, rect).done;
     done.then(giveBack, giveBack);
@@ -161,7 +190,9 @@ export class BulkTransfers {
     const rect = BulkTransfers.rectOf(request, 'src');
     const bytes = rect.width * rect.height * (rect.depth ?? 1);
     if (bytes > MAX_PAYLOAD_BYTES) {
-      throw errors.invalidArgument(`a readRect of ${bytes} bytes is more than one reply carries (${MAX_PAYLOAD_BYTES}); read it in parts`);
+      throw errors.invalidArgument(
+        `a readRect of ${bytes} bytes is more than one reply carries (${MAX_PAYLOAD_BYTES}); read it in parts`,
+      );
     }
     // Rows (pitches at least their width) never hold more than their buffer: nothing is allocated for a rectangle that cannot fit.
     if (bytes > buffer.byteLength) {
@@ -180,16 +211,30 @@ export class BulkTransfers {
     const queue = connection.queue(request.queue);
     const src = connection.session!.buffer(request.src);
     const { srcOffset, bytes } = request;
-    const target = { address: request.peer, grant: request.grant, device: request.device, buffer: request.dst, offset: request.dstOffset };
+    const target = {
+      address: request.peer,
+      grant: request.grant,
+      device: request.device,
+      buffer: request.dst,
+      offset: request.dstOffset,
+    };
     // Only to proxies this one was told about: a client cannot make it connect anywhere it likes.
     if (!connection.directory.mayLink(target.address)) {
-      throw errors.unauthorized(`this proxy links only to its peers (offload proxy --peers); ${quoted(target.address)} is not one of them`);
+      throw errors.unauthorized(
+        `this proxy links only to its peers (offload proxy --peers); ${quoted(target.address)} is not one of them`,
+      );
     }
     if (srcOffset + bytes > src.byteLength) {
-      throw errors.outOfBounds(`copy from ${src.describe()}: ${bytes} bytes at offset ${srcOffset} reach beyond its ${src.byteLength} bytes`);
+      throw errors.outOfBounds(
+        `copy from ${src.describe()}: ${bytes} bytes at offset ${srcOffset} reach beyond its ${src.byteLength} bytes`,
+      );
     }
-    const readChunk = (done: number, chunk: Uint8Array) => this.sideQueue(src.device).read(src, chunk, { offset: srcOffset + done }).done;
-    connection.reply(request.id, park(parking(queue), () => connection.peers.send(target, bytes, readChunk)));
+    const readChunk = (done: number, chunk: Uint8Array) =>
+      this.sideQueue(src.device).read(src, chunk, { offset: srcOffset + done }).done;
+    connection.reply(
+      request.id,
+      park(parking(queue), () => connection.peers.send(target, bytes, readChunk)),
+    );
   }
 
   private sideQueue(device: Device): Queue {
@@ -200,7 +245,8 @@ export class BulkTransfers {
 
   /** The client is gone: writes waiting for chunks fail; returns the side queues, for the connection to destroy or drop. */
   release(): Queue[] {
-    for (const write of this.incoming.values()) write.landed.reject(errors.deviceLost('the client connection closed during a write'));
+    for (const write of this.incoming.values())
+      write.landed.reject(errors.deviceLost('the client connection closed during a write'));
     this.incoming.clear();
     const queues = [...this.sideQueues.values()];
     this.sideQueues.clear();

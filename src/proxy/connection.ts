@@ -117,7 +117,11 @@ export class ProxyConnection {
     try {
       return this.transport.send(frame, payload);
     } catch (error) {
-      this.transport.close(new OffloadError('PROTOCOL', `a ${quoted(frame.op)} frame could not be sent: ${messageOf(error)}`, { cause: error }));
+      this.transport.close(
+        new OffloadError('PROTOCOL', `a ${quoted(frame.op)} frame could not be sent: ${messageOf(error)}`, {
+          cause: error,
+        }),
+      );
       return true;
     }
   }
@@ -151,7 +155,12 @@ export class ProxyConnection {
     if (this.held && frame.meta.op !== 'chunk') {
       this.heldBytes += frame.payload.byteLength;
       if (this.held.length >= MAX_HELD_FRAMES || this.heldBytes > MAX_HELD_BYTES) {
-        return this.refuse(0, errors.protocol(`more than ${MAX_HELD_FRAMES} requests or ${MAX_HELD_BYTES} bytes arrived behind one still in progress; wait for its reply`));
+        return this.refuse(
+          0,
+          errors.protocol(
+            `more than ${MAX_HELD_FRAMES} requests or ${MAX_HELD_BYTES} bytes arrived behind one still in progress; wait for its reply`,
+          ),
+        );
       }
       this.held.push(frame);
       return;
@@ -171,10 +180,12 @@ export class ProxyConnection {
   /** `making`, with later requests held until it settles. */
   made<T>(making: Promise<T>): Promise<T> {
     // Released a tick after `making` settles: its own reply goes out before the requests held behind it are handled.
-    this.barrier(making.then(
-      () => {},
-      () => {},
-    ));
+    this.barrier(
+      making.then(
+        () => {},
+        () => {},
+      ),
+    );
     return making;
   }
 
@@ -236,7 +247,8 @@ export class ProxyConnection {
    */
   forwardHostCall(call: HostCall): Promise<number> {
     const queue = this.clientQueueIds.get(call.queue);
-    if (queue === undefined || this.transport.closed) return Promise.reject(new Error('the client that launched the kernel is gone'));
+    if (queue === undefined || this.transport.closed)
+      return Promise.reject(new Error('the client that launched the kernel is gone'));
     const id = this.nextHostCall++;
     return new Promise<number>((resolve, reject) => {
       this.hostCalls.set(id, { resolve, reject });
@@ -248,7 +260,8 @@ export class ProxyConnection {
   private hostCallResult(frame: Frame): void {
     const result = decodeHostCallResult(frame);
     const pending = this.hostCalls.get(result.call);
-    if (pending === undefined) throw errors.protocol(`'host-call-result' for call ${result.call}, which is not waiting`);
+    if (pending === undefined)
+      throw errors.protocol(`'host-call-result' for call ${result.call}, which is not waiting`);
     this.hostCalls.delete(result.call);
     if (result.error) return pending.reject(new Error(result.error.message));
     pending.resolve(result.value ?? Number.NaN);

@@ -22,8 +22,13 @@ const LINK_OPS = new Set<Request['op']>(['ping', 'queue', 'queue-destroy', 'writ
 export function dispatch(connection: ProxyConnection, request: Request, payload: Uint8Array): void {
   const session = connection.session!;
   const { id } = request;
-  if (connection.attached && (!LINK_OPS.has(request.op) || (request.op === 'write' && request.buffer !== connection.granted))) {
-    throw errors.unauthorized(`a peer link may only write into the buffer it was granted, not ${quoted(request.op)} there`);
+  if (
+    connection.attached &&
+    (!LINK_OPS.has(request.op) || (request.op === 'write' && request.buffer !== connection.granted))
+  ) {
+    throw errors.unauthorized(
+      `a peer link may only write into the buffer it was granted, not ${quoted(request.op)} there`,
+    );
   }
   switch (request.op) {
     case 'hello':
@@ -45,7 +50,8 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
     case 'free': {
       const buffer = session.buffer(request.buffer);
       // A device global was never counted against the quotas; it goes with its image.
-      if (buffer.isGlobal) throw errors.invalidBuffer(`buffer ${request.buffer} is a device global: it lives until its image is unloaded`);
+      if (buffer.isGlobal)
+        throw errors.invalidBuffer(`buffer ${request.buffer} is a device global: it lives until its image is unloaded`);
       session.buffers.delete(request.buffer);
       connection.directory.revoke(session, request.buffer);
       return connection.reply(
@@ -78,7 +84,11 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
       return connection.bulk.read(request);
     case 'copy': {
       const queue = connection.queue(request.queue);
-      const event = queue.copy(session.buffer(request.dst), session.buffer(request.src), { srcOffset: request.srcOffset, dstOffset: request.dstOffset, byteLength: request.bytes });
+      const event = queue.copy(session.buffer(request.dst), session.buffer(request.src), {
+        srcOffset: request.srcOffset,
+        dstOffset: request.dstOffset,
+        byteLength: request.bytes,
+      });
       return connection.reply(id, event.done);
     }
     case 'send-peer':
@@ -86,18 +96,23 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
     case 'launch':
       return connection.reply(id, launch(connection, request, session).done);
     case 'record': {
-      if (request.event <= connection.lastEvent) throw errors.protocol(`event ids must increase: ${request.event} after ${connection.lastEvent}`);
+      if (request.event <= connection.lastEvent)
+        throw errors.protocol(`event ids must increase: ${request.event} after ${connection.lastEvent}`);
       connection.lastEvent = request.event;
       const event = connection.queue(request.queue).record({ timing: request.timing });
       // Only failed events are kept: an older id that is absent completed successfully.
       connection.events.set(request.event, event);
-      event.done.then(() => connection.events.delete(request.event), () => {});
+      event.done.then(
+        () => connection.events.delete(request.event),
+        () => {},
+      );
       // A timed event's reply says when this proxy's queue reached it, on this proxy's clock.
       if (request.timing) return connection.reply(id, event.plugin.timing!.at, (time) => ({ time }));
       return connection.reply(id, event.done);
     }
     case 'wait': {
-      if (request.event > connection.lastEvent) throw errors.invalidArgument(`event ${request.event} was never recorded on this connection`);
+      if (request.event > connection.lastEvent)
+        throw errors.invalidArgument(`event ${request.event} was never recorded on this connection`);
       const event = connection.events.get(request.event);
       const queue = connection.queue(request.queue);
       return connection.reply(id, event ? queue.wait(event).done : queue.record().done);
@@ -122,7 +137,12 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
       return connection.reply(id, connection.queue(request.queue).finish());
     // liboffload's further operations (fill, rectangles, memory info): one frame each.
     case 'fill':
-      return connection.reply(id, connection.queue(request.queue).fill(session.buffer(request.buffer), Uint8Array.from(request.pattern), request.offset, request.bytes).done);
+      return connection.reply(
+        id,
+        connection
+          .queue(request.queue)
+          .fill(session.buffer(request.buffer), Uint8Array.from(request.pattern), request.offset, request.bytes).done,
+      );
     case 'write-rect':
       return connection.bulk.writeRect(request, payload);
     case 'read-rect':
@@ -136,25 +156,41 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
         src: { offset: request.srcOffset, rowPitch: request.srcRowPitch, slicePitch: request.srcSlicePitch },
         dst: { offset: request.dstOffset, rowPitch: request.dstRowPitch, slicePitch: request.dstSlicePitch },
       };
-      return connection.reply(id, connection.queue(request.queue).copyRect(session.buffer(request.dst), session.buffer(request.src), rect).done);
+      return connection.reply(
+        id,
+        connection.queue(request.queue).copyRect(session.buffer(request.dst), session.buffer(request.src), rect).done,
+      );
     }
     case 'memory-info':
       return connection.reply(id, memoryInfo(connection, request, session), (info) => ({ ...info }));
     case 'trace': {
       // The spans of this session's work so far (none unless its hello asked), as JSON in the payload.
       const taken = session.tracer?.take() ?? { events: [], dropped: 0 };
-      return connection.reply(id, Promise.resolve(), () => ({ dropped: taken.dropped }), () => new TextEncoder().encode(JSON.stringify(taken.events)));
+      return connection.reply(
+        id,
+        Promise.resolve(),
+        () => ({ dropped: taken.dropped }),
+        () => new TextEncoder().encode(JSON.stringify(taken.events)),
+      );
     }
   }
 }
 
-async function register(connection: ProxyConnection, request: RequestOf<'register'>, payload: Uint8Array, session: Session): Promise<void> {
+async function register(
+  connection: ProxyConnection,
+  request: RequestOf<'register'>,
+  payload: Uint8Array,
+  session: Session,
+): Promise<void> {
   connection.ownerOnly('register images');
   const imageId = request.image;
   if (session.images.has(imageId)) throw errors.protocol(`image ${imageId} is registered already`);
   // The image travels alone; the proxy wraps it in a one-image bundle, which the bundle
   // decoder then validates field by field like any bundle from disk.
-  const bundle = encodeBundle({ name: request.name, images: [{ ...request.info, offset: 0, size: 0 }], entries: [...request.entries] }, [payload]);
+  const bundle = encodeBundle(
+    { name: request.name, images: [{ ...request.info, offset: 0, size: 0 }], entries: [...request.entries] },
+    [payload],
+  );
   const giveBack = [session.take('images'), session.take('imageBytes', payload.byteLength)];
   try {
     session.images.set(imageId, await session.runtime.register(bundle));
@@ -165,7 +201,11 @@ async function register(connection: ProxyConnection, request: RequestOf<'registe
   }
 }
 
-async function load(connection: ProxyConnection, request: RequestOf<'load'>, session: Session): Promise<LoadedKernelInfo[]> {
+async function load(
+  connection: ProxyConnection,
+  request: RequestOf<'load'>,
+  session: Session,
+): Promise<LoadedKernelInfo[]> {
   const imageId = request.image;
   const image = session.image(imageId);
   const device = connection.device(request.device);
@@ -196,7 +236,11 @@ async function unload(connection: ProxyConnection, request: RequestOf<'unload'>,
   await image.unregister();
 }
 
-async function alloc(connection: ProxyConnection, request: RequestOf<'alloc'>, session: Session): Promise<{ address: number; grant: string }> {
+async function alloc(
+  connection: ProxyConnection,
+  request: RequestOf<'alloc'>,
+  session: Session,
+): Promise<{ address: number; grant: string }> {
   connection.ownerOnly('allocate');
   const bufferId = request.buffer;
   if (session.buffers.has(bufferId)) throw errors.protocol(`buffer ${bufferId} exists already`);
@@ -214,7 +258,11 @@ async function alloc(connection: ProxyConnection, request: RequestOf<'alloc'>, s
 }
 
 /** A device global of image `image` on a device, named `buffer` for the client from now on. */
-async function global(connection: ProxyConnection, request: RequestOf<'global'>, session: Session): Promise<{ bytes: number; address: number }> {
+async function global(
+  connection: ProxyConnection,
+  request: RequestOf<'global'>,
+  session: Session,
+): Promise<{ bytes: number; address: number }> {
   connection.ownerOnly('name device globals');
   const bufferId = request.buffer;
   if (session.buffers.has(bufferId)) throw errors.protocol(`buffer ${bufferId} exists already`);
@@ -234,7 +282,10 @@ async function global(connection: ProxyConnection, request: RequestOf<'global'>,
 function launch(connection: ProxyConnection, request: RequestOf<'launch'>, session: Session): Event {
   const queue = connection.queue(request.queue);
   const kernel = session.kernels.get(kernelKey(request.image, queue.device.id, request.kernel));
-  if (!kernel) throw errors.notFound(`kernel '${request.kernel}' of image ${request.image} is not loaded on device ${queue.device.id}`);
+  if (!kernel)
+    throw errors.notFound(
+      `kernel '${request.kernel}' of image ${request.image} is not loaded on device ${queue.device.id}`,
+    );
   const args: KernelArgument[] = request.args.map((arg) => {
     if (typeof arg === 'number') return arg;
     if ('i64' in arg) return BigInt(arg.i64);
@@ -251,9 +302,17 @@ function launch(connection: ProxyConnection, request: RequestOf<'launch'>, sessi
 }
 
 /** The device's memory as this client may use it: within what is left of its memory quota. */
-async function memoryInfo(connection: ProxyConnection, request: RequestOf<'memory-info'>, session: Session): Promise<MemoryInfo> {
+async function memoryInfo(
+  connection: ProxyConnection,
+  request: RequestOf<'memory-info'>,
+  session: Session,
+): Promise<MemoryInfo> {
   const info = await connection.device(request.device).memoryInfo();
   const left = Math.max(0, session.quotas.memoryBytes - session.usage.memoryBytes);
   const freeBytes = Math.min(info.freeBytes, left);
-  return { totalBytes: info.totalBytes, freeBytes, largestFreeBlockBytes: Math.min(info.largestFreeBlockBytes, freeBytes) };
+  return {
+    totalBytes: info.totalBytes,
+    freeBytes,
+    largestFreeBlockBytes: Math.min(info.largestFreeBlockBytes, freeBytes),
+  };
 }

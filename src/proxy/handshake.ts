@@ -24,12 +24,20 @@ export interface SessionDirectory {
    * session a grant belongs to and its buffer, or the error to answer (a wrong token, a grant that
    * does not exist, too many failures from that address lately).
    */
-  login(peer: string, credentials: { token?: string; grant?: string }): OffloadError | { grant?: { session: Session; buffer: number } };
+  login(
+    peer: string,
+    credentials: { token?: string; grant?: string },
+  ): OffloadError | { grant?: { session: Session; buffer: number } };
   /**
    * A new session for `client`, in a context of its own; its kernels' print() lines go to
    * `print`, their host calls to `hostCall`; `traced`: its work's spans are kept for it.
    */
-  open(client: string, print: (line: KernelPrint) => void, hostCall: (call: HostCall) => Promise<number>, traced?: boolean): Promise<Session>;
+  open(
+    client: string,
+    print: (line: KernelPrint) => void,
+    hostCall: (call: HostCall) => Promise<number>,
+    traced?: boolean,
+  ): Promise<Session>;
   close(session: Session): Promise<void>;
   /** A new write grant for buffer `buffer` of `session` (kept in session.grants too). */
   grant(session: Session, buffer: number): string;
@@ -50,7 +58,11 @@ export interface SessionDirectory {
  * What a peer may send before it has logged in: one small frame, no payload. Nothing it does
  * before the token is checked can cost the proxy more than this, or outlive LOGIN_DEADLINE_MS.
  */
-export const LOGIN_LIMITS: FrameLimits = { metaBytes: 4096, payloadBytes: 0, when: "before login (a 'hello' of at most 4 KiB)" };
+export const LOGIN_LIMITS: FrameLimits = {
+  metaBytes: 4096,
+  payloadBytes: 0,
+  when: "before login (a 'hello' of at most 4 KiB)",
+};
 export const LOGIN_DEADLINE_MS = 10_000;
 
 /** Answers a `hello`: refuses a wrong login (closing the connection), or opens or attaches the session and welcomes the client. */
@@ -73,18 +85,25 @@ export function hello(connection: ProxyConnection, request: RequestOf<'hello'>):
     return;
   }
   connection.loggingIn = true;
-  const opening = directory.open(transport.peer, (line) => connection.forwardPrint(line), (call) => connection.forwardHostCall(call), request.trace).then(
-    (session) => {
-      if (transport.closed) {
-        // The client left while its context was being made.
-        void directory.close(session);
-        return;
-      }
-      connection.session = session;
-      welcome(connection, id);
-    },
-    (error: unknown) => connection.refuse(id, asOffloadError(error, 'opening a session for the client')),
-  );
+  const opening = directory
+    .open(
+      transport.peer,
+      (line) => connection.forwardPrint(line),
+      (call) => connection.forwardHostCall(call),
+      request.trace,
+    )
+    .then(
+      (session) => {
+        if (transport.closed) {
+          // The client left while its context was being made.
+          void directory.close(session);
+          return;
+        }
+        connection.session = session;
+        welcome(connection, id);
+      },
+      (error: unknown) => connection.refuse(id, asOffloadError(error, 'opening a session for the client')),
+    );
   connection.barrier(opening);
 }
 

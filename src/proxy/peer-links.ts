@@ -22,7 +22,6 @@ export interface PeerTarget {
   offset: number;
 }
 
-
 /** Queue ids this proxy chooses on peer links; high so they can never meet a client's own. */
 const LINK_QUEUE_BASE = 2 ** 40;
 
@@ -37,7 +36,11 @@ export class PeerLinks {
    * Sends `bytes` bytes to the target buffer; `readChunk(done, chunk)` fills `chunk` with the
    * source bytes from offset `done`. Resolves when the target proxy has written them all.
    */
-  async send(target: PeerTarget, bytes: number, readChunk: (done: number, chunk: Uint8Array) => Promise<void>): Promise<void> {
+  async send(
+    target: PeerTarget,
+    bytes: number,
+    readChunk: (done: number, chunk: Uint8Array) => Promise<void>,
+  ): Promise<void> {
     const connection = await this.link(target);
     // A queue of its own per copy, so copies of different client queues neither wait for nor
     // fail each other. Requests are ordered on the link: no need to await its creation.
@@ -49,7 +52,12 @@ export class PeerLinks {
         send: async (done, length) => {
           const chunk = new Uint8Array(length);
           await readChunk(done, chunk);
-          writes.push(connection.request({ op: 'write', queue, buffer: target.buffer, offset: target.offset + done, bytes: length }, chunk));
+          writes.push(
+            connection.request(
+              { op: 'write', queue, buffer: target.buffer, offset: target.offset + done, bytes: length },
+              chunk,
+            ),
+          );
           // Requests do not say whether the link is full: always let it drain before the next chunk.
           return false;
         },
@@ -68,7 +76,10 @@ export class PeerLinks {
     const key = `${target.address}/${target.grant}`;
     let link = this.links.get(key);
     if (!link) {
-      const created = RemoteConnection.open(target.address, { grant: target.grant, tls: asksForTls(target.address) ? this.tls ?? {} : undefined });
+      const created = RemoteConnection.open(target.address, {
+        grant: target.grant,
+        tls: asksForTls(target.address) ? (this.tls ?? {}) : undefined,
+      });
       const forget = () => {
         if (this.links.get(key) === created) this.links.delete(key);
       };
@@ -79,7 +90,11 @@ export class PeerLinks {
   }
 
   close(): void {
-    for (const link of this.links.values()) link.then((connection) => connection.close(), () => {});
+    for (const link of this.links.values())
+      link.then(
+        (connection) => connection.close(),
+        () => {},
+      );
     this.links.clear();
   }
 }

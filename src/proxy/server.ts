@@ -14,7 +14,15 @@ import type { KernelPrint } from '../runtime/options.js';
 import type { HostCall } from '../api/host-functions.js';
 import type { RuntimeOptions } from '../runtime/options.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, peerTimeoutFromEnv } from '../transport/heartbeat.js';
-import { canonicalAddress, isJobAddress, listen, listensInJob, type Listener, type TlsClientOptions, type TlsServerOptions } from '../transport/connect.js';
+import {
+  canonicalAddress,
+  isJobAddress,
+  listen,
+  listensInJob,
+  type Listener,
+  type TlsClientOptions,
+  type TlsServerOptions,
+} from '../transport/connect.js';
 import type { Transport } from '../transport/transport.js';
 import { ProxyConnection } from './connection.js';
 import { LOGIN_DEADLINE_MS, type SessionDirectory } from './handshake.js';
@@ -68,7 +76,7 @@ export function checkToken(token: string): void {
   if (Buffer.byteLength(token) < MIN_TOKEN_BYTES) {
     throw errors.invalidArgument(
       `the proxy's token is ${Buffer.byteLength(token)} bytes; it must be at least ${MIN_TOKEN_BYTES} ` +
-        "(make one with: head -c 32 /dev/urandom | base64 > secret && chmod 600 secret)",
+        '(make one with: head -c 32 /dev/urandom | base64 > secret && chmod 600 secret)',
     );
   }
 }
@@ -119,7 +127,17 @@ export class ProxyServer implements SessionDirectory {
   private constructor(
     readonly runtime: Runtime,
     token: string,
-    options: Pick<ProxyServerOptions, 'launchTimeoutMs' | 'maxConnections' | 'loginTimeoutMs' | 'quotas' | 'proxyMemoryBytes' | 'peerTimeoutMs' | 'peers' | 'peerTls'>,
+    options: Pick<
+      ProxyServerOptions,
+      | 'launchTimeoutMs'
+      | 'maxConnections'
+      | 'loginTimeoutMs'
+      | 'quotas'
+      | 'proxyMemoryBytes'
+      | 'peerTimeoutMs'
+      | 'peers'
+      | 'peerTls'
+    >,
   ) {
     this.peerTls = options.peerTls;
     this.peers = options.peers === 'any' ? 'any' : new Set((options.peers ?? []).map(canonicalAddress));
@@ -182,13 +200,16 @@ export class ProxyServer implements SessionDirectory {
     // Caps, so that neither many clients nor many silent sockets take every file descriptor. A
     // flood of sockets that never log in pushes out the oldest of them, not the next client.
     if (this.connections.size >= this.maxConnections) {
-      const full = errors.protocol(`the proxy serves ${this.maxConnections} connections at most (offload proxy --max-connections); try again later`);
+      const full = errors.protocol(
+        `the proxy serves ${this.maxConnections} connections at most (offload proxy --max-connections); try again later`,
+      );
       const refusal: ReplyFrame = { op: 'reply', id: 0, error: toWireError(full) };
       transport.send(refusal);
       return transport.close(full);
     }
     const loggingIn = [...this.connections].filter((connection) => !connection.loggedIn);
-    if (loggingIn.length >= Math.max(1, this.maxConnections / 4)) loggingIn[0]!.close(errors.protocol('too many connections are logging in; the oldest is closed'));
+    if (loggingIn.length >= Math.max(1, this.maxConnections / 4))
+      loggingIn[0]!.close(errors.protocol('too many connections are logging in; the oldest is closed'));
     this.transports.add(transport);
     const connection = new ProxyConnection(transport, this.runtime, this, new PeerLinks(this.peerTls), () => {
       this.transports.delete(transport);
@@ -214,11 +235,16 @@ export class ProxyServer implements SessionDirectory {
       contexts: this.runtime.contextCount,
       proxyMemoryBytes: this.memory.held,
       devices,
-      ...(({ rss, heapUsed, external }) => ({ rssBytes: rss, heapUsedBytes: heapUsed, externalBytes: external }))(process.memoryUsage()),
+      ...(({ rss, heapUsed, external }) => ({ rssBytes: rss, heapUsedBytes: heapUsed, externalBytes: external }))(
+        process.memoryUsage(),
+      ),
     };
   }
 
-  login(peer: string, credentials: { token?: string; grant?: string }): OffloadError | { grant?: { session: Session; buffer: number } } {
+  login(
+    peer: string,
+    credentials: { token?: string; grant?: string },
+  ): OffloadError | { grant?: { session: Session; buffer: number } } {
     const address = peer.replace(/:\d+$/, '');
     const now = Date.now();
     let failed = this.failures.get(address);
@@ -228,7 +254,9 @@ export class ProxyServer implements SessionDirectory {
     }
     if (failed && failed.count >= MAX_FAILED_LOGINS) {
       const wait = Math.ceil((failed.since + LOGIN_WINDOW_MS - now) / 1000);
-      return errors.unauthorized(`too many failed logins from ${address} (${failed.count} within ${LOGIN_WINDOW_MS / 1000} s); try again in ${wait} s`);
+      return errors.unauthorized(
+        `too many failed logins from ${address} (${failed.count} within ${LOGIN_WINDOW_MS / 1000} s); try again in ${wait} s`,
+      );
     }
     if (credentials.grant !== undefined) {
       const grant = this.grants.get(credentials.grant);
@@ -241,7 +269,9 @@ export class ProxyServer implements SessionDirectory {
       this.failures.set(address, (failed = { count: 0, since: now }));
     }
     failed.count++;
-    return errors.unauthorized(credentials.grant !== undefined ? 'no such grant (the buffer was freed, or its client left)' : 'wrong token');
+    return errors.unauthorized(
+      credentials.grant !== undefined ? 'no such grant (the buffer was freed, or its client left)' : 'wrong token',
+    );
   }
 
   grant(session: Session, buffer: number): string {
@@ -273,9 +303,19 @@ export class ProxyServer implements SessionDirectory {
   }
 
   /** A session for `client`; `traced`: its work's spans are kept for it (its hello asked). */
-  async open(client: string, print: (line: KernelPrint) => void, hostCall: (call: HostCall) => Promise<number>, traced = false): Promise<Session> {
+  async open(
+    client: string,
+    print: (line: KernelPrint) => void,
+    hostCall: (call: HostCall) => Promise<number>,
+    traced = false,
+  ): Promise<Session> {
     const tracer = traced ? new Tracer(undefined) : undefined;
-    const session = new Session(client, await this.runtime.createContext({ print, hostCall, tracer }), this.quotas, this.memory);
+    const session = new Session(
+      client,
+      await this.runtime.createContext({ print, hostCall, tracer }),
+      this.quotas,
+      this.memory,
+    );
     session.tracer = tracer;
     if (this.closing) {
       await session.release();

@@ -182,6 +182,8 @@ export class Session {
     this.kernels.clear();
     this.images.clear();
     this.imageBytes.clear();
-    await this.runtime.shutdown({ graceMs: LEAVING_GRACE_MS }).catch(dropped(`proxy session of ${this.client}`, 'shutting its context down'));
+    await this.runtime
+      .shutdown({ graceMs: LEAVING_GRACE_MS })
+      .catch(dropped(`proxy session of ${this.client}`, 'shutting its context down'));
   }
 }

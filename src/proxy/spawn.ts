@@ -69,12 +69,25 @@ function started(options: SpawnProxyOptions, tokenFile: string): Promise<Spawned
   const listen = options.listen ?? '127.0.0.1:0';
   // --exit-with-parent: the proxy ends when its standard input closes, which the kernel does when
   // this process ends, however it ends (SIGKILL included), so no proxy outlives its parent.
-  const child = spawn(process.execPath, [...options.cli, 'proxy', '--listen', listen, '--token-file', tokenFile, '--exit-with-parent', ...(options.args ?? [])], {
-    // Not OFFLOAD_TRACE: the proxy would write the program's trace file over; its spans reach
-    // the program's trace through its client instead.
-    env: { ...(options.env ?? process.env), OFFLOAD_TRACE: '' },
-    stdio: ['pipe', 'pipe', options.inheritStderr ? 'inherit' : 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      ...options.cli,
+      'proxy',
+      '--listen',
+      listen,
+      '--token-file',
+      tokenFile,
+      '--exit-with-parent',
+      ...(options.args ?? []),
+    ],
+    {
+      // Not OFFLOAD_TRACE: the proxy would write the program's trace file over; its spans reach
+      // the program's trace through its client instead.
+      env: { ...(options.env ?? process.env), OFFLOAD_TRACE: '' },
+      stdio: ['pipe', 'pipe', options.inheritStderr ? 'inherit' : 'pipe'],
+    },
+  );
   // The pipe is only held open, never written; it must not keep this process alive by itself.
   (child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
   let output = '';

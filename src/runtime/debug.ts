@@ -20,7 +20,9 @@ export function debugFromEnv(value: string | undefined = process.env.OFFLOAD_DEB
   const word = value.trim().toLowerCase();
   if (OFF_WORDS.includes(word)) return false;
   if (ON_WORDS.includes(word)) return true;
-  throw errors.invalidArgument(`OFFLOAD_DEBUG must be 1 (debug output on stderr) or 0 (also true/false, on/off, yes/no), not ${quoted(value)}`);
+  throw errors.invalidArgument(
+    `OFFLOAD_DEBUG must be 1 (debug output on stderr) or 0 (also true/false, on/off, yes/no), not ${quoted(value)}`,
+  );
 }
 
 /** OFFLOAD_DEBUG of `env`, as debugFromEnv reads it. */
@@ -32,7 +34,10 @@ export function debugEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
 const MAX_ERROR_TEXT = 500;
 
 function errorText(error: unknown): string {
-  const code = typeof error === 'object' && error !== null && typeof (error as { code?: unknown }).code === 'string' ? `${(error as { code: string }).code}: ` : '';
+  const code =
+    typeof error === 'object' && error !== null && typeof (error as { code?: unknown }).code === 'string'
+      ? `${(error as { code: string }).code}: `
+      : '';
   const text = `${code}${error instanceof Error ? error.message : String(error)}`;
   return text.length > MAX_ERROR_TEXT ? `${text.slice(0, MAX_ERROR_TEXT)}...` : text;
 }

@@ -83,7 +83,9 @@ export class ImageRegistry {
   private async load(library: LibraryRecord, device: PluginDevice, deviceId: number): Promise<LoadedImage> {
     const { bundle } = library;
     const formats = device.info.imageFormats;
-    const chosen = formats.map((format) => bundle.images.find((image) => image.info.format === format)).find((image) => image);
+    const chosen = formats
+      .map((format) => bundle.images.find((image) => image.info.format === format))
+      .find((image) => image);
     if (!chosen) {
       const has = bundle.images.map((image) => image.info.format).join(', ') || 'none';
       throw errors.incompatibleImage(
@@ -91,11 +93,26 @@ export class ImageRegistry {
         deviceId,
       );
     }
-    debug.log(`device ${deviceId}`, `library '${library.name}': loading its ${chosen.info.format} image (the first of [${formats.join(', ')}] it has)`);
+    debug.log(
+      `device ${deviceId}`,
+      `library '${library.name}': loading its ${chosen.info.format} image (the first of [${formats.join(', ')}] it has)`,
+    );
     const started = performance.now();
     try {
-      const loaded = await device.loadImage({ name: library.name, info: chosen.info, bytes: chosen.bytes, entries: bundle.manifest.entries });
-      this.info.imageLoaded(deviceId, library.name, chosen.info.format, chosen.bytes.byteLength, loaded.kernels.size, performance.now() - started);
+      const loaded = await device.loadImage({
+        name: library.name,
+        info: chosen.info,
+        bytes: chosen.bytes,
+        entries: bundle.manifest.entries,
+      });
+      this.info.imageLoaded(
+        deviceId,
+        library.name,
+        chosen.info.format,
+        chosen.bytes.byteLength,
+        loaded.kernels.size,
+        performance.now() - started,
+      );
       return loaded;
     } catch (error) {
       // Keep the plugin's code (UNSUPPORTED, DEVICE_LOST, ...) and add which library and device;
@@ -114,7 +131,9 @@ export class ImageRegistry {
     const failures: unknown[] = [];
     for (const load of library.loads.splice(0).reverse()) {
       try {
-        const image = await load.image.catch((error: unknown) => dropped(`device ${load.deviceId}`, `loading library '${library.name}' (now unregistered)`)(error));
+        const image = await load.image.catch((error: unknown) =>
+          dropped(`device ${load.deviceId}`, `loading library '${library.name}' (now unregistered)`)(error),
+        );
         if (image && !load.device.lost) {
           await load.device.unloadImage(image);
           this.info.imageUnloaded(load.deviceId, library.name);
@@ -130,6 +149,7 @@ export class ImageRegistry {
 
   /** Unregisters every library, the last registered first. */
   async unregisterAll(): Promise<void> {
-    for (const library of [...this.libraries].reverse()) await this.unregister(library).catch(dropped('shutdown', `unregistering library '${library.name}'`));
+    for (const library of [...this.libraries].reverse())
+      await this.unregister(library).catch(dropped('shutdown', `unregistering library '${library.name}'`));
   }
 }

@@ -7,7 +7,8 @@ import { formatBytes } from '../units.js';
 
 export type InfoSink = (line: string) => void;
 
-const hex = (value: number | undefined): string => (value === undefined ? '?' : `0x${value.toString(16).padStart(8, '0')}`);
+const hex = (value: number | undefined): string =>
+  value === undefined ? '?' : `0x${value.toString(16).padStart(8, '0')}`;
 
 export function infoEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
   return flagSet(env.OFFLOAD_INFO);
@@ -32,7 +33,10 @@ export class InfoLog {
 
   imageLoaded(device: number, bundle: string, format: string, bytes: number, kernels: number, ms: number): void {
     if (!this.enabled) return;
-    this.line(device, `loaded image of '${bundle}' (${format}, ${formatBytes(bytes)}, ${kernels} kernels) in ${ms.toFixed(2)} ms`);
+    this.line(
+      device,
+      `loaded image of '${bundle}' (${format}, ${formatBytes(bytes)}, ${kernels} kernels) in ${ms.toFixed(2)} ms`,
+    );
   }
 
   imageUnloaded(device: number, bundle: string): void {
@@ -52,12 +56,18 @@ export class InfoLog {
 
   copyToDevice(queue: number, dst: DeviceSpan, bytes: number): void {
     if (!this.enabled) return;
-    this.line(dst.device, `copying ${bytes} bytes from host to device, TgtPtr=${hex(dst.address)}+${dst.offset} (queue ${queue})`);
+    this.line(
+      dst.device,
+      `copying ${bytes} bytes from host to device, TgtPtr=${hex(dst.address)}+${dst.offset} (queue ${queue})`,
+    );
   }
 
   copyFromDevice(queue: number, src: DeviceSpan, bytes: number): void {
     if (!this.enabled) return;
-    this.line(src.device, `copying ${bytes} bytes from device to host, TgtPtr=${hex(src.address)}+${src.offset} (queue ${queue})`);
+    this.line(
+      src.device,
+      `copying ${bytes} bytes from device to host, TgtPtr=${hex(src.address)}+${src.offset} (queue ${queue})`,
+    );
   }
 
   copyDeviceToDevice(queue: number, src: DeviceSpan, dst: DeviceSpan, bytes: number): void {
@@ -75,10 +85,22 @@ export class InfoLog {
   }
 
   /** `where`: where the launch ran, when the device says ('on the calling thread', 'on the workers'). */
-  launch(device: number, queue: number, kernel: string, teams: number, threads: number, ms: number, failed: boolean, where?: string): void {
+  launch(
+    device: number,
+    queue: number,
+    kernel: string,
+    teams: number,
+    threads: number,
+    ms: number,
+    failed: boolean,
+    where?: string,
+  ): void {
     if (!this.enabled) return;
     const outcome = failed ? 'failed' : 'completed';
     const place = where === undefined ? '' : `, ran ${where}`;
-    this.line(device, `launch of kernel ${kernel} with ${teams} teams and ${threads} threads ${outcome} ${ms.toFixed(3)} ms after enqueue (queue ${queue}${place})`);
+    this.line(
+      device,
+      `launch of kernel ${kernel} with ${teams} teams and ${threads} threads ${outcome} ${ms.toFixed(3)} ms after enqueue (queue ${queue}${place})`,
+    );
   }
 }

@@ -77,8 +77,9 @@ export class Tracer {
     for (const event of events) {
       const pid = base + event.pid;
       if (event.ph === 'M') {
-        // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a proxy's trace is data from the wire: whatever its name is, shown as String() shows it
-        const name = event.name === 'process_name' ? `proxy ${clock.proxy} ${String(event.args?.name ?? '')}` : event.args?.name;
+        const name =
+          // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a proxy's trace is data from the wire: whatever its name is, shown as String() shows it
+          event.name === 'process_name' ? `proxy ${clock.proxy} ${String(event.args?.name ?? '')}` : event.args?.name;
         this.events.push({ ...event, pid, args: { name } });
       } else {
         this.events.push({ ...event, pid, ts: event.ts - clock.offsetUs });
@@ -97,7 +98,15 @@ export class Tracer {
     this.named.add(key);
     if (!this.named.has(`${pid}`) && device !== undefined) {
       this.named.add(`${pid}`);
-      this.events.push({ name: 'process_name', cat: '__metadata', ph: 'M', ts: 0, pid, tid: 0, args: { name: `device ${pid}: ${device}` } });
+      this.events.push({
+        name: 'process_name',
+        cat: '__metadata',
+        ph: 'M',
+        ts: 0,
+        pid,
+        tid: 0,
+        args: { name: `device ${pid}: ${device}` },
+      });
     }
     this.events.push({ name: 'thread_name', cat: '__metadata', ph: 'M', ts: 0, pid, tid, args: { name: track } });
   }
@@ -106,7 +115,19 @@ export class Tracer {
   begin(device: number, category: string, name: string, args: Record<string, unknown>, deviceName?: string): Span {
     this.name(device, MAPPING_TRACK, deviceName, 'mapping');
     const ts = this.now();
-    return { end: (failed = false) => this.events.push({ name, cat: category, ph: 'X', ts, dur: this.now() - ts, pid: device, tid: MAPPING_TRACK, args: failed ? { ...args, failed } : args }) };
+    return {
+      end: (failed = false) =>
+        this.events.push({
+          name,
+          cat: category,
+          ph: 'X',
+          ts,
+          dur: this.now() - ts,
+          pid: device,
+          tid: MAPPING_TRACK,
+          args: failed ? { ...args, failed } : args,
+        }),
+    };
   }
 
   /** Records a queue operation enqueued now that completes when `done` settles. */
@@ -115,7 +136,15 @@ export class Tracer {
    * default now) until `done` settles. An inline launch has already run when this is called, so
    * its caller passes the time it was enqueued.
    */
-  operation(device: number, deviceName: string, queue: number, name: string, args: Record<string, unknown>, done: Promise<unknown>, enqueuedAt = performance.now()): void {
+  operation(
+    device: number,
+    deviceName: string,
+    queue: number,
+    name: string,
+    args: Record<string, unknown>,
+    done: Promise<unknown>,
+    enqueuedAt = performance.now(),
+  ): void {
     this.name(device, queue, deviceName, `queue ${queue}`);
     const key = `${device}/${queue}`;
     const enqueued = (this.origin + enqueuedAt) * 1000;
@@ -123,7 +152,16 @@ export class Tracer {
       const end = this.now();
       const start = Math.max(enqueued, this.queueEnds.get(key) ?? 0);
       this.queueEnds.set(key, end);
-      this.events.push({ name, cat: 'queue', ph: 'X', ts: start, dur: end - start, pid: device, tid: queue, args: failed ? { ...args, failed } : args });
+      this.events.push({
+        name,
+        cat: 'queue',
+        ph: 'X',
+        ts: start,
+        dur: end - start,
+        pid: device,
+        tid: queue,
+        args: failed ? { ...args, failed } : args,
+      });
     };
     done.then(finish(false), finish(true));
   }
@@ -135,7 +173,8 @@ export class Tracer {
     process.off('exit', this.onExit);
     const metadata = {
       'offload-ts': {
-        clockAlignment: 'each proxy: offset = its clock at the hello reply minus the midpoint of that TCP (or MPI) round trip',
+        clockAlignment:
+          'each proxy: offset = its clock at the hello reply minus the midpoint of that TCP (or MPI) round trip',
         proxies: this.clocks,
         droppedProxyEvents: this.dropped,
       },

@@ -8,7 +8,16 @@
  * `connectTo` is the one it gets by default.
  */
 import type { Transport } from './transport.js';
-import { connectTcp, DEFAULT_CONNECT_TIMEOUT_MS, formatAddress, isLoopback, listenTcp, parseAddress, type TlsClientOptions, type TlsServerOptions } from './tcp.js';
+import {
+  connectTcp,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  formatAddress,
+  isLoopback,
+  listenTcp,
+  parseAddress,
+  type TlsClientOptions,
+  type TlsServerOptions,
+} from './tcp.js';
 import { mpiRankOf } from './mpi/address.js';
 import { connectMpi, jobProxies, MPI_DEFAULT_TOKEN, serveJob } from './mpi/job.js';
 
@@ -67,13 +76,23 @@ export interface Listener {
 }
 
 /** Listens on `address` (`host:port`, or `mpi` as a proxy rank of this MPI job); each connection becomes a Transport for `accept`. */
-export async function listen(address: string, accept: (transport: Transport) => void, tls?: TlsServerOptions): Promise<Listener> {
+export async function listen(
+  address: string,
+  accept: (transport: Transport) => void,
+  tls?: TlsServerOptions,
+): Promise<Listener> {
   if (listensInJob(address)) {
     const job = serveJob(accept);
     return { address: job.address, finished: job.finished, job: true, close: async () => {}, end: () => job.close() };
   }
   const tcp = await listenTcp(address, accept, tls);
-  return { address: tcp.address, finished: new Promise<void>(() => {}), job: false, close: () => tcp.close(), end: () => {} };
+  return {
+    address: tcp.address,
+    finished: new Promise<void>(() => {}),
+    job: false,
+    close: () => tcp.close(),
+    end: () => {},
+  };
 }
 
 /** Whether a proxy listening on `address` serves the ranks of its own MPI job, which share one trust domain. */

@@ -29,7 +29,6 @@ export interface FrameLimits {
   when?: string;
 }
 
-
 export const FRAME_LIMITS: FrameLimits = { metaBytes: MAX_META_BYTES, payloadBytes: MAX_PAYLOAD_BYTES };
 
 const EMPTY = new Uint8Array(0);
@@ -56,9 +55,12 @@ export function isFrameTooLarge(error: unknown): boolean {
 
 export function encodeHead(meta: Record<string, unknown>, payloadLength: number): Uint8Array {
   const json = encoder.encode(JSON.stringify(meta));
-  if (json.length > MAX_META_BYTES) throw errors.invalidArgument(`frame meta of ${json.length} bytes exceeds ${MAX_META_BYTES}`);
-  if (!Number.isSafeInteger(payloadLength) || payloadLength < 0) throw errors.invalidArgument(`frame payload length must be a byte count, not ${payloadLength}`);
-  if (payloadLength > MAX_PAYLOAD_BYTES) throw errors.invalidArgument(`frame payload of ${payloadLength} bytes exceeds ${MAX_PAYLOAD_BYTES}`);
+  if (json.length > MAX_META_BYTES)
+    throw errors.invalidArgument(`frame meta of ${json.length} bytes exceeds ${MAX_META_BYTES}`);
+  if (!Number.isSafeInteger(payloadLength) || payloadLength < 0)
+    throw errors.invalidArgument(`frame payload length must be a byte count, not ${payloadLength}`);
+  if (payloadLength > MAX_PAYLOAD_BYTES)
+    throw errors.invalidArgument(`frame payload of ${payloadLength} bytes exceeds ${MAX_PAYLOAD_BYTES}`);
   const head = new Uint8Array(PREFIX_BYTES + json.length);
   const view = new DataView(head.buffer);
   view.setUint32(0, FRAME_MAGIC, true);
@@ -176,20 +178,29 @@ export class FrameDecoder {
 
   /** Bytes received for a frame not yet complete (a prefix already parsed counts: the frame is begun). */
   get pending(): number {
-    return this.buffered + (this.metaLength < 0 ? 0 : PREFIX_BYTES) + (this.meta === undefined ? 0 : this.metaLength + this.filled);
+    return (
+      this.buffered +
+      (this.metaLength < 0 ? 0 : PREFIX_BYTES) +
+      (this.meta === undefined ? 0 : this.metaLength + this.filled)
+    );
   }
 
   private readPrefix(prefix: Uint8Array): void {
     const view = new DataView(prefix.buffer, prefix.byteOffset, PREFIX_BYTES);
     const magic = view.getUint32(0, true);
-    if (magic !== FRAME_MAGIC) throw errors.protocol(`bad frame magic 0x${magic.toString(16).padStart(8, '0')} (expected 0x${FRAME_MAGIC.toString(16)})`);
+    if (magic !== FRAME_MAGIC)
+      throw errors.protocol(
+        `bad frame magic 0x${magic.toString(16).padStart(8, '0')} (expected 0x${FRAME_MAGIC.toString(16)})`,
+      );
     const metaLength = view.getUint32(4, true);
     const payloadLength = view.getBigUint64(8, true);
     const limits = this.limits();
     const when = limits.when ? ` ${limits.when}` : '';
     if (metaLength === 0) throw errors.protocol('frame meta length 0 (a frame carries a JSON object)');
-    if (metaLength > limits.metaBytes) throw tooLarge(`frame meta length ${metaLength} is over the ${limits.metaBytes} bytes taken${when}`);
-    if (payloadLength > BigInt(limits.payloadBytes)) throw tooLarge(`frame payload length ${payloadLength} is over the ${limits.payloadBytes} bytes taken${when}`);
+    if (metaLength > limits.metaBytes)
+      throw tooLarge(`frame meta length ${metaLength} is over the ${limits.metaBytes} bytes taken${when}`);
+    if (payloadLength > BigInt(limits.payloadBytes))
+      throw tooLarge(`frame payload length ${payloadLength} is over the ${limits.payloadBytes} bytes taken${when}`);
     this.metaLength = metaLength;
     this.payloadLength = Number(payloadLength);
   }
@@ -201,7 +212,8 @@ export class FrameDecoder {
     } catch (error) {
       throw errors.protocol(`frame meta is not UTF-8 JSON: ${(error as Error).message}`);
     }
-    if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) throw errors.protocol('frame meta is not a JSON object');
+    if (typeof meta !== 'object' || meta === null || Array.isArray(meta))
+      throw errors.protocol('frame meta is not a JSON object');
     return meta as Record<string, unknown>;
   }
 

@@ -49,7 +49,9 @@ export function startHeartbeat(transport: Transport, timeoutMs: number): void {
       heardAt = now;
     } else if (now - heardAt >= timeoutMs) {
       clearInterval(timer);
-      return transport.close(errors.deviceLost(`${transport.peer} sent nothing for ${timeoutMs} ms (OFFLOAD_PEER_TIMEOUT); taken as gone`));
+      return transport.close(
+        errors.deviceLost(`${transport.peer} sent nothing for ${timeoutMs} ms (OFFLOAD_PEER_TIMEOUT); taken as gone`),
+      );
     }
     if (stats.bytesSent !== sent) {
       sent = stats.bytesSent;

@@ -21,7 +21,10 @@ export class LoopbackTransport implements Transport {
 
   constructor(readonly peer: string) {}
 
-  static pair(a = new LoopbackTransport('loopback-a'), b = new LoopbackTransport('loopback-b')): [LoopbackTransport, LoopbackTransport] {
+  static pair(
+    a = new LoopbackTransport('loopback-a'),
+    b = new LoopbackTransport('loopback-b'),
+  ): [LoopbackTransport, LoopbackTransport] {
     a.other = b;
     b.other = a;
     return [a, b];

@@ -38,7 +38,10 @@ export interface TlsServerOptions {
 export function parseAddress(text: string): TcpAddress {
   const match = /^(tls:\/\/)?(?:\[([0-9a-fA-F:.]+)\]|([^:\s[\]/]+)):(\d{1,5})$/.exec(text.trim());
   const port = match ? Number(match[4]) : NaN;
-  if (!match || port > 65535) throw errors.invalidArgument(`${quoted(text)} is not a TCP address (expected host:port or tls://host:port, e.g. 127.0.0.1:7000)`);
+  if (!match || port > 65535)
+    throw errors.invalidArgument(
+      `${quoted(text)} is not a TCP address (expected host:port or tls://host:port, e.g. 127.0.0.1:7000)`,
+    );
   return { host: match[2] ?? match[3]!, port, ...(match[1] ? { tls: true } : {}) };
 }
 
@@ -108,8 +111,13 @@ class TcpTransport implements Transport {
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 1000);
     if (reader) reader.attach(this.receiver);
-    else socket.on('data', (chunk: Buffer) => this.receiver.receive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length)));
-    socket.on('error', (error) => this.close(asOffloadError(error, `connection to ${peer} failed`, { code: 'DEVICE_LOST' })));
+    else
+      socket.on('data', (chunk: Buffer) =>
+        this.receiver.receive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length)),
+      );
+    socket.on('error', (error) =>
+      this.close(asOffloadError(error, `connection to ${peer} failed`, { code: 'DEVICE_LOST' })),
+    );
     socket.on('close', () => this.close(errors.deviceLost(`connection to ${peer} closed`)));
   }
 
@@ -161,7 +169,10 @@ class TcpTransport implements Transport {
  * when its TLS certificate is not one the client trusts. Async so a bad address rejects rather
  * than throws.
  */
-export async function connectTcp(address: string, options: { timeoutMs?: number; tls?: TlsClientOptions; signal?: AbortSignal } = {}): Promise<Transport> {
+export async function connectTcp(
+  address: string,
+  options: { timeoutMs?: number; tls?: TlsClientOptions; signal?: AbortSignal } = {},
+): Promise<Transport> {
   const { host, port, tls: wanted } = parseAddress(address);
   const timeoutMs = options.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const secure = wanted === true || options.tls !== undefined;
@@ -187,7 +198,11 @@ export async function connectTcp(address: string, options: { timeoutMs?: number;
     socket.once('error', (error: NodeJS.ErrnoException) => {
       clearTimeout(timer);
       if (secure && /CERT|SELF_SIGNED|HOSTNAME|ALTNAME|SSL|TLS/i.test(`${error.code} ${error.message}`)) {
-        reject(errors.unauthorized(`the TLS connection to ${address} failed: ${error.message} (give the proxy's CA with { tls: { ca } } or OFFLOAD_TLS_CA)`));
+        reject(
+          errors.unauthorized(
+            `the TLS connection to ${address} failed: ${error.message} (give the proxy's CA with { tls: { ca } } or OFFLOAD_TLS_CA)`,
+          ),
+        );
       } else {
         reject(asOffloadError(error, `cannot reach ${address}`, { code: 'DEVICE_LOST' }));
       }
@@ -212,7 +227,12 @@ function withReader(accepted: net.Socket, reader: SocketReader): net.Socket {
   if (!holder._handle) return accepted;
   const handle = holder._handle;
   holder._handle = null;
-  const socket = new net.Socket({ handle, readable: true, writable: true, onread: reader.options } as net.SocketConstructorOpts);
+  const socket = new net.Socket({
+    handle,
+    readable: true,
+    writable: true,
+    onread: reader.options,
+  } as net.SocketConstructorOpts);
   socket.once('close', () => accepted.destroy());
   return socket;
 }
@@ -224,18 +244,30 @@ export interface TcpListener {
 }
 
 /** Listens on `address` (over TLS when given a certificate); each accepted connection becomes a Transport handed to `onConnection`. */
-export async function listenTcp(address: string, onConnection: (transport: Transport) => void, secure?: TlsServerOptions): Promise<TcpListener> {
+export async function listenTcp(
+  address: string,
+  onConnection: (transport: Transport) => void,
+  secure?: TlsServerOptions,
+): Promise<TcpListener> {
   const { host, port } = parseAddress(address);
   const sockets = new Set<net.Socket>();
   const accept = (socket: net.Socket, reader?: SocketReader): void => {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
-    onConnection(new TcpTransport(socket, formatAddress({ host: socket.remoteAddress ?? '?', port: socket.remotePort ?? 0 }), reader));
+    onConnection(
+      new TcpTransport(
+        socket,
+        formatAddress({ host: socket.remoteAddress ?? '?', port: socket.remotePort ?? 0 }),
+        reader,
+      ),
+    );
   };
   let server: net.Server;
   if (secure) {
     // A handshake that fails (a plain client, a wrong certificate) costs that socket only.
-    server = tls.createServer({ cert: secure.cert, key: secure.key, handshakeTimeout: 10_000 }, (socket) => accept(socket));
+    server = tls.createServer({ cert: secure.cert, key: secure.key, handshakeTimeout: 10_000 }, (socket) =>
+      accept(socket),
+    );
     server.on('tlsClientError', (_error, socket) => socket.destroy());
   } else {
     server = net.createServer({ pauseOnConnect: true }, (accepted) => {

@@ -4,7 +4,14 @@
  * the in-memory loopback (loopback.ts) are interchangeable.
  */
 import type { OffloadError } from '../errors.js';
-import { FRAME_LIMITS, FrameDecoder, isFrameTooLarge, type Frame, type FrameLimits, type PayloadSink } from './frame.js';
+import {
+  FRAME_LIMITS,
+  FrameDecoder,
+  isFrameTooLarge,
+  type Frame,
+  type FrameLimits,
+  type PayloadSink,
+} from './frame.js';
 import { HEARTBEAT_OP } from './heartbeat.js';
 
 export interface TransportStats {
@@ -106,7 +113,8 @@ export class FrameReceiver {
         return;
       }
       if (!frame || transport.closed) return;
-      if (frame.payload.buffer === borrowed && frame.payload.byteLength > 0) frame = { meta: frame.meta, payload: frame.payload.slice() };
+      if (frame.payload.buffer === borrowed && frame.payload.byteLength > 0)
+        frame = { meta: frame.meta, payload: frame.payload.slice() };
       transport.stats.framesReceived++;
       // Heartbeats only say the peer lives (their bytes are counted above): nobody else sees them.
       if (frame.meta.op !== HEARTBEAT_OP) transport.onFrame(frame);

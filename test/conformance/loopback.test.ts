@@ -10,7 +10,12 @@ import { startLoopbackProxy } from '../helpers/loopback-proxy.js';
 
 conformance('remote device over the in-memory loopback transport', async () => {
   const proxy = await startLoopbackProxy({ threads: 2, memoryBytes: 256 * 1024 * 1024 });
-  const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * 1024 * 1024 }, webgpu: false, proxies: [], mpi: false });
+  const runtime = await Offload.init({
+    host: { threads: 1, memoryBytes: 16 * 1024 * 1024 },
+    webgpu: false,
+    proxies: [],
+    mpi: false,
+  });
   const device = runtime.devices.find((candidate) => candidate.info.plugin === 'remote')!;
   return { runtime, device, peer: runtime.devices[0], bundle: await fixtureBundle(), cleanup: () => proxy.stop() };
 });

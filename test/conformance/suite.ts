@@ -7,7 +7,18 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { debug } from '../../src/runtime/debug.js';
-import { Offload, OffloadError, type Buffer, type Device, type Event, type Kernel, type KernelPrint, type Library, type Queue, type Runtime } from '../../src/index.js';
+import {
+  Offload,
+  OffloadError,
+  type Buffer,
+  type Device,
+  type Event,
+  type Kernel,
+  type KernelPrint,
+  type Library,
+  type Queue,
+  type Runtime,
+} from '../../src/index.js';
 
 export interface ConformanceTarget {
   runtime: Runtime;
@@ -26,7 +37,8 @@ export type Capability = 'i64' | 'f64' | 'traps' | 'concurrentQueues' | 'atomics
 /** Skips test `t` when the device says it lacks one of `needs` (info.capabilities); true when skipped. */
 function lacking(t: TestContext, device: Device, ...needs: Capability[]): boolean {
   const missing = needs.filter((need) => !device.info.capabilities[need]);
-  if (missing.length > 0) t.skip(`device ${device.id} (${device.info.name}) lacks ${missing.join(', ')} (info.capabilities)`);
+  if (missing.length > 0)
+    t.skip(`device ${device.id} (${device.info.name}) lacks ${missing.join(', ')} (info.capabilities)`);
   return missing.length > 0;
 }
 
@@ -38,8 +50,11 @@ export async function rejectsWith(promise: Promise<unknown>, code: string, messa
   } catch (error) {
     caught = error;
   }
-  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- whatever was thrown instead, as String() shows it
-  assert.ok(caught instanceof OffloadError, `expected an OffloadError ${code}, got ${caught === undefined ? 'success' : String(caught)}`);
+  assert.ok(
+    caught instanceof OffloadError,
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- whatever was thrown instead, as String() shows it
+    `expected an OffloadError ${code}, got ${caught === undefined ? 'success' : String(caught)}`,
+  );
   assert.equal(caught.code, code, `wrong code; message: ${caught.message}`);
   if (message) assert.match(caught.message, message);
   return caught;
@@ -73,7 +88,8 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
 
     /** An operation that fails on the device: a trapping kernel, or a read beyond a buffer's end where kernels cannot trap. */
     const failingOp = async (q: Queue, buffer: Buffer): Promise<{ event: Event; code: string }> => {
-      if (!device.info.capabilities.traps) return { event: q.read(buffer, new Uint8Array(8), { offset: buffer.byteLength - 4 }), code: 'OUT_OF_BOUNDS' };
+      if (!device.info.capabilities.traps)
+        return { event: q.read(buffer, new Uint8Array(8), { offset: buffer.byteLength - 4 }), code: 'OUT_OF_BOUNDS' };
       return { event: q.launch(await kernel('trap_unreachable'), { teams: 1 }, []), code: 'KERNEL_TRAP' };
     };
 
@@ -107,8 +123,14 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
       });
 
       it('rejects unknown device ids with NOT_FOUND', () => {
-        assert.throws(() => runtime.device(runtime.devices.length), (e: OffloadError) => e.code === 'NOT_FOUND');
-        assert.throws(() => runtime.device(-1), (e: OffloadError) => e.code === 'INVALID_ARGUMENT');
+        assert.throws(
+          () => runtime.device(runtime.devices.length),
+          (e: OffloadError) => e.code === 'NOT_FOUND',
+        );
+        assert.throws(
+          () => runtime.device(-1),
+          (e: OffloadError) => e.code === 'INVALID_ARGUMENT',
+        );
       });
     });
 
@@ -155,7 +177,11 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           const second = await device.alloc(bytes);
           const out = new Uint8Array(bytes);
           await q.read(second, out).done;
-          assert.equal(out.findIndex((byte) => byte !== 0), -1, `a fresh ${bytes}-byte buffer holds the freed one's bytes`);
+          assert.equal(
+            out.findIndex((byte) => byte !== 0),
+            -1,
+            `a fresh ${bytes}-byte buffer holds the freed one's bytes`,
+          );
           await second.free();
         }
         await q.destroy();
@@ -234,7 +260,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         await withBuffer(32, async (a) => {
           await withBuffer(32, async (b) => {
             const q = device.queue();
-            q.write(a, Uint8Array.from({ length: 32 }, (_, i) => i));
+            q.write(
+              a,
+              Uint8Array.from({ length: 32 }, (_, i) => i),
+            );
             q.write(b, new Uint8Array(32));
             q.copy(b, a, { srcOffset: 4, dstOffset: 20, byteLength: 8 });
             const out = new Uint8Array(32);
@@ -311,7 +340,8 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
               const out = new Float32Array(n);
               q.read(by, out);
               await q.finish();
-              for (let i = 0; i < n; i++) assert.equal(out[i], Math.fround(Math.fround(2.5 * x[i]!) + y[i]!), `element ${i}`);
+              for (let i = 0; i < n; i++)
+                assert.equal(out[i], Math.fround(Math.fround(2.5 * x[i]!) + y[i]!), `element ${i}`);
             }),
           );
         });
@@ -330,7 +360,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
             assert.equal(grid[t * 4], t, `teamId of team ${t}`);
             assert.equal(grid[t * 4 + 1], teams, 'numTeams');
             assert.ok(grid[t * 4 + 2]! >= 0 && grid[t * 4 + 2]! < grid[t * 4 + 3]!, 'threadId < numThreads');
-            assert.ok(grid[t * 4 + 3]! >= 1 && grid[t * 4 + 3]! <= device.info.maxThreadsPerTeam, 'numThreads within the device limit');
+            assert.ok(
+              grid[t * 4 + 3]! >= 1 && grid[t * 4 + 3]! <= device.info.maxThreadsPerTeam,
+              'numThreads within the device limit',
+            );
           }
         });
       });
@@ -369,12 +402,28 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         await withBuffer(16, async (b) => {
           // One at a time: a failure is sticky, so each case is reported and cleared by finish().
           const cases: [() => Promise<void>, string, RegExp][] = [
-            [() => q.launch(saxpy, { teams: 1 }, [4, 1, b]).done, 'INVALID_ARGUMENT', /expected 4 arguments \(n: i32, a: f32, x: ptr, y: ptr\), got 3/],
-            [() => q.launch(saxpy, { teams: 1 }, [4n, 1, b, b]).done, 'INVALID_ARGUMENT', /argument 0 'n' \(i32\).*bigint/],
+            [
+              () => q.launch(saxpy, { teams: 1 }, [4, 1, b]).done,
+              'INVALID_ARGUMENT',
+              /expected 4 arguments \(n: i32, a: f32, x: ptr, y: ptr\), got 3/,
+            ],
+            [
+              () => q.launch(saxpy, { teams: 1 }, [4n, 1, b, b]).done,
+              'INVALID_ARGUMENT',
+              /argument 0 'n' \(i32\).*bigint/,
+            ],
             [() => q.launch(saxpy, { teams: 1 }, [1.5, 1, b, b]).done, 'INVALID_ARGUMENT', /'n' \(i32\)/],
             [() => q.launch(saxpy, { teams: 1 }, [2 ** 33, 1, b, b]).done, 'INVALID_ARGUMENT', /'n' \(i32\)/],
-            [() => q.launch(saxpy, { teams: 1 }, [4, '1', b, b] as never).done, 'INVALID_ARGUMENT', /'a' \(f32\).*string/],
-            [() => q.launch(saxpy, { teams: 1 }, [4, 1, 1024, b] as never).done, 'INVALID_ARGUMENT', /'x' \(ptr\).*Buffer/],
+            [
+              () => q.launch(saxpy, { teams: 1 }, [4, '1', b, b] as never).done,
+              'INVALID_ARGUMENT',
+              /'a' \(f32\).*string/,
+            ],
+            [
+              () => q.launch(saxpy, { teams: 1 }, [4, 1, 1024, b] as never).done,
+              'INVALID_ARGUMENT',
+              /'x' \(ptr\).*Buffer/,
+            ],
             ...(sum
               ? ([
                   [() => q.launch(sum, { teams: 1 }, [1, 2n, b]).done, 'INVALID_ARGUMENT', /'a' \(i64\).*bigint/],
@@ -398,7 +447,11 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         await q.finish().catch(() => {});
         if (target.peer) {
           const foreign = await target.peer.alloc(16);
-          await rejectsWith(q.launch(saxpy, { teams: 1 }, [4, 1, foreign, foreign]).done, 'INVALID_BUFFER', /'x'.*device/);
+          await rejectsWith(
+            q.launch(saxpy, { teams: 1 }, [4, 1, foreign, foreign]).done,
+            'INVALID_BUFFER',
+            /'x'.*device/,
+          );
           await q.finish().catch(() => {});
           await foreign.free();
         }
@@ -456,7 +509,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
             const out = new Int32Array(16);
             q.read(b, out);
             await q.finish();
-            assert.deepEqual(Array.from(out), Array.from({ length: 16 }, (_, i) => i));
+            assert.deepEqual(
+              Array.from(out),
+              Array.from({ length: 16 }, (_, i) => i),
+            );
           });
         });
       }
@@ -473,7 +529,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           q.read(b, out);
           q.write(b, new Int32Array(256).fill(-1)); // after the read: must not be seen by it
           await q.finish();
-          assert.ok(out.every((v) => v === 1275), `every element is 1+2+...+50, got ${out[0]}`);
+          assert.ok(
+            out.every((v) => v === 1275),
+            `every element is 1+2+...+50, got ${out[0]}`,
+          );
         });
       });
 
@@ -524,7 +583,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
             const out = new Int32Array(64);
             q2.read(b, out);
             await q2.finish();
-            assert.deepEqual(Array.from(out), Array.from({ length: 64 }, (_, i) => i));
+            assert.deepEqual(
+              Array.from(out),
+              Array.from({ length: 64 }, (_, i) => i),
+            );
             await q1.finish();
           });
         });
@@ -641,7 +703,9 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
 
     describe('printing from kernels', () => {
       /** Runs `body` in a context of the target's runtime whose kernels' lines are collected. */
-      const printing = async (body: (device: Device, say: Kernel, lines: KernelPrint[]) => Promise<void>): Promise<void> => {
+      const printing = async (
+        body: (device: Device, say: Kernel, lines: KernelPrint[]) => Promise<void>,
+      ): Promise<void> => {
         const lines: KernelPrint[] = [];
         const context = await runtime.createContext({ print: (line) => lines.push(line) });
         try {
@@ -653,7 +717,8 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
       };
 
       it("delivers each team's print() lines in order, tagged, before the launch's event completes", async (t) => {
-        if (!device.info.kernelPrint) return t.skip(`device ${device.id} (${device.info.name}) cannot print (info.kernelPrint is false)`);
+        if (!device.info.kernelPrint)
+          return t.skip(`device ${device.id} (${device.info.name}) cannot print (info.kernelPrint is false)`);
         await printing(async (own, say, lines) => {
           const data = await own.alloc(32);
           const q = own.queue();
@@ -668,13 +733,15 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
               `team ${team}'s lines, in its order`,
             );
           }
-          for (const line of lines) assert.deepEqual([line.device, line.kernel, typeof line.queue], [device.id, 'say', 'number']);
+          for (const line of lines)
+            assert.deepEqual([line.device, line.kernel, typeof line.queue], [device.id, 'say', 'number']);
           await data.free();
         });
       });
 
       it('keeps the lines printed before a trap, and bounds a flood with a count of what it dropped', async (t) => {
-        if (!device.info.kernelPrint) return t.skip(`device ${device.id} (${device.info.name}) cannot print (info.kernelPrint is false)`);
+        if (!device.info.kernelPrint)
+          return t.skip(`device ${device.id} (${device.info.name}) cannot print (info.kernelPrint is false)`);
         if (lacking(t, device, 'traps')) return;
         await printing(async (own, say, lines) => {
           const data = await own.alloc(32);
@@ -690,7 +757,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           lines.length = 0;
           await q.launch(say, { teams: 2 }, [20_000, data, -1]).done;
           const bytes = lines.reduce((sum, line) => sum + line.text.length, 0);
-          assert.ok(bytes < 64 * 1024, `a launch printing 40,000 lines delivered ${lines.length} (${bytes} characters)`);
+          assert.ok(
+            bytes < 64 * 1024,
+            `a launch printing 40,000 lines delivered ${lines.length} (${bytes} characters)`,
+          );
           const dropped = lines.find((line) => line.team === -1);
           assert.match(dropped?.text ?? '', /\d+ more lines of this launch dropped/);
           await data.free();
@@ -714,7 +784,9 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
             for (let ty = 0; ty < 3; ty++)
               for (let tx = 0; tx < 2; tx++)
                 for (let hz = 0; hz < 2; hz++)
-                  for (let hy = 0; hy < 2; hy++) for (let hx = 0; hx < 3; hx++) expected.push(tx + 10 * ty + 100 * tz + 1000 * (hx + 10 * hy + 100 * hz));
+                  for (let hy = 0; hy < 2; hy++)
+                    for (let hx = 0; hx < 3; hx++)
+                      expected.push(tx + 10 * ty + 100 * tz + 1000 * (hx + 10 * hy + 100 * hz));
           assert.deepEqual([...got.subarray(0, total)], expected);
           assert.deepEqual([...got.subarray(total)], [...teams, ...threads], 'numTeams(d) and numThreads(d)');
         });
@@ -722,14 +794,19 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
 
       it('computes a team-wide prefix sum through team memory and barriers', async (t) => {
         const threads = 64;
-        if (device.info.maxThreadsPerTeam < threads) return t.skip(`device ${device.id} has teams of at most ${device.info.maxThreadsPerTeam} threads`);
+        if (device.info.maxThreadsPerTeam < threads)
+          return t.skip(`device ${device.id} has teams of at most ${device.info.maxThreadsPerTeam} threads`);
         const n = 1000;
         const input = Int32Array.from({ length: n }, (_, i) => ((i * 7919) % 201) - 100);
         await withBuffer(n * 4, (data) =>
           withBuffer(n * 4, async (out) => {
             const q = device.queue();
             q.write(data, input);
-            q.launch(await kernel('team_scan'), { teams: Math.ceil(n / threads), threads, teamMemoryBytes: 2 * threads * 4 }, [data, out, n]);
+            q.launch(
+              await kernel('team_scan'),
+              { teams: Math.ceil(n / threads), threads, teamMemoryBytes: 2 * threads * 4 },
+              [data, out, n],
+            );
             const got = new Int32Array(n);
             q.read(out, got);
             await q.finish();
@@ -750,10 +827,19 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           const q = device.queue();
           const cases: [Record<string, unknown>, RegExp][] = [
             // Beyond 2^31 - 1 (the host device's limit) a size is no i32: refused as such.
-            [{ teams: [1, 1, info.maxTeamDims[2] + 1] }, /grid.teams( .*z = \d+ is more than \d+ \(maxTeamDims|\[2\] \(z\) must be an integer from 1 to 2147483647)/],
-            [{ teams: 1, threads: [1, info.maxThreadDims[1] + 1, 1] }, /grid.threads .*(y = \d+ is more than \d+ \(maxThreadDims|maxThreadsPerTeam)/],
+            [
+              { teams: [1, 1, info.maxTeamDims[2] + 1] },
+              /grid.teams( .*z = \d+ is more than \d+ \(maxTeamDims|\[2\] \(z\) must be an integer from 1 to 2147483647)/,
+            ],
+            [
+              { teams: 1, threads: [1, info.maxThreadDims[1] + 1, 1] },
+              /grid.threads .*(y = \d+ is more than \d+ \(maxThreadDims|maxThreadsPerTeam)/,
+            ],
             [{ teams: 1, threads: [info.maxThreadsPerTeam, 2] }, /grid.threads .*(maxThreadsPerTeam|maxThreadDims)/],
-            [{ teams: 1, teamMemoryBytes: info.maxTeamMemoryBytes + 1 }, /grid.teamMemoryBytes \d+ is more than .*maxTeamMemoryBytes/],
+            [
+              { teams: 1, teamMemoryBytes: info.maxTeamMemoryBytes + 1 },
+              /grid.teamMemoryBytes \d+ is more than .*maxTeamMemoryBytes/,
+            ],
             [{ teams: [] }, /grid.teams must be a number or 1 to 3 dimensions/],
             [{ teams: [1, 2, 3, 4] }, /grid.teams must be a number or 1 to 3 dimensions/],
             [{ teams: [2, 0] }, /grid.teams\[1\] \(y\)/],
@@ -770,7 +856,8 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
 
     describe('calls from kernels to the program', () => {
       it("runs the program's host functions, sync and async, and gives the kernel their results", async (t) => {
-        if (!device.info.hostCalls) return t.skip(`device ${device.id} (${device.info.name}) cannot call the program (info.hostCalls is false)`);
+        if (!device.info.hostCalls)
+          return t.skip(`device ${device.id} (${device.info.name}) cannot call the program (info.hostCalls is false)`);
         runtime.hostFunctions.add('scale', (team, factor) => team * factor);
         runtime.hostFunctions.add('scale_later', async (team, factor) => {
           await new Promise((resolve) => setTimeout(resolve, 2));
@@ -798,7 +885,8 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
       });
 
       it('traps the kernel with the reason when the function throws or does not exist, and goes on', async (t) => {
-        if (!device.info.hostCalls) return t.skip(`device ${device.id} (${device.info.name}) cannot call the program (info.hostCalls is false)`);
+        if (!device.info.hostCalls)
+          return t.skip(`device ${device.id} (${device.info.name}) cannot call the program (info.hostCalls is false)`);
         runtime.hostFunctions.add('explode', () => {
           throw new Error('the program refuses');
         });
@@ -806,9 +894,17 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           const callHost = await kernel('call_host');
           await withBuffer(8, async (out) => {
             const q = device.queue();
-            await rejectsWith(q.launch(callHost, { teams: 1 }, [2, 0, out]).done, 'KERNEL_TRAP', /call_host.*the program refuses/);
+            await rejectsWith(
+              q.launch(callHost, { teams: 1 }, [2, 0, out]).done,
+              'KERNEL_TRAP',
+              /call_host.*the program refuses/,
+            );
             await q.finish().catch(() => {});
-            await rejectsWith(q.launch(callHost, { teams: 1 }, [3, 0, out]).done, 'KERNEL_TRAP', /host function 'missing'.*hostFunctions.add/);
+            await rejectsWith(
+              q.launch(callHost, { teams: 1 }, [3, 0, out]).done,
+              'KERNEL_TRAP',
+              /host function 'missing'.*hostFunctions.add/,
+            );
             await q.finish().catch(() => {});
             runtime.hostFunctions.add('scale', (team, factor) => team + factor);
             q.launch(callHost, { teams: 1 }, [0, 4, out]);
@@ -826,7 +922,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
 
     describe('time limits', () => {
       it('fails a runaway launch with TIMEOUT naming the kernel and the limit; the device goes on with its memory intact', async (t) => {
-        if (!device.info.launchTimeouts) return t.skip(`device ${device.id} (${device.info.name}) cannot stop a running launch (info.launchTimeouts is false)`);
+        if (!device.info.launchTimeouts)
+          return t.skip(
+            `device ${device.id} (${device.info.name}) cannot stop a running launch (info.launchTimeouts is false)`,
+          );
         const spin = await kernel('spin');
         const iota = await kernel('iota_i32');
         await withBuffer(64, async (kept) => {
@@ -836,7 +935,11 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           await withBuffer(4, async (flag) => {
             q.write(flag, new Int32Array(1));
             const started = performance.now();
-            await rejectsWith(q.launch(spin, { teams: 2, timeoutMs: 100 }, [flag]).done, 'TIMEOUT', /kernel 'spin' .*time limit of 100 ms/);
+            await rejectsWith(
+              q.launch(spin, { teams: 2, timeoutMs: 100 }, [flag]).done,
+              'TIMEOUT',
+              /kernel 'spin' .*time limit of 100 ms/,
+            );
             const took = performance.now() - started;
             assert.ok(took >= 100 && took < 10_000, `it failed after ${took.toFixed(0)} ms`);
             await rejectsWith(q.finish(), 'TIMEOUT');
@@ -849,13 +952,20 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
             q.launch(iota, { teams: 4 }, [16, fresh]);
             q.read(fresh, out);
             await q.finish();
-            assert.deepEqual([...out], Array.from({ length: 16 }, (_, i) => i), 'the next launch runs');
+            assert.deepEqual(
+              [...out],
+              Array.from({ length: 16 }, (_, i) => i),
+              'the next launch runs',
+            );
           });
         });
       });
 
       it('times a launch from when it begins to run, not while it waits for busy workers', async (t) => {
-        if (!device.info.launchTimeouts) return t.skip(`device ${device.id} (${device.info.name}) cannot stop a running launch (info.launchTimeouts is false)`);
+        if (!device.info.launchTimeouts)
+          return t.skip(
+            `device ${device.id} (${device.info.name}) cannot stop a running launch (info.launchTimeouts is false)`,
+          );
         const spin = await kernel('spin');
         const iota = await kernel('iota_i32');
         await withBuffer(4, async (flag) => {
@@ -873,7 +983,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
             await limited.done;
             const result = new Int32Array(16);
             await waiting.read(out, result).done;
-            assert.deepEqual([...result], Array.from({ length: 16 }, (_, i) => i));
+            assert.deepEqual(
+              [...result],
+              Array.from({ length: 16 }, (_, i) => i),
+            );
             await Promise.all([busy.destroy(), waiting.destroy()]);
           });
         });
@@ -884,7 +997,11 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         await withBuffer(64, async (buffer) => {
           const q = device.queue();
           for (const bad of [0, -5, 1.5, 2 ** 31, '100']) {
-            await rejectsWith(q.launch(iota, { teams: 1, timeoutMs: bad as never }, [16, buffer]).done, 'INVALID_ARGUMENT', /timeoutMs/);
+            await rejectsWith(
+              q.launch(iota, { teams: 1, timeoutMs: bad as never }, [16, buffer]).done,
+              'INVALID_ARGUMENT',
+              /timeoutMs/,
+            );
             await q.finish().catch(() => {});
           }
           const limited = q.launch(iota, { teams: 1, timeoutMs: 60_000 }, [16, buffer]);
@@ -906,18 +1023,32 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
 
       it('says what the device can do in info.capabilities, and the device does just that', async () => {
         const caps = device.info.capabilities;
-        for (const name of ['i64', 'f64', 'traps', 'concurrentQueues', 'atomics', 'mappedMemory'] as const) assert.equal(typeof caps[name], 'boolean', name);
-        assert.equal(caps.maxTeamMemoryBytes, device.info.maxTeamMemoryBytes, 'capabilities.maxTeamMemoryBytes is the limit a launch is checked against');
+        for (const name of ['i64', 'f64', 'traps', 'concurrentQueues', 'atomics', 'mappedMemory'] as const)
+          assert.equal(typeof caps[name], 'boolean', name);
+        assert.equal(
+          caps.maxTeamMemoryBytes,
+          device.info.maxTeamMemoryBytes,
+          'capabilities.maxTeamMemoryBytes is the limit a launch is checked against',
+        );
         // A kernel that needs a capability exists in the device's image exactly when the device has it.
-        for (const [capability, name] of [['i64', 'sum_i64'], ['f64', 'scale_f64'], ['traps', 'trap_unreachable']] as const) {
+        for (const [capability, name] of [
+          ['i64', 'sum_i64'],
+          ['f64', 'scale_f64'],
+          ['traps', 'trap_unreachable'],
+        ] as const) {
           const found = await device.kernel(library, name).then(
             () => true,
             (error: unknown) => (OffloadError.is(error, 'NOT_FOUND') ? false : Promise.reject(error)),
           );
-          assert.equal(found, caps[capability], `kernel ${name} on a device whose capabilities.${capability} is ${caps[capability]}`);
+          assert.equal(
+            found,
+            caps[capability],
+            `kernel ${name} on a device whose capabilities.${capability} is ${caps[capability]}`,
+          );
         }
         assert.equal(caps.mappedMemory, device.info.memoryKinds.includes('shared'));
-        if (device.info.plugin === 'remote') assert.equal(caps.mappedMemory, false, 'memory across a network is never the program\'s');
+        if (device.info.plugin === 'remote')
+          assert.equal(caps.mappedMemory, false, "memory across a network is never the program's");
       });
 
       it('fills with a byte, and with 2-, 4- and 8-byte patterns from any offset, leaving the rest untouched', async () => {
@@ -951,7 +1082,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           await q.fill(buffer, Int32Array.of(-559038737)).done; // 0xdeadbeef
           const back = new Int32Array((await contents(buffer)).buffer);
           assert.equal(back.length, bytes / 4);
-          assert.ok(back.every((value) => value === -559038737), 'every word holds the pattern');
+          assert.ok(
+            back.every((value) => value === -559038737),
+            'every word holds the pattern',
+          );
           await rejectsWith(q.fill(buffer, 256).done, 'INVALID_ARGUMENT', /0 to 255/);
           await q.finish().catch(() => {});
           await rejectsWith(q.fill(buffer, new Uint8Array(3)).done, 'INVALID_ARGUMENT', /1, 2, 4 or 8 bytes/);
@@ -969,7 +1103,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         const before = await device.memoryInfo();
         assert.ok(before.totalBytes > 0 && before.freeBytes <= before.totalBytes, JSON.stringify(before));
         assert.ok(before.largestFreeBlockBytes <= before.freeBytes, JSON.stringify(before));
-        assert.ok(before.totalBytes <= device.info.memoryBytes + 2 ** 20, `total ${before.totalBytes} against info.memoryBytes ${device.info.memoryBytes}`);
+        assert.ok(
+          before.totalBytes <= device.info.memoryBytes + 2 ** 20,
+          `total ${before.totalBytes} against info.memoryBytes ${device.info.memoryBytes}`,
+        );
         const size = 1024 * 1024;
         const buffer = await device.alloc(size);
         const during = await device.memoryInfo();
@@ -1062,26 +1199,54 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           assert.deepEqual(await contents(buffer), expected);
           // Read those rows back into a host array with a pitch of 7, from offset 1.
           const host = new Uint8Array(1 + 2 * 7 + 5).fill(1);
-          await q.readRect(buffer, host, { width: 5, height: 3, src: { offset: 3, rowPitch: 11 }, dst: { offset: 1, rowPitch: 7 } }).done;
-          for (let r = 0; r < 3; r++) assert.deepEqual(host.subarray(1 + r * 7, 6 + r * 7), rows.subarray(r * 5, r * 5 + 5));
+          await q.readRect(buffer, host, {
+            width: 5,
+            height: 3,
+            src: { offset: 3, rowPitch: 11 },
+            dst: { offset: 1, rowPitch: 7 },
+          }).done;
+          for (let r = 0; r < 3; r++)
+            assert.deepEqual(host.subarray(1 + r * 7, 6 + r * 7), rows.subarray(r * 5, r * 5 + 5));
           assert.equal(host[0], 1);
           assert.equal(host[6], 1, 'bytes between rows are untouched');
           // Two slices of 2 rows of 3 bytes, within the device, from offset 3 to offset 120.
-          const rect = { width: 3, height: 2, depth: 2, src: { offset: 3, rowPitch: 11, slicePitch: 22 }, dst: { offset: 120, rowPitch: 4, slicePitch: 9 } };
+          const rect = {
+            width: 3,
+            height: 2,
+            depth: 2,
+            src: { offset: 3, rowPitch: 11, slicePitch: 22 },
+            dst: { offset: 120, rowPitch: 4, slicePitch: 9 },
+          };
           await q.copyRect(buffer, buffer, rect).done;
           const copied = await contents(buffer);
           for (let z = 0; z < 2; z++) {
             for (let r = 0; r < 2; r++) {
               const from = 3 + z * 22 + r * 11;
-              assert.deepEqual(copied.subarray(120 + z * 9 + r * 4, 123 + z * 9 + r * 4), expected.subarray(from, from + 3), `slice ${z} row ${r}`);
+              assert.deepEqual(
+                copied.subarray(120 + z * 9 + r * 4, 123 + z * 9 + r * 4),
+                expected.subarray(from, from + 3),
+                `slice ${z} row ${r}`,
+              );
             }
           }
           assert.equal(copied[123], 0xee, 'the byte after a row stays');
-          await rejectsWith(q.writeRect(buffer, rows, { width: 5, height: 3, dst: { rowPitch: 4 } }).done, 'INVALID_ARGUMENT', /rowPitch/);
+          await rejectsWith(
+            q.writeRect(buffer, rows, { width: 5, height: 3, dst: { rowPitch: 4 } }).done,
+            'INVALID_ARGUMENT',
+            /rowPitch/,
+          );
           await q.finish().catch(() => {});
-          await rejectsWith(q.writeRect(buffer, rows, { width: 5, height: 3, dst: { offset: 190 } }).done, 'OUT_OF_BOUNDS', /dst side/);
+          await rejectsWith(
+            q.writeRect(buffer, rows, { width: 5, height: 3, dst: { offset: 190 } }).done,
+            'OUT_OF_BOUNDS',
+            /dst side/,
+          );
           await q.finish().catch(() => {});
-          await rejectsWith(q.readRect(buffer, new Uint8Array(4), { width: 5, height: 1 }).done, 'OUT_OF_BOUNDS', /dst side/);
+          await rejectsWith(
+            q.readRect(buffer, new Uint8Array(4), { width: 5, height: 1 }).done,
+            'OUT_OF_BOUNDS',
+            /dst side/,
+          );
           await q.finish().catch(() => {});
           await rejectsWith(q.copyRect(buffer, buffer, { width: -1, height: 1 }).done, 'INVALID_ARGUMENT', /width/);
           await q.finish().catch(() => {});
@@ -1097,11 +1262,15 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         const info = saxpy.info;
         assert.equal(info.name, 'saxpy');
         assert.deepEqual(info.params, saxpy.params);
-        assert.ok(device.info.imageFormats.includes(info.imageFormat), `${info.imageFormat} of ${device.info.imageFormats.join(', ')}`);
+        assert.ok(
+          device.info.imageFormats.includes(info.imageFormat),
+          `${info.imageFormat} of ${device.info.imageFormats.join(', ')}`,
+        );
         assert.equal(info.maxTeams, device.info.maxTeams);
         assert.equal(info.maxThreadsPerTeam, device.info.maxThreadsPerTeam);
         // The wasm image keeps its strings (print's messages) as static data; a wgsl image keeps none.
-        if (info.imageFormat === 'wasm') assert.ok(info.staticDataBytes > 0, `${info.staticDataBytes} bytes of static data`);
+        if (info.imageFormat === 'wasm')
+          assert.ok(info.staticDataBytes > 0, `${info.staticDataBytes} bytes of static data`);
         else assert.equal(info.staticDataBytes, 0);
       });
 
@@ -1164,14 +1333,23 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           debug.sink = sink;
         }
         const format = device.info.imageFormats[0]!;
-        assert.ok(lines.some((line) => line.startsWith(`offload-ts debug: device ${device.id}: library`) && line.includes(`its ${format} image`)), lines.join('\n'));
+        assert.ok(
+          lines.some(
+            (line) =>
+              line.startsWith(`offload-ts debug: device ${device.id}: library`) && line.includes(`its ${format} image`),
+          ),
+          lines.join('\n'),
+        );
       });
 
       it('maps shared memory: hostView() is the buffer itself where the device has mapped memory, UNSUPPORTED elsewhere', async () => {
         if (!device.info.capabilities.mappedMemory) {
           await rejectsWith(device.alloc(64, { kind: 'shared' }), 'UNSUPPORTED', /shared/);
           await withBuffer(64, async (buffer) => {
-            assert.throws(() => buffer.hostView(), (e: OffloadError) => e.code === 'UNSUPPORTED' && /mappedMemory/.test(e.message));
+            assert.throws(
+              () => buffer.hostView(),
+              (e: OffloadError) => e.code === 'UNSUPPORTED' && /mappedMemory/.test(e.message),
+            );
           });
           return;
         }
@@ -1181,19 +1359,35 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         for (let i = 0; i < 16; i++) view[i] = i * 10;
         const q = device.queue();
         await q.launch(await kernel('add_i32'), { teams: 2 }, [16, 1, buffer]).done;
-        assert.deepEqual([...view], Array.from({ length: 16 }, (_, i) => i * 10 + 1), 'the kernel wrote into the view (zero copy)');
+        assert.deepEqual(
+          [...view],
+          Array.from({ length: 16 }, (_, i) => i * 10 + 1),
+          'the kernel wrote into the view (zero copy)',
+        );
         await q.write(buffer, Int32Array.of(-5)).done;
         assert.equal(view[0], -5);
         assert.equal(buffer.hostView().byteLength, 64);
         assert.equal(buffer.hostView(Float64Array).length, 8);
         const odd = await device.alloc(12, { kind: 'shared' });
-        assert.throws(() => odd.hostView(Float64Array), (e: OffloadError) => e.code === 'INVALID_ARGUMENT' && /whole number/.test(e.message));
+        assert.throws(
+          () => odd.hostView(Float64Array),
+          (e: OffloadError) => e.code === 'INVALID_ARGUMENT' && /whole number/.test(e.message),
+        );
         await odd.free();
-        assert.throws(() => buffer.hostView('x' as never), (e: OffloadError) => e.code === 'INVALID_ARGUMENT');
+        assert.throws(
+          () => buffer.hostView('x' as never),
+          (e: OffloadError) => e.code === 'INVALID_ARGUMENT',
+        );
         await buffer.free();
-        assert.throws(() => buffer.hostView(), (e: OffloadError) => e.code === 'INVALID_BUFFER');
+        assert.throws(
+          () => buffer.hostView(),
+          (e: OffloadError) => e.code === 'INVALID_BUFFER',
+        );
         await withBuffer(8, async (plain) => {
-          assert.throws(() => plain.hostView(), (e: OffloadError) => e.code === 'UNSUPPORTED' && /'device' memory/.test(e.message));
+          assert.throws(
+            () => plain.hostView(),
+            (e: OffloadError) => e.code === 'UNSUPPORTED' && /'device' memory/.test(e.message),
+          );
         });
       });
     });
@@ -1208,7 +1402,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
           const read = q.read(buffer, out);
           await q.destroy();
           assert.equal(read.query(), true, 'the work enqueued before destroy() completed first');
-          assert.deepEqual([...out], Array.from({ length: 16 }, (_, i) => i));
+          assert.deepEqual(
+            [...out],
+            Array.from({ length: 16 }, (_, i) => i),
+          );
           await q.destroy(); // idempotent
           await rejectsWith(q.write(buffer, new Int32Array(1)).done, 'INVALID_ARGUMENT', /destroyed/);
           await rejectsWith(q.record().done, 'INVALID_ARGUMENT', /destroyed/);

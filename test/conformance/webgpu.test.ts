@@ -13,7 +13,11 @@ if (skip) {
   describe('conformance: WebGPU device', { skip, timeout: 1000 }, () => {});
 } else {
   conformance('WebGPU device', async () => {
-    const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * 1024 * 1024 }, webgpu: { fallback: true }, proxies: [] });
+    const runtime = await Offload.init({
+      host: { threads: 1, memoryBytes: 16 * 1024 * 1024 },
+      webgpu: { fallback: true },
+      proxies: [],
+    });
     const device = runtime.devices.find((candidate) => candidate.info.plugin === 'webgpu')!;
     return { runtime, device, peer: runtime.devices[0], bundle: await fixtureBundle() };
   });

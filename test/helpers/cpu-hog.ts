@@ -12,7 +12,9 @@ export interface CpuHog {
 
 export async function startCpuHog(maxMs = 120_000): Promise<CpuHog> {
   const script = `const end = Date.now() + ${maxMs}; process.stdout.write('spinning\\n'); while (Date.now() < end) {}`;
-  const hogs: ChildProcess[] = Array.from({ length: availableParallelism() }, () => spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] }));
+  const hogs: ChildProcess[] = Array.from({ length: availableParallelism() }, () =>
+    spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] }),
+  );
   // Started when each one spins: the test then runs on busy CPUs from its first launch.
   await Promise.all(hogs.map((hog) => new Promise((resolve) => hog.stdout!.once('data', resolve))));
   return {

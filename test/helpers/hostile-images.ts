@@ -19,7 +19,7 @@ function leb(n: number): number[] {
 }
 function sleb32(n: number): number[] {
   const out: number[] = [];
-  for (n |= 0; ; ) {
+  for (n |= 0; ;) {
     const byte = n & 0x7f;
     n >>= 7;
     if ((n === 0 && (byte & 0x40) === 0) || (n === -1 && (byte & 0x40) !== 0)) return [...out, byte];
@@ -54,7 +54,14 @@ export function hostileModule(hostile: HostileModule): Uint8Array {
   const bodies = [[0x00, ...(hostile.body ?? []), 0x0b]];
   if (hostile.start === 'returns') bodies.push([0x00, 0x0b]);
   if (hostile.start === 'loops') bodies.push([0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b]); // loop: br 0
-  const segments = (hostile.data ?? []).map(({ offset, size }) => [0x00, 0x41, ...sleb32(offset), 0x0b, ...leb(size), ...new Array<number>(size).fill(0xaa)]);
+  const segments = (hostile.data ?? []).map(({ offset, size }) => [
+    0x00,
+    0x41,
+    ...sleb32(offset),
+    0x0b,
+    ...leb(size),
+    ...new Array<number>(size).fill(0xaa),
+  ]);
   if (hostile.globalOffset) segments.push([0x00, 0x23, 0x00, 0x0b, ...leb(4), 1, 2, 3, 4]); // global.get 0
   const bytes = [
     ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
@@ -70,8 +77,13 @@ export function hostileModule(hostile: HostileModule): Uint8Array {
 }
 
 /** A bundle of one wasm image, whose manifest claims whatever static range `claims` says. */
-export function hostileBundle(bundleName: string, hostile: HostileModule, claims = { staticBase: STATIC_WINDOW_START, staticSize: 0 }): Uint8Array {
+export function hostileBundle(
+  bundleName: string,
+  hostile: HostileModule,
+  claims = { staticBase: STATIC_WINDOW_START, staticSize: 0 },
+): Uint8Array {
   const image = { format: 'wasm', triple: WASM_TRIPLE, offset: 0, size: 0, ...claims, minPages: 1 } as const;
-  return encodeBundle({ name: bundleName, images: [image], entries: [{ name: 'k', kind: 'kernel', params: [] }] }, [hostileModule(hostile)]);
+  return encodeBundle({ name: bundleName, images: [image], entries: [{ name: 'k', kind: 'kernel', params: [] }] }, [
+    hostileModule(hostile),
+  ]);
 }
-

@@ -12,8 +12,23 @@
  * Waits are exact: a wait blocks until a notify of its address wakes it (no time bound), so a
  * schedule that loses a wake-up ends stuck with work left, and the checker reports it.
  */
-import { ARG_KIND, LaunchRing, S_FINISHED, S_IMAGE, S_KERNEL, S_NARGS, H_DONE_COUNT, H_EPOCH } from '../../src/plugins/host/launch-ring.js';
-import { HostAction, HostSide, type RingLaunch, WorkerAction, WorkerSide } from '../../src/plugins/host/launch-protocol.js';
+import {
+  ARG_KIND,
+  LaunchRing,
+  S_FINISHED,
+  S_IMAGE,
+  S_KERNEL,
+  S_NARGS,
+  H_DONE_COUNT,
+  H_EPOCH,
+} from '../../src/plugins/host/launch-ring.js';
+import {
+  HostAction,
+  HostSide,
+  type RingLaunch,
+  WorkerAction,
+  WorkerSide,
+} from '../../src/plugins/host/launch-protocol.js';
 import { Fifo } from '../../src/plugins/fifo.js';
 import type { InterleavedSystem } from './interleavings.js';
 
@@ -36,7 +51,15 @@ export interface Protocol {
 const PRODUCTION: Protocol = {
   Host: HostSide<Launch>,
   Worker: WorkerSide,
-  publication: ['payload', 'arguments', 'LIMIT = gen:teams', 'STATE = READY', 'TICKET = gen:0', 'EPOCH += 1', 'reads SLEEPERS'],
+  publication: [
+    'payload',
+    'arguments',
+    'LIMIT = gen:teams',
+    'STATE = READY',
+    'TICKET = gen:0',
+    'EPOCH += 1',
+    'reads SLEEPERS',
+  ],
 };
 
 export interface Scenario {
@@ -120,7 +143,12 @@ export class LaunchModel implements InterleavedSystem<unknown> {
       deaths: 0,
       exits: [],
       waiters: {},
-      threads: Array.from({ length: FIRST_WORKER + scenario.workers }, () => ({ pending: undefined, blocked: false, doomed: false, dead: false })),
+      threads: Array.from({ length: FIRST_WORKER + scenario.workers }, () => ({
+        pending: undefined,
+        blocked: false,
+        doomed: false,
+        dead: false,
+      })),
     };
     this.wireSettlement();
   }
@@ -129,7 +157,9 @@ export class LaunchModel implements InterleavedSystem<unknown> {
     this.host.onSettled = (launch, trap) => {
       if (trap !== undefined) this.fail(`launch ${launch.id} trapped: ${trap}`);
       if (this.book.settled[launch.id]) this.fail(`launch ${launch.id} was settled twice`);
-      const missing = this.book.runs[launch.id]!.flatMap((count, team) => (count === 1 ? [] : [`team ${team} ran ${count} times`]));
+      const missing = this.book.runs[launch.id]!.flatMap((count, team) =>
+        count === 1 ? [] : [`team ${team} ran ${count} times`],
+      );
       if (missing.length > 0) this.fail(`launch ${launch.id} completed, but ${missing.join(', ')}`);
       this.book.settled[launch.id] = 'completed';
     };
@@ -162,7 +192,8 @@ export class LaunchModel implements InterleavedSystem<unknown> {
   runnable(): number[] {
     const threads = this.book.threads;
     const result: number[] = [];
-    if (this.publisherBusy() || (this.pumpAwaiting() && (this.host.publishing || this.available()))) result.push(PUBLISHER);
+    if (this.publisherBusy() || (this.pumpAwaiting() && (this.host.publishing || this.available())))
+      result.push(PUBLISHER);
     if (!this.publisherBusy() && this.pumpRunnable()) result.push(PUMP);
     for (let w = 0; w < this.workers.length; w++) {
       const state = threads[FIRST_WORKER + w]!;
@@ -222,7 +253,8 @@ export class LaunchModel implements InterleavedSystem<unknown> {
 
   private unblock(thread: number): void {
     this.book.threads[thread]!.blocked = false;
-    for (const list of Object.values(this.book.waiters)) if (list.includes(thread)) list.splice(list.indexOf(thread), 1);
+    for (const list of Object.values(this.book.waiters))
+      if (list.includes(thread)) list.splice(list.indexOf(thread), 1);
   }
 
   private name(thread: number): string {
@@ -236,12 +268,14 @@ export class LaunchModel implements InterleavedSystem<unknown> {
       const launch = this.available()!;
       this.book.next++;
       this.host.submit(launch);
-      if (!this.host.publishing) return `main(publish): launch ${launch.id} (${launch.teams} teams) waits for a free slot`;
+      if (!this.host.publishing)
+        return `main(publish): launch ${launch.id} (${launch.teams} teams) waits for a free slot`;
     }
     const before = this.publication();
     const action = this.host.publishStep();
     const pub = before ?? this.publication()!;
-    if (action === HostAction.WakeWorkers) this.book.threads[PUBLISHER]!.pending = { kind: 'notify', address: H_EPOCH, count: this.host.wake };
+    if (action === HostAction.WakeWorkers)
+      this.book.threads[PUBLISHER]!.pending = { kind: 'notify', address: H_EPOCH, count: this.host.wake };
     return `main(publish): launch ${pub.launch.id} gen ${pub.gen} slot ${pub.slot}: ${this.protocol.publication[before?.pc ?? 0]}`;
   }
 
@@ -284,7 +318,13 @@ export class LaunchModel implements InterleavedSystem<unknown> {
   }
 
   private pumpNextIsLocal(): boolean {
-    const h = this.host as unknown as { pumpPc: number; scan: number[]; scanIndex: number; retireCandidates: number[]; withdrawals: unknown[] };
+    const h = this.host as unknown as {
+      pumpPc: number;
+      scan: number[];
+      scanIndex: number;
+      retireCandidates: number[];
+      withdrawals: unknown[];
+    };
     if (h.withdrawals.length > 0) return false;
     return (h.pumpPc === 1 && h.scanIndex === h.scan.length) || (h.pumpPc === 4 && h.retireCandidates.length === 0);
   }
@@ -328,7 +368,10 @@ export class LaunchModel implements InterleavedSystem<unknown> {
     let action = side.step();
     // Steps that touch nothing another thread writes commute with every other step: take them
     // at once (reading STOP, which the model never sets; the end of a scan; entering a wait).
-    while (action !== WorkerAction.Stop && (side.next === 'STOP' || side.next === 'WAIT' || (side.next === 'STATE' && side.slot === this.ring.shape.slots))) {
+    while (
+      action !== WorkerAction.Stop &&
+      (side.next === 'STOP' || side.next === 'WAIT' || (side.next === 'STATE' && side.slot === this.ring.shape.slots))
+    ) {
       action = side.step();
     }
     switch (action) {
@@ -355,7 +398,12 @@ export class LaunchModel implements InterleavedSystem<unknown> {
     const { i32, f64 } = this.ring;
     const slot = side.slot;
     const id = this.book.byGen[side.gen];
-    const payload = { image: i32[this.ring.at(slot, S_IMAGE)]!, kernel: i32[this.ring.at(slot, S_KERNEL)], nargs: i32[this.ring.at(slot, S_NARGS)], arg: f64[this.ring.arg(slot, 0)] };
+    const payload = {
+      image: i32[this.ring.at(slot, S_IMAGE)]!,
+      kernel: i32[this.ring.at(slot, S_KERNEL)],
+      nargs: i32[this.ring.at(slot, S_NARGS)],
+      arg: f64[this.ring.arg(slot, 0)],
+    };
     // A driver that read the payload before the run (the first protocol did) runs with what it read.
     const read = (side as { payloadImage?: number }).payloadImage;
     if (read !== undefined) Object.assign(payload, { image: read, kernel: read + 100, arg: read + 200 });
@@ -365,10 +413,18 @@ export class LaunchModel implements InterleavedSystem<unknown> {
       this.fail(`a worker runs a team of generation ${side.gen}, which was never published`);
       return ran;
     }
-    if (payload.image !== launch.image || payload.kernel !== launch.kernel || payload.nargs !== 1 || payload.arg !== launch.values[0]) {
-      this.fail(`worker ${side.index} runs team ${side.team} of launch ${launch.id} with another launch's payload (${JSON.stringify(payload)})`);
+    if (
+      payload.image !== launch.image ||
+      payload.kernel !== launch.kernel ||
+      payload.nargs !== 1 ||
+      payload.arg !== launch.values[0]
+    ) {
+      this.fail(
+        `worker ${side.index} runs team ${side.team} of launch ${launch.id} with another launch's payload (${JSON.stringify(payload)})`,
+      );
     }
-    if (side.teams !== launch.teams || side.team >= launch.teams) this.fail(`worker ${side.index} runs team ${side.team} of launch ${launch.id}, which has ${launch.teams} teams`);
+    if (side.teams !== launch.teams || side.team >= launch.teams)
+      this.fail(`worker ${side.index} runs team ${side.team} of launch ${launch.id}, which has ${launch.teams} teams`);
     const runs = this.book.runs[launch.id]!;
     runs[side.team] = (runs[side.team] ?? 0) + 1;
     if (runs[side.team]! > 1) this.fail(`team ${side.team} of launch ${launch.id} ran twice`);
@@ -392,7 +448,8 @@ export class LaunchModel implements InterleavedSystem<unknown> {
     if (this.book.violation) return this.book.violation;
     for (const [slot, flight] of this.host.inFlight) {
       const finished = Atomics.load(this.ring.i32, this.ring.at(slot, S_FINISHED));
-      if (finished > flight.launch.teams) return `slot ${slot} counts ${finished} finished teams of launch ${flight.launch.id}, which has ${flight.launch.teams}`;
+      if (finished > flight.launch.teams)
+        return `slot ${slot} counts ${finished} finished teams of launch ${flight.launch.id}, which has ${flight.launch.teams}`;
     }
     return undefined;
   }
@@ -422,30 +479,63 @@ export class LaunchModel implements InterleavedSystem<unknown> {
     const own = this.workers.map((w, index) => {
       const live = liveRegisters(w);
       const t = b.threads[FIRST_WORKER + index]!;
-      live.push(i32[this.ring.cell(index)], `${+t.blocked}${+t.doomed}${+t.dead}${t.pending ? Object.values(t.pending).join('.') : ''}`);
+      live.push(
+        i32[this.ring.cell(index)],
+        `${+t.blocked}${+t.doomed}${+t.dead}${t.pending ? Object.values(t.pending).join('.') : ''}`,
+      );
       return live.join(',');
     });
     const ordered = h.withdrawals.length > 0 || h.pumpPc === 4;
     const order = own.map((_, index) => index);
     if (!ordered) order.sort((a, c) => (own[a]! < own[c]! ? -1 : own[a]! > own[c]! ? 1 : 0));
-    const rename = new Map<number, number>(order.map((index, position) => [FIRST_WORKER + index, FIRST_WORKER + position]));
+    const rename = new Map<number, number>(
+      order.map((index, position) => [FIRST_WORKER + index, FIRST_WORKER + position]),
+    );
     const thread = (t: number): number => rename.get(t) ?? t;
     const memory = new Uint8Array(this.ring.buffer as unknown as ArrayBuffer).slice();
     const cells = new Int32Array(memory.buffer, this.ring.cell(0) * 4, order.length);
     order.forEach((index, position) => (cells[position] = i32[this.ring.cell(index)]!));
     const flights = [...h.inFlight].map(([slot, f]) => `${slot}:${f.launch.id}@${f.gen}`);
     const pub = h.pub ? `${h.pub.slot}:${h.pub.launch.id}@${h.pub.gen}/${h.pub.pc}` : '';
-    const round = h.pumpPc === 0 ? '' : [h.scan, h.scanIndex, h.collected, h.retireCandidates, h.retireWorker, h.seen].join('/');
+    const round =
+      h.pumpPc === 0 ? '' : [h.scan, h.scanIndex, h.collected, h.retireCandidates, h.retireWorker, h.seen].join('/');
     const withdrawals = h.withdrawals.map((w) => `${w.slot}@${w.gen}/${w.pc}/${w.ticket}/${w.worker}/${w.cell}`);
-    const host = [h.free, h.waiting.items.slice(h.waiting.head).map((l) => l.id), flights, [...h.retiring], withdrawals, pub, h.pumpPc, round, h.generation].join('|');
-    const main = b.threads.slice(0, FIRST_WORKER).map((t) => `${+t.blocked}${t.pending ? Object.values(t.pending).join('.') : ''}`);
+    const host = [
+      h.free,
+      h.waiting.items.slice(h.waiting.head).map((l) => l.id),
+      flights,
+      [...h.retiring],
+      withdrawals,
+      pub,
+      h.pumpPc,
+      round,
+      h.generation,
+    ].join('|');
+    const main = b.threads
+      .slice(0, FIRST_WORKER)
+      .map((t) => `${+t.blocked}${t.pending ? Object.values(t.pending).join('.') : ''}`);
     const waiters = Object.entries(b.waiters).map(([address, list]) => `${address}:${list.map(thread).join(',')}`);
-    const book = [b.next, b.runs.join(';'), b.settled, Object.entries(b.byGen), b.deaths, b.exits.map((w) => thread(FIRST_WORKER + w)), waiters, main, b.violation ?? ''].join('|');
+    const book = [
+      b.next,
+      b.runs.join(';'),
+      b.settled,
+      Object.entries(b.byGen),
+      b.deaths,
+      b.exits.map((w) => thread(FIRST_WORKER + w)),
+      waiters,
+      main,
+      b.violation ?? '',
+    ].join('|');
     return [memory, host, order.map((index) => own[index]).join('|'), book];
   }
 
   save(): unknown {
-    return { memory: new Uint8Array(this.ring.buffer).slice(), host: copyHost(this.host), workers: this.workers.map(copyWorker), book: copyBook(this.book) };
+    return {
+      memory: new Uint8Array(this.ring.buffer).slice(),
+      host: copyHost(this.host),
+      workers: this.workers.map(copyWorker),
+      book: copyBook(this.book),
+    };
   }
 
   restore(saved: unknown, last: boolean): void {
@@ -460,7 +550,12 @@ export class LaunchModel implements InterleavedSystem<unknown> {
 
 /** The registers a worker's next steps may read (all of them, for a machine other than WorkerSide). */
 function liveRegisters(w: WorkerSide): unknown[] {
-  if (!(w instanceof WorkerSide)) return [JSON.stringify(w, (key, value: unknown) => (key === 'ring' ? undefined : typeof value === 'bigint' ? `${value}n` : value))];
+  if (!(w instanceof WorkerSide))
+    return [
+      JSON.stringify(w, (key, value: unknown) =>
+        key === 'ring' ? undefined : typeof value === 'bigint' ? `${value}n` : value,
+      ),
+    ];
   const pc = w.next;
   const live: unknown[] = [pc];
   if (pc !== 'SCAN') live.push(w.slot);

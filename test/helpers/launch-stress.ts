@@ -15,7 +15,13 @@ export interface StressRun {
 }
 
 /** Launches `count` times round robin over `queues` new queues; returns how often each team should have run. */
-async function mixedLaunches(device: Device, kernel: Kernel, counts: Buffer, queues: number, count: number): Promise<number[]> {
+async function mixedLaunches(
+  device: Device,
+  kernel: Kernel,
+  counts: Buffer,
+  queues: number,
+  count: number,
+): Promise<number[]> {
   const expected = new Array<number>(MAX_TEAMS).fill(0);
   const qs = Array.from({ length: queues }, () => device.queue());
   for (let i = 0; i < count; i++) {
@@ -32,7 +38,11 @@ async function mixedLaunches(device: Device, kernel: Kernel, counts: Buffer, que
 /** One run on a host device of `threads` workers; returns what was wrong (nothing when exact). */
 export async function stressRun({ threads, queues, launches }: StressRun): Promise<string[]> {
   // Every launch on the workers: this stresses the launch ring (count_team would run inline).
-  const runtime = await Offload.init({ host: { threads, memoryBytes: 16 * 1024 * 1024, inline: 'never' }, webgpu: false, proxies: [] });
+  const runtime = await Offload.init({
+    host: { threads, memoryBytes: 16 * 1024 * 1024, inline: 'never' },
+    webgpu: false,
+    proxies: [],
+  });
   try {
     const device = runtime.devices[0]!;
     const kernel = await device.kernel(await runtime.register(await fixtureBundle()), 'count_team');
@@ -42,7 +52,9 @@ export async function stressRun({ threads, queues, launches }: StressRun): Promi
     const expected = await mixedLaunches(device, kernel, counts, queues, launches);
     const out = new Int32Array(MAX_TEAMS);
     await q.read(counts, out).done;
-    return expected.flatMap((runs, team) => (out[team] === runs ? [] : [`team ${team} ran ${out[team]} times, expected ${runs}`]));
+    return expected.flatMap((runs, team) =>
+      out[team] === runs ? [] : [`team ${team} ran ${out[team]} times, expected ${runs}`],
+    );
   } finally {
     await runtime.shutdown();
   }

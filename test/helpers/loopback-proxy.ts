@@ -17,21 +17,33 @@ export interface LoopbackProxy {
   stop(): Promise<void>;
 }
 
-export async function startLoopbackProxy(options: { threads?: number; memoryBytes?: number; address?: string } = {}): Promise<LoopbackProxy> {
+export async function startLoopbackProxy(
+  options: { threads?: number; memoryBytes?: number; address?: string } = {},
+): Promise<LoopbackProxy> {
   const token = 'loopback-token-0123456789';
   const server = await ProxyServer.start({
     listen: '127.0.0.1:0',
     token,
-    runtime: { host: { threads: options.threads ?? 1, memoryBytes: options.memoryBytes ?? 64 * 1024 * 1024 }, webgpu: false },
+    runtime: {
+      host: { threads: options.threads ?? 1, memoryBytes: options.memoryBytes ?? 64 * 1024 * 1024 },
+      webgpu: false,
+    },
   });
   const connected: string[] = [];
   const connect = async (address: string) => {
     connected.push(address);
-    const [client, proxySide] = LoopbackTransport.pair(new LoopbackTransport('proxy'), new LoopbackTransport(`loopback client ${connected.length}`));
+    const [client, proxySide] = LoopbackTransport.pair(
+      new LoopbackTransport('proxy'),
+      new LoopbackTransport(`loopback client ${connected.length}`),
+    );
     server.serve(proxySide);
     return client;
   };
-  registerPlugin('remote-loopback', () => new RemotePlugin({ proxies: [options.address ?? 'memory:proxy'], token, connect }), 40);
+  registerPlugin(
+    'remote-loopback',
+    () => new RemotePlugin({ proxies: [options.address ?? 'memory:proxy'], token, connect }),
+    40,
+  );
   return {
     server,
     connected,

@@ -66,7 +66,37 @@ export interface FuzzReport {
 }
 
 const CODES = new Set<string>(Object.values(ErrorCode));
-const OPS = ['hello', 'ping', 'register', 'load', 'unload', 'alloc', 'free', 'queue', 'queue-destroy', 'write', 'read', 'copy', 'send-peer', 'launch', 'record', 'wait', 'wait-host', 'signal', 'sync', 'chunk', 'ready', 'data', 'reply', 'fill', 'write-rect', 'read-rect', 'copy-rect', 'memory-info', 'global'];
+const OPS = [
+  'hello',
+  'ping',
+  'register',
+  'load',
+  'unload',
+  'alloc',
+  'free',
+  'queue',
+  'queue-destroy',
+  'write',
+  'read',
+  'copy',
+  'send-peer',
+  'launch',
+  'record',
+  'wait',
+  'wait-host',
+  'signal',
+  'sync',
+  'chunk',
+  'ready',
+  'data',
+  'reply',
+  'fill',
+  'write-rect',
+  'read-rect',
+  'copy-rect',
+  'memory-info',
+  'global',
+];
 
 function randomValue(random: Random): unknown {
   switch (random.below(14)) {
@@ -106,15 +136,45 @@ function corpus(random: Random, id: number, image: Uint8Array, imageMeta: Record
   const small = random.bytes(8);
   const frames: Frame[] = [
     { meta: { op: 'ping', id }, payload: new Uint8Array(0) },
-    { meta: { op: 'alloc', id, device: 0, buffer: 10 + random.below(50), bytes: 64, kind: 'device' }, payload: new Uint8Array(0) },
+    {
+      meta: { op: 'alloc', id, device: 0, buffer: 10 + random.below(50), bytes: 64, kind: 'device' },
+      payload: new Uint8Array(0),
+    },
     { meta: { op: 'queue', id, queue: 2 + random.below(20), device: 0 }, payload: new Uint8Array(0) },
     { meta: { op: 'write', id, queue: 1, buffer: 1, offset: random.below(64), bytes: 8 }, payload: small },
     { meta: { op: 'write', id, queue: 1, buffer: 1, offset: 0, bytes: 16, stream: true }, payload: new Uint8Array(0) },
     { meta: { op: 'chunk', id: id - 1, offset: 0 }, payload: small },
     { meta: { op: 'read', id, queue: 1, buffer: 1, offset: 0, bytes: 16 }, payload: new Uint8Array(0) },
-    { meta: { op: 'copy', id, queue: 1, src: 1, srcOffset: 0, dst: 2, dstOffset: 8, bytes: 16 }, payload: new Uint8Array(0) },
-    { meta: { op: 'launch', id, queue: 1, image: 1, kernel: 'add_i32', teams: 2, threads: 1, args: [4, 1, { buffer: 1 }] }, payload: new Uint8Array(0) },
-    { meta: { op: 'launch', id, queue: 1, image: 1, kernel: 'sum_i64', teams: 1, threads: 1, args: [{ i64: '12345678901234' }, { buffer: 2 }] }, payload: new Uint8Array(0) },
+    {
+      meta: { op: 'copy', id, queue: 1, src: 1, srcOffset: 0, dst: 2, dstOffset: 8, bytes: 16 },
+      payload: new Uint8Array(0),
+    },
+    {
+      meta: {
+        op: 'launch',
+        id,
+        queue: 1,
+        image: 1,
+        kernel: 'add_i32',
+        teams: 2,
+        threads: 1,
+        args: [4, 1, { buffer: 1 }],
+      },
+      payload: new Uint8Array(0),
+    },
+    {
+      meta: {
+        op: 'launch',
+        id,
+        queue: 1,
+        image: 1,
+        kernel: 'sum_i64',
+        teams: 1,
+        threads: 1,
+        args: [{ i64: '12345678901234' }, { buffer: 2 }],
+      },
+      payload: new Uint8Array(0),
+    },
     { meta: { op: 'record', id, queue: 1, event: id }, payload: new Uint8Array(0) },
     { meta: { op: 'wait', id, queue: 1, event: id - 1 }, payload: new Uint8Array(0) },
     { meta: { op: 'wait-host', id, queue: 2, gate: random.below(4) }, payload: new Uint8Array(0) },
@@ -122,15 +182,85 @@ function corpus(random: Random, id: number, image: Uint8Array, imageMeta: Record
     { meta: { op: 'sync', id, queue: 1 }, payload: new Uint8Array(0) },
     { meta: { op: 'free', id, buffer: random.below(60) }, payload: new Uint8Array(0) },
     { meta: { op: 'load', id, image: 1, device: 0 }, payload: new Uint8Array(0) },
-    { meta: { op: 'register', id, image: 2 + random.below(5), ...imageMeta }, payload: random.below(2) ? image : random.bytes(64) },
-    { meta: { op: 'fill', id, queue: 1, buffer: 1, offset: random.below(64), bytes: 8, pattern: [1, 2, 3, 4] }, payload: new Uint8Array(0) },
-    { meta: { op: 'write-rect', id, queue: 1, buffer: 1, width: 4, height: 2, depth: 1, offset: random.below(8), rowPitch: 8, slicePitch: 16 }, payload: small },
-    { meta: { op: 'read-rect', id, queue: 1, buffer: 2, width: 4, height: 2, depth: 1, offset: 0, rowPitch: 8, slicePitch: 16 }, payload: new Uint8Array(0) },
-    { meta: { op: 'copy-rect', id, queue: 1, width: 4, height: 2, depth: 1, src: 1, srcOffset: 0, srcRowPitch: 8, srcSlicePitch: 16, dst: 2, dstOffset: 4, dstRowPitch: 8, dstSlicePitch: 16 }, payload: new Uint8Array(0) },
+    {
+      meta: { op: 'register', id, image: 2 + random.below(5), ...imageMeta },
+      payload: random.below(2) ? image : random.bytes(64),
+    },
+    {
+      meta: { op: 'fill', id, queue: 1, buffer: 1, offset: random.below(64), bytes: 8, pattern: [1, 2, 3, 4] },
+      payload: new Uint8Array(0),
+    },
+    {
+      meta: {
+        op: 'write-rect',
+        id,
+        queue: 1,
+        buffer: 1,
+        width: 4,
+        height: 2,
+        depth: 1,
+        offset: random.below(8),
+        rowPitch: 8,
+        slicePitch: 16,
+      },
+      payload: small,
+    },
+    {
+      meta: {
+        op: 'read-rect',
+        id,
+        queue: 1,
+        buffer: 2,
+        width: 4,
+        height: 2,
+        depth: 1,
+        offset: 0,
+        rowPitch: 8,
+        slicePitch: 16,
+      },
+      payload: new Uint8Array(0),
+    },
+    {
+      meta: {
+        op: 'copy-rect',
+        id,
+        queue: 1,
+        width: 4,
+        height: 2,
+        depth: 1,
+        src: 1,
+        srcOffset: 0,
+        srcRowPitch: 8,
+        srcSlicePitch: 16,
+        dst: 2,
+        dstOffset: 4,
+        dstRowPitch: 8,
+        dstSlicePitch: 16,
+      },
+      payload: new Uint8Array(0),
+    },
     { meta: { op: 'memory-info', id, device: 0 }, payload: new Uint8Array(0) },
-    { meta: { op: 'global', id, image: 1, device: 0, name: 'tallies', buffer: 60 + random.below(20) }, payload: new Uint8Array(0) },
+    {
+      meta: { op: 'global', id, image: 1, device: 0, name: 'tallies', buffer: 60 + random.below(20) },
+      payload: new Uint8Array(0),
+    },
     { meta: { op: 'record', id, queue: 1, event: id, timing: true }, payload: new Uint8Array(0) },
-    { meta: { op: 'send-peer', id, queue: 1, src: 1, srcOffset: 0, bytes: 8, peer: '127.0.0.1:1', grant: 'g'.repeat(43), device: 0, dst: 1, dstOffset: 0 }, payload: new Uint8Array(0) },
+    {
+      meta: {
+        op: 'send-peer',
+        id,
+        queue: 1,
+        src: 1,
+        srcOffset: 0,
+        bytes: 8,
+        peer: '127.0.0.1:1',
+        grant: 'g'.repeat(43),
+        device: 0,
+        dst: 1,
+        dstOffset: 0,
+      },
+      payload: new Uint8Array(0),
+    },
   ];
   return random.pick(frames);
 }
@@ -149,7 +279,8 @@ function mutateMeta(random: Random, frame: Frame, semanticOnly: boolean): Frame 
     if (semantic) {
       const value = meta[key];
       if (typeof value === 'number') meta[key] = random.pick([0, 1, 3, 255, 4096, 2 ** 20, 2 ** 40, random.below(100)]);
-      else if (typeof value === 'string') meta[key] = random.pick(['', 'add_i32', 'no_such_kernel', 'host', 'shared', 'device', 'x'.repeat(100)]);
+      else if (typeof value === 'string')
+        meta[key] = random.pick(['', 'add_i32', 'no_such_kernel', 'host', 'shared', 'device', 'x'.repeat(100)]);
       else if (Array.isArray(value)) meta[key] = value.slice(0, random.below(value.length + 1));
       continue;
     }
@@ -255,7 +386,10 @@ export function loopbackTarget(server: ProxyServer): FuzzTarget {
 
 /** A proxy listening at `address` (a real process), over TCP sockets, `concurrency` connections at once. */
 export function tcpTarget(address: string, concurrency = 8): FuzzTarget {
-  const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+  const [host, port] = [
+    address.slice(0, address.lastIndexOf(':')),
+    Number(address.slice(address.lastIndexOf(':') + 1)),
+  ];
   let pings = 2 ** 40; // ids of the fuzzer's own pings: far from the frames' ids
   return {
     inProcess: false,
@@ -291,7 +425,10 @@ export function tcpTarget(address: string, concurrency = 8): FuzzTarget {
           }
           const id = pings++;
           return new Promise((resolve, reject) => {
-            const timer = setTimeout(() => reject(new Error(`the proxy neither answered a ping nor closed within 10 s`)), 10_000);
+            const timer = setTimeout(
+              () => reject(new Error(`the proxy neither answered a ping nor closed within 10 s`)),
+              10_000,
+            );
             waiting.set(id, (open) => {
               clearTimeout(timer);
               resolve(open);
@@ -302,7 +439,12 @@ export function tcpTarget(address: string, concurrency = 8): FuzzTarget {
         closeReason: () => {
           if (lastError?.code === 'PROTOCOL') return errors.protocol(String(lastError.message));
           if (injected) return 'garbage';
-          return lastError ? new OffloadError('DEVICE_LOST', `closed after a ${String(lastError.code)} reply: ${String(lastError.message)}`) : undefined;
+          return lastError
+            ? new OffloadError(
+                'DEVICE_LOST',
+                `closed after a ${String(lastError.code)} reply: ${String(lastError.message)}`,
+              )
+            : undefined;
         },
         close: () => socket.destroy(),
       };
@@ -382,7 +524,8 @@ export async function fuzzProxy(target: FuzzTarget, options: FuzzOptions): Promi
       report.frames++;
       const frame = mutateMeta(random, corpus(random, id++, image, imageMeta), false);
       link.send(frame.meta, frame.payload);
-      if (await link.drain()) return violation(`a ${String(frame.meta.op)} frame before login left the connection open`);
+      if (await link.drain())
+        return violation(`a ${String(frame.meta.op)} frame before login left the connection open`);
       report.closedByProxy++;
       return;
     }
@@ -421,7 +564,8 @@ export async function fuzzProxy(target: FuzzTarget, options: FuzzOptions): Promi
     }
     report.closedByProxy++;
     const reason = link.closeReason();
-    if (reason !== 'garbage' && !(reason instanceof OffloadError && reason.code === 'PROTOCOL')) violation(`connection closed with ${String(reason)}, not PROTOCOL`);
+    if (reason !== 'garbage' && !(reason instanceof OffloadError && reason.code === 'PROTOCOL'))
+      violation(`connection closed with ${String(reason)}, not PROTOCOL`);
   };
 
   try {

@@ -32,7 +32,13 @@ export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProce
     token,
     args: options.args,
     listen: options.listen,
-    env: { ...process.env, OFFLOAD_HOST_THREADS: String(options.threads ?? 2), OFFLOAD_HOST_MEMORY: options.memory ?? '256M', OFFLOAD_PROXIES: '', OFFLOAD_WEBGPU: options.webgpu ?? 'off' },
+    env: {
+      ...process.env,
+      OFFLOAD_HOST_THREADS: String(options.threads ?? 2),
+      OFFLOAD_HOST_MEMORY: options.memory ?? '256M',
+      OFFLOAD_PROXIES: '',
+      OFFLOAD_WEBGPU: options.webgpu ?? 'off',
+    },
   });
   return { ...proxy, token };
 }
@@ -43,14 +49,23 @@ export async function startPeeredProxies(count: number, options: ProxyOptions = 
   const addresses = (await freeLocalPorts(count)).map((port) => `127.0.0.1:${port}`);
   return Promise.all(
     addresses.map((listen) =>
-      startProxy({ ...options, token, listen, args: [...(options.args ?? []), '--peers', addresses.filter((address) => address !== listen).join(',')] }),
+      startProxy({
+        ...options,
+        token,
+        listen,
+        args: [...(options.args ?? []), '--peers', addresses.filter((address) => address !== listen).join(',')],
+      }),
     ),
   );
 }
 
 /** What the proxy holds now: sends it SIGUSR2 and reads the `stats {json}` line it prints. */
 export async function proxyStats(proxy: ProxyProcess, timeoutMs = 10_000): Promise<ProxyStats> {
-  const count = (): number => proxy.output().split('\n').filter((line) => line.startsWith('stats ')).length;
+  const count = (): number =>
+    proxy
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('stats ')).length;
   const before = count();
   proxy.child.kill('SIGUSR2');
   const deadline = Date.now() + timeoutMs;
@@ -58,12 +73,19 @@ export async function proxyStats(proxy: ProxyProcess, timeoutMs = 10_000): Promi
     if (Date.now() > deadline) throw new Error(`the proxy printed no stats within ${timeoutMs} ms:\n${proxy.output()}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
-  const lines = proxy.output().split('\n').filter((line) => line.startsWith('stats '));
+  const lines = proxy
+    .output()
+    .split('\n')
+    .filter((line) => line.startsWith('stats '));
   return JSON.parse(lines[lines.length - 1]!.slice('stats '.length)) as ProxyStats;
 }
 
 /** Polls the proxy's stats until `done` holds for them (or the time runs out); returns the last. */
-export async function proxyStatsUntil(proxy: ProxyProcess, done: (stats: ProxyStats) => boolean, timeoutMs = 15_000): Promise<ProxyStats> {
+export async function proxyStatsUntil(
+  proxy: ProxyProcess,
+  done: (stats: ProxyStats) => boolean,
+  timeoutMs = 15_000,
+): Promise<ProxyStats> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const stats = await proxyStats(proxy);
@@ -87,7 +109,10 @@ export async function checkServed(options: RuntimeOptions): Promise<void> {
     queue.launch(iota, { teams: 2 }, [16, out]);
     queue.read(out, result);
     await queue.finish();
-    assert.deepEqual([...result], Array.from({ length: 16 }, (_, i) => i));
+    assert.deepEqual(
+      [...result],
+      Array.from({ length: 16 }, (_, i) => i),
+    );
   } finally {
     await runtime.shutdown();
   }

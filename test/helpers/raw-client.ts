@@ -66,7 +66,10 @@ export class RawClient {
     for (;;) {
       const frame = this.frames.find((f) => f.meta.op === 'reply' && f.meta.id === id);
       if (frame) return frame.meta;
-      if (this.isClosed) throw new Error(`closed without a reply to ${id}; received ${JSON.stringify(this.frames.map((f) => f.meta)).slice(0, 2000)}`);
+      if (this.isClosed)
+        throw new Error(
+          `closed without a reply to ${id}; received ${JSON.stringify(this.frames.map((f) => f.meta)).slice(0, 2000)}`,
+        );
       if (Date.now() > deadline) throw new Error(`no reply to ${id} within ${timeoutMs} ms`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.max(1, deadline - Date.now()));

@@ -30,9 +30,9 @@ export async function typeCheck(dir: string, file: string): Promise<string[]> {
       files: [file],
     }),
   );
-  const { stdout } = await promisify(execFile)(process.execPath, [TSC, '-p', config, '--pretty', 'false'], { cwd: dir }).catch(
-    (error: { stdout: string }) => error,
-  );
+  const { stdout } = await promisify(execFile)(process.execPath, [TSC, '-p', config, '--pretty', 'false'], {
+    cwd: dir,
+  }).catch((error: { stdout: string }) => error);
   // tsc also checks src/, which may have errors of its own; only the files written there are under test.
   return stdout.split('\n').filter((line) => /^(\w+)\.(d\.)?ts\(/.test(line));
 }

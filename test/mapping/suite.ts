@@ -64,7 +64,8 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
       assert.equal(runtime.mappedRanges(device), 0, 'the previous case left nothing mapped');
     });
 
-    const addTen = (view: Int32Array, clause = map.tofrom(view)) => runtime.target(device, add, { teams: 2 }, [view.length, 10, clause]);
+    const addTen = (view: Int32Array, clause = map.tofrom(view)) =>
+      runtime.target(device, add, { teams: 2 }, [view.length, 10, clause]);
 
     // Each map type in a target call: what reaches the device, what comes back, how many copies.
     const cases = [
@@ -148,7 +149,11 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
 
     it('present requires the range to be mapped', async () => {
       const data = new Int32Array(4);
-      await rejectsWith(runtime.target(device, add, { teams: 1 }, [4, 1, map.present.tofrom(data, 'data')]), 'NOT_FOUND', /'data'.*not present/);
+      await rejectsWith(
+        runtime.target(device, add, { teams: 1 }, [4, 1, map.present.tofrom(data, 'data')]),
+        'NOT_FOUND',
+        /'data'.*not present/,
+      );
       await rejectsWith(runtime.enterData(device, map.present.to(data)), 'NOT_FOUND');
       assert.equal(runtime.mappedRanges(device), 0);
       await runtime.targetData(device, [map.to(data)], async () => {
@@ -169,7 +174,11 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
 
       const head = data.subarray(0, 4);
       await runtime.targetData(device, [map.to(head, 'head')], async () => {
-        await rejectsWith(runtime.enterData(device, map.to(data.subarray(2, 6), 'middle')), 'INVALID_ARGUMENT', /'middle'.*overlaps the mapped range.*'head'/);
+        await rejectsWith(
+          runtime.enterData(device, map.to(data.subarray(2, 6), 'middle')),
+          'INVALID_ARGUMENT',
+          /'middle'.*overlaps the mapped range.*'head'/,
+        );
       });
       assert.equal(runtime.mappedRanges(device), 0);
     });
@@ -196,13 +205,37 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
 
     it('rejects bad clauses and arguments with INVALID_ARGUMENT naming them', async () => {
       assert.throws(() => map.to(42 as never), /map\.to: expected a TypedArray/);
-      await rejectsWith(runtime.enterData(device, [map.release(new Int32Array(1))]), 'INVALID_ARGUMENT', /map\.release is not allowed/);
-      await rejectsWith(runtime.exitData(device, [map.to(new Int32Array(1))]), 'INVALID_ARGUMENT', /map\.to is not allowed/);
+      await rejectsWith(
+        runtime.enterData(device, [map.release(new Int32Array(1))]),
+        'INVALID_ARGUMENT',
+        /map\.release is not allowed/,
+      );
+      await rejectsWith(
+        runtime.exitData(device, [map.to(new Int32Array(1))]),
+        'INVALID_ARGUMENT',
+        /map\.to is not allowed/,
+      );
       await rejectsWith(runtime.enterData(device, ['x' as never]), 'INVALID_ARGUMENT', /map clause/);
-      await rejectsWith(runtime.target('device' as never, add, { teams: 1 }, []), 'INVALID_ARGUMENT', /Device of this runtime/);
-      await rejectsWith(runtime.target(device, add, { teams: 1 }, [1, 2, map.tofrom(new Int32Array(1))].slice(0, 2)), 'INVALID_ARGUMENT', /expected 3 arguments/);
-      await rejectsWith(runtime.target(device, add, { teams: 1 }, [1, 2, map.delete(new Int32Array(1))]), 'INVALID_ARGUMENT', /map\.delete cannot map/);
-      await rejectsWith(runtime.targetData(device, [map.to(new Int32Array(1))], 'body' as never), 'INVALID_ARGUMENT', /body must be a function/);
+      await rejectsWith(
+        runtime.target('device' as never, add, { teams: 1 }, []),
+        'INVALID_ARGUMENT',
+        /Device of this runtime/,
+      );
+      await rejectsWith(
+        runtime.target(device, add, { teams: 1 }, [1, 2, map.tofrom(new Int32Array(1))].slice(0, 2)),
+        'INVALID_ARGUMENT',
+        /expected 3 arguments/,
+      );
+      await rejectsWith(
+        runtime.target(device, add, { teams: 1 }, [1, 2, map.delete(new Int32Array(1))]),
+        'INVALID_ARGUMENT',
+        /map\.delete cannot map/,
+      );
+      await rejectsWith(
+        runtime.targetData(device, [map.to(new Int32Array(1))], 'body' as never),
+        'INVALID_ARGUMENT',
+        /body must be a function/,
+      );
       assert.equal(runtime.mappedRanges(device), 0);
     });
 

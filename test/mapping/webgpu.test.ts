@@ -10,7 +10,13 @@ if (skip) {
   describe('mapping: WebGPU device', { skip, timeout: 1000 }, () => {});
 } else {
   mappingSuite('WebGPU device', async () => ({
-    runtime: (info) => Offload.init({ host: { threads: 1, memoryBytes: 16 * 1024 * 1024 }, webgpu: { fallback: true }, proxies: [], info }),
+    runtime: (info) =>
+      Offload.init({
+        host: { threads: 1, memoryBytes: 16 * 1024 * 1024 },
+        webgpu: { fallback: true },
+        proxies: [],
+        info,
+      }),
     device: (runtime) => runtime.devices.find((device) => device.info.plugin === 'webgpu')!,
     bundle: await fixtureBundle(),
     noTraps: WEBGPU_LACKS.traps,

@@ -70,7 +70,10 @@ if (scenario === 'conformance') {
     const back = new Uint8Array(MiB);
     q.read(buffer, back);
     await q.finish();
-    assert.ok(back.every((v) => v === rank + 1), `rank ${rank} read another client's bytes`);
+    assert.ok(
+      back.every((v) => v === rank + 1),
+      `rank ${rank} read another client's bytes`,
+    );
   }
   console.log(JSON.stringify({ rank, ok: true, devices: runtime.devices.length }));
   await runtime.shutdown();
@@ -86,10 +89,13 @@ if (scenario === 'conformance') {
   process.kill(rankPid(0), 'SIGKILL');
   const started = Date.now();
   // Pending and later work on the killed rank's device fails; the other device goes on.
-  const lost = await a!.queue().write(onA, new Uint8Array(64)).done.then(
-    () => 'completed',
-    (error: { code?: string }) => String(error.code),
-  );
+  const lost = await a!
+    .queue()
+    .write(onA, new Uint8Array(64))
+    .done.then(
+      () => 'completed',
+      (error: { code?: string }) => String(error.code),
+    );
   const seconds = (Date.now() - started) / 1000;
   const out = new Uint8Array(64);
   const q = b!.queue();

@@ -8,8 +8,21 @@ import { errors, quoted, type OffloadError } from '../../errors.js';
 import { parseBytes } from '../../units.js';
 import { dropped } from '../../runtime/debug.js';
 import { copyInto } from '../../shared-copy.js';
-import { exportedAddresses, readWasmModuleInfo, type DataSegment, type WasmModuleInfo } from '../../build/wasm-module-info.js';
-import { BARRIER_IMPORT, DEVICE_IMPORTS, DEVICE_IMPORT_MODULE, ENV_IMPORTS, PAGE_BYTES, STATIC_WINDOW_END, STATIC_WINDOW_START } from '../../image/wasm-abi.js';
+import {
+  exportedAddresses,
+  readWasmModuleInfo,
+  type DataSegment,
+  type WasmModuleInfo,
+} from '../../build/wasm-module-info.js';
+import {
+  BARRIER_IMPORT,
+  DEVICE_IMPORTS,
+  DEVICE_IMPORT_MODULE,
+  ENV_IMPORTS,
+  PAGE_BYTES,
+  STATIC_WINDOW_END,
+  STATIC_WINDOW_START,
+} from '../../image/wasm-abi.js';
 import type {
   Allocation,
   DeviceImage,
@@ -33,7 +46,15 @@ import { readCodeShapes, type CodeShape } from '../../build/wasm-code-shape.js';
 import { InlinePolicy, inlineMode, type InlineMode } from './inline.js';
 import { alignScratch, type GridWords, trapText, KernelEnvironment } from './kernel-env.js';
 import type { TeamShape } from './launch-protocol.js';
-import { asyncifyOf, MAX_TEAM_MEMORY_BYTES, MAX_TEAM_THREADS, runTeamThreads, MAX_STACK_BYTES, stackBytesFor, type Asyncify } from './team-threads.js';
+import {
+  asyncifyOf,
+  MAX_TEAM_MEMORY_BYTES,
+  MAX_TEAM_THREADS,
+  runTeamThreads,
+  MAX_STACK_BYTES,
+  stackBytesFor,
+  type Asyncify,
+} from './team-threads.js';
 import { droppedLine } from './kernel-print.js';
 import { ARG_KIND, type ArgKind, fitErrorText, MAX_ARGS, MAX_WORKERS, PRINT_BYTES } from './launch-ring.js';
 import { WorkerPool } from './worker-pool.js';
@@ -53,9 +74,14 @@ export const MAX_HOST_MEMORY = 65535 * PAGE_BYTES;
 export function defaultHostOptions(env: NodeJS.ProcessEnv = process.env): HostDeviceOptions {
   const threads = env.OFFLOAD_HOST_THREADS === undefined ? availableParallelism() : Number(env.OFFLOAD_HOST_THREADS);
   if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKERS) {
-    throw errors.invalidArgument(`OFFLOAD_HOST_THREADS must be an integer from 1 to ${MAX_WORKERS}, not ${quoted(String(env.OFFLOAD_HOST_THREADS))}`);
+    throw errors.invalidArgument(
+      `OFFLOAD_HOST_THREADS must be an integer from 1 to ${MAX_WORKERS}, not ${quoted(String(env.OFFLOAD_HOST_THREADS))}`,
+    );
   }
-  const memoryBytes = env.OFFLOAD_HOST_MEMORY === undefined ? 1024 * 1024 * 1024 : parseBytes(env.OFFLOAD_HOST_MEMORY, 'OFFLOAD_HOST_MEMORY');
+  const memoryBytes =
+    env.OFFLOAD_HOST_MEMORY === undefined
+      ? 1024 * 1024 * 1024
+      : parseBytes(env.OFFLOAD_HOST_MEMORY, 'OFFLOAD_HOST_MEMORY');
   return { threads, memoryBytes, inline: inlineMode(env) };
 }
 
@@ -131,7 +157,11 @@ function moduleInfoOf(image: DeviceImage, shown: string): WasmModuleInfo {
   } catch (error) {
     // E.g. a data segment whose address is not a constant: its range could not be reserved.
     const reason = error instanceof Error ? error.message : String(error);
-    throw errors.incompatibleImage(`image of ${shown} cannot be loaded: ${reason}; rebuild it with 'offload build'`, undefined, error);
+    throw errors.incompatibleImage(
+      `image of ${shown} cannot be loaded: ${reason}; rebuild it with 'offload build'`,
+      undefined,
+      error,
+    );
   }
 }
 
@@ -153,7 +183,10 @@ function staticSpanOf(segments: readonly DataSegment[], shown: string): StaticSp
           `(and a --static-base inside the window, if given)`,
       );
     }
-    span = span === undefined ? { start: offset, end } : { start: Math.min(span.start, offset), end: Math.max(span.end, end) };
+    span =
+      span === undefined
+        ? { start: offset, end }
+        : { start: Math.min(span.start, offset), end: Math.max(span.end, end) };
   }
   return span;
 }
@@ -164,7 +197,12 @@ function codeShapesOf(bytes: Uint8Array, info: WasmModuleInfo, kernels: readonly
     return readCodeShapes(bytes, kernels, info);
   } catch (error) {
     dropped('host device', "reading its kernels' code (they run on the workers only)")(error);
-    return new Map(kernels.map((name) => [name, { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true, barrierStackBytes: undefined }]));
+    return new Map(
+      kernels.map((name) => [
+        name,
+        { bounded: false, synchronizes: true, codeBytes: 0, callsHost: true, barrierStackBytes: undefined },
+      ]),
+    );
   }
 }
 
@@ -282,7 +320,12 @@ export class HostDevice implements PluginDevice {
     if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKERS) {
       throw errors.invalidArgument(`host device threads must be an integer from 1 to ${MAX_WORKERS}, not ${threads}`);
     }
-    if (!Number.isInteger(memoryBytes) || memoryBytes % PAGE_BYTES !== 0 || memoryBytes <= STATIC_WINDOW_END || memoryBytes > MAX_HOST_MEMORY) {
+    if (
+      !Number.isInteger(memoryBytes) ||
+      memoryBytes % PAGE_BYTES !== 0 ||
+      memoryBytes <= STATIC_WINDOW_END ||
+      memoryBytes > MAX_HOST_MEMORY
+    ) {
       throw errors.invalidArgument(
         `host device memory must be a multiple of 64 KiB between ${STATIC_WINDOW_END + PAGE_BYTES} and ${MAX_HOST_MEMORY} bytes, not ${memoryBytes}`,
       );
@@ -351,13 +394,19 @@ export class HostDevice implements PluginDevice {
     this.checkAlive();
     const shown = quoted(image.name);
     if (image.info.format !== 'wasm') {
-      throw errors.unsupported(`the host device runs wasm images, not ${quoted(image.info.format)} (image of ${shown})`);
+      throw errors.unsupported(
+        `the host device runs wasm images, not ${quoted(image.info.format)} (image of ${shown})`,
+      );
     }
     let module: WebAssembly.Module;
     try {
       module = await WebAssembly.compile(image.bytes as Uint8Array<ArrayBuffer>);
     } catch (error) {
-      throw errors.incompatibleImage(`image of ${shown} is not a valid wasm module: ${(error as Error).message}`, undefined, error);
+      throw errors.incompatibleImage(
+        `image of ${shown} is not a valid wasm module: ${(error as Error).message}`,
+        undefined,
+        error,
+      );
     }
     this.checkAlive(); // the context may have ended while the module compiled
     for (const imp of WebAssembly.Module.imports(module)) {
@@ -378,14 +427,21 @@ export class HostDevice implements PluginDevice {
     }
     const minPages = info.imports.find((imp) => imp.kind === 'memory')?.memory?.minimum ?? 0;
     if (minPages * PAGE_BYTES > this.heap.length) {
-      throw errors.incompatibleImage(`image of ${shown} needs ${minPages} pages of memory; the device has ${this.heap.length / PAGE_BYTES}`);
+      throw errors.incompatibleImage(
+        `image of ${shown} needs ${minPages} pages of memory; the device has ${this.heap.length / PAGE_BYTES}`,
+      );
     }
     const staticRange = this.reserveStatic(image, shown, staticSpanOf(info.dataSegments, shown));
     const id = this.pool.imageId();
     const hostImage = new HostImage(id, image.name, staticRange);
     const kernels = image.entries.filter((entry) => entry.kind === 'kernel');
-    const shapes = codeShapesOf(image.bytes, info, kernels.map((entry) => entry.name));
-    const imports = (name: string) => info.imports.some((imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === name);
+    const shapes = codeShapesOf(
+      image.bytes,
+      info,
+      kernels.map((entry) => entry.name),
+    );
+    const imports = (name: string) =>
+      info.imports.some((imp) => imp.module === DEVICE_IMPORT_MODULE && imp.name === name);
     const hasBarriers = imports(BARRIER_IMPORT);
     kernels.forEach((entry, index) => {
       const kinds = entry.params.map((param) => ARG_KIND[param.type]);
@@ -404,7 +460,9 @@ export class HostDevice implements PluginDevice {
     if (failed?.type === 'load-failed' || replies.length === 0) {
       await this.unloadImage(hostImage);
       this.checkAlive();
-      throw errors.incompatibleImage(`image of ${shown} failed to instantiate: ${failed?.type === 'load-failed' ? failed.message : 'no reply'}`);
+      throw errors.incompatibleImage(
+        `image of ${shown} failed to instantiate: ${failed?.type === 'load-failed' ? failed.message : 'no reply'}`,
+      );
     }
     try {
       this.findGlobals(image, info, hostImage, shown);
@@ -443,7 +501,10 @@ export class HostDevice implements PluginDevice {
     for (const { name } of wanted) {
       const address = addresses.get(name);
       const header = address === undefined ? undefined : address - 4;
-      const bytes = header === undefined || !range || header < range.start || address! > range.end ? undefined : view.getUint32(header, true);
+      const bytes =
+        header === undefined || !range || header < range.start || address! > range.end
+          ? undefined
+          : view.getUint32(header, true);
       if (address === undefined || bytes === undefined || address + bytes > range!.end) {
         throw errors.incompatibleImage(
           `image of ${shown} lists global ${quoted(name)}, which is not module-level data of its own static range ` +
@@ -543,7 +604,11 @@ export class HostDevice implements PluginDevice {
     const total = this.info.memoryBytes;
     const heldHere = this.highWater - STATIC_WINDOW_END;
     const freeBytes = Math.max(0, heldHere - this.allocator.usedBytes) + Math.max(0, total - this.pool.heldBytes);
-    return { totalBytes: total, freeBytes, largestFreeBlockBytes: Math.min(this.allocator.largestFreeBlock, freeBytes) };
+    return {
+      totalBytes: total,
+      freeBytes,
+      largestFreeBlockBytes: Math.min(this.allocator.largestFreeBlock, freeBytes),
+    };
   }
 
   async free(alloc: Allocation): Promise<void> {
@@ -582,8 +647,11 @@ export class HostDevice implements PluginDevice {
     print?: PrintListener,
     hostCall?: HostCallListener,
   ): string | Promise<string> {
-    const values = args.map((arg) => (arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value));
-    if (values.length > MAX_ARGS) throw errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${values.length}`);
+    const values = args.map((arg) =>
+      arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value,
+    );
+    if (values.length > MAX_ARGS)
+      throw errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${values.length}`);
     const shape = this.teamShape(kernel, grid);
     if (inline) {
       try {
@@ -645,7 +713,16 @@ export class HostDevice implements PluginDevice {
     }
     const regionBytes = alignScratch(teamMemoryBytes) + grid.threads * stackBytes;
     const scratch = regionBytes === 0 ? 0 : this.allocate((this.info.computeUnits + 1) * regionBytes);
-    return { teamsX: teamDims[0], teamsY: teamDims[1], threadsX: threadDims[0], threadsY: threadDims[1], scratch, regionBytes, teamMemoryBytes, stackBytes };
+    return {
+      teamsX: teamDims[0],
+      teamsY: teamDims[1],
+      threadsX: threadDims[0],
+      threadsY: threadDims[1],
+      scratch,
+      regionBytes,
+      teamMemoryBytes,
+      stackBytes,
+    };
   }
 
   /**
@@ -653,7 +730,14 @@ export class HostDevice implements PluginDevice {
    * with the same KERNEL_TRAP text; a time limit is checked afterwards (a wasm call on this
    * thread cannot be stopped), which the policy makes rare by running only short kernels here.
    */
-  private runInline(kernel: HostKernel, fn: KernelFunction, grid: Grid, shape: TeamShape | undefined, values: unknown[], print: PrintListener | undefined): void {
+  private runInline(
+    kernel: HostKernel,
+    fn: KernelFunction,
+    grid: Grid,
+    shape: TeamShape | undefined,
+    values: unknown[],
+    print: PrintListener | undefined,
+  ): void {
     const env = inlineEnv;
     // The calling thread's scratch region is the one after the workers'.
     const region = shape === undefined ? 0 : shape.scratch + this.info.computeUnits * shape.regionBytes;
@@ -700,7 +784,9 @@ export class HostDevice implements PluginDevice {
    * Ends this context: its images are unloaded from the workers and its memory is dropped (and
    * collected); later operations reject with `reason`. The first context also stops the workers.
    */
-  async close(reason = errors.deviceLost(this.ownsPool ? 'the host device was shut down' : 'its context was shut down')): Promise<void> {
+  async close(
+    reason = errors.deviceLost(this.ownsPool ? 'the host device was shut down' : 'its context was shut down'),
+  ): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.pool.contexts--;
@@ -809,7 +895,6 @@ class HostQueue extends SerialPluginQueue {
       return this.peers.of(srcDevice).retrieve(this.device.heap.subarray(start, start + bytes), src, srcOffset);
     });
   }
-
 
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<string> {
     const hostKernel = kernel as HostKernel;

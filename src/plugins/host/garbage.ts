@@ -34,9 +34,10 @@ export function collectGarbageSoon(): void {
 export function collectGarbage(): Promise<void> {
   // eslint-disable-next-line @typescript-eslint/unbound-method -- called with process as `this` below, and put back as it was
   const emitWarning = process.emitWarning;
-  process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
-    if (!String(warning).includes('measureMemory')) (emitWarning as (...args: unknown[]) => void).call(process, warning, ...rest);
-  });
+  process.emitWarning = (warning: string | Error, ...rest: unknown[]) => {
+    if (!String(warning).includes('measureMemory'))
+      (emitWarning as (...args: unknown[]) => void).call(process, warning, ...rest);
+  };
   try {
     return measureMemory({ mode: 'summary', execution: 'eager' }).then(
       () => undefined,

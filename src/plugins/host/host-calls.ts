@@ -45,7 +45,6 @@ const M_NAME = 80;
 const NAME_BYTES = 512;
 const M_MESSAGE = M_NAME + NAME_BYTES;
 
-
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -61,7 +60,12 @@ interface Mailbox {
 
 function mailboxOf(ring: LaunchRing, worker: number): Mailbox {
   const size = ring.shape.mailboxBytes ?? 0;
-  return { words: (worker * size) / 4, floats: (worker * size) / 8, bytes: worker * size, messageBytes: size - M_MESSAGE };
+  return {
+    words: (worker * size) / 4,
+    floats: (worker * size) / 8,
+    bytes: worker * size,
+    messageBytes: size - M_MESSAGE,
+  };
 }
 
 function writeText(ring: LaunchRing, box: Mailbox, at: number, lengthWord: number, max: number, text: string): void {
@@ -88,7 +92,14 @@ export function resetMailbox(ring: LaunchRing, worker: number): void {
  * Worker side: calls host function `name` with `args` for the launch in `slot` and waits for
  * its result (M1-M3). Throws an Error with the program's reason when the call fails.
  */
-export function callHost(ring: LaunchRing, worker: number, slot: number, name: string, args: number[], waitBoundMs: number): number {
+export function callHost(
+  ring: LaunchRing,
+  worker: number,
+  slot: number,
+  name: string,
+  args: number[],
+  waitBoundMs: number,
+): number {
   if ((ring.shape.mailboxBytes ?? 0) === 0) throw new Error('this device has no host calls');
   const box = mailboxOf(ring, worker);
   const words = ring.mailboxWords;
@@ -102,7 +113,8 @@ export function callHost(ring: LaunchRing, worker: number, slot: number, name: s
   Atomics.add(ring.i32, H_DONE_COUNT, 1);
   Atomics.notify(ring.i32, H_DONE_COUNT);
   let word = calling;
-  while ((word = Atomics.load(words, box.words + M_STATE)) === calling) Atomics.wait(words, box.words + M_STATE, calling, waitBoundMs);
+  while ((word = Atomics.load(words, box.words + M_STATE)) === calling)
+    Atomics.wait(words, box.words + M_STATE, calling, waitBoundMs);
   const failed = (word & 3) === FAILED;
   const result = ring.mailboxFloats[box.floats + M_RESULT]!;
   const message = failed ? readText(ring, box, M_MESSAGE, M_MESSAGE_LENGTH, box.messageBytes) : '';
@@ -156,7 +168,10 @@ export class HostCallServer {
     const words = this.ring.mailboxWords;
     // Fails when the worker was killed (and maybe replaced, calling again) meanwhile: M4.
     const answered = stateWord(call, failure === undefined ? ANSWERED : FAILED);
-    if (Atomics.compareExchange(words, box.words + M_STATE, stateWord(call, CALLING), answered) === stateWord(call, CALLING)) {
+    if (
+      Atomics.compareExchange(words, box.words + M_STATE, stateWord(call, CALLING), answered) ===
+      stateWord(call, CALLING)
+    ) {
       Atomics.notify(words, box.words + M_STATE);
     }
   }

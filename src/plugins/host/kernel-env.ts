@@ -66,7 +66,17 @@ export function trapText(kernel: string, team: number, error: unknown): string {
  * scratch region is (team memory of teamBytes, then the threads' asyncify stacks of
  * stackBytes each; team-threads.ts).
  */
-export type GridWords = [teams: number, teamsX: number, teamsY: number, threads: number, threadsX: number, threadsY: number, scratch: number, teamBytes: number, stackBytes: number];
+export type GridWords = [
+  teams: number,
+  teamsX: number,
+  teamsY: number,
+  threads: number,
+  threadsX: number,
+  threadsY: number,
+  scratch: number,
+  teamBytes: number,
+  stackBytes: number,
+];
 
 /** Team memory and stacks start on 16-byte boundaries within a scratch region. */
 export function alignScratch(bytes: number): number {
@@ -114,7 +124,9 @@ export class KernelEnvironment implements TeamThreadState {
         memory,
         abort(message: number, file: number, line: number, column: number): never {
           const where = file ? ` at ${readString(memory, file, MAX_FILE_CHARS)}:${line}:${column}` : '';
-          throw new KernelAbort(`abort: ${readString(memory, message, MAX_MESSAGE_CHARS) || 'assertion failed'}${where}`);
+          throw new KernelAbort(
+            `abort: ${readString(memory, message, MAX_MESSAGE_CHARS) || 'assertion failed'}${where}`,
+          );
         },
         seed: () => Date.now() * Math.random(),
         trace: (message: number, count: number, ...values: number[]): void => {

@@ -60,11 +60,14 @@ export function takePrints(ring: LaunchRing, slot: number): LaunchPrints | undef
   const base = slot * capacity;
   const end = Math.min(tail, capacity);
   const lines: LaunchPrints['lines'] = [];
-  for (let at = 0; at + HEAD_BYTES <= end; ) {
+  for (let at = 0; at + HEAD_BYTES <= end;) {
     const team = ring.printWords[(base + at) >> 2]!;
     const length = ring.printWords[((base + at) >> 2) + 1]!;
     if (team === END_MARKER || length < 0 || at + HEAD_BYTES + length > end) break;
-    lines.push({ team, text: decoder.decode(ring.prints.subarray(base + at + HEAD_BYTES, base + at + HEAD_BYTES + length)) });
+    lines.push({
+      team,
+      text: decoder.decode(ring.prints.subarray(base + at + HEAD_BYTES, base + at + HEAD_BYTES + length)),
+    });
     at += HEAD_BYTES + ((length + 3) & ~3);
   }
   return { lines, dropped };

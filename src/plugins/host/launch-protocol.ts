@@ -218,7 +218,8 @@ export class WorkerSide {
         return WorkerAction.Continue;
       case W.LIMIT:
         this.limit = Atomics.load(i64, ring.word(slot, S_LIMIT));
-        this.pc = genOf(this.ticket) === genOf(this.limit) && countOf(this.ticket) < countOf(this.limit) ? W.MARK : W.LEAVE;
+        this.pc =
+          genOf(this.ticket) === genOf(this.limit) && countOf(this.ticket) < countOf(this.limit) ? W.MARK : W.LEAVE;
         return WorkerAction.Continue;
       case W.MARK:
         // Before the claim: a worker that dies from here on may hold a team, and main must know.
@@ -413,7 +414,12 @@ export class HostSide<L extends RingLaunch> {
 
   /** True when the pump has something to do: launches in flight, withdrawals, or slots to retire that launches wait for. */
   get pumpHasWork(): boolean {
-    return this.inFlight.size > 0 || this.withdrawals.length > 0 || !this.betweenRounds || (this.retiring.size > 0 && this.waiting.length > 0);
+    return (
+      this.inFlight.size > 0 ||
+      this.withdrawals.length > 0 ||
+      !this.betweenRounds ||
+      (this.retiring.size > 0 && this.waiting.length > 0)
+    );
   }
 
   /** Removes and returns the launches not yet published that `match` (all of them by default). */
@@ -501,7 +507,15 @@ export class HostSide<L extends RingLaunch> {
     if (!flight) return;
     this.inFlight.delete(slot);
     this.retiring.add(slot);
-    this.withdrawals.push({ slot, gen: flight.gen, teams: flight.launch.teams, pc: X.TICKET, ticket: 0n, worker: 0, cell: 0 });
+    this.withdrawals.push({
+      slot,
+      gen: flight.gen,
+      teams: flight.launch.teams,
+      pc: X.TICKET,
+      ticket: 0n,
+      worker: 0,
+      cell: 0,
+    });
   }
 
   /**
@@ -545,7 +559,8 @@ export class HostSide<L extends RingLaunch> {
           return HostAction.Continue;
         }
         const slot = this.scan[this.scanIndex]!;
-        if (this.inFlight.has(slot) && Atomics.load(i32, ring.at(slot, S_STATE)) === STATE_DONE) this.pumpPc = C.TRAPPED;
+        if (this.inFlight.has(slot) && Atomics.load(i32, ring.at(slot, S_STATE)) === STATE_DONE)
+          this.pumpPc = C.TRAPPED;
         else this.scanIndex++;
         return HostAction.Continue;
       }
@@ -605,7 +620,10 @@ export class HostSide<L extends RingLaunch> {
         return HostAction.Continue;
       case X.EXHAUST: {
         const exhausted = pack(w.gen, w.teams);
-        if (w.ticket !== exhausted && Atomics.compareExchange(i64, ring.word(w.slot, S_TICKET), w.ticket, exhausted) !== w.ticket) {
+        if (
+          w.ticket !== exhausted &&
+          Atomics.compareExchange(i64, ring.word(w.slot, S_TICKET), w.ticket, exhausted) !== w.ticket
+        ) {
           w.pc = X.TICKET;
         } else {
           w.pc = X.FREE;
@@ -632,7 +650,8 @@ export class HostSide<L extends RingLaunch> {
       default:
         // X.KILL: the cell still says so (or the worker moved on, and is looked at again).
         w.pc = X.CELLS;
-        if (Atomics.compareExchange(i32, ring.cell(w.worker), w.cell, killedCell(w.slot)) !== w.cell) return HostAction.Continue;
+        if (Atomics.compareExchange(i32, ring.cell(w.worker), w.cell, killedCell(w.slot)) !== w.cell)
+          return HostAction.Continue;
         this.victim = w.worker++;
         return HostAction.Kill;
     }

@@ -76,7 +76,14 @@ export interface RingShape {
   mailboxBytes?: number;
 }
 
-export const FULL_RING: RingShape = { slots: SLOT_COUNT, workers: MAX_WORKERS, maxArgs: MAX_ARGS, errorBytes: ERROR_BYTES, printBytes: PRINT_BYTES, mailboxBytes: MAILBOX_BYTES };
+export const FULL_RING: RingShape = {
+  slots: SLOT_COUNT,
+  workers: MAX_WORKERS,
+  maxArgs: MAX_ARGS,
+  errorBytes: ERROR_BYTES,
+  printBytes: PRINT_BYTES,
+  mailboxBytes: MAILBOX_BYTES,
+};
 
 /**
  * Where things lie: the header, then the worker cells, then the slots. Slots start on an even
@@ -84,13 +91,27 @@ export const FULL_RING: RingShape = { slots: SLOT_COUNT, workers: MAX_WORKERS, m
  * share a line; the trap messages follow the slots, the print records follow those, and the
  * workers' host-call mailboxes (8-byte aligned) come last.
  */
-function ringLayout(shape: RingShape): { slotBase: number; slotInts: number; ints: number; printStart: number; mailboxStart: number; bytes: number } {
+function ringLayout(shape: RingShape): {
+  slotBase: number;
+  slotInts: number;
+  ints: number;
+  printStart: number;
+  mailboxStart: number;
+  bytes: number;
+} {
   const slotBase = HEADER_INTS + Math.ceil(shape.workers / 16) * 16;
   const slotInts = Math.ceil((S_ARGS + shape.maxArgs * 2) / 16) * 16;
   const ints = slotBase + shape.slots * slotInts;
   const printStart = ints * 4 + Math.ceil((shape.slots * shape.errorBytes) / 4) * 4;
   const mailboxStart = Math.ceil((printStart + shape.slots * (shape.printBytes ?? 0)) / 8) * 8;
-  return { slotBase, slotInts, ints, printStart, mailboxStart, bytes: mailboxStart + shape.workers * (shape.mailboxBytes ?? 0) };
+  return {
+    slotBase,
+    slotInts,
+    ints,
+    printStart,
+    mailboxStart,
+    bytes: mailboxStart + shape.workers * (shape.mailboxBytes ?? 0),
+  };
 }
 
 /** Typed views over one ring buffer; both sides build the same views over the same memory. */
@@ -176,7 +197,13 @@ export type ArgKind = (typeof ARG_KIND)[keyof typeof ARG_KIND];
 
 /** Messages on the slow path (postMessage), main -> worker. */
 export type ControlMessage =
-  | { type: 'load'; image: number; module: WebAssembly.Module; memory: WebAssembly.Memory; kernels: { name: string; kinds: ArgKind[] }[] }
+  | {
+      type: 'load';
+      image: number;
+      module: WebAssembly.Module;
+      memory: WebAssembly.Memory;
+      kernels: { name: string; kinds: ArgKind[] }[];
+    }
   | { type: 'unload'; image: number };
 
 /** Messages worker -> main. */

@@ -19,7 +19,9 @@ export class HostPlugin implements Plugin {
 
   async init(): Promise<number> {
     if (!this.hostDevice) {
-      this.hostDevice = this.parent ? this.parent.device(0).context() : HostDevice.create({ ...defaultHostOptions(), ...this.options });
+      this.hostDevice = this.parent
+        ? this.parent.device(0).context()
+        : HostDevice.create({ ...defaultHostOptions(), ...this.options });
     }
     return 1;
   }

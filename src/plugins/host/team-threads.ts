@@ -57,7 +57,13 @@ export interface Asyncify {
 /** The instance's asyncify exports, if it was built with barriers. */
 export function asyncifyOf(instance: WebAssembly.Instance): Asyncify | undefined {
   const exports = instance.exports as Partial<Record<keyof Asyncify, unknown>>;
-  const names: (keyof Asyncify)[] = ['asyncify_start_unwind', 'asyncify_stop_unwind', 'asyncify_start_rewind', 'asyncify_stop_rewind', 'asyncify_get_state'];
+  const names: (keyof Asyncify)[] = [
+    'asyncify_start_unwind',
+    'asyncify_stop_unwind',
+    'asyncify_start_rewind',
+    'asyncify_stop_rewind',
+    'asyncify_get_state',
+  ];
   return names.every((name) => typeof exports[name] === 'function') ? (exports as unknown as Asyncify) : undefined;
 }
 
@@ -155,7 +161,9 @@ export function runTeamThreads(state: TeamThreadState, asyncify: Asyncify | unde
     // asyncify_stop_unwind traps (`unreachable`) when the saved stack ran past its end. The
     // stacks are sized by the kernel's deepest chain of frames (stackBound), so this is a bug.
     if (overflowed && error instanceof WebAssembly.RuntimeError) {
-      throw new Error(`${error.message}: thread ${state.threadId}'s saved stack at barrier() outgrew its ${state.stackBytes} bytes (the bound read from its code was wrong: please report this)`);
+      throw new Error(
+        `${error.message}: thread ${state.threadId}'s saved stack at barrier() outgrew its ${state.stackBytes} bytes (the bound read from its code was wrong: please report this)`,
+      );
     }
     throw error;
   } finally {

@@ -9,7 +9,18 @@
  */
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { errors, quoted, type OffloadError } from '../../errors.js';
-import { type ArgKind, type ControlMessage, FULL_RING, H_DONE_COUNT, H_EPOCH, H_STOP, LaunchRing, MAX_ARGS, type WorkerData, type WorkerReply } from './launch-ring.js';
+import {
+  type ArgKind,
+  type ControlMessage,
+  FULL_RING,
+  H_DONE_COUNT,
+  H_EPOCH,
+  H_STOP,
+  LaunchRing,
+  MAX_ARGS,
+  type WorkerData,
+  type WorkerReply,
+} from './launch-ring.js';
 import { HostAction, HostSide, type RingLaunch } from './launch-protocol.js';
 import { HostCallServer, type HostCallHandler } from './host-calls.js';
 import { droppedLine, takePrints } from './kernel-print.js';
@@ -33,7 +44,9 @@ const DEATH_WINDOW_MS = 10_000;
 export function spinMicros(env: NodeJS.ProcessEnv = process.env): number {
   const value = env.OFFLOAD_HOST_SPIN_US === undefined ? 50 : Number(env.OFFLOAD_HOST_SPIN_US);
   if (!Number.isFinite(value) || value < 0 || value > 100_000) {
-    throw errors.invalidArgument(`OFFLOAD_HOST_SPIN_US must be a number of microseconds from 0 to 100000, not ${quoted(String(env.OFFLOAD_HOST_SPIN_US))}`);
+    throw errors.invalidArgument(
+      `OFFLOAD_HOST_SPIN_US must be a number of microseconds from 0 to 100000, not ${quoted(String(env.OFFLOAD_HOST_SPIN_US))}`,
+    );
   }
   return value;
 }
@@ -216,7 +229,13 @@ export class WorkerPool {
 
   /** What the pool holds now: live contexts, images loaded on the workers, workers running. */
   census(): Record<string, number> {
-    return { contexts: this.contexts, heldBytes: this.heldBytes, images: this.images.size, workers: this.workers.length - this.dying.size, inFlight: this.host.inFlight.size };
+    return {
+      contexts: this.contexts,
+      heldBytes: this.heldBytes,
+      images: this.images.size,
+      workers: this.workers.length - this.dying.size,
+      inFlight: this.host.inFlight.size,
+    };
   }
 
   /** A new image id, unique in this pool (images of every context share the workers). */
@@ -225,7 +244,12 @@ export class WorkerPool {
   }
 
   /** Instantiates `module` over `memory` on every worker (and on every worker started later). */
-  load(image: number, module: WebAssembly.Module, memory: WebAssembly.Memory, kernels: RegisteredImage['kernels']): Promise<WorkerReply[]> {
+  load(
+    image: number,
+    module: WebAssembly.Module,
+    memory: WebAssembly.Memory,
+    kernels: RegisteredImage['kernels'],
+  ): Promise<WorkerReply[]> {
     this.images.set(image, { module, memory, kernels });
     return this.broadcast({ type: 'load', image, module, memory, kernels }, `load:${image}`);
   }
@@ -269,10 +293,23 @@ export class WorkerPool {
 
   private spawn(index: number): void {
     const { port1, port2 } = new MessageChannel();
-    const data: WorkerData = { index, ring: this.ring.buffer, shape: this.ring.shape, control: port2, waitBoundMs: WAIT_BOUND_MS };
-    const worker = new Worker(workerScript, { eval: fromSource, workerData: data, transferList: [port2], name: `offload-host-${index}`, execArgv: WORKER_EXEC_ARGV });
+    const data: WorkerData = {
+      index,
+      ring: this.ring.buffer,
+      shape: this.ring.shape,
+      control: port2,
+      waitBoundMs: WAIT_BOUND_MS,
+    };
+    const worker = new Worker(workerScript, {
+      eval: fromSource,
+      workerData: data,
+      transferList: [port2],
+      name: `offload-host-${index}`,
+      execArgv: WORKER_EXEC_ARGV,
+    });
     // Queued before its first scan, which reads them all: it holds every image before any launch.
-    for (const [image, { module, memory, kernels }] of this.images) port1.postMessage({ type: 'load', image, module, memory, kernels });
+    for (const [image, { module, memory, kernels }] of this.images)
+      port1.postMessage({ type: 'load', image, module, memory, kernels });
     worker.on('message', (reply: WorkerReply) => this.onReply(reply));
     worker.on('error', (error) => this.failures.set(index, error));
     worker.on('exit', (code) => this.onExit(index, worker, code));
@@ -295,10 +332,15 @@ export class WorkerPool {
       const flight = this.host.inFlight.get(slot)!.launch;
       this.host.withdraw(slot);
       const how = failure ? `failed (${failure.message})` : `exited with code ${code}`;
-      flight.reject(errors.kernelTrap(`kernel '${flight.name}' lost a team: host worker ${index} ${how} while running it; the worker was replaced`));
+      flight.reject(
+        errors.kernelTrap(
+          `kernel '${flight.name}' lost a team: host worker ${index} ${how} while running it; the worker was replaced`,
+        ),
+      );
     }
     // Unloads need no answer from the new worker (it never loads the image); loads get one.
-    for (const [key, waiter] of this.waiters) if (key.startsWith('unload:') && waiter.pending.has(index)) this.answered(key, index);
+    for (const [key, waiter] of this.waiters)
+      if (key.startsWith('unload:') && waiter.pending.has(index)) this.answered(key, index);
     if (!killed && this.tooManyDeaths(index, failure, code)) return;
     this.spawn(index);
     this.kick();
@@ -310,7 +352,11 @@ export class WorkerPool {
     while (this.deaths.length > 0 && this.deaths[0]! < now - DEATH_WINDOW_MS) this.deaths.shift();
     if (this.deaths.length < DEATHS_BEFORE_LOST) return false;
     const how = failure ? `failed: ${failure.message}` : `exited with code ${code}`;
-    this.fail(errors.deviceLost(`host workers keep dying (${this.deaths.length} in ${DEATH_WINDOW_MS / 1000} s; worker ${index} ${how})`));
+    this.fail(
+      errors.deviceLost(
+        `host workers keep dying (${this.deaths.length} in ${DEATH_WINDOW_MS / 1000} s; worker ${index} ${how})`,
+      ),
+    );
     return true;
   }
 
@@ -330,7 +376,9 @@ export class WorkerPool {
   launch(launch: PoolLaunch): Promise<void> {
     if (this.lostError) return Promise.reject(this.lostError);
     if (launch.values.length > MAX_ARGS) {
-      return Promise.reject(errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${launch.values.length}`));
+      return Promise.reject(
+        errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${launch.values.length}`),
+      );
     }
     this.hold();
     return new Promise<void>((resolve, reject) => {
@@ -433,7 +481,12 @@ export class WorkerPool {
         this.calls.serve(this.workers.length, this.hostCallOf);
         const deadline = this.expire();
         if (pollChanged(i32, H_DONE_COUNT, this.host.seen, this.spinUs)) continue;
-        const wait = Atomics.waitAsync(i32, H_DONE_COUNT, this.host.seen, Math.max(0, Math.min(WAIT_BOUND_MS, deadline - performance.now())));
+        const wait = Atomics.waitAsync(
+          i32,
+          H_DONE_COUNT,
+          this.host.seen,
+          Math.max(0, Math.min(WAIT_BOUND_MS, deadline - performance.now())),
+        );
         if (wait.async) await wait.value;
         this.expire();
       }

@@ -80,7 +80,12 @@ function handleControl(message: ControlMessage): void {
     } catch (error) {
       // V8's message may quote the module (an export's name): a few hundred characters say enough.
       const text = String(error);
-      reply = { type: 'load-failed', image: message.image, worker: data.index, message: text.length > 500 ? `${text.slice(0, 500)}...` : text };
+      reply = {
+        type: 'load-failed',
+        image: message.image,
+        worker: data.index,
+        message: text.length > 500 ? `${text.slice(0, 500)}...` : text,
+      };
     }
   } else {
     images.delete(message.image);
@@ -108,7 +113,14 @@ interface SlotView {
   run: () => void;
 }
 const views: SlotView[] = Array.from({ length: ring.shape.slots }, () => {
-  const view: SlotView = { entry: -1, gen: 0, kernel: undefined, args: [], grid: [1, 1, 1, 1, 1, 1, 0, 0, 0], run: () => view.kernel!.fn(...view.args) };
+  const view: SlotView = {
+    entry: -1,
+    gen: 0,
+    kernel: undefined,
+    args: [],
+    grid: [1, 1, 1, 1, 1, 1, 0, 0, 0],
+    run: () => view.kernel!.fn(...view.args),
+  };
   return view;
 });
 
@@ -150,7 +162,8 @@ function runTeam(): void {
     env.teamId = side.team;
     runTeamThreads(env, kernel.asyncify, view.run);
   } catch (error) {
-    if (Atomics.compareExchange(i32, trapped, 0, 1) === 0) ring.writeErrorText(slot, trapText(kernel?.name ?? '?', side.team, error));
+    if (Atomics.compareExchange(i32, trapped, 0, 1) === 0)
+      ring.writeErrorText(slot, trapText(kernel?.name ?? '?', side.team, error));
   }
   env.endTrace(kernel?.name ?? '?');
 }

@@ -7,8 +7,21 @@
  */
 import { MAX_REMOTE_EVENTS, Tracer, type ClockAlignment, type TraceEvent } from '../../runtime/trace.js';
 import { asOffloadError, errors, messageOf, OffloadError } from '../../errors.js';
-import { cut, type HostCallListener, MAX_KERNEL_NAME_CHARS, MAX_PRINT_CHARS, type DeviceInfo, type PrintListener } from '../interface.js';
-import { connectTo, DEFAULT_CONNECT_TIMEOUT_MS, linkedInJob, sameAddress, type TlsClientOptions } from '../../transport/connect.js';
+import {
+  cut,
+  type HostCallListener,
+  MAX_KERNEL_NAME_CHARS,
+  MAX_PRINT_CHARS,
+  type DeviceInfo,
+  type PrintListener,
+} from '../interface.js';
+import {
+  connectTo,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  linkedInJob,
+  sameAddress,
+  type TlsClientOptions,
+} from '../../transport/connect.js';
 import { abortError } from '../../abort.js';
 import type { Frame } from '../../transport/frame.js';
 import { peerTimeoutFromEnv, startHeartbeat } from '../../transport/heartbeat.js';
@@ -76,7 +89,8 @@ export class RemoteConnection {
       if (meta.op !== 'data' || typeof meta.id !== 'number' || typeof meta.offset !== 'number') return undefined;
       return this.pending.get(meta.id)?.dataTarget?.(meta.offset, length);
     };
-    transport.onClose = (reason) => this.fail(reason ?? errors.deviceLost(`the connection to proxy ${address} was closed`));
+    transport.onClose = (reason) =>
+      this.fail(reason ?? errors.deviceLost(`the connection to proxy ${address} was closed`));
   }
 
   /** Connects and says hello; rejects with UNAUTHORIZED for a wrong token, DEVICE_LOST if unreachable. */
@@ -90,7 +104,12 @@ export class RemoteConnection {
     // The hello's reply counts against the same time limit as the connect: a proxy (or anything
     // else on that port) that accepts and never answers is DEVICE_LOST, not a wait for ever.
     const silent = setTimeout(
-      () => transport.close(errors.deviceLost(`proxy ${address} accepted the connection but did not answer within ${timeoutMs} ms (connectTimeoutMs)`)),
+      () =>
+        transport.close(
+          errors.deviceLost(
+            `proxy ${address} accepted the connection but did not answer within ${timeoutMs} ms (connectTimeoutMs)`,
+          ),
+        ),
       Math.max(0, timeoutMs - (Date.now() - started)),
     );
     const onAbort = () => transport.close(abortError(signal!, `connecting to proxy ${address}`));
@@ -106,7 +125,8 @@ export class RemoteConnection {
       const received = Tracer.now();
       const { devices, peers, now } = decodeHelloReply(reply);
       // The proxy's clock read between send and receive: at the midpoint, within half the round trip.
-      if (now !== undefined) connection.clock = { proxy: address, offsetUs: now - (sent + received) / 2, roundTripUs: received - sent };
+      if (now !== undefined)
+        connection.clock = { proxy: address, offsetUs: now - (sent + received) / 2, roundTripUs: received - sent };
       connection.devices = devices;
       connection.peers = peers;
       startHeartbeat(transport, options.peerTimeoutMs ?? peerTimeoutFromEnv());
@@ -135,7 +155,8 @@ export class RemoteConnection {
     } catch {
       throw errors.protocol(`proxy ${this.address} sent a trace that is not JSON`);
     }
-    if (!Array.isArray(parsed)) throw errors.protocol(`proxy ${this.address} sent a trace that is not an array of events`);
+    if (!Array.isArray(parsed))
+      throw errors.protocol(`proxy ${this.address} sent a trace that is not an array of events`);
     const events = parsed.filter(isTraceEvent).slice(0, MAX_REMOTE_EVENTS);
     const dropped = typeof reply.meta.dropped === 'number' ? reply.meta.dropped : 0;
     return { events, dropped: dropped + parsed.length - events.length };
@@ -166,7 +187,15 @@ export class RemoteConnection {
     } catch (error) {
       // A request that cannot be framed (an image over 64 MiB, a manifest over 64 KiB) fails
       // alone, as its own rejection: never an exception out of an enqueueing call.
-      this.pending.get(id)!.reject(new OffloadError('INVALID_ARGUMENT', `a '${request.op}' request to proxy ${this.address} cannot be sent: ${messageOf(error)}`, { cause: error }));
+      this.pending
+        .get(id)!
+        .reject(
+          new OffloadError(
+            'INVALID_ARGUMENT',
+            `a '${request.op}' request to proxy ${this.address} cannot be sent: ${messageOf(error)}`,
+            { cause: error },
+          ),
+        );
       this.pending.delete(id);
     }
     return reply;
@@ -177,7 +206,13 @@ export class RemoteConnection {
     try {
       return this.transport.send(note, payload);
     } catch (error) {
-      this.transport.close(new OffloadError('PROTOCOL', `a '${note.op}' frame to proxy ${this.address} cannot be sent: ${messageOf(error)}`, { cause: error }));
+      this.transport.close(
+        new OffloadError(
+          'PROTOCOL',
+          `a '${note.op}' frame to proxy ${this.address} cannot be sent: ${messageOf(error)}`,
+          { cause: error },
+        ),
+      );
       return true;
     }
   }
@@ -202,7 +237,9 @@ export class RemoteConnection {
         case 'reply':
           if (decoded.id === 0) {
             // Request 0 is the connection itself: the proxy says why it closes it.
-            throw decoded.error ? fromWireError(decoded.error, this.address) : errors.protocol(`proxy ${this.address} answered request 0 without an error`);
+            throw decoded.error
+              ? fromWireError(decoded.error, this.address)
+              : errors.protocol(`proxy ${this.address} answered request 0 without an error`);
           }
       }
       const pending = this.pending.get(decoded.id);
@@ -240,10 +277,17 @@ export class RemoteConnection {
   private hostCalled({ call, queue, kernel, name, args }: ProxyFrames['host-call']): void {
     const listener = this.hostCallListeners.get(queue);
     const numbers = args.map((arg) => (arg === null ? Number.NaN : arg));
-    const answer = listener ? listener(cut(kernel, MAX_KERNEL_NAME_CHARS), name, numbers) : Promise.reject(new Error('its queue was destroyed'));
+    const answer = listener
+      ? listener(cut(kernel, MAX_KERNEL_NAME_CHARS), name, numbers)
+      : Promise.reject(new Error('its queue was destroyed'));
     answer.then(
       (value) => this.post({ op: 'host-call-result', call, value }),
-      (error: unknown) => this.post({ op: 'host-call-result', call, error: { code: 'KERNEL_TRAP', message: cut(error instanceof Error ? error.message : String(error), 4096) } }),
+      (error: unknown) =>
+        this.post({
+          op: 'host-call-result',
+          call,
+          error: { code: 'KERNEL_TRAP', message: cut(error instanceof Error ? error.message : String(error), 4096) },
+        }),
     );
   }
 
@@ -282,8 +326,16 @@ function isTraceEvent(value: unknown): value is TraceEvent {
   const event = value as Record<string, unknown>;
   const id = (n: unknown) => Number.isInteger(n) && (n as number) >= 0 && (n as number) < 1_000_000_000;
   return (
-    typeof event.name === 'string' && event.name.length <= 256 && typeof event.cat === 'string' && event.cat.length <= 64 &&
-    (event.ph === 'X' || event.ph === 'M') && Number.isFinite(event.ts) && (event.dur === undefined || Number.isFinite(event.dur)) &&
-    id(event.pid) && event.pid as number < 1000 && id(event.tid) && (event.args === undefined || (typeof event.args === 'object' && event.args !== null))
+    typeof event.name === 'string' &&
+    event.name.length <= 256 &&
+    typeof event.cat === 'string' &&
+    event.cat.length <= 64 &&
+    (event.ph === 'X' || event.ph === 'M') &&
+    Number.isFinite(event.ts) &&
+    (event.dur === undefined || Number.isFinite(event.dur)) &&
+    id(event.pid) &&
+    (event.pid as number) < 1000 &&
+    id(event.tid) &&
+    (event.args === undefined || (typeof event.args === 'object' && event.args !== null))
   );
 }

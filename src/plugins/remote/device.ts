@@ -4,7 +4,12 @@
  */
 import type { OffloadError } from '../../errors.js';
 import type { ImageFormat, ParamInfo } from '../../image/manifest.js';
-import { decodeAllocReply, decodeGlobalReply, decodeLoadReply, decodeMemoryInfoReply } from '../../protocol/decode-reply.js';
+import {
+  decodeAllocReply,
+  decodeGlobalReply,
+  decodeLoadReply,
+  decodeMemoryInfoReply,
+} from '../../protocol/decode-reply.js';
 import {
   BOOLEAN_CAPABILITIES,
   type DeviceCapabilities,
@@ -73,12 +78,16 @@ export class ConnectionState {
  */
 function remoteCapabilities(told: unknown): DeviceCapabilities {
   const fields = typeof told === 'object' && told !== null ? (told as Record<string, unknown>) : {};
-  const capabilities = Object.fromEntries(BOOLEAN_CAPABILITIES.map((name) => [name, fields[name] === true])) as Record<(typeof BOOLEAN_CAPABILITIES)[number], boolean>;
+  const capabilities = Object.fromEntries(BOOLEAN_CAPABILITIES.map((name) => [name, fields[name] === true])) as Record<
+    (typeof BOOLEAN_CAPABILITIES)[number],
+    boolean
+  >;
   const teamMemory = fields.maxTeamMemoryBytes;
   return {
     ...capabilities,
     mappedMemory: false,
-    maxTeamMemoryBytes: typeof teamMemory === 'number' && Number.isSafeInteger(teamMemory) && teamMemory >= 0 ? teamMemory : 0,
+    maxTeamMemoryBytes:
+      typeof teamMemory === 'number' && Number.isSafeInteger(teamMemory) && teamMemory >= 0 ? teamMemory : 0,
   };
 }
 
@@ -116,7 +125,9 @@ export class RemoteDevice implements PluginDevice {
     if (!sent) {
       const id = this.state.next('image');
       const { offset: _offset, size: _size, ...info } = image.info;
-      const registered = this.connection.request({ op: 'register', image: id, name: image.name, info, entries: image.entries }, image.bytes).then(() => {});
+      const registered = this.connection
+        .request({ op: 'register', image: id, name: image.name, info, entries: image.entries }, image.bytes)
+        .then(() => {});
       sent = { id, registered, devices: 0 };
       this.state.images.set(image.bytes, sent);
       registered.catch(() => this.state.images.delete(image.bytes));
@@ -126,7 +137,8 @@ export class RemoteDevice implements PluginDevice {
     sent.devices++;
     const told = decodeLoadReply(reply, this.connection.address);
     const kernels = new Map<string, RemoteKernel>();
-    for (const { name, params, format, staticBytes } of told) kernels.set(name, new RemoteKernel(name, params, sent.id, format, staticBytes));
+    for (const { name, params, format, staticBytes } of told)
+      kernels.set(name, new RemoteKernel(name, params, sent.id, format, staticBytes));
     return new RemoteImage(sent.id, kernels);
   }
 
@@ -142,19 +154,32 @@ export class RemoteDevice implements PluginDevice {
 
   async alloc(bytes: number, kind: MemoryKind): Promise<Allocation> {
     const id = this.state.next('buffer');
-    const { address, grant } = decodeAllocReply(await this.connection.request({ op: 'alloc', device: this.index, buffer: id, bytes, kind }));
+    const { address, grant } = decodeAllocReply(
+      await this.connection.request({ op: 'alloc', device: this.index, buffer: id, bytes, kind }),
+    );
     return new RemoteAllocation(id, bytes, kind, address, grant);
   }
 
   /** The proxy's device as this client may use it: within its memory quota there. */
   async memoryInfo(): Promise<MemoryInfo> {
-    return decodeMemoryInfoReply(await this.connection.request({ op: 'memory-info', device: this.index }), this.connection.address);
+    return decodeMemoryInfoReply(
+      await this.connection.request({ op: 'memory-info', device: this.index }),
+      this.connection.address,
+    );
   }
 
   /** A device global of a loaded image: the proxy names it as one of this client's buffers there. */
   async global(image: LoadedImage, name: string): Promise<Allocation | undefined> {
     const id = this.state.next('buffer');
-    const { bytes, address } = decodeGlobalReply(await this.connection.request({ op: 'global', image: (image as RemoteImage).id, device: this.index, name, buffer: id }));
+    const { bytes, address } = decodeGlobalReply(
+      await this.connection.request({
+        op: 'global',
+        image: (image as RemoteImage).id,
+        device: this.index,
+        name,
+        buffer: id,
+      }),
+    );
     return new RemoteAllocation(id, bytes, 'device', address, '');
   }
 

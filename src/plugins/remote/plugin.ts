@@ -111,7 +111,9 @@ registerPlugin(
     const proxies = proxyList(options.proxies);
     let token = options.token ?? process.env.OFFLOAD_TOKEN;
     if (proxies.length > 0 && (token === undefined || token === '')) {
-      throw errors.invalidArgument(`proxies ${proxies.join(', ')} are named but no token is given (options.token or OFFLOAD_TOKEN)`);
+      throw errors.invalidArgument(
+        `proxies ${proxies.join(', ')} are named but no token is given (options.token or OFFLOAD_TOKEN)`,
+      );
     }
     // Under mpirun, the job's proxy ranks follow the named proxies (a job shares one trust domain).
     if (options.mpi !== false) {

@@ -108,7 +108,11 @@ export class RemoteQueue implements PluginQueue {
   }
 
   /** Sends one queue operation (its `queue` is this one) and counts it until its reply. */
-  private op(request: QueueRequest, payload?: Uint8Array, handlers?: Parameters<RemoteConnection['request']>[2]): Promise<void> {
+  private op(
+    request: QueueRequest,
+    payload?: Uint8Array,
+    handlers?: Parameters<RemoteConnection['request']>[2],
+  ): Promise<void> {
     return this.track(this.connection.request({ ...request, queue: this.id }, payload, handlers).then(() => {}));
   }
 
@@ -148,18 +152,29 @@ export class RemoteQueue implements PluginQueue {
   }
 
   retrieve(dst: Uint8Array, src: Allocation, srcOffset: number): Promise<void> {
-    const reply = this.connection.request({ op: 'read', queue: this.id, buffer: bufferId(src), offset: srcOffset, bytes: dst.byteLength }, undefined, {
-      dataTarget: (offset, length) => (Number.isSafeInteger(offset) && offset >= 0 && offset + length <= dst.byteLength ? dst.subarray(offset, offset + length) : undefined),
-      onData: (offset, payload) => {
-        if (offset + payload.byteLength > dst.byteLength) throw errors.protocol(`read data at ${offset} (${payload.byteLength} bytes) overruns the ${dst.byteLength} bytes asked for`);
-        // Usually the decoder already put the bytes in place (dataTarget).
-        if (payload.buffer !== dst.buffer || payload.byteOffset !== dst.byteOffset + offset) dst.set(payload, offset);
+    const reply = this.connection.request(
+      { op: 'read', queue: this.id, buffer: bufferId(src), offset: srcOffset, bytes: dst.byteLength },
+      undefined,
+      {
+        dataTarget: (offset, length) =>
+          Number.isSafeInteger(offset) && offset >= 0 && offset + length <= dst.byteLength
+            ? dst.subarray(offset, offset + length)
+            : undefined,
+        onData: (offset, payload) => {
+          if (offset + payload.byteLength > dst.byteLength)
+            throw errors.protocol(
+              `read data at ${offset} (${payload.byteLength} bytes) overruns the ${dst.byteLength} bytes asked for`,
+            );
+          // Usually the decoder already put the bytes in place (dataTarget).
+          if (payload.buffer !== dst.buffer || payload.byteOffset !== dst.byteOffset + offset) dst.set(payload, offset);
+        },
       },
-    });
+    );
     return this.track(
       reply.then((frame) => {
         if (frame.payload.byteLength > 0) {
-          if (frame.payload.byteLength !== dst.byteLength) throw errors.protocol(`read reply of ${frame.payload.byteLength} bytes for ${dst.byteLength} asked`);
+          if (frame.payload.byteLength !== dst.byteLength)
+            throw errors.protocol(`read reply of ${frame.payload.byteLength} bytes for ${dst.byteLength} asked`);
           dst.set(frame.payload);
         }
       }),
@@ -233,17 +248,23 @@ export class RemoteQueue implements PluginQueue {
   };
 
   private signal(gate: number, error?: unknown): void {
-    const failure = error === undefined ? undefined : asOffloadError(error, `the host side of a copy through gate ${gate}`);
-    this.connection.request({ op: 'signal', gate, error: failure && { code: failure.code, message: failure.message } }).catch(dropped(`proxy ${this.connection.address}`, `signalling gate ${gate}`));
+    const failure =
+      error === undefined ? undefined : asOffloadError(error, `the host side of a copy through gate ${gate}`);
+    this.connection
+      .request({ op: 'signal', gate, error: failure && { code: failure.code, message: failure.message } })
+      .catch(dropped(`proxy ${this.connection.address}`, `signalling gate ${gate}`));
   }
-
 
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
     const { name, image } = kernel as RemoteKernel;
     const limit = grid.timeoutMs === undefined ? {} : { timeoutMs: grid.timeoutMs };
     // One-dimensional sizes travel as numbers, as before dimensions existed.
     const size = (dims: Dims, total: number) => (dims[1] === 1 && dims[2] === 1 ? total : dims);
-    const shape = { teams: size(grid.teamDims, grid.teams), threads: size(grid.threadDims, grid.threads), ...(grid.teamMemoryBytes > 0 ? { teamMemoryBytes: grid.teamMemoryBytes } : {}) };
+    const shape = {
+      teams: size(grid.teamDims, grid.teams),
+      threads: size(grid.threadDims, grid.threads),
+      ...(grid.teamMemoryBytes > 0 ? { teamMemoryBytes: grid.teamMemoryBytes } : {}),
+    };
     return this.op({ op: 'launch', image, kernel: name, ...shape, ...limit, args: args.map(wireArg) });
   }
 
@@ -257,7 +278,9 @@ export class RemoteQueue implements PluginQueue {
   record(timing = false): PluginEvent {
     const id = this.device.state.next('event');
     if (!timing) return new RemoteEvent(this, id, this.op({ op: 'record', event: id }));
-    const at = this.connection.request({ op: 'record', event: id, timing: true, queue: this.id }).then((reply) => decodeRecordReply(reply, this.connection.address, id));
+    const at = this.connection
+      .request({ op: 'record', event: id, timing: true, queue: this.id })
+      .then((reply) => decodeRecordReply(reply, this.connection.address, id));
     at.catch(() => {});
     return new RemoteEvent(this, id, this.track(at.then(() => {})), { clock: this.connection, at });
   }
@@ -284,18 +307,27 @@ export class RemoteQueue implements PluginQueue {
   submitRect(dst: Allocation, src: Uint8Array, rect: Rect): Promise<void> {
     const packed = new Uint8Array(rectBytes(rect));
     const { width, height } = rect;
-    forEachRow({ ...rect, dstOffset: 0, dstRowPitch: width, dstSlicePitch: width * height }, (srcAt, at) => packed.set(src.subarray(srcAt, srcAt + width), at));
+    forEachRow({ ...rect, dstOffset: 0, dstRowPitch: width, dstSlicePitch: width * height }, (srcAt, at) =>
+      packed.set(src.subarray(srcAt, srcAt + width), at),
+    );
     return this.op({ op: 'write-rect', ...RemoteQueue.deviceSide(dst, rect, 'dst') }, packed);
   }
 
   retrieveRect(dst: Uint8Array, src: Allocation, rect: Rect): Promise<void> {
-    const reply = this.connection.request({ op: 'read-rect', queue: this.id, ...RemoteQueue.deviceSide(src, rect, 'src') });
+    const reply = this.connection.request({
+      op: 'read-rect',
+      queue: this.id,
+      ...RemoteQueue.deviceSide(src, rect, 'src'),
+    });
     const { width, height } = rect;
     return this.track(
       reply.then((frame) => {
         const packed = frame.payload;
-        if (packed.byteLength !== rectBytes(rect)) throw errors.protocol(`read-rect reply of ${packed.byteLength} bytes for ${rectBytes(rect)} asked`);
-        forEachRow({ ...rect, srcOffset: 0, srcRowPitch: width, srcSlicePitch: width * height }, (at, dstAt) => dst.set(packed.subarray(at, at + width), dstAt));
+        if (packed.byteLength !== rectBytes(rect))
+          throw errors.protocol(`read-rect reply of ${packed.byteLength} bytes for ${rectBytes(rect)} asked`);
+        forEachRow({ ...rect, srcOffset: 0, srcRowPitch: width, srcSlicePitch: width * height }, (at, dstAt) =>
+          dst.set(packed.subarray(at, at + width), dstAt),
+        );
       }),
     );
   }
@@ -337,6 +369,8 @@ export class RemoteQueue implements PluginQueue {
     this.connection.listenForHostCalls(this.id, undefined);
     await this.peers.destroy();
     if (this.connection.lost) return;
-    await this.connection.request({ op: 'queue-destroy', queue: this.id }).catch(dropped(`proxy ${this.connection.address}`, `destroying queue ${this.id} there`));
+    await this.connection
+      .request({ op: 'queue-destroy', queue: this.id })
+      .catch(dropped(`proxy ${this.connection.address}`, `destroying queue ${this.id} there`));
   }
 }

@@ -29,13 +29,20 @@ function gpuInstance(): Promise<GPU | string> {
   return instance;
 }
 
-const WEBGPU_SETTINGS = { on: ['', 'on', '1', 'true', 'yes'], off: ['off', '0', 'false', 'no'], fallback: ['fallback'] };
+const WEBGPU_SETTINGS = {
+  on: ['', 'on', '1', 'true', 'yes'],
+  off: ['off', '0', 'false', 'no'],
+  fallback: ['fallback'],
+};
 
 /**
  * Options from OFFLOAD_WEBGPU: unset or `on` takes a hardware adapter, `off` (or `0`) turns the
  * plugin off, `fallback` also takes software adapters; anything else is INVALID_ARGUMENT.
  */
-export function webgpuOptionsFromEnv(value = process.env.OFFLOAD_WEBGPU, memory = process.env.OFFLOAD_WEBGPU_MEMORY): WebGpuOptions | false {
+export function webgpuOptionsFromEnv(
+  value = process.env.OFFLOAD_WEBGPU,
+  memory = process.env.OFFLOAD_WEBGPU_MEMORY,
+): WebGpuOptions | false {
   const setting = (value ?? '').trim().toLowerCase();
   if (WEBGPU_SETTINGS.off.includes(setting)) return false;
   if (!WEBGPU_SETTINGS.on.includes(setting) && !WEBGPU_SETTINGS.fallback.includes(setting)) {
@@ -73,7 +80,11 @@ export async function findAdapter(options: WebGpuOptions): Promise<AdapterSearch
     };
   }
   const info = adapter.info;
-  debugLog('webgpu', () => `Dawn started and found ${info.description || info.vendor} (${isFallback(adapter) ? 'software' : 'hardware'}) in ${(performance.now() - started).toFixed(0)} ms`);
+  debugLog(
+    'webgpu',
+    () =>
+      `Dawn started and found ${info.description || info.vendor} (${isFallback(adapter) ? 'software' : 'hardware'}) in ${(performance.now() - started).toFixed(0)} ms`,
+  );
   if (isFallback(adapter) && !options.fallback) {
     return {
       reason: `the only WebGPU adapter is a software one (${info.description || info.architecture || info.vendor}); OFFLOAD_WEBGPU=fallback or Offload.init({ webgpu: { fallback: true } }) uses it`,
@@ -92,7 +103,13 @@ export async function noGpuDeviceNode(platform = process.platform, dev = '/dev')
   const dri = await readdir(`${dev}/dri`).catch(() => [] as string[]); // no such directory: the answer sought
   if (dri.some((name) => name.startsWith('renderD'))) return undefined;
   for (const node of ['nvidia0', 'nvidiactl', 'dxg']) {
-    if (await stat(`${dev}/${node}`).then(() => true, () => false)) return undefined;
+    if (
+      await stat(`${dev}/${node}`).then(
+        () => true,
+        () => false,
+      )
+    )
+      return undefined;
   }
   return `no GPU device node (${dev}/dri/renderD*, ${dev}/nvidia0, ${dev}/dxg): this machine shows no GPU to Vulkan; OFFLOAD_WEBGPU=fallback or { webgpu: { fallback: true } } takes a software adapter (lavapipe)`;
 }

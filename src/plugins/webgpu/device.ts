@@ -9,7 +9,18 @@
  * offset are made of aligned ones (reading the partial edge words first when writing).
  */
 import { OffloadError, asOffloadError, errors } from '../../errors.js';
-import type { Allocation, DeviceImage, DeviceInfo, Grid, LaunchArg, LoadedImage, MemoryInfo, MemoryKind, PluginDevice, PluginQueue } from '../interface.js';
+import type {
+  Allocation,
+  DeviceImage,
+  DeviceInfo,
+  Grid,
+  LaunchArg,
+  LoadedImage,
+  MemoryInfo,
+  MemoryKind,
+  PluginDevice,
+  PluginQueue,
+} from '../interface.js';
 import { patternChunk } from '../fill-pattern.js';
 import { isFallback } from './adapter.js';
 import { loadWgslImage, type WgslKernel } from './kernels.js';
@@ -71,7 +82,8 @@ class SharedGpu {
     this.gpu ??= this.adapter.requestDevice({ label: 'offload-ts', requiredLimits: this.limits }).then(
       (gpu) => {
         void gpu.lost.then((lost) => {
-          if (!this.closing) this.lostError ??= errors.deviceLost(`the WebGPU device was lost (${lost.reason}): ${lost.message}`);
+          if (!this.closing)
+            this.lostError ??= errors.deviceLost(`the WebGPU device was lost (${lost.reason}): ${lost.message}`);
         });
         this.scratch = gpu.createBuffer({ label: 'one past the end', size: 16, usage: GPUBufferUsage.STORAGE });
         return gpu;
@@ -118,7 +130,8 @@ export class WebGpuDevice implements PluginDevice {
     this.shared = parent?.shared ?? new SharedGpu(adapter, this.limits, memoryBytes ?? 4 * this.largestBuffer);
     this.shared.contexts++;
     const info = adapter.info;
-    const description = info.description || [info.vendor, info.architecture, info.device].filter(Boolean).join(' ') || 'WebGPU adapter';
+    const description =
+      info.description || [info.vendor, info.architecture, info.device].filter(Boolean).join(' ') || 'WebGPU adapter';
     this.info = {
       name: `${description} (WebGPU${isFallback(adapter) ? ', software' : ''})`,
       kind: 'gpu',
@@ -129,8 +142,16 @@ export class WebGpuDevice implements PluginDevice {
       maxThreadsPerTeam: Math.min(this.limits.maxComputeInvocationsPerWorkgroup, this.limits.maxComputeWorkgroupSizeX),
       // A dispatch has up to maxComputeWorkgroupsPerDimension workgroups along each of x, y and z.
       maxTeams: this.limits.maxComputeWorkgroupsPerDimension,
-      maxTeamDims: [this.limits.maxComputeWorkgroupsPerDimension, this.limits.maxComputeWorkgroupsPerDimension, this.limits.maxComputeWorkgroupsPerDimension],
-      maxThreadDims: [this.limits.maxComputeWorkgroupSizeX, this.limits.maxComputeWorkgroupSizeY, this.limits.maxComputeWorkgroupSizeZ],
+      maxTeamDims: [
+        this.limits.maxComputeWorkgroupsPerDimension,
+        this.limits.maxComputeWorkgroupsPerDimension,
+        this.limits.maxComputeWorkgroupsPerDimension,
+      ],
+      maxThreadDims: [
+        this.limits.maxComputeWorkgroupSizeX,
+        this.limits.maxComputeWorkgroupSizeY,
+        this.limits.maxComputeWorkgroupSizeZ,
+      ],
       maxTeamMemoryBytes: this.limits.maxComputeWorkgroupStorageSize,
       // Nor how many compute units it has.
       computeUnits: 1,
@@ -158,7 +179,10 @@ export class WebGpuDevice implements PluginDevice {
         maxTeamDims: 'maxComputeWorkgroupsPerDimension',
         maxThreadDims: 'maxComputeWorkgroupSize{X,Y,Z}',
         maxTeamMemoryBytes: 'maxComputeWorkgroupStorageSize',
-        maxThreadsPerTeam: this.limits.maxComputeInvocationsPerWorkgroup <= this.limits.maxComputeWorkgroupSizeX ? 'maxComputeInvocationsPerWorkgroup' : 'maxComputeWorkgroupSizeX',
+        maxThreadsPerTeam:
+          this.limits.maxComputeInvocationsPerWorkgroup <= this.limits.maxComputeWorkgroupSizeX
+            ? 'maxComputeInvocationsPerWorkgroup'
+            : 'maxComputeWorkgroupSizeX',
       },
     };
   }
@@ -186,7 +210,8 @@ export class WebGpuDevice implements PluginDevice {
 
   async loadImage(image: DeviceImage): Promise<LoadedImage> {
     this.check();
-    if (image.info.format !== 'wgsl') throw errors.incompatibleImage(`a WebGPU device runs wgsl images, not ${image.info.format}`);
+    if (image.info.format !== 'wgsl')
+      throw errors.incompatibleImage(`a WebGPU device runs wgsl images, not ${image.info.format}`);
     return loadWgslImage(await this.device(), image, Math.min(DEFAULT_THREADS, this.info.maxThreadsPerTeam), 'webgpu');
   }
 
@@ -246,7 +271,11 @@ export class WebGpuDevice implements PluginDevice {
   async memoryInfo(): Promise<MemoryInfo> {
     this.check();
     const freeBytes = Math.max(0, this.shared.budget - this.shared.bytes);
-    return { totalBytes: this.shared.budget, freeBytes, largestFreeBlockBytes: Math.min(freeBytes, this.largestBuffer) };
+    return {
+      totalBytes: this.shared.budget,
+      freeBytes,
+      largestFreeBlockBytes: Math.min(freeBytes, this.largestBuffer),
+    };
   }
 
   /** Fills `bytes` bytes of `dst` at `offset` with `pattern`, a staged chunk at a time (zeros: cleared on the GPU where aligned). */
@@ -289,7 +318,9 @@ export class WebGpuDevice implements PluginDevice {
       // crashes the process (seen with webgpu 0.6.2), so shared bytes are copied first.
       data = src.slice();
     }
-    await scoped(gpu, `writing ${src.byteLength} bytes`, () => gpu.queue.writeBuffer(dst, start, data as Uint8Array<ArrayBuffer>));
+    await scoped(gpu, `writing ${src.byteLength} bytes`, () =>
+      gpu.queue.writeBuffer(dst, start, data as Uint8Array<ArrayBuffer>),
+    );
     await this.settled(gpu);
   }
 
@@ -299,7 +330,11 @@ export class WebGpuDevice implements PluginDevice {
     const gpu = await this.device();
     const start = align4Down(offset);
     const size = align4Up(offset + dst.byteLength) - start;
-    const staging = gpu.createBuffer({ label: 'read staging', size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const staging = gpu.createBuffer({
+      label: 'read staging',
+      size,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
     try {
       await scoped(gpu, `reading ${dst.byteLength} bytes`, () => {
         const encoder = gpu.createCommandEncoder();
@@ -347,7 +382,10 @@ export class WebGpuDevice implements PluginDevice {
     kernel.info.params.forEach((param, index) => {
       const arg = args[index]!;
       if (param.type === 'ptr' && arg.type === 'ptr') {
-        entries.push({ binding: param.binding, resource: this.binding(kernel, param.name, arg.alloc as WebGpuAllocation, arg.offset) });
+        entries.push({
+          binding: param.binding,
+          resource: this.binding(kernel, param.name, arg.alloc as WebGpuAllocation, arg.offset),
+        });
       } else if (param.type === 'i32' && arg.type === 'i32') {
         scalars!.setUint32(param.offset, arg.value >>> 0, true);
       } else if (param.type === 'f32' && arg.type === 'f32') {
@@ -356,7 +394,11 @@ export class WebGpuDevice implements PluginDevice {
     });
     let uniformBuffer: GPUBuffer | undefined;
     if (uniform && scalars) {
-      uniformBuffer = gpu.createBuffer({ label: `${kernel.name} scalars`, size: scalars.byteLength, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+      uniformBuffer = gpu.createBuffer({
+        label: `${kernel.name} scalars`,
+        size: scalars.byteLength,
+        usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+      });
       gpu.queue.writeBuffer(uniformBuffer, 0, new Uint8Array(scalars.buffer));
       entries.push({ binding: uniform.binding, resource: { buffer: uniformBuffer } });
     }
@@ -404,7 +446,9 @@ export class WebGpuDevice implements PluginDevice {
    */
   async close(owner: boolean): Promise<void> {
     if (this.closedError) return;
-    this.closedError = errors.deviceLost(owner ? 'the WebGPU device was shut down' : 'the context of this WebGPU device was destroyed');
+    this.closedError = errors.deviceLost(
+      owner ? 'the WebGPU device was shut down' : 'the context of this WebGPU device was destroyed',
+    );
     this.shared.contexts--;
     for (const allocation of this.allocations) {
       this.shared.bytes -= allocation.buffer.size;
@@ -459,7 +503,11 @@ async function scoped<T>(gpu: GPUDevice, what: string, body: () => T): Promise<T
     result = { error };
   }
   // The scopes are popped whatever body() did, and an error they report wins over body()'s.
-  const [validation, memory, internal] = await Promise.all([gpu.popErrorScope(), gpu.popErrorScope(), gpu.popErrorScope()]);
+  const [validation, memory, internal] = await Promise.all([
+    gpu.popErrorScope(),
+    gpu.popErrorScope(),
+    gpu.popErrorScope(),
+  ]);
   if (memory) throw errors.outOfMemory(`${what}: the WebGPU device is out of memory: ${memory.message}`);
   if (validation) throw errors.invalidArgument(`${what}: WebGPU refused it: ${validation.message.trim()}`);
   if (internal) throw errors.unsupported(`${what}: WebGPU internal error: ${internal.message}`);

@@ -29,10 +29,17 @@ export class WgslKernel implements LoadedKernel {
     this.params = info.params.map(({ name, type }) => ({ name, type }));
     const entries: GPUBindGroupLayoutEntry[] = info.params.flatMap((param) =>
       param.type === 'ptr'
-        ? [{ binding: param.binding, visibility: GPUShaderStage.COMPUTE, buffer: { type: param.readOnly ? 'read-only-storage' : 'storage' } }]
+        ? [
+            {
+              binding: param.binding,
+              visibility: GPUShaderStage.COMPUTE,
+              buffer: { type: param.readOnly ? 'read-only-storage' : 'storage' },
+            },
+          ]
         : [],
     );
-    if (info.uniform) entries.push({ binding: info.uniform.binding, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform' } });
+    if (info.uniform)
+      entries.push({ binding: info.uniform.binding, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform' } });
     this.layout = device.createBindGroupLayout({ label: `${info.name} arguments`, entries });
     this.pipelineLayout = device.createPipelineLayout({ label: info.name, bindGroupLayouts: [this.layout] });
   }
@@ -83,11 +90,17 @@ export class WgslKernel implements LoadedKernel {
         .createComputePipelineAsync({
           label: `${this.name} (${shown})`,
           layout: this.pipelineLayout,
-          compute: { module: this.module, entryPoint: this.name, ...(Object.keys(constants).length > 0 ? { constants } : {}) },
+          compute: {
+            module: this.module,
+            entryPoint: this.name,
+            ...(Object.keys(constants).length > 0 ? { constants } : {}),
+          },
         })
         .catch((error: unknown) => {
           this.pipelines.delete(key);
-          throw asOffloadError(error, `${this.deviceId}: kernel '${this.name}' cannot be compiled for ${shown}`, { code: 'INCOMPATIBLE_IMAGE' });
+          throw asOffloadError(error, `${this.deviceId}: kernel '${this.name}' cannot be compiled for ${shown}`, {
+            code: 'INCOMPATIBLE_IMAGE',
+          });
         });
       this.pipelines.set(key, pipeline);
     }
@@ -104,7 +117,12 @@ export class WgslImage implements LoadedImage {
  * @throws OffloadError INCOMPATIBLE_IMAGE with the compiler's messages (`file:line:column: error: ...`),
  *   or when a kernel's pipeline cannot be made (checked with the default workgroup size).
  */
-export async function loadWgslImage(device: GPUDevice, image: DeviceImage, defaultThreads: number, deviceId: string): Promise<WgslImage> {
+export async function loadWgslImage(
+  device: GPUDevice,
+  image: DeviceImage,
+  defaultThreads: number,
+  deviceId: string,
+): Promise<WgslImage> {
   const kernels = image.info.kernels ?? [];
   const file = image.info.source ?? `${image.name}.wgsl`;
   const code = new TextDecoder().decode(image.bytes);
@@ -120,7 +138,11 @@ export async function loadWgslImage(device: GPUDevice, image: DeviceImage, defau
   const loaded = new Map<string, WgslKernel>();
   for (const info of kernels) {
     const entry = image.entries.find((candidate) => candidate.name === info.name);
-    if (!entry || entry.params.length !== info.params.length || entry.params.some((param, i) => param.type !== info.params[i]!.type)) {
+    if (
+      !entry ||
+      entry.params.length !== info.params.length ||
+      entry.params.some((param, i) => param.type !== info.params[i]!.type)
+    ) {
       throw errors.incompatibleImage(`WGSL kernel '${info.name}' does not match the bundle's entry for it`);
     }
     loaded.set(info.name, new WgslKernel(device, module, info, deviceId));
@@ -129,4 +151,3 @@ export async function loadWgslImage(device: GPUDevice, image: DeviceImage, defau
   await Promise.all([...loaded.values()].map((kernel) => kernel.pipeline([defaultThreads, 1, 1])));
   return new WgslImage(loaded);
 }
-

@@ -18,7 +18,8 @@ export class WebGpuPlugin implements Plugin {
    */
   constructor(source: GPUAdapter | WebGpuDevice, memoryBytes?: number) {
     this.owner = !(source instanceof WebGpuDevice);
-    this.gpuDevice = source instanceof WebGpuDevice ? source.context() : new WebGpuDevice(source, undefined, memoryBytes);
+    this.gpuDevice =
+      source instanceof WebGpuDevice ? source.context() : new WebGpuDevice(source, undefined, memoryBytes);
   }
 
   async init(): Promise<number> {

@@ -3,7 +3,15 @@
  * other devices go through host memory: in place when the other device's memory is host
  * addressable (the host device), through a staging array and that device's queue otherwise.
  */
-import { forEachRow, type Allocation, type Grid, type LaunchArg, type LoadedKernel, type PluginDevice, type Rect } from '../interface.js';
+import {
+  forEachRow,
+  type Allocation,
+  type Grid,
+  type LaunchArg,
+  type LoadedKernel,
+  type PluginDevice,
+  type Rect,
+} from '../interface.js';
 import { SerialPluginQueue } from '../serial-queue.js';
 import type { WebGpuAllocation, WebGpuDevice } from './device.js';
 import type { WgslKernel } from './kernels.js';
@@ -29,15 +37,25 @@ export class WebGpuQueue extends SerialPluginQueue {
 
   /** Row by row: each row is one write, read or copy of the device (they keep byte-exact edges). */
   submitRect(dst: Allocation, src: Uint8Array, rect: Rect): Promise<void> {
-    return this.serial.enqueue(() => this.rows(rect, (srcAt, dstAt) => this.device.write(bufferOf(dst), dstAt, src.subarray(srcAt, srcAt + rect.width))));
+    return this.serial.enqueue(() =>
+      this.rows(rect, (srcAt, dstAt) =>
+        this.device.write(bufferOf(dst), dstAt, src.subarray(srcAt, srcAt + rect.width)),
+      ),
+    );
   }
 
   retrieveRect(dst: Uint8Array, src: Allocation, rect: Rect): Promise<void> {
-    return this.serial.enqueue(() => this.rows(rect, (srcAt, dstAt) => this.device.read(bufferOf(src), srcAt, dst.subarray(dstAt, dstAt + rect.width))));
+    return this.serial.enqueue(() =>
+      this.rows(rect, (srcAt, dstAt) =>
+        this.device.read(bufferOf(src), srcAt, dst.subarray(dstAt, dstAt + rect.width)),
+      ),
+    );
   }
 
   copyRect(dst: Allocation, src: Allocation, rect: Rect): Promise<void> {
-    return this.serial.enqueue(() => this.rows(rect, (srcAt, dstAt) => this.device.copy(bufferOf(src), srcAt, bufferOf(dst), dstAt, rect.width)));
+    return this.serial.enqueue(() =>
+      this.rows(rect, (srcAt, dstAt) => this.device.copy(bufferOf(src), srcAt, bufferOf(dst), dstAt, rect.width)),
+    );
   }
 
   private async rows(rect: Rect, row: (srcAt: number, dstAt: number) => Promise<void>): Promise<void> {
@@ -60,12 +78,14 @@ export class WebGpuQueue extends SerialPluginQueue {
         return this.device.copy(bufferOf(src), srcOffset, bufferOf(dst), dstOffset, bytes);
       }
       if (srcDevice === this.device) {
-        if (dstDevice.hostView) return this.device.read(bufferOf(src), srcOffset, dstDevice.hostView(dst, dstOffset, bytes));
+        if (dstDevice.hostView)
+          return this.device.read(bufferOf(src), srcOffset, dstDevice.hostView(dst, dstOffset, bytes));
         const staged = new Uint8Array(bytes);
         await this.device.read(bufferOf(src), srcOffset, staged);
         return this.peers.of(dstDevice).submit(dst, dstOffset, staged);
       }
-      if (srcDevice.hostView) return this.device.write(bufferOf(dst), dstOffset, srcDevice.hostView(src, srcOffset, bytes));
+      if (srcDevice.hostView)
+        return this.device.write(bufferOf(dst), dstOffset, srcDevice.hostView(src, srcOffset, bytes));
       const staged = new Uint8Array(bytes);
       await this.peers.of(srcDevice).retrieve(staged, src, srcOffset);
       return this.device.write(bufferOf(dst), dstOffset, staged);

@@ -36,4 +36,3 @@ export function mpiUnavailable(): string | undefined {
   loadMpiAddon();
   return addonError;
 }
-

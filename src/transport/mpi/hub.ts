@@ -75,7 +75,10 @@ export class MpiHub {
     // work) than anyone waits for a proxy rank.
     const clientTimeoutMs = peerTimeoutFromEnv(process.env, DEFAULT_CLIENT_TIMEOUT_MS);
     const proxyTimeoutMs = peerTimeoutFromEnv();
-    this.liveness = setInterval(() => this.checkLiveness(clientTimeoutMs, proxyTimeoutMs), heartbeatInterval(Math.min(clientTimeoutMs, proxyTimeoutMs)));
+    this.liveness = setInterval(
+      () => this.checkLiveness(clientTimeoutMs, proxyTimeoutMs),
+      heartbeatInterval(Math.min(clientTimeoutMs, proxyTimeoutMs)),
+    );
     this.liveness.unref();
     process.once('exit', () => this.finalize());
     this.schedule();
@@ -93,8 +96,11 @@ export class MpiHub {
         continue;
       }
       this.gone.add(rank);
-      const reason = errors.deviceLost(`mpi:${rank} sent nothing for ${timeoutMs} ms (OFFLOAD_PEER_TIMEOUT); taken as gone`);
-      for (const transport of [...this.channels.values()]) if (transport.rank === rank) transport.closeQuietly(reason, false);
+      const reason = errors.deviceLost(
+        `mpi:${rank} sent nothing for ${timeoutMs} ms (OFFLOAD_PEER_TIMEOUT); taken as gone`,
+      );
+      for (const transport of [...this.channels.values()])
+        if (transport.rank === rank) transport.closeQuietly(reason, false);
       // Sends to it may never complete; they no longer hold this process.
       for (const [id, send] of this.sends) if (send.rank === rank) this.sends.delete(id);
       if (this.roles.get(rank) !== 'proxy') this.byes.add(rank);
@@ -110,7 +116,10 @@ export class MpiHub {
   /** The hub of this process; the first call says which role it plays. */
   static get(role: MpiRole): MpiHub {
     if (MpiHub.instance) {
-      if (MpiHub.instance.role !== role) throw errors.unsupported(`this MPI rank is already a${MpiHub.instance.role === 'app' ? 'n application' : ' proxy'}; it cannot also be a${role === 'app' ? 'n application' : ' proxy'}`);
+      if (MpiHub.instance.role !== role)
+        throw errors.unsupported(
+          `this MPI rank is already a${MpiHub.instance.role === 'app' ? 'n application' : ' proxy'}; it cannot also be a${role === 'app' ? 'n application' : ' proxy'}`,
+        );
       return MpiHub.instance;
     }
     const mpi = loadMpiAddon();
@@ -126,22 +135,30 @@ export class MpiHub {
       if (this.failure) throw this.failure;
       if (Date.now() > deadline) {
         const missing = Array.from({ length: this.size }, (_, r) => r).filter((r) => !this.roles.has(r));
-        throw errors.timeout(`MPI ranks ${missing.join(', ')} did not say whether they are proxies within ${ROLES_TIMEOUT_MS / 1000} s`);
+        throw errors.timeout(
+          `MPI ranks ${missing.join(', ')} did not say whether they are proxies within ${ROLES_TIMEOUT_MS / 1000} s`,
+        );
       }
       await new Promise<void>((resolve) => {
         this.roleWaiters.push(resolve);
         setTimeout(resolve, 100).unref();
       });
     }
-    return [...this.roles].filter(([, role]) => role === 'proxy').map(([rank]) => rank).sort((a, b) => a - b);
+    return [...this.roles]
+      .filter(([, role]) => role === 'proxy')
+      .map(([rank]) => rank)
+      .sort((a, b) => a - b);
   }
 
   /** Opens a channel to proxy `rank`. */
   connect(rank: number): Transport {
     if (this.failure) throw this.failure;
-    if (this.gone.has(rank)) throw errors.deviceLost(`mpi:${rank} is gone (it sent nothing for longer than OFFLOAD_PEER_TIMEOUT)`);
+    if (this.gone.has(rank))
+      throw errors.deviceLost(`mpi:${rank} is gone (it sent nothing for longer than OFFLOAD_PEER_TIMEOUT)`);
     if (!Number.isInteger(rank) || rank < 0 || rank >= this.size || rank === this.rank) {
-      throw errors.invalidArgument(`mpi:${rank} is not another rank of this job (ranks 0 to ${this.size - 1}, this is ${this.rank})`);
+      throw errors.invalidArgument(
+        `mpi:${rank} is not another rank of this job (ranks 0 to ${this.size - 1}, this is ${this.rank})`,
+      );
     }
     if (this.nextChannel >= this.tagLimit) throw errors.unsupported(`out of MPI tags (${this.tagLimit}) for channels`);
     const transport = new MpiTransport(this, rank, this.nextChannel++);
@@ -175,7 +192,8 @@ export class MpiHub {
   /** @internal */
   forget(transport: MpiTransport, tellPeer: boolean): void {
     this.channels.delete(`${transport.rank}/${transport.channel}`);
-    if (tellPeer && !this.failure && !this.finalized) this.control(transport.rank, { op: 'close', channel: transport.channel });
+    if (tellPeer && !this.failure && !this.finalized)
+      this.control(transport.rank, { op: 'close', channel: transport.channel });
   }
 
   private control(rank: number, meta: Record<string, unknown>): void {
@@ -201,7 +219,8 @@ export class MpiHub {
     }
     // A proxy lives as long as it serves; an application only while it has channels or sends
     // or still waits to hear what the other ranks are.
-    const holdsProcess = this.role === 'proxy' || this.channels.size > 0 || this.sends.size > 0 || this.roles.size < this.size;
+    const holdsProcess =
+      this.role === 'proxy' || this.channels.size > 0 || this.sends.size > 0 || this.roles.size < this.size;
     if (holdsProcess) this.timer.ref();
     else this.timer.unref();
   }
@@ -275,7 +294,9 @@ export class MpiHub {
         return;
       }
       case 'close':
-        this.channels.get(`${source}/${String(meta.channel)}`)?.closeQuietly(errors.deviceLost(`mpi:${source} closed the connection`), false);
+        this.channels
+          .get(`${source}/${String(meta.channel)}`)
+          ?.closeQuietly(errors.deviceLost(`mpi:${source} closed the connection`), false);
         return;
       case 'bye':
         this.byes.add(source);
@@ -318,7 +339,8 @@ export class MpiHub {
     }
     try {
       if (this.role === 'app') {
-        for (const [rank, role] of this.roles) if (role === 'proxy' && !this.gone.has(rank)) this.mpi.send(rank, CONTROL_TAG, encodeFrame({ op: 'bye' }));
+        for (const [rank, role] of this.roles)
+          if (role === 'proxy' && !this.gone.has(rank)) this.mpi.send(rank, CONTROL_TAG, encodeFrame({ op: 'bye' }));
       }
       this.mpi.completed();
       this.mpi.finalize();
@@ -327,4 +349,3 @@ export class MpiHub {
     }
   }
 }
-

@@ -97,4 +97,3 @@ export class MpiTransport implements Transport {
     this.onClose(reason);
   }
 }
-

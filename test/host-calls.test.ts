@@ -8,8 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Offload, OffloadError } from '../src/index.js';
 import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
-import { listenTcp } from '../src/transport/tcp.js';
-import type { Transport } from '../src/transport/transport.js';
+import { fakeProxy } from './helpers/fake-proxy.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 import { startProxy } from './helpers/proxy.js';
@@ -68,44 +67,11 @@ describe('host calls', { timeout: 120_000 }, () => {
   });
 
   it("takes a hostile proxy's malformed 'host-call' frame as a protocol error of that proxy", async () => {
-    const device = {
-      name: 'fake',
-      plugin: 'host',
-      imageFormats: ['wasm'],
-      memoryBytes: 1 << 20,
-      computeUnits: 1,
-      maxTeams: 1,
-      maxThreadsPerTeam: 1,
-      maxTeamDims: [1, 1, 1],
-      maxThreadDims: [1, 1, 1],
-      maxTeamMemoryBytes: 0,
-      memoryKinds: ['device'],
-      launchTimeouts: false,
-      kernelPrint: true,
-      hostCalls: true,
-      capabilities: {
-        i64: true,
-        f64: true,
-        traps: true,
-        concurrentQueues: true,
-        atomics: true,
-        mappedMemory: false,
-        maxTeamMemoryBytes: 0,
-      },
-    };
-    let client: Transport | undefined;
-    const listener = await listenTcp('127.0.0.1:0', (transport) => {
-      client = transport;
-      transport.onFrame = (frame) => {
-        const { op, id } = frame.meta;
-        if (op === 'hello' || op === 'queue')
-          transport.send({ op: 'reply', id, ...(op === 'hello' ? { devices: [device], peers: [] } : {}) });
-      };
-    });
+    const proxy = await fakeProxy();
     const runtime = await Offload.init({
       host: false,
       webgpu: false,
-      proxies: [listener.address],
+      proxies: [proxy.address],
       token: 'x'.repeat(16),
     });
     try {
@@ -113,7 +79,7 @@ describe('host calls', { timeout: 120_000 }, () => {
       runtime.hostFunctions.add('f', () => ++called);
       const queue = runtime.devices[0]!.queue();
       await new Promise((resolve) => setTimeout(resolve, 100)); // the proxy has seen the queue
-      client!.send({ op: 'host-call', call: 1, queue: 1, kernel: 'k', name: 'f', args: Array(7).fill(1) });
+      proxy.client().send({ op: 'host-call', call: 1, queue: 1, kernel: 'k', name: 'f', args: Array(7).fill(1) });
       await new Promise((resolve) => setTimeout(resolve, 100));
       const refused = await queue.record().done.then(
         () => undefined,
@@ -128,7 +94,7 @@ describe('host calls', { timeout: 120_000 }, () => {
       assert.equal(called, 0, 'the malformed call reached no function');
     } finally {
       await runtime.shutdown();
-      await listener.close();
+      await proxy.close();
     }
   });
 });

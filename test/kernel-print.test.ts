@@ -8,8 +8,7 @@ import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { Offload, OffloadError } from '../src/index.js';
-import { listenTcp } from '../src/transport/tcp.js';
-import type { Transport } from '../src/transport/transport.js';
+import { fakeProxy } from './helpers/fake-proxy.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -75,48 +74,19 @@ describe('printing from kernels', { timeout: 120_000 }, () => {
   });
 
   it("takes a hostile proxy's print frames cut to a line's length, and a malformed one as a protocol error", async () => {
-    const device = {
-      name: 'fake',
-      plugin: 'host',
-      imageFormats: ['wasm'],
-      memoryBytes: 1 << 20,
-      computeUnits: 1,
-      maxTeams: 1,
-      maxThreadsPerTeam: 1,
-      memoryKinds: ['device'],
-      launchTimeouts: false,
-      kernelPrint: true,
-      capabilities: {
-        i64: true,
-        f64: true,
-        traps: true,
-        concurrentQueues: true,
-        atomics: true,
-        mappedMemory: false,
-        maxTeamMemoryBytes: 0,
-      },
-    };
-    let client: Transport | undefined;
-    const listener = await listenTcp('127.0.0.1:0', (transport) => {
-      client = transport;
-      transport.onFrame = (frame) => {
-        const { op, id } = frame.meta;
-        if (op === 'hello' || op === 'queue')
-          transport.send({ op: 'reply', id, ...(op === 'hello' ? { devices: [device], peers: [] } : {}) });
-      };
-    });
+    const proxy = await fakeProxy();
     const lines: { team: number; text: string; kernel: string }[] = [];
     const runtime = await Offload.init({
       host: false,
       webgpu: false,
-      proxies: [listener.address],
+      proxies: [proxy.address],
       token: 'x'.repeat(16),
       print: (line) => lines.push(line),
     });
     try {
       const queue = runtime.devices[0]!.queue();
       await new Promise((resolve) => setTimeout(resolve, 100)); // the proxy has seen the queue
-      const send = (meta: Record<string, unknown>) => client!.send(meta);
+      const send = (meta: Record<string, unknown>) => proxy.client().send(meta);
       send({ op: 'print', queue: 1, kernel: 'k'.repeat(4_000), team: 0, text: 'x'.repeat(4_000) });
       send({ op: 'print', queue: 99, kernel: 'k', team: 0, text: 'a queue that does not exist: dropped' });
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -138,7 +108,7 @@ describe('printing from kernels', { timeout: 120_000 }, () => {
       );
     } finally {
       await runtime.shutdown();
-      await listener.close();
+      await proxy.close();
     }
   });
 });

@@ -138,7 +138,8 @@ export class Mapper {
       found.entry.refCount++;
       const buffer = found.entry.ready ?? (await found.entry.buffer);
       this.log(device, () => `mapping exists ${this.describe(found.entry, buffer, found.offset)} (incremented)`);
-      if (spec.always && copiesTo(spec.type)) this.copyTo(device, queue, buffer, found.offset, spec.view, spec.name);
+      if (spec.always && copiesTo(spec.type))
+        this.copy('to', device, queue, buffer, found.offset, spec.view, spec.name);
       return { spec, entry: found.entry, offset: found.offset };
     }
     if (spec.present) {
@@ -158,11 +159,13 @@ export class Mapper {
       throw error;
     }
     this.log(device, () => `creating map entry ${this.describe(entry, buffer)}`);
-    if (copiesTo(spec.type)) this.copyTo(device, queue, buffer, 0, spec.view, spec.name);
+    if (copiesTo(spec.type)) this.copy('to', device, queue, buffer, 0, spec.view, spec.name);
     return { spec, entry, offset: 0 };
   }
 
-  private copyTo(
+  /** A map clause's copy, logged in libomptarget's words (the host side first when copying to the device). */
+  private copy(
+    direction: 'to' | 'from',
     device: Device,
     queue: Queue,
     buffer: Buffer,
@@ -170,28 +173,16 @@ export class Mapper {
     view: HostView,
     name: string | undefined,
   ): void {
-    this.log(
-      device,
-      () =>
-        `copying data from host to device HstPtr=${hostAddress(view)} TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`,
-    );
-    queue.write(buffer, bytesOf(view), { offset });
-  }
-
-  private copyFrom(
-    device: Device,
-    queue: Queue,
-    buffer: Buffer,
-    offset: number,
-    view: HostView,
-    name: string | undefined,
-  ): void {
-    this.log(
-      device,
-      () =>
-        `copying data from device to host TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)} HstPtr=${hostAddress(view)} Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`,
-    );
-    queue.read(buffer, bytesOf(view), { offset });
+    this.log(device, () => {
+      const host = `HstPtr=${hostAddress(view)}`;
+      const target = `TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)}`;
+      const what = `Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`;
+      return direction === 'to'
+        ? `copying data from host to device ${host} ${target} ${what}`
+        : `copying data from device to host ${target} ${host} ${what}`;
+    });
+    if (direction === 'to') queue.write(buffer, bytesOf(view), { offset });
+    else queue.read(buffer, bytesOf(view), { offset });
   }
 
   /** One exit clause on a present entry: decrement, copy back, free at zero. */
@@ -210,13 +201,21 @@ export class Mapper {
     entry.refCount = type === 'delete' ? 0 : Math.max(0, entry.refCount - 1);
     if (entry.refCount > 0) {
       this.log(device, () => `mapping exists ${this.describe(entry, buffer, offset)} (decremented)`);
-      if (always && copiesFrom(type)) this.copyFrom(device, queue, buffer, offset, view, name);
+      if (always && copiesFrom(type)) this.copy('from', device, queue, buffer, offset, view, name);
       return;
     }
     table.remove(entry);
     // The whole entry goes back, not only the clause's part of it (OpenMP copies the entry).
     if (copiesFrom(type))
-      this.copyFrom(device, queue, buffer, 0, new Uint8Array(entry.host, entry.begin, entry.end - entry.begin), name);
+      this.copy(
+        'from',
+        device,
+        queue,
+        buffer,
+        0,
+        new Uint8Array(entry.host, entry.begin, entry.end - entry.begin),
+        name,
+      );
     this.log(device, () => `removing map entry ${this.describe(entry, buffer)}`);
     await buffer.free();
   }
@@ -293,8 +292,7 @@ export class Mapper {
               device.id,
             );
           const buffer = found.entry.ready ?? (await found.entry.buffer);
-          if (toDevice) this.copyTo(device, queue, buffer, found.offset, view, found.entry.name);
-          else this.copyFrom(device, queue, buffer, found.offset, view, found.entry.name);
+          this.copy(toDevice ? 'to' : 'from', device, queue, buffer, found.offset, view, found.entry.name);
         }
       }
     });

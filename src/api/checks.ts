@@ -66,29 +66,33 @@ const U32_MAX = 2 ** 32 - 1;
 const I64_MIN = -(2n ** 63n);
 const U64_MAX = 2n ** 64n - 1n;
 
-/** Checks a scalar kernel argument against its parameter; pointers are checked by the caller. */
-export function checkScalar(value: unknown, param: ParamInfo, position: string, device?: number): void {
-  const expect = (what: string): never => {
-    throw errors.invalidArgument(
-      `${position} '${param.name}' (${param.type}) must be ${what}, got ${describe(value)}`,
-      device,
-    );
-  };
-  switch (param.type) {
+/**
+ * What a scalar kernel argument of type `type` must be, when `value` is not that; undefined when
+ * it is (a launch asks this of every scalar, so the answer costs no string when it is good).
+ */
+export function scalarProblem(value: unknown, type: ParamInfo['type']): string | undefined {
+  switch (type) {
     case 'i32':
       // Both signed and unsigned 32-bit values are accepted: the bits are what reach the kernel.
-      if (typeof value !== 'number' || !Number.isInteger(value) || value < I32_MIN || value > U32_MAX) {
-        expect(`an integer number from ${I32_MIN} to ${U32_MAX}`);
-      }
-      return;
+      return typeof value !== 'number' || !Number.isInteger(value) || value < I32_MIN || value > U32_MAX
+        ? `an integer number from ${I32_MIN} to ${U32_MAX}`
+        : undefined;
     case 'f32':
     case 'f64':
-      if (typeof value !== 'number') expect('a number');
-      return;
+      return typeof value !== 'number' ? 'a number' : undefined;
     case 'i64':
-      if (typeof value !== 'bigint' || value < I64_MIN || value > U64_MAX) expect('a bigint (64-bit integer)');
-      return;
+      return typeof value !== 'bigint' || value < I64_MIN || value > U64_MAX ? 'a bigint (64-bit integer)' : undefined;
     case 'ptr':
-      return;
+      return undefined;
   }
+}
+
+/** Checks a scalar kernel argument against its parameter; pointers are checked by the caller. */
+export function checkScalar(value: unknown, param: ParamInfo, position: string, device?: number): void {
+  const problem = scalarProblem(value, param.type);
+  if (problem !== undefined)
+    throw errors.invalidArgument(
+      `${position} '${param.name}' (${param.type}) must be ${problem}, got ${describe(value)}`,
+      device,
+    );
 }

@@ -3,7 +3,7 @@ import { MAX_MILLISECONDS } from '../units.js';
 import type { LaunchArg, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
 import { abortable, checkSignal } from '../abort.js';
 import { Buffer, DevicePointer } from './buffer.js';
-import { checkInteger, checkOptions, checkRange, checkScalar, checkSize, describe, hostBytes } from './checks.js';
+import { checkInteger, checkOptions, checkRange, checkSize, describe, hostBytes, scalarProblem } from './checks.js';
 import type { Device } from './device.js';
 import { type GridSize, lowerGrid } from './grid.js';
 import { Kernel } from './kernel.js';
@@ -205,18 +205,24 @@ function hostFunctionError(thrown: unknown, device: number): OffloadError {
 
 /**
  * An operation's promise as an event of `queue`, its errors attributed to `device`; `settle`
- * runs when it settles (one reaction for both: this is made for every operation).
+ * runs when it settles, told whether it failed (one reaction for both: this is made for every
+ * operation).
  */
-function operationEvent(queue: PluginQueue, done: Promise<unknown>, device: number, settle: () => void): PluginEvent {
+function operationEvent(
+  queue: PluginQueue,
+  done: Promise<unknown>,
+  device: number,
+  settle: (failed: boolean) => void,
+): PluginEvent {
   let settled = false;
   const tracked = done.then(
     () => {
       settled = true;
-      settle();
+      settle(false);
     },
     (error: unknown) => {
       settled = true;
-      settle();
+      settle(true);
       throw asOffloadError(error, `running an operation of a queue of device ${device}`, { device });
     },
   );
@@ -283,6 +289,8 @@ export class Queue {
   /** @internal */ readonly id: number;
   /** Operations enqueued and not yet settled. */
   private pending = 0;
+  /** An operation failed since the last finish(): the failure sticks to the queue until one reports it. */
+  private failing = false;
   private destroyed: Promise<void> | undefined;
   /** The synchronize of a finish() that its signal ended early, for the next finish() to report. */
   private abandonedFinish: Promise<void> | undefined;
@@ -329,12 +337,26 @@ export class Queue {
    * Counts an operation as pending (the runtime's shutdown waits for busy queues only); the
    * returned function counts it as settled.
    */
-  private track(): () => void {
+  private track(): (failed: boolean) => void {
     const busy = this.device.context.busy;
     if (this.pending++ === 0) busy.add(this);
-    return () => {
+    return (failed) => {
+      if (failed) this.failing = true;
       if (--this.pending === 0) busy.delete(this);
     };
+  }
+
+  /**
+   * @internal Whether the queue is free for a new, independent piece of work (the mapper's
+   * present-map launches): nothing pending, no failure waiting for a finish(), not destroyed.
+   */
+  get reusable(): boolean {
+    return this.pending === 0 && !this.failing && this.destroyed === undefined;
+  }
+
+  /** @internal Whether an operation failed since the last finish() (its failure then sticks to the queue). */
+  get failed(): boolean {
+    return this.failing;
   }
 
   private destroyedError(): OffloadError {
@@ -467,6 +489,30 @@ export class Queue {
   }
 
   /** Launches `kernel` over `grid` with `args` (numbers, bigints for i64, Buffers for pointers). */
+  /** Why pointer argument `index` of a launch of `kernel` is refused (launch found that it is). */
+  private pointerArgumentError(kernel: Kernel, index: number, value: unknown): OffloadError {
+    const device = this.device.id;
+    const param = kernel.params[index]!;
+    const position = `launch of '${kernel.name}': argument ${index} '${param.name}'`;
+    try {
+      const pointer = value instanceof DevicePointer;
+      const buffer = this.buffer(pointer ? value.buffer : value, `${position} (ptr)`);
+      if (buffer.device !== this.device) {
+        return errors.invalidBuffer(
+          `${position} is a ${buffer.describe()}, but the kernel runs on device ${device}`,
+          device,
+        );
+      }
+      const offset = pointer ? checkSize(value.byteOffset, `${position}: the pointer's offset`, device) : 0;
+      checkRange(offset, 0, buffer.byteLength, `${position}: pointer into ${buffer.describe()}`, device);
+    } catch (error) {
+      return asOffloadError(error, position);
+    }
+    return asOffloadError(new Error('the launch refused it, but no check of it fails'), `checking ${position}`, {
+      device,
+    });
+  }
+
   launch(kernel: Kernel, grid: Grid, args: readonly KernelArgument[] = []): Event {
     return this.op(() => {
       const device = this.device.id;
@@ -521,38 +567,41 @@ export class Queue {
           device,
         );
       }
+      // Checked first and described only on failure: a launch builds no message (a launch costs
+      // about 2 us; the messages of four arguments cost a tenth of that).
       const buffers: Buffer[] = [];
-      const loweredArgs: LaunchArg[] = params.map((param, index) => {
+      const loweredArgs: LaunchArg[] = [];
+      for (let index = 0; index < params.length; index++) {
+        const param = params[index]!;
         const value: unknown = args[index];
-        const position = `launch of '${kernel.name}': argument ${index}`;
         if (param.type === 'ptr') {
           const pointer = value instanceof DevicePointer;
-          const buffer = this.buffer(pointer ? value.buffer : value, `${position} '${param.name}' (ptr)`);
-          if (buffer.device !== this.device) {
-            throw errors.invalidBuffer(
-              `${position} '${param.name}' is a ${buffer.describe()}, but the kernel runs on device ${device}`,
-              device,
-            );
-          }
-          const offset = pointer
-            ? checkSize(value.byteOffset, `${position} '${param.name}': the pointer's offset`, device)
-            : 0;
-          // A pointer may point one past the end (as in C), never further.
-          checkRange(
-            offset,
-            0,
-            buffer.byteLength,
-            `${position} '${param.name}': pointer into ${buffer.describe()}`,
+          const buffer: unknown = pointer ? value.buffer : value;
+          const offset: unknown = pointer ? value.byteOffset : 0;
+          if (
+            !(buffer instanceof Buffer) ||
+            buffer.device !== this.device ||
+            buffer.freed ||
+            typeof offset !== 'number' ||
+            !Number.isSafeInteger(offset) ||
+            offset < 0 ||
+            offset > buffer.byteLength // a pointer may point one past the end (as in C), never further
+          )
+            throw this.pointerArgumentError(kernel, index, value);
+          buffers.push(buffer);
+          loweredArgs.push({ type: 'ptr', alloc: buffer.allocation, offset });
+          continue;
+        }
+        const problem = scalarProblem(value, param.type);
+        if (problem !== undefined)
+          throw errors.invalidArgument(
+            `launch of '${kernel.name}': argument ${index} '${param.name}' (${param.type}) must be ${problem}, got ${describe(value)}`,
             device,
           );
-          buffers.push(buffer);
-          return { type: 'ptr', alloc: buffer.allocation, offset };
-        }
-        checkScalar(value, param, position, device);
-        return param.type === 'i64'
-          ? { type: 'i64', value: value as bigint }
-          : { type: param.type, value: value as number };
-      });
+        loweredArgs.push(
+          param.type === 'i64' ? { type: 'i64', value: value as bigint } : { type: param.type, value: value as number },
+        );
+      }
       const started = performance.now();
       const done = this.plugin.launch(kernel.loaded, lowered, loweredArgs);
       // `started`: an inline launch on an idle queue has already run by now.
@@ -597,7 +646,10 @@ export class Queue {
         );
       const event = this.plugin.record(timing);
       const settle = this.track();
-      event.done.then(settle, settle);
+      event.done.then(
+        () => settle(false),
+        () => settle(true),
+      );
       return new Event(event, this.device);
     } catch (error) {
       return this.op(() => Promise.reject(error));
@@ -750,6 +802,7 @@ export class Queue {
     // A finish given up on its signal still took the queue's failure: the next finish reports it.
     const abandoned = this.abandonedFinish;
     this.abandonedFinish = undefined;
+    this.failing = false; // this finish reports it (a failure after this point sets it again)
     const synced = this.plugin.synchronize();
     try {
       if (abandoned) await Promise.allSettled([abandoned, synced]).then(() => abandoned);

@@ -66,7 +66,8 @@ export class Mapper {
   private readonly tables = new Map<Device, MappingTable>();
   /** Idle queues per device: each call takes one, so calls neither wait for nor fail each other. */
   private readonly idleQueues = new Map<Device, Queue[]>();
-  private readonly queueReactions = new WeakMap<Queue, [() => void, () => void]>();
+  /** Per device, the queues of present-map `target` calls (see launchPresent). */
+  private readonly presentQueues = new Map<Device, Queue[]>();
 
   constructor(
     private readonly info: InfoLog,
@@ -370,43 +371,42 @@ export class Mapper {
   private lowerPresent(device: Device, args: readonly TargetArgument[]): KernelArgument[] | undefined {
     const table = this.tables.get(device);
     if (!table || this.tracer || this.info.enabled) return undefined;
-    const lowered: KernelArgument[] = new Array<KernelArgument>(args.length);
+    // Pushed, not preallocated: a packed array, which the launch's argument checks read faster.
+    const lowered: KernelArgument[] = [];
     for (let i = 0; i < args.length; i++) {
       const arg = args[i]!;
       if (!isMapSpec(arg)) {
-        lowered[i] = arg;
+        lowered.push(arg);
         continue;
       }
       if (arg.always || !ENTER_TYPES.includes(arg.type)) return undefined;
       const found = table.lookup(arg.view, arg.name);
       const buffer = found?.entry.ready;
       if (!buffer) return undefined;
-      lowered[i] = found.offset === 0 ? buffer : buffer.at(found.offset);
+      lowered.push(found.offset === 0 ? buffer : buffer.at(found.offset));
     }
     return lowered;
   }
 
   /**
-   * A `target` call over present mappings: the launch on an idle queue of the device, whose
-   * event is the call's (no promise of its own); the queue goes back to the idle ones when the
-   * launch is done, or is destroyed if it failed (a failure sticks to a queue).
+   * A `target` call over present mappings: the launch on a free queue of the device's own for
+   * these calls, whose event is the call's (no promise or reaction of its own). A queue is free
+   * when its last launch has settled without failing (Queue.reusable), so concurrent calls
+   * neither wait for nor fail each other. A queue whose launch failed keeps that failure (it
+   * sticks until a finish(), and the call's promise has reported it): it is destroyed.
    */
   private launchPresent(device: Device, kernel: Kernel, grid: Grid, lowered: KernelArgument[]): Promise<void> {
-    const queue = this.idleOf(device).pop() ?? device.queue();
-    const done = queue.launch(kernel, grid, lowered).done;
-    void done.then(...this.returnsTo(device, queue));
-    return done;
-  }
-
-  /** The two reactions that give `queue` back after a present-map launch, made once per queue. */
-  private returnsTo(device: Device, queue: Queue): [() => void, () => void] {
-    let reactions = this.queueReactions.get(queue);
-    if (!reactions) {
-      const idle = this.idleOf(device);
-      reactions = [() => void idle.push(queue), () => void queue.destroy()];
-      this.queueReactions.set(queue, reactions);
+    let queues = this.presentQueues.get(device);
+    if (!queues) this.presentQueues.set(device, (queues = []));
+    let queue: Queue | undefined;
+    for (let i = 0; i < queues.length && !queue; i++) if (queues[i]!.reusable) queue = queues[i];
+    if (!queue) {
+      for (const failed of queues.filter((q) => q.failed)) void failed.destroy();
+      queues = queues.filter((q) => !q.failed);
+      queues.push((queue = device.queue()));
+      this.presentQueues.set(device, queues);
     }
-    return reactions;
+    return queue.launch(kernel, grid, lowered).done;
   }
 
   /** Runs `run` as a span of the device's mapping track; without a trace, just runs it (a hot path). */

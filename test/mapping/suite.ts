@@ -160,6 +160,29 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
         await addTen(data, map.present.tofrom(data));
       });
       assert.equal(copies.toDevice, 1);
+      // Found once (a table remembers the views it found last), then unmapped: not found any more.
+      await rejectsWith(addTen(data, map.present.tofrom(data, 'data')), 'NOT_FOUND', /'data'.*not present/);
+    });
+
+    it('looks up a view of a resizable buffer afresh: grown past its mapping, it is refused', async () => {
+      // ES2024's resizable ArrayBuffer (Node 20 has it; this project's lib does not name it).
+      const Resizable = ArrayBuffer as unknown as new (
+        bytes: number,
+        options: { maxByteLength: number },
+      ) => ArrayBuffer & { resize(bytes: number): void };
+      const storage = new Resizable(16, { maxByteLength: 64 });
+      const view = new Int32Array(storage); // tracks the buffer's length
+      await runtime.targetData(device, [map.tofrom(view, 'view')], async () => {
+        await addTen(view, map.tofrom(view, 'view'));
+        storage.resize(32);
+        await rejectsWith(
+          addTen(view, map.tofrom(view, 'view')),
+          'INVALID_ARGUMENT',
+          /'view'.*overlaps the mapped range/,
+        );
+        storage.resize(16);
+      });
+      assert.deepEqual([...view], [10, 10, 10, 10]);
     });
 
     it('maps a sub-array inside a mapped array at its offset, and refuses partial overlaps', async () => {

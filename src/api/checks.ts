@@ -34,13 +34,18 @@ export function checkInteger(value: unknown, name: string, min: number, max: num
   return value;
 }
 
+/** Whether `value` is an object of options (not null, not an array). */
+export function isOptionsObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 /** An options object or undefined. */
 export function checkOptions(value: unknown, name: string): Record<string, unknown> {
   if (value === undefined) return {};
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  if (!isOptionsObject(value)) {
     throw errors.invalidArgument(`${name} must be an object, got ${describe(value)}`);
   }
-  return value as Record<string, unknown>;
+  return value;
 }
 
 /** The bytes of a TypedArray or DataView, as a Uint8Array over the same memory. */

@@ -56,6 +56,38 @@ function limitName(info: DeviceInfo, limit: 'maxTeams' | 'maxThreadsPerTeam' | '
   return `${limit} ${info[limit]}${named ? `, the adapter's ${named}` : ''}`;
 }
 
+const isCount = (value: unknown): value is number =>
+  typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= MAX_INT;
+
+/**
+ * The grid most launches give, plain numbers within every limit, lowered without a check that
+ * builds a message (each of lowerGrid's names its field for its error: seven strings a launch);
+ * undefined for any other grid, which lowerGrid then checks and reports in full.
+ */
+function lowerPlainGrid(shape: Record<string, unknown>, info: DeviceInfo): PluginGrid | undefined {
+  const { teams, threads = 1, teamMemoryBytes = 0 } = shape;
+  if (!isCount(teams) || teams > info.maxTeams || teams > info.maxTeamDims[0]) return undefined;
+  if (!isCount(threads)) return undefined;
+  const clamped = Math.min(threads, info.maxThreadsPerTeam);
+  if (clamped > info.maxThreadDims[0]) return undefined;
+  if (
+    typeof teamMemoryBytes !== 'number' ||
+    !Number.isInteger(teamMemoryBytes) ||
+    teamMemoryBytes < 0 ||
+    teamMemoryBytes > MAX_INT ||
+    teamMemoryBytes > info.maxTeamMemoryBytes
+  )
+    return undefined;
+  return {
+    teams,
+    threads: clamped,
+    teamDims: [teams, 1, 1],
+    threadDims: [clamped, 1, 1],
+    teamMemoryBytes,
+    timeoutMs: undefined,
+  };
+}
+
 /**
  * Checks the teams, threads and team memory of a launch of `kernel` on a device with `info`.
  * A number of threads is clamped to `info.maxThreadsPerTeam` (OpenMP's thread_limit: a kernel
@@ -68,6 +100,8 @@ export function lowerGrid(
   info: DeviceInfo,
   device: number,
 ): PluginGrid {
+  const quick = lowerPlainGrid(shape, info);
+  if (quick !== undefined) return quick;
   const what = `launch of '${kernel}': grid`;
   const teamDims = dimsOf(shape.teams, `${what}.teams`, device);
   const teams = total(teamDims, `${what}.teams`, device);

@@ -3,7 +3,16 @@ import { MAX_MILLISECONDS } from '../units.js';
 import type { LaunchArg, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
 import { abortable, checkSignal } from '../abort.js';
 import { Buffer, DevicePointer } from './buffer.js';
-import { checkInteger, checkOptions, checkRange, checkSize, describe, hostBytes, scalarProblem } from './checks.js';
+import {
+  checkInteger,
+  checkOptions,
+  checkRange,
+  checkSize,
+  describe,
+  hostBytes,
+  isOptionsObject,
+  scalarProblem,
+} from './checks.js';
 import type { Device } from './device.js';
 import { type GridSize, lowerGrid } from './grid.js';
 import { Kernel } from './kernel.js';
@@ -531,7 +540,7 @@ export class Queue {
           device,
         );
       const info = this.device.info;
-      const shape = checkOptions(grid, `launch of '${kernel.name}': grid`);
+      const shape = isOptionsObject(grid) ? grid : checkOptions(grid, `launch of '${kernel.name}': grid`);
       const lowered = lowerGrid(shape, kernel.name, info, device);
       const { teams, threads } = lowered;
       let timeoutMs: number | undefined;

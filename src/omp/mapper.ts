@@ -62,34 +62,36 @@ interface Entered {
   offset: number;
 }
 
+/** What the mapper keeps for one device. */
+interface DeviceMaps {
+  readonly table: MappingTable;
+  /** Idle queues: each call takes one, so calls neither wait for nor fail each other. */
+  readonly idle: Queue[];
+  /** The queues of present-map `target` calls (see launchPresent). */
+  present: Queue[];
+}
+
 export class Mapper {
-  private readonly tables = new Map<Device, MappingTable>();
-  /** Idle queues per device: each call takes one, so calls neither wait for nor fail each other. */
-  private readonly idleQueues = new Map<Device, Queue[]>();
-  /** Per device, the queues of present-map `target` calls (see launchPresent). */
-  private readonly presentQueues = new Map<Device, Queue[]>();
+  private readonly devices = new Map<Device, DeviceMaps>();
 
   constructor(
     private readonly info: InfoLog,
     private readonly tracer: Tracer | undefined,
   ) {}
 
-  table(device: Device): MappingTable {
-    let table = this.tables.get(device);
-    if (!table) this.tables.set(device, (table = new MappingTable(device.id)));
-    return table;
+  private mapsOf(device: Device): DeviceMaps {
+    let maps = this.devices.get(device);
+    if (!maps) this.devices.set(device, (maps = { table: new MappingTable(device.id), idle: [], present: [] }));
+    return maps;
   }
 
-  /** The idle queues of `device` (a call takes one, or makes one, and gives it back if it is still good). */
-  private idleOf(device: Device): Queue[] {
-    let idle = this.idleQueues.get(device);
-    if (!idle) this.idleQueues.set(device, (idle = []));
-    return idle;
+  table(device: Device): MappingTable {
+    return this.mapsOf(device).table;
   }
 
   /** Runs `body` on a queue of `device`; resolves once everything it enqueued has completed. */
   private async onQueue<T>(device: Device, body: (queue: Queue) => Promise<T>): Promise<T> {
-    const idle = this.idleOf(device);
+    const idle = this.mapsOf(device).idle;
     const queue = idle.pop() ?? device.queue();
     let reusable = false;
     try {
@@ -326,8 +328,9 @@ export class Mapper {
 
   target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
     if (!Array.isArray(args)) throw errors.invalidArgument('target: args must be an array', device.id);
-    const present = this.lowerPresent(device, args);
-    if (present) return this.launchPresent(device, kernel, grid, present);
+    const maps = this.devices.get(device);
+    const present = maps && this.lowerPresent(maps.table, args);
+    if (present) return this.launchPresent(device, maps, kernel, grid, present);
     const specs = args.filter(isMapSpec);
     for (const spec of specs) {
       if (!ENTER_TYPES.includes(spec.type))
@@ -368,9 +371,8 @@ export class Mapper {
    * want each clause's lines and a span). Entering and leaving such clauses only counts a
    * reference up and down again, which nothing can observe in between: the call is the launch.
    */
-  private lowerPresent(device: Device, args: readonly TargetArgument[]): KernelArgument[] | undefined {
-    const table = this.tables.get(device);
-    if (!table || this.tracer || this.info.enabled) return undefined;
+  private lowerPresent(table: MappingTable, args: readonly TargetArgument[]): KernelArgument[] | undefined {
+    if (this.tracer || this.info.enabled) return undefined;
     // Pushed, not preallocated: a packed array, which the launch's argument checks read faster.
     const lowered: KernelArgument[] = [];
     for (let i = 0; i < args.length; i++) {
@@ -395,16 +397,19 @@ export class Mapper {
    * neither wait for nor fail each other. A queue whose launch failed keeps that failure (it
    * sticks until a finish(), and the call's promise has reported it): it is destroyed.
    */
-  private launchPresent(device: Device, kernel: Kernel, grid: Grid, lowered: KernelArgument[]): Promise<void> {
-    let queues = this.presentQueues.get(device);
-    if (!queues) this.presentQueues.set(device, (queues = []));
+  private launchPresent(
+    device: Device,
+    maps: DeviceMaps,
+    kernel: Kernel,
+    grid: Grid,
+    lowered: KernelArgument[],
+  ): Promise<void> {
+    const queues = maps.present;
     let queue: Queue | undefined;
     for (let i = 0; i < queues.length && !queue; i++) if (queues[i]!.reusable) queue = queues[i];
     if (!queue) {
       for (const failed of queues.filter((q) => q.failed)) void failed.destroy();
-      queues = queues.filter((q) => !q.failed);
-      queues.push((queue = device.queue()));
-      this.presentQueues.set(device, queues);
+      maps.present = [...queues.filter((q) => !q.failed), (queue = device.queue())];
     }
     return queue.launch(kernel, grid, lowered).done;
   }

@@ -544,14 +544,13 @@ export class Queue {
       const lowered = lowerGrid(shape, kernel.name, info, device);
       const { teams, threads } = lowered;
       let timeoutMs: number | undefined;
-      if (shape.timeoutMs !== undefined) {
-        timeoutMs = checkInteger(
-          shape.timeoutMs,
-          `launch of '${kernel.name}': grid.timeoutMs`,
-          1,
-          MAX_TIMEOUT_MS,
-          device,
-        );
+      const limit = shape.timeoutMs;
+      if (limit !== undefined) {
+        // Named only when refused (a proxy gives every launch its limit: this is a hot path there).
+        timeoutMs =
+          typeof limit === 'number' && Number.isInteger(limit) && limit >= 1 && limit <= MAX_TIMEOUT_MS
+            ? limit
+            : checkInteger(limit, `launch of '${kernel.name}': grid.timeoutMs`, 1, MAX_TIMEOUT_MS, device);
         if (!info.launchTimeouts) {
           throw errors.unsupported(
             `launch of '${kernel.name}': device ${device} (${info.name}) cannot stop a running launch, so it takes no grid.timeoutMs`,

@@ -137,7 +137,8 @@ export class ProxyConnection {
   reply<T>(id: number, result: Promise<T>, fields?: (value: T) => ReplyBody, payload?: () => Uint8Array): void {
     result.then(
       (value) => {
-        this.send({ op: 'reply', id, ...fields?.(value) }, payload?.());
+        // No spread for the common reply, which has no fields (a launch's): it is every request's.
+        this.send(fields ? { op: 'reply', id, ...fields(value) } : { op: 'reply', id }, payload?.());
       },
       (error: unknown) => {
         this.send({ op: 'reply', id, error: toWireError(error) });

@@ -128,10 +128,16 @@ class TcpTransport implements Transport {
   send(meta: Record<string, unknown>, payload?: Uint8Array): boolean {
     if (this.isClosed) return true;
     const head = encodeHead(meta, payload?.length ?? 0);
-    this.socket.cork();
-    this.socket.write(head);
-    if (payload && payload.length > 0) this.socket.write(payload);
-    this.socket.uncork();
+    if (payload && payload.length > 0) {
+      // One writev for both; a frame without payload (most requests, every reply) is one write
+      // and skips cork's buffering path.
+      this.socket.cork();
+      this.socket.write(head);
+      this.socket.write(payload);
+      this.socket.uncork();
+    } else {
+      this.socket.write(head);
+    }
     this.stats.framesSent++;
     this.stats.bytesSent += head.length + (payload?.length ?? 0);
     return this.socket.writableLength < HIGH_WATER_BYTES;

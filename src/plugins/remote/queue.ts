@@ -14,7 +14,8 @@ import { PeerQueues } from '../peer-queues.js';
 import { asOffloadError } from '../../errors.js';
 import { dropped } from '../../runtime/debug.js';
 import { EAGER_BYTES, type WireArg } from '../../protocol/wire.js';
-import type { RequestOp, Requests, WireRect } from '../../protocol/messages.js';
+import type { RequestOp, Requests, WireGridSize, WireRect } from '../../protocol/messages.js';
+import type { Frame } from '../../transport/frame.js';
 import { decodeRecordReply } from '../../protocol/decode-reply.js';
 import { park, type ParkingQueue } from '../../protocol/gate.js';
 import { streamChunks } from '../../protocol/chunks.js';
@@ -60,6 +61,11 @@ class RemoteEvent implements PluginEvent {
 }
 
 const noop = (): void => {};
+
+/** A grid size on the wire: a number when it has one dimension. */
+function wireSize(dims: Dims, total: number): WireGridSize {
+  return dims[1] === 1 && dims[2] === 1 ? total : dims;
+}
 
 function bufferId(alloc: Allocation): number {
   return (alloc as RemoteAllocation).id;
@@ -115,10 +121,13 @@ export class RemoteQueue implements PluginQueue {
     payload?: Uint8Array,
     handlers?: Parameters<RemoteConnection['request']>[2],
   ): Promise<void> {
+    return this.counted(this.connection.request({ ...request, queue: this.id }, payload, handlers));
+  }
+
+  /** A request of this queue's, counted as pending until its reply. */
+  private counted(reply: Promise<Frame>): Promise<void> {
     this.pending++;
-    const done = this.connection
-      .request({ ...request, queue: this.id }, payload, handlers)
-      .then(this.settled, this.failed);
+    const done = reply.then(this.settled, this.failed);
     done.catch(noop); // observed by whoever enqueued it; never an unhandled rejection
     return done;
   }
@@ -270,15 +279,20 @@ export class RemoteQueue implements PluginQueue {
 
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
     const { name, image } = kernel as RemoteKernel;
-    const limit = grid.timeoutMs === undefined ? {} : { timeoutMs: grid.timeoutMs };
-    // One-dimensional sizes travel as numbers, as before dimensions existed.
-    const size = (dims: Dims, total: number) => (dims[1] === 1 && dims[2] === 1 ? total : dims);
-    const shape = {
-      teams: size(grid.teamDims, grid.teams),
-      threads: size(grid.threadDims, grid.threads),
-      ...(grid.teamMemoryBytes > 0 ? { teamMemoryBytes: grid.teamMemoryBytes } : {}),
+    // One literal, no spreads: this is every remote launch. One-dimensional sizes travel as
+    // numbers, as before dimensions existed.
+    const request: { op: 'launch' } & Requests['launch'] = {
+      op: 'launch',
+      queue: this.id,
+      image,
+      kernel: name,
+      teams: wireSize(grid.teamDims, grid.teams),
+      threads: wireSize(grid.threadDims, grid.threads),
+      args: args.map(wireArg),
     };
-    return this.op({ op: 'launch', image, kernel: name, ...shape, ...limit, args: args.map(wireArg) });
+    if (grid.teamMemoryBytes > 0) request.teamMemoryBytes = grid.teamMemoryBytes;
+    if (grid.timeoutMs !== undefined) request.timeoutMs = grid.timeoutMs;
+    return this.counted(this.connection.request(request));
   }
 
   waitEvent(event: PluginEvent): Promise<void> {

@@ -96,8 +96,10 @@ function unionizedPoint(indexRow: usize, nuc: i32): i32 {
 
 /**
  * Lookups first .. first+count-1 by the unionized grid, in contiguous blocks per team; each team
- * stores the sum of its verification values at partials + 8 * teamId. (XSBench's loop as it is;
- * the hash grid's kernel below splits it in two passes.)
+ * stores the sum of its verification values at partials + 8 * teamId. Two passes over a lookup's
+ * nuclides, as the hash grid's kernel below (which says why): the first reads each nuclide's grid
+ * point from the index row and the energies there and next to it, and keeps the point and the
+ * interpolation factor in team memory; the second interpolates the five cross sections.
  */
 @inline
 function lookups(
@@ -107,9 +109,11 @@ function lookups(
 ): void {
   const teams = numTeams();
   const team = teamId();
+  const points = teamMemory();
   const block = (count + teams - 1) / teams;
   const start = team * block;
   const end = min(count, start + block);
+  const gridBytes = <usize>nGridpoints * POINT;
   let sum: i64 = 0;
   for (let i = start; i < end; i++) {
     let seed = fastForward(1070, <u64>(first + <i64>i) * 2);
@@ -118,18 +122,27 @@ function lookups(
     seed = nextDouble(seed);
     const mat = pickMaterial(asDouble(seed));
     const indexRow = indexGrid + ((<usize>searchGrid(unionGrid, 8, 0, nIsotopes * nGridpoints - 1, e) * <usize>nIsotopes) << 2);
-    let m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0;
     const nucs = load<i32>(numNucs + (<usize>mat << 2));
+    const matRow = <usize>(mat * maxNumNucs);
     for (let j = 0; j < nucs; j++) {
-      const at = <usize>(mat * maxNumNucs + j);
-      const nuc = load<i32>(mats + (at << 2));
-      const conc = load<f64>(concs + (at << 3));
-      const grid = nuclideGrid + <usize>nuc * <usize>nGridpoints * POINT;
+      const nuc = load<i32>(mats + ((matRow + <usize>j) << 2));
       let k = unionizedPoint(indexRow, nuc);
       if (k == nGridpoints - 1) k--;
-      const low = grid + <usize>k * POINT;
+      const low = nuclideGrid + <usize>nuc * gridBytes + <usize>k * POINT;
       const high = low + POINT;
-      const f = (load<f64>(high) - e) / (load<f64>(high) - load<f64>(low));
+      const at = points + (<usize>j << 4);
+      store<f64>(at, (load<f64>(high) - e) / (load<f64>(high) - load<f64>(low)));
+      store<i32>(at, k, 8);
+    }
+    let m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0;
+    for (let j = 0; j < nucs; j++) {
+      const at = matRow + <usize>j;
+      const nuc = load<i32>(mats + (at << 2));
+      const conc = load<f64>(concs + (at << 3));
+      const point = points + (<usize>j << 4);
+      const f = load<f64>(point);
+      const low = nuclideGrid + <usize>nuc * gridBytes + <usize>load<i32>(point, 8) * POINT;
+      const high = low + POINT;
       m0 += (load<f64>(high, 8) - f * (load<f64>(high, 8) - load<f64>(low, 8))) * conc;
       m1 += (load<f64>(high, 16) - f * (load<f64>(high, 16) - load<f64>(low, 16))) * conc;
       m2 += (load<f64>(high, 24) - f * (load<f64>(high, 24) - load<f64>(low, 24))) * conc;

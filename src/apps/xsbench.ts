@@ -189,8 +189,8 @@ export async function runXsbench(
       ...dataArgs,
       partials,
     ],
-    // The hash kernel keeps two energies a nuclide of the lookup in team memory (kernels.ts).
-    teamMemoryBytes: unionized ? 0 : data.maxNumNucs * 16,
+    // Both kernels keep 16 bytes a nuclide of the lookup in team memory (kernels.ts).
+    teamMemoryBytes: data.maxNumNucs * 16,
     checksumMod: XSBENCH.checksumMod,
     expected:
       options.lookups === XSBENCH.lookups

@@ -8,7 +8,8 @@
 //   indexGrid    i32[nUnion * nIsotopes]           (unionized) or i32[hashBins * nIsotopes] (hash)
 //   numNucs      i32[12], mats i32[12 * maxNumNucs], concs f64[12 * maxNumNucs]
 //   partials     i64[numTeams]: each team's sum of verification values
-import { numTeams, teamId } from "offload-ts/device";
+//   team memory  (hash grid) f64[2 * maxNumNucs]: the energies at each nuclide's search bounds
+import { numTeams, teamId, teamMemory } from "offload-ts/device";
 
 const LCG_A: u64 = 2806196910506780709;
 const MASK63: u64 = 0x7fffffffffffffff;
@@ -93,34 +94,26 @@ function unionizedPoint(indexRow: usize, nuc: i32): i32 {
   return load<i32>(indexRow + (<usize>nuc << 2));
 }
 
-/** The nuclide's grid point below e by the hash grid: a binary search between the bin's bounds. */
-@inline
-function hashedPoint(indexGrid: usize, bin: i32, hashBins: i32, nIsotopes: i32, nGridpoints: i32, grid: usize, nuc: i32, e: f64): i32 {
-  const uLow = load<i32>(indexGrid + ((<usize>bin * <usize>nIsotopes + <usize>nuc) << 2));
-  const uHigh = bin == hashBins - 1 ? nGridpoints - 1 : load<i32>(indexGrid + ((<usize>(bin + 1) * <usize>nIsotopes + <usize>nuc) << 2)) + 1;
-  if (e <= load<f64>(grid + <usize>uLow * POINT)) return 0;
-  if (e >= load<f64>(grid + <usize>uHigh * POINT)) return nGridpoints - 1;
-  return searchGrid(grid, POINT, uLow, uHigh, e);
-}
-
 /**
- * Lookups first .. first+count-1 in contiguous blocks per team; each team stores the sum of its
- * verification values at partials + 8 * teamId. `hashBins` 0 means the unionized grid. Inlined
- * into each kernel with `hashBins` known there, so the grid choice costs nothing per lookup.
+ * Lookups first .. first+count-1 by the unionized grid, in contiguous blocks per team; each team
+ * stores the sum of its verification values at partials + 8 * teamId. Two passes over a lookup's
+ * nuclides, as the hash grid's kernel below (which says why): the first reads each nuclide's grid
+ * point from the index row and the energies there and next to it, and keeps the point and the
+ * interpolation factor in team memory; the second interpolates the five cross sections.
  */
 @inline
 function lookups(
-  first: i64, count: i32, nIsotopes: i32, nGridpoints: i32, hashBins: i32,
+  first: i64, count: i32, nIsotopes: i32, nGridpoints: i32,
   unionGrid: usize, indexGrid: usize, nuclideGrid: usize,
   numNucs: usize, mats: usize, concs: usize, maxNumNucs: i32, partials: usize,
 ): void {
   const teams = numTeams();
   const team = teamId();
+  const points = teamMemory();
   const block = (count + teams - 1) / teams;
   const start = team * block;
   const end = min(count, start + block);
-  const hashed = hashBins > 0;
-  const du = hashed ? 1.0 / <f64>hashBins : 0.0;
+  const gridBytes = <usize>nGridpoints * POINT;
   let sum: i64 = 0;
   for (let i = start; i < end; i++) {
     let seed = fastForward(1070, <u64>(first + <i64>i) * 2);
@@ -128,20 +121,28 @@ function lookups(
     const e = asDouble(seed);
     seed = nextDouble(seed);
     const mat = pickMaterial(asDouble(seed));
-    const bin = hashed ? <i32>(e / du) : 0;
-    const indexRow = hashed ? 0 : indexGrid + ((<usize>searchGrid(unionGrid, 8, 0, nIsotopes * nGridpoints - 1, e) * <usize>nIsotopes) << 2);
-    let m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0;
+    const indexRow = indexGrid + ((<usize>searchGrid(unionGrid, 8, 0, nIsotopes * nGridpoints - 1, e) * <usize>nIsotopes) << 2);
     const nucs = load<i32>(numNucs + (<usize>mat << 2));
+    const matRow = <usize>(mat * maxNumNucs);
     for (let j = 0; j < nucs; j++) {
-      const at = <usize>(mat * maxNumNucs + j);
+      const nuc = load<i32>(mats + ((matRow + <usize>j) << 2));
+      let k = unionizedPoint(indexRow, nuc);
+      if (k == nGridpoints - 1) k--;
+      const low = nuclideGrid + <usize>nuc * gridBytes + <usize>k * POINT;
+      const high = low + POINT;
+      const at = points + (<usize>j << 4);
+      store<f64>(at, (load<f64>(high) - e) / (load<f64>(high) - load<f64>(low)));
+      store<i32>(at, k, 8);
+    }
+    let m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0;
+    for (let j = 0; j < nucs; j++) {
+      const at = matRow + <usize>j;
       const nuc = load<i32>(mats + (at << 2));
       const conc = load<f64>(concs + (at << 3));
-      const grid = nuclideGrid + <usize>nuc * <usize>nGridpoints * POINT;
-      let k = hashed ? hashedPoint(indexGrid, bin, hashBins, nIsotopes, nGridpoints, grid, nuc, e) : unionizedPoint(indexRow, nuc);
-      if (k == nGridpoints - 1) k--;
-      const low = grid + <usize>k * POINT;
+      const point = points + (<usize>j << 4);
+      const f = load<f64>(point);
+      const low = nuclideGrid + <usize>nuc * gridBytes + <usize>load<i32>(point, 8) * POINT;
       const high = low + POINT;
-      const f = (load<f64>(high) - e) / (load<f64>(high) - load<f64>(low));
       m0 += (load<f64>(high, 8) - f * (load<f64>(high, 8) - load<f64>(low, 8))) * conc;
       m1 += (load<f64>(high, 16) - f * (load<f64>(high, 16) - load<f64>(low, 16))) * conc;
       m2 += (load<f64>(high, 24) - f * (load<f64>(high, 24) - load<f64>(low, 24))) * conc;
@@ -159,14 +160,86 @@ export function xs_lookups_unionized(
   unionGrid: usize, indexGrid: usize, nuclideGrid: usize,
   numNucs: usize, mats: usize, concs: usize, maxNumNucs: i32, partials: usize,
 ): void {
-  lookups(first, count, nIsotopes, nGridpoints, 0, unionGrid, indexGrid, nuclideGrid, numNucs, mats, concs, maxNumNucs, partials);
+  lookups(first, count, nIsotopes, nGridpoints, unionGrid, indexGrid, nuclideGrid, numNucs, mats, concs, maxNumNucs, partials);
 }
 
-/** The same lookups with the hash grid: hashBins bins over [0, 1), each holding per-isotope search bounds. */
+/**
+ * The lookups with the hash grid: hashBins bins over [0, 1), each holding per-isotope search
+ * bounds. Each lookup runs in two passes over its nuclides, with the same loads and arithmetic as
+ * XSBench's one loop: the first reads every nuclide's bounds and the energies at them (into team
+ * memory, 16 bytes a nuclide), the second searches and interpolates. The energies are the loads
+ * that miss the cache (each nuclide's grid is a random place in 37 MB); in the first pass nothing
+ * waits on them, so the CPU has a lookup's misses in flight together, where XSBench's loop as V8
+ * compiles it waits on about one at a time (clang's code for it overlaps them better): on one
+ * thread, 0.57 of the C loop's rate in one loop, about 0.8 in two (bench/README.md).
+ */
 export function xs_lookups_hash(
   first: i64, count: i32, nIsotopes: i32, nGridpoints: i32, hashBins: i32,
   indexGrid: usize, nuclideGrid: usize,
   numNucs: usize, mats: usize, concs: usize, maxNumNucs: i32, partials: usize,
 ): void {
-  lookups(first, count, nIsotopes, nGridpoints, max(hashBins, 1), 0, indexGrid, nuclideGrid, numNucs, mats, concs, maxNumNucs, partials);
+  const teams = numTeams();
+  const team = teamId();
+  const bounds = teamMemory();
+  const block = (count + teams - 1) / teams;
+  const start = team * block;
+  const end = min(count, start + block);
+  const bins = max(hashBins, 1);
+  const du = 1.0 / <f64>bins;
+  const rowBytes = <usize>nIsotopes << 2;
+  const gridBytes = <usize>nGridpoints * POINT;
+  const lastPoint = nGridpoints - 1;
+  let sum: i64 = 0;
+  for (let i = start; i < end; i++) {
+    let seed = fastForward(1070, <u64>(first + <i64>i) * 2);
+    seed = nextDouble(seed);
+    const e = asDouble(seed);
+    seed = nextDouble(seed);
+    const mat = pickMaterial(asDouble(seed));
+    const bin = <i32>(e / du);
+    const lowRow = indexGrid + <usize>bin * rowBytes;
+    const highRow = lowRow + rowBytes;
+    const lastBin = bin == bins - 1;
+    const nucs = load<i32>(numNucs + (<usize>mat << 2));
+    const matRow = <usize>(mat * maxNumNucs);
+    // Pass 1: each nuclide's bounds in the bin (uLow, uHigh: XSBench's lower and upper index) and the energies there.
+    for (let j = 0; j < nucs; j++) {
+      const nuc = load<i32>(mats + ((matRow + <usize>j) << 2));
+      const grid = nuclideGrid + <usize>nuc * gridBytes;
+      const uLow = load<i32>(lowRow + (<usize>nuc << 2));
+      const uHigh = lastBin ? lastPoint : load<i32>(highRow + (<usize>nuc << 2)) + 1;
+      const at = bounds + (<usize>j << 4);
+      store<f64>(at, load<f64>(grid + <usize>uLow * POINT));
+      store<f64>(at, load<f64>(grid + <usize>uHigh * POINT), 8);
+    }
+    // Pass 2: XSBench's tests on those energies (below the bin's first point: 0; above its last: the grid's
+    // last), else the search between the bounds; then the interpolation.
+    let m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0;
+    for (let j = 0; j < nucs; j++) {
+      const at = matRow + <usize>j;
+      const nuc = load<i32>(mats + (at << 2));
+      const conc = load<f64>(concs + (at << 3));
+      const grid = nuclideGrid + <usize>nuc * gridBytes;
+      const energies = bounds + (<usize>j << 4);
+      let k: i32;
+      if (e <= load<f64>(energies)) k = 0;
+      else if (e >= load<f64>(energies, 8)) k = lastPoint;
+      else {
+        const uLow = load<i32>(lowRow + (<usize>nuc << 2));
+        const uHigh = lastBin ? lastPoint : load<i32>(highRow + (<usize>nuc << 2)) + 1;
+        k = searchGrid(grid, POINT, uLow, uHigh, e);
+      }
+      if (k == lastPoint) k--;
+      const low = grid + <usize>k * POINT;
+      const high = low + POINT;
+      const f = (load<f64>(high) - e) / (load<f64>(high) - load<f64>(low));
+      m0 += (load<f64>(high, 8) - f * (load<f64>(high, 8) - load<f64>(low, 8))) * conc;
+      m1 += (load<f64>(high, 16) - f * (load<f64>(high, 16) - load<f64>(low, 16))) * conc;
+      m2 += (load<f64>(high, 24) - f * (load<f64>(high, 24) - load<f64>(low, 24))) * conc;
+      m3 += (load<f64>(high, 32) - f * (load<f64>(high, 32) - load<f64>(low, 32))) * conc;
+      m4 += (load<f64>(high, 40) - f * (load<f64>(high, 40) - load<f64>(low, 40))) * conc;
+    }
+    sum += verification(m0, m1, m2, m3, m4);
+  }
+  store<i64>(partials + (<usize>team << 3), sum);
 }

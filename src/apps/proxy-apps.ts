@@ -112,6 +112,8 @@ export interface LookupRun {
   data: readonly MapSpec[];
   /** The kernel's arguments for lookups [first, first + count); `partials` receives each team's sum. */
   args(first: bigint, count: number, partials: MapSpec): TargetArgument[];
+  /** Team memory each team of the kernel uses (teamMemory() in the kernel); default none. */
+  teamMemoryBytes?: number;
   checksumMod: number;
   /** The published checksum of this run, if there is one. */
   expected: number | undefined;
@@ -163,7 +165,7 @@ export async function runLookups(runtime: Runtime, devices: readonly Device[], r
             await runtime.target(
               device,
               kernels[d]!,
-              { teams: partials.length },
+              { teams: partials.length, teamMemoryBytes: run.teamMemoryBytes ?? 0 },
               run.args(BigInt(first + offset), n, map.from(partials)),
             );
             for (const partial of partials) sum += partial;

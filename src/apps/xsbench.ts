@@ -189,6 +189,8 @@ export async function runXsbench(
       ...dataArgs,
       partials,
     ],
+    // Both kernels keep 16 bytes a nuclide of the lookup in team memory (kernels.ts).
+    teamMemoryBytes: data.maxNumNucs * 16,
     checksumMod: XSBENCH.checksumMod,
     expected:
       options.lookups === XSBENCH.lookups

@@ -21,6 +21,7 @@ export default defineConfig(
     'bench/webgpu/kernels.ts',
     'test/fixtures/kernels.ts',
     'test/fixtures/team-threads.ts',
+    'test/fixtures/simd.ts',
     'test/fixtures/webgpu/',
   ]),
   js.configs.recommended,

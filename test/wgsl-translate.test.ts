@@ -101,6 +101,16 @@ const REFUSED: [kernel: string, source: string, reason: RegExp][] = [
     'export function i64_load(out: usize): void {\n  store<i32>(out, <i32>load<i64>(out)); // HERE\n}',
     /loads a i64, which WGSL has no type for/,
   ],
+  [
+    'simd_f32x4',
+    'export function simd_f32x4(a: usize, out: usize): void {\n  v128.store(out, f32x4.add(v128.load(a), v128.load(a, 16))); // HERE\n}',
+    /calls v128\.store, 128-bit SIMD \(WGSL has no v128: a kernel using SIMD stays wasm-only\)/,
+  ],
+  [
+    'simd_local',
+    'export function simd_local(a: usize, out: usize): void {\n  const v: v128 = v128.load(a); // HERE\n  v128.store(out, v);\n}',
+    /gives variable 'v' the type v128 \(WGSL has no v128: a kernel using SIMD stays wasm-only\)/,
+  ],
 ];
 
 /** Lays the refused kernels out in one file and returns it with the line of each marker. */

@@ -348,8 +348,11 @@ async function compileImage(sources: SourceSet, staticBase: number, options: Bui
     WAT_FILE,
     '--runtime',
     'stub',
+    // Threads (shared memory, atomics) and 128-bit SIMD (v128, f64x2 and the rest): every engine a
+    // host device runs on has both (Node 16.4+, every current browser); a kernel using SIMD stays
+    // wasm-only (wgsl-translate.ts notes why).
     '--enable',
-    'threads',
+    'threads,simd',
     '--importMemory',
     '--sharedMemory',
     '--maximumMemory',

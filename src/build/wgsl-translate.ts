@@ -921,6 +921,8 @@ class FunctionTranslator {
       }
       if (element === '~lib/math/NativeMath')
         return fail(node, `calls Math.${name}, which computes in f64 (WGSL has no f64): use Mathf.${name}`);
+      if (element?.startsWith('~lib/builtins/') && SIMD_TYPES.has(element.slice('~lib/builtins/'.length)))
+        return fail(node, `calls ${object.text as string}.${name}, 128-bit SIMD${NO_V128}`);
       return fail(
         node,
         `calls '${(object.text as string | undefined) ?? describe(object)}.${name}', which the WGSL translation does not cover`,
@@ -1226,12 +1228,22 @@ function truthy(value: Value, node: SyntaxNode): string {
   }
 }
 
+/** wasm's 128-bit SIMD types and the builtin namespaces of their operations (v128.load, f64x2.add, ...). */
+const SIMD_TYPES = new Set(['v128', 'i8x16', 'i16x8', 'i32x4', 'i64x2', 'f32x4', 'f64x2']);
+const NO_V128 = ' (WGSL has no v128: a kernel using SIMD stays wasm-only)';
+
+/** Why a type the subset lacks is not in WGSL, for the note ('' when the subset simply leaves it out). */
+function whyNot(name: string): string {
+  if (name === 'f64' || name === 'i64' || name === 'u64') return ` (WGSL has no ${name})`;
+  return SIMD_TYPES.has(name) ? NO_V128 : '';
+}
+
 /** A resolved AssemblyScript type name as a type of the subset. */
 function typeOf(name: string, fn: FunctionSyntax, what: string): Ty {
   if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool' || name === 'void')
     return name;
   if (name === 'isize') return 'i32';
-  const why = name === 'f64' || name === 'i64' || name === 'u64' ? ` (WGSL has no ${name})` : '';
+  const why = whyNot(name);
   throw new Untranslatable(
     fn.line,
     `has ${what} of type ${name}${why}; translated kernels compute with i32, u32, f32 and bool`,
@@ -1250,7 +1262,7 @@ function typeOfNode(node: SyntaxNode, what: string): Ty {
   const name = typeName(node);
   if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool') return name;
   if (name === 'isize') return 'i32';
-  const why = name === 'f64' || name === 'i64' || name === 'u64' ? ` (WGSL has no ${name})` : '';
+  const why = whyNot(name);
   return fail(node, `gives ${what} the type ${name}${why}; translated kernels compute with i32, u32, f32 and bool`);
 }
 

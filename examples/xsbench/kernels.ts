@@ -88,6 +88,19 @@ function verification(m0: f64, m1: f64, m2: f64, m3: f64, m4: f64): i64 {
   return index;
 }
 
+/**
+ * Two neighbouring channels of a nuclide's contribution, (high - f * (high - low)) * conc, as
+ * XSBench computes each: the grid point at `low` and the next one (POINT bytes on), the channels
+ * at byte `offset` and offset + 8 of each. f64x2's sub and mul round each lane as the scalar
+ * operations do, in the same order, so the sums and the checksums are the scalar kernel's.
+ */
+@inline
+function interpolate2(low: usize, offset: usize, f: f64, conc: f64): v128 {
+  const lo = v128.load(low + offset);
+  const hi = v128.load(low + POINT + offset);
+  return f64x2.mul(f64x2.sub(hi, f64x2.mul(f64x2.splat(f), f64x2.sub(hi, lo))), f64x2.splat(conc));
+}
+
 /** The nuclide's grid point below e by the unionized grid: one load from the union point's row. */
 @inline
 function unionizedPoint(indexRow: usize, nuc: i32): i32 {
@@ -134,7 +147,8 @@ function lookups(
       store<f64>(at, (load<f64>(high) - e) / (load<f64>(high) - load<f64>(low)));
       store<i32>(at, k, 8);
     }
-    let m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0;
+    // The five macroscopic cross sections: total and elastic, absorption and fission as f64x2 pairs, nu-fission alone.
+    let m01 = f64x2.splat(0.0), m23 = f64x2.splat(0.0), m4 = 0.0;
     for (let j = 0; j < nucs; j++) {
       const at = matRow + <usize>j;
       const nuc = load<i32>(mats + (at << 2));
@@ -143,13 +157,14 @@ function lookups(
       const f = load<f64>(point);
       const low = nuclideGrid + <usize>nuc * gridBytes + <usize>load<i32>(point, 8) * POINT;
       const high = low + POINT;
-      m0 += (load<f64>(high, 8) - f * (load<f64>(high, 8) - load<f64>(low, 8))) * conc;
-      m1 += (load<f64>(high, 16) - f * (load<f64>(high, 16) - load<f64>(low, 16))) * conc;
-      m2 += (load<f64>(high, 24) - f * (load<f64>(high, 24) - load<f64>(low, 24))) * conc;
-      m3 += (load<f64>(high, 32) - f * (load<f64>(high, 32) - load<f64>(low, 32))) * conc;
+      m01 = f64x2.add(m01, interpolate2(low, 8, f, conc));
+      m23 = f64x2.add(m23, interpolate2(low, 24, f, conc));
       m4 += (load<f64>(high, 40) - f * (load<f64>(high, 40) - load<f64>(low, 40))) * conc;
     }
-    sum += verification(m0, m1, m2, m3, m4);
+    sum += verification(
+      f64x2.extract_lane(m01, 0), f64x2.extract_lane(m01, 1),
+      f64x2.extract_lane(m23, 0), f64x2.extract_lane(m23, 1), m4,
+    );
   }
   store<i64>(partials + (<usize>team << 3), sum);
 }
@@ -214,7 +229,8 @@ export function xs_lookups_hash(
     }
     // Pass 2: XSBench's tests on those energies (below the bin's first point: 0; above its last: the grid's
     // last), else the search between the bounds; then the interpolation.
-    let m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0;
+    // The five macroscopic cross sections: total and elastic, absorption and fission as f64x2 pairs, nu-fission alone.
+    let m01 = f64x2.splat(0.0), m23 = f64x2.splat(0.0), m4 = 0.0;
     for (let j = 0; j < nucs; j++) {
       const at = matRow + <usize>j;
       const nuc = load<i32>(mats + (at << 2));
@@ -233,13 +249,14 @@ export function xs_lookups_hash(
       const low = grid + <usize>k * POINT;
       const high = low + POINT;
       const f = (load<f64>(high) - e) / (load<f64>(high) - load<f64>(low));
-      m0 += (load<f64>(high, 8) - f * (load<f64>(high, 8) - load<f64>(low, 8))) * conc;
-      m1 += (load<f64>(high, 16) - f * (load<f64>(high, 16) - load<f64>(low, 16))) * conc;
-      m2 += (load<f64>(high, 24) - f * (load<f64>(high, 24) - load<f64>(low, 24))) * conc;
-      m3 += (load<f64>(high, 32) - f * (load<f64>(high, 32) - load<f64>(low, 32))) * conc;
+      m01 = f64x2.add(m01, interpolate2(low, 8, f, conc));
+      m23 = f64x2.add(m23, interpolate2(low, 24, f, conc));
       m4 += (load<f64>(high, 40) - f * (load<f64>(high, 40) - load<f64>(low, 40))) * conc;
     }
-    sum += verification(m0, m1, m2, m3, m4);
+    sum += verification(
+      f64x2.extract_lane(m01, 0), f64x2.extract_lane(m01, 1),
+      f64x2.extract_lane(m23, 0), f64x2.extract_lane(m23, 1), m4,
+    );
   }
   store<i64>(partials + (<usize>team << 3), sum);
 }

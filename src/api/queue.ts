@@ -1,6 +1,6 @@
 import { asOffloadError, errors, OffloadError } from '../errors.js';
 import { MAX_MILLISECONDS } from '../units.js';
-import type { LaunchArg, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
+import type { Grid as PluginGrid, LaunchArg, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
 import { abortable, checkSignal } from '../abort.js';
 import { Buffer, DevicePointer } from './buffer.js';
 import {
@@ -522,115 +522,131 @@ export class Queue {
     });
   }
 
+  /**
+   * The kernel and grid of a launch checked (the kernel is this device's, its library still
+   * registered, the grid within the device's limits) and the grid lowered, with its time limit.
+   */
+  private launchGrid(kernel: Kernel, grid: Grid): PluginGrid {
+    const device = this.device.id;
+    if (!(kernel instanceof Kernel))
+      throw errors.invalidArgument(`launch: kernel must be a Kernel, got ${describe(kernel)}`, device);
+    if (kernel.device !== this.device) {
+      throw errors.invalidArgument(
+        `launch: kernel '${kernel.name}' was loaded for device ${kernel.device.id}, not for this queue's device ${device}`,
+        device,
+      );
+    }
+    const library = kernel.library.record;
+    if (library.unregistered)
+      throw errors.invalidArgument(
+        `launch: the library '${library.name}' of kernel '${kernel.name}' was unregistered`,
+        device,
+      );
+    const info = this.device.info;
+    const shape = isOptionsObject(grid) ? grid : checkOptions(grid, `launch of '${kernel.name}': grid`);
+    const lowered = lowerGrid(shape, kernel.name, info, device);
+    const limit = shape.timeoutMs;
+    if (limit !== undefined) {
+      // Named only when refused (a proxy gives every launch its limit: this is a hot path there).
+      lowered.timeoutMs =
+        typeof limit === 'number' && Number.isInteger(limit) && limit >= 1 && limit <= MAX_TIMEOUT_MS
+          ? limit
+          : checkInteger(limit, `launch of '${kernel.name}': grid.timeoutMs`, 1, MAX_TIMEOUT_MS, device);
+      if (!info.launchTimeouts) {
+        throw errors.unsupported(
+          `launch of '${kernel.name}': device ${device} (${info.name}) cannot stop a running launch, so it takes no grid.timeoutMs`,
+          device,
+        );
+      }
+    } else if (info.launchTimeouts) {
+      // The runtime's default (OFFLOAD_LAUNCH_TIMEOUT) applies where a device can honour it.
+      lowered.timeoutMs = this.device.context.launchTimeoutMs;
+    }
+    return lowered;
+  }
+
+  /**
+   * A launch's arguments checked against `kernel`'s parameters and lowered; the buffers they
+   * point into are added to `buffers`. Checked first and described only on failure: a launch
+   * builds no message (the messages of four arguments were a fifth of an inline launch's 1.6 us).
+   */
+  private launchArgs(kernel: Kernel, args: readonly KernelArgument[], buffers: Buffer[]): LaunchArg[] {
+    const device = this.device.id;
+    if (!Array.isArray(args))
+      throw errors.invalidArgument(`launch of '${kernel.name}': args must be an array, got ${describe(args)}`, device);
+    const params = kernel.params;
+    if (args.length !== params.length) {
+      const expected = params.map((p) => `${p.name}: ${p.type}`).join(', ');
+      throw errors.invalidArgument(
+        `launch of '${kernel.name}': expected ${params.length} arguments (${expected}), got ${args.length}`,
+        device,
+      );
+    }
+    const lowered: LaunchArg[] = [];
+    for (let index = 0; index < params.length; index++) {
+      const param = params[index]!;
+      const value: unknown = args[index];
+      if (param.type === 'ptr') {
+        const pointer = value instanceof DevicePointer;
+        const buffer: unknown = pointer ? value.buffer : value;
+        const offset: unknown = pointer ? value.byteOffset : 0;
+        if (
+          !(buffer instanceof Buffer) ||
+          buffer.device !== this.device ||
+          buffer.freed ||
+          typeof offset !== 'number' ||
+          !Number.isSafeInteger(offset) ||
+          offset < 0 ||
+          offset > buffer.byteLength // a pointer may point one past the end (as in C), never further
+        )
+          throw this.pointerArgumentError(kernel, index, value);
+        buffers.push(buffer);
+        lowered.push({ type: 'ptr', alloc: buffer.allocation, offset });
+        continue;
+      }
+      // checkScalar throws, naming the argument, only for a value scalarProblem refused.
+      if (scalarProblem(value, param.type) !== undefined)
+        checkScalar(value, param, `launch of '${kernel.name}': argument ${index}`, device);
+      lowered.push(
+        param.type === 'i64' ? { type: 'i64', value: value as bigint } : { type: param.type, value: value as number },
+      );
+    }
+    return lowered;
+  }
+
+  /** OFFLOAD_INFO's line for a launch, once it settles. */
+  private logLaunch(kernel: Kernel, grid: PluginGrid, started: number, done: Promise<unknown>): void {
+    const info = this.device.context.info;
+    const log = (failed: boolean, where: unknown) =>
+      info.launch(
+        this.device.id,
+        this.id,
+        kernel.name,
+        grid.teams,
+        grid.threads,
+        performance.now() - started,
+        failed,
+        typeof where === 'string' ? where : undefined,
+      );
+    done.then(
+      (where) => log(false, where),
+      () => log(true, undefined),
+    );
+  }
+
   /** Launches `kernel` over `grid` with `args` (numbers, bigints for i64, Buffers for pointers). */
   launch(kernel: Kernel, grid: Grid, args: readonly KernelArgument[] = []): Event {
     return this.op(() => {
-      const device = this.device.id;
-      if (!(kernel instanceof Kernel))
-        throw errors.invalidArgument(`launch: kernel must be a Kernel, got ${describe(kernel)}`, device);
-      if (kernel.device !== this.device) {
-        throw errors.invalidArgument(
-          `launch: kernel '${kernel.name}' was loaded for device ${kernel.device.id}, not for this queue's device ${device}`,
-          device,
-        );
-      }
-      const library = kernel.library.record;
-      if (library.unregistered)
-        throw errors.invalidArgument(
-          `launch: the library '${library.name}' of kernel '${kernel.name}' was unregistered`,
-          device,
-        );
-      const info = this.device.info;
-      const shape = isOptionsObject(grid) ? grid : checkOptions(grid, `launch of '${kernel.name}': grid`);
-      const lowered = lowerGrid(shape, kernel.name, info, device);
-      const { teams, threads } = lowered;
-      let timeoutMs: number | undefined;
-      const limit = shape.timeoutMs;
-      if (limit !== undefined) {
-        // Named only when refused (a proxy gives every launch its limit: this is a hot path there).
-        timeoutMs =
-          typeof limit === 'number' && Number.isInteger(limit) && limit >= 1 && limit <= MAX_TIMEOUT_MS
-            ? limit
-            : checkInteger(limit, `launch of '${kernel.name}': grid.timeoutMs`, 1, MAX_TIMEOUT_MS, device);
-        if (!info.launchTimeouts) {
-          throw errors.unsupported(
-            `launch of '${kernel.name}': device ${device} (${info.name}) cannot stop a running launch, so it takes no grid.timeoutMs`,
-            device,
-          );
-        }
-      } else if (info.launchTimeouts) {
-        // The runtime's default (OFFLOAD_LAUNCH_TIMEOUT) applies where a device can honour it.
-        timeoutMs = this.device.context.launchTimeoutMs;
-      }
-      lowered.timeoutMs = timeoutMs;
-      if (!Array.isArray(args))
-        throw errors.invalidArgument(
-          `launch of '${kernel.name}': args must be an array, got ${describe(args)}`,
-          device,
-        );
-      const params = kernel.params;
-      if (args.length !== params.length) {
-        const expected = params.map((p) => `${p.name}: ${p.type}`).join(', ');
-        throw errors.invalidArgument(
-          `launch of '${kernel.name}': expected ${params.length} arguments (${expected}), got ${args.length}`,
-          device,
-        );
-      }
-      // Checked first and described only on failure: a launch builds no message (the messages
-      // of four arguments were a fifth of an inline launch's 1.6 us).
+      const lowered = this.launchGrid(kernel, grid);
       const buffers: Buffer[] = [];
-      const loweredArgs: LaunchArg[] = [];
-      for (let index = 0; index < params.length; index++) {
-        const param = params[index]!;
-        const value: unknown = args[index];
-        if (param.type === 'ptr') {
-          const pointer = value instanceof DevicePointer;
-          const buffer: unknown = pointer ? value.buffer : value;
-          const offset: unknown = pointer ? value.byteOffset : 0;
-          if (
-            !(buffer instanceof Buffer) ||
-            buffer.device !== this.device ||
-            buffer.freed ||
-            typeof offset !== 'number' ||
-            !Number.isSafeInteger(offset) ||
-            offset < 0 ||
-            offset > buffer.byteLength // a pointer may point one past the end (as in C), never further
-          )
-            throw this.pointerArgumentError(kernel, index, value);
-          buffers.push(buffer);
-          loweredArgs.push({ type: 'ptr', alloc: buffer.allocation, offset });
-          continue;
-        }
-        // checkScalar throws, naming the argument, only for a value scalarProblem refused.
-        if (scalarProblem(value, param.type) !== undefined)
-          checkScalar(value, param, `launch of '${kernel.name}': argument ${index}`, device);
-        loweredArgs.push(
-          param.type === 'i64' ? { type: 'i64', value: value as bigint } : { type: param.type, value: value as number },
-        );
-      }
+      const loweredArgs = this.launchArgs(kernel, args, buffers);
       const started = performance.now();
       const done = this.plugin.launch(kernel.loaded, lowered, loweredArgs);
       // `started`: an inline launch on an idle queue has already run by now.
-      this.trace(kernel.name, { kernel: kernel.name, teams, threads }, done, started);
+      this.trace(kernel.name, { kernel: kernel.name, teams: lowered.teams, threads: lowered.threads }, done, started);
       for (const buffer of buffers) buffer.use(done);
-      library.track(done);
-      if (this.device.context.info.enabled) {
-        const log = (failed: boolean, where: unknown) =>
-          this.device.context.info.launch(
-            device,
-            this.id,
-            kernel.name,
-            teams,
-            threads,
-            performance.now() - started,
-            failed,
-            typeof where === 'string' ? where : undefined,
-          );
-        done.then(
-          (where) => log(false, where),
-          () => log(true, undefined),
-        );
-      }
+      kernel.library.record.track(done);
+      if (this.device.context.info.enabled) this.logLaunch(kernel, lowered, started, done);
       return done;
     });
   }

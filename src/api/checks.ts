@@ -92,6 +92,13 @@ export function scalarProblem(value: unknown, type: ParamInfo['type']): string |
   }
 }
 
+/** INVALID_ARGUMENT unless `count` arguments match `params`, naming them (`what`: "launch of 'k'"). */
+export function checkArgumentCount(what: string, params: readonly ParamInfo[], count: number, device?: number): void {
+  if (count === params.length) return;
+  const expected = params.map((p) => `${p.name}: ${p.type}`).join(', ');
+  throw errors.invalidArgument(`${what}: expected ${params.length} arguments (${expected}), got ${count}`, device);
+}
+
 /** Checks a scalar kernel argument against its parameter; pointers are checked by the caller. */
 export function checkScalar(value: unknown, param: ParamInfo, position: string, device?: number): void {
   const problem = scalarProblem(value, param.type);

@@ -4,6 +4,7 @@ import type { Grid as PluginGrid, LaunchArg, PluginEvent, PluginQueue, Rect } fr
 import { abortable, checkSignal } from '../abort.js';
 import { Buffer, DevicePointer } from './buffer.js';
 import {
+  checkArgumentCount,
   checkInteger,
   checkOptions,
   checkRange,
@@ -575,13 +576,7 @@ export class Queue {
     if (!Array.isArray(args))
       throw errors.invalidArgument(`launch of '${kernel.name}': args must be an array, got ${describe(args)}`, device);
     const params = kernel.params;
-    if (args.length !== params.length) {
-      const expected = params.map((p) => `${p.name}: ${p.type}`).join(', ');
-      throw errors.invalidArgument(
-        `launch of '${kernel.name}': expected ${params.length} arguments (${expected}), got ${args.length}`,
-        device,
-      );
-    }
+    if (args.length !== params.length) checkArgumentCount(`launch of '${kernel.name}'`, params, args.length, device);
     const lowered: LaunchArg[] = [];
     for (let index = 0; index < params.length; index++) {
       const param = params[index]!;

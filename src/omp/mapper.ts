@@ -16,7 +16,7 @@ import type { Grid, KernelArgument, Queue } from '../api/queue.js';
 import type { InfoLog } from '../runtime/info-log.js';
 import { dropped } from '../runtime/debug.js';
 import type { Tracer } from '../runtime/trace.js';
-import { checkScalar } from '../api/checks.js';
+import { checkArgumentCount, checkScalar } from '../api/checks.js';
 import { isMapSpec, type HostView, type MapSpec, type MapType } from './map.js';
 import { describeRange, hostAddress, MappingTable, type MapEntry } from './table.js';
 
@@ -446,13 +446,7 @@ export class Mapper {
  */
 function checkTargetArguments(kernel: Kernel, args: readonly TargetArgument[], device: number): void {
   const params = kernel.params;
-  if (args.length !== params.length) {
-    const expected = params.map((p) => `${p.name}: ${p.type}`).join(', ');
-    throw errors.invalidArgument(
-      `target of '${kernel.name}': expected ${params.length} arguments (${expected}), got ${args.length}`,
-      device,
-    );
-  }
+  checkArgumentCount(`target of '${kernel.name}'`, params, args.length, device);
   params.forEach((param, index) => {
     const arg = args[index];
     const position = `target of '${kernel.name}': argument ${index}`;

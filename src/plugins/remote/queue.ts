@@ -15,7 +15,6 @@ import { asOffloadError } from '../../errors.js';
 import { dropped } from '../../runtime/debug.js';
 import { EAGER_BYTES, type WireArg } from '../../protocol/wire.js';
 import type { RequestOp, Requests, WireGridSize, WireRect } from '../../protocol/messages.js';
-import type { Frame } from '../../transport/frame.js';
 import { decodeRecordReply } from '../../protocol/decode-reply.js';
 import { park, type ParkingQueue } from '../../protocol/gate.js';
 import { streamChunks } from '../../protocol/chunks.js';
@@ -121,15 +120,7 @@ export class RemoteQueue implements PluginQueue {
     payload?: Uint8Array,
     handlers?: Parameters<RemoteConnection['request']>[2],
   ): Promise<void> {
-    return this.counted(this.connection.request({ ...request, queue: this.id }, payload, handlers));
-  }
-
-  /** A request of this queue's, counted as pending until its reply. */
-  private counted(reply: Promise<Frame>): Promise<void> {
-    this.pending++;
-    const done = reply.then(this.settled, this.failed);
-    done.catch(noop); // observed by whoever enqueued it; never an unhandled rejection
-    return done;
+    return this.track(this.connection.request({ ...request, queue: this.id }, payload, handlers));
   }
 
   /** The reactions that count an operation as no longer pending, made once per queue (one per launch cost 0.5 us). */
@@ -141,10 +132,11 @@ export class RemoteQueue implements PluginQueue {
     throw error;
   };
 
+  /** Work of this queue's (a request, a parked wait), counted as pending until it settles. */
   private track(result: Promise<unknown>): Promise<void> {
     this.pending++;
     const done = result.then(this.settled, this.failed);
-    done.catch(noop);
+    done.catch(noop); // observed by whoever enqueued it; never an unhandled rejection
     return done;
   }
 
@@ -292,7 +284,7 @@ export class RemoteQueue implements PluginQueue {
     };
     if (grid.teamMemoryBytes > 0) request.teamMemoryBytes = grid.teamMemoryBytes;
     if (grid.timeoutMs !== undefined) request.timeoutMs = grid.timeoutMs;
-    return this.counted(this.connection.request(request));
+    return this.track(this.connection.request(request));
   }
 
   waitEvent(event: PluginEvent): Promise<void> {

@@ -10,6 +10,8 @@
  *   killed-proxy kills proxy rank mpi:0 (SIGKILL) while using it and mpi:1; prints how the
  *                program saw it (run under mpirun --enable-recovery)
  *   killed-app   uses a proxy, then kills itself (SIGKILL): no bye for the proxies
+ *   stopped-proxy stops proxy rank mpi:0 (SIGSTOP) while using it and mpi:1, then ends: prints
+ *                the stopped rank's pid and those of the ranks that must still end by themselves
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -107,6 +109,22 @@ if (scenario === 'conformance') {
     (error: { code?: string }) => String(error.code),
   );
   console.log(JSON.stringify({ lost, seconds, later, other: out.every((v) => v === 7) }));
+  await runtime.shutdown();
+} else if (scenario === 'stopped-proxy') {
+  const runtime = await Offload.init({ host: false });
+  const [a, b] = runtime.devices;
+  const onA = await a!.alloc(64);
+  const stopped = rankPid(0);
+  process.kill(stopped, 'SIGSTOP');
+  const lost = await a!
+    .queue()
+    .write(onA, new Uint8Array(64))
+    .done.then(
+      () => 'completed',
+      (error: { code?: string }) => String(error.code),
+    );
+  await b!.alloc(8);
+  console.log(JSON.stringify({ lost, stopped, survivors: [process.pid, rankPid(1)] }));
   await runtime.shutdown();
 } else if (scenario === 'killed-app') {
   const runtime = await Offload.init({ host: false });

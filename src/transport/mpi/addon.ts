@@ -15,7 +15,8 @@ export interface MpiAddon {
   /** Receives the probed message into `into` (exactly its length) or a fresh array; returns where the bytes are. */
   receive(into?: Uint8Array): Uint8Array;
   abort(code: number): void;
-  finalize(): void;
+  /** MPI_Finalize; `withoutFence` skips Open MPI's closing barrier over every rank (a rank is gone). */
+  finalize(withoutFence: boolean): void;
 }
 
 let addon: MpiAddon | undefined;

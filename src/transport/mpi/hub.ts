@@ -95,17 +95,21 @@ export class MpiHub {
         this.control(rank, { op: 'alive' });
         continue;
       }
-      this.gone.add(rank);
-      const reason = errors.deviceLost(
-        `mpi:${rank} sent nothing for ${timeoutMs} ms (OFFLOAD_PEER_TIMEOUT); taken as gone`,
-      );
-      for (const transport of [...this.channels.values()])
-        if (transport.rank === rank) transport.closeQuietly(reason, false);
-      // Sends to it may never complete; they no longer hold this process.
-      for (const [id, send] of this.sends) if (send.rank === rank) this.sends.delete(id);
-      if (this.roles.get(rank) !== 'proxy') this.byes.add(rank);
-      this.checkAllGone();
+      this.takeAsGone(rank, `mpi:${rank} sent nothing for ${timeoutMs} ms (OFFLOAD_PEER_TIMEOUT); taken as gone`);
     }
+  }
+
+  /** A rank that died or hangs: its channels close with DEVICE_LOST, and an application rank counts as having said bye. */
+  private takeAsGone(rank: number, why: string): void {
+    if (this.gone.has(rank)) return;
+    this.gone.add(rank);
+    const reason = errors.deviceLost(why);
+    for (const transport of [...this.channels.values()])
+      if (transport.rank === rank) transport.closeQuietly(reason, false);
+    // Sends to it may never complete; they no longer hold this process.
+    for (const [id, send] of this.sends) if (send.rank === rank) this.sends.delete(id);
+    if (this.roles.get(rank) !== 'proxy') this.byes.add(rank);
+    this.checkAllGone();
   }
 
   /** The hub of this process, if it has one. */
@@ -299,6 +303,12 @@ export class MpiHub {
           ?.closeQuietly(errors.deviceLost(`mpi:${source} closed the connection`), false);
         return;
       case 'bye':
+        // The ranks the application took as gone: this rank may not have noticed yet, and must
+        // know before it finalizes (see finalize).
+        if (Array.isArray(meta.gone))
+          for (const rank of meta.gone.slice(0, this.size))
+            if (Number.isInteger(rank) && rank >= 0 && rank < this.size && rank !== this.rank && rank !== source)
+              this.takeAsGone(rank as number, `mpi:${rank as number} is gone (mpi:${source} took it as gone)`);
         this.byes.add(source);
         for (const transport of [...this.channels.values()]) {
           if (transport.rank === source) transport.closeQuietly(errors.deviceLost(`mpi:${source} left the job`), false);
@@ -325,8 +335,10 @@ export class MpiHub {
   }
 
   /**
-   * Leaves the job: an application tells every proxy it is done (blocking sends: nothing polls
-   * afterwards), then every rank finalizes. Runs at exit if nobody called it. Idempotent.
+   * Leaves the job: an application tells every proxy it is done, and which ranks it took as gone
+   * (blocking sends: nothing polls afterwards), then every rank finalizes. MPI_Finalize ends with
+   * a fence over every rank of the job, which a dead rank can keep from ever completing; so once
+   * a rank is gone, this rank finalizes without it. Runs at exit if nobody called it. Idempotent.
    */
   finalize(): void {
     if (this.finalized) return;
@@ -339,11 +351,12 @@ export class MpiHub {
     }
     try {
       if (this.role === 'app') {
+        const bye = encodeFrame({ op: 'bye', gone: [...this.gone] });
         for (const [rank, role] of this.roles)
-          if (role === 'proxy' && !this.gone.has(rank)) this.mpi.send(rank, CONTROL_TAG, encodeFrame({ op: 'bye' }));
+          if (role === 'proxy' && !this.gone.has(rank)) this.mpi.send(rank, CONTROL_TAG, bye);
       }
       this.mpi.completed();
-      this.mpi.finalize();
+      this.mpi.finalize(this.gone.size > 0);
     } catch {
       // The job is ending; a failure to say goodbye changes nothing for this rank.
     }

@@ -7,7 +7,7 @@
  * workers and rejects every launch still in flight. Device memories are not the pool's: each
  * image load names the memory (the context) its instances run over.
  */
-import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
+import { MessageChannel, Worker, type MessagePort, type WorkerOptions } from 'node:worker_threads';
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import {
   type ArgKind,
@@ -155,10 +155,31 @@ const workerScript: string | URL = fromSource
   : workerUrl;
 
 /**
- * The program's node flags, for the workers, less those a worker refuses: `--input-type` (a
- * program run as `node --input-type=module -e ...`) made every worker die at its start.
+ * The program's node flags, for the workers (a loader such as tsx's must reach them), less those
+ * a worker refuses. `--input-type` (a program run as `node --input-type=module -e ...`) made
+ * every worker die at its start. V8's and other process-wide flags (`--expose-gc`,
+ * `--max-old-space-size=N`) make `new Worker` throw; they already hold for the whole process,
+ * workers included, so the ones Node names are dropped, once, for every worker after.
  */
-const WORKER_EXEC_ARGV = process.execArgv.filter((arg) => !arg.startsWith('--input-type'));
+let workerExecArgv = process.execArgv.filter((arg) => !arg.startsWith('--input-type'));
+
+/** The flags of `execArgv` that Node's ERR_WORKER_INVALID_EXEC_ARGV names; undefined for any other error. */
+function refusedFlags(error: unknown): Set<string> | undefined {
+  if ((error as { code?: unknown }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') return undefined;
+  const named = /flags: (.+)$/.exec((error as Error).message)?.[1];
+  return named === undefined ? undefined : new Set(named.split(', '));
+}
+
+function startWorker(options: Omit<WorkerOptions, 'execArgv'>): Worker {
+  try {
+    return new Worker(workerScript, { ...options, execArgv: workerExecArgv });
+  } catch (error) {
+    const refused = refusedFlags(error);
+    if (!refused) throw error;
+    workerExecArgv = workerExecArgv.filter((arg) => !refused.has(arg));
+    return new Worker(workerScript, { ...options, execArgv: workerExecArgv });
+  }
+}
 
 export class WorkerPool {
   private readonly ring: LaunchRing;
@@ -300,12 +321,11 @@ export class WorkerPool {
       control: port2,
       waitBoundMs: WAIT_BOUND_MS,
     };
-    const worker = new Worker(workerScript, {
+    const worker = startWorker({
       eval: fromSource,
       workerData: data,
       transferList: [port2],
       name: `offload-host-${index}`,
-      execArgv: WORKER_EXEC_ARGV,
     });
     // Queued before its first scan, which reads them all: it holds every image before any launch.
     for (const [image, { module, memory, kernels }] of this.images)

@@ -22,20 +22,41 @@ export interface Series {
   seconds: number[];
 }
 
+/** V8's collector, when node runs with --expose-gc (as `npm run bench` does). */
+const collectGarbage = (globalThis as { gc?: () => void }).gc;
+
+/** Whether a contender's large garbage is collected before the next one runs (see measure). */
+export const collectsBetweenRuns = collectGarbage !== undefined;
+
+/** A timed run that leaves more than this on the heap and in buffers has it collected before the next. */
+const GARBAGE_BYTES = 16 * 1024 * 1024;
+
+function heldBytes(): number {
+  const { heapUsed, arrayBuffers } = process.memoryUsage();
+  return heapUsed + arrayBuffers;
+}
+
 /**
  * Times contenders in alternation: all warm up first, then each repetition runs every
  * contender once, so a slow phase of the (shared, 2-vCPU) machine hits all of them alike.
+ * A timed run that leaves more than GARBAGE_BYTES behind has it collected, untimed, before the
+ * next contender runs: a bare 64 MiB socket read leaves 64 MiB of buffers, and their collection
+ * ran on the 2 vCPUs beside the remote write timed after it, costing that write up to 40 %.
+ * (Collecting before every run instead made microsecond round trips of both sides slower.)
  */
 export async function measure(plan: Plan, contenders: readonly Contender[]): Promise<Series[]> {
   for (const contender of contenders) {
     for (let i = 0; i < plan.warmup; i++) await contender.run();
   }
+  collectGarbage?.();
   const series = contenders.map(({ label, count }): Series => ({ label, count, seconds: [] }));
   for (let r = 0; r < plan.repetitions; r++) {
     for (const [index, contender] of contenders.entries()) {
+      const held = collectGarbage ? heldBytes() : 0;
       const start = performance.now();
       await contender.run();
       series[index]!.seconds.push((performance.now() - start) / 1000);
+      if (collectGarbage && heldBytes() - held > GARBAGE_BYTES) collectGarbage();
     }
   }
   return series;

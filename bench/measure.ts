@@ -39,10 +39,11 @@ function heldBytes(): number {
 /**
  * Times contenders in alternation: all warm up first, then each repetition runs every
  * contender once, so a slow phase of the (shared, 2-vCPU) machine hits all of them alike.
- * A timed run that leaves more than GARBAGE_BYTES behind has it collected, untimed, before the
- * next contender runs: a bare 64 MiB socket read leaves 64 MiB of buffers, and their collection
- * ran on the 2 vCPUs beside the remote write timed after it, costing that write up to 40 %.
- * (Collecting before every run instead made microsecond round trips of both sides slower.)
+ * A timed run that leaves more than GARBAGE_BYTES behind has it collected, and its memory
+ * released, untimed, before the next contender runs: a bare 64 MiB socket read leaves 32 MiB of
+ * buffers, and their collection and release ran on the 2 vCPUs beside the remote write timed
+ * after it, costing that write up to 40 %. (Collecting before every run instead made
+ * microsecond round trips of both sides slower.)
  */
 export async function measure(plan: Plan, contenders: readonly Contender[]): Promise<Series[]> {
   for (const contender of contenders) {
@@ -56,7 +57,11 @@ export async function measure(plan: Plan, contenders: readonly Contender[]): Pro
       const start = performance.now();
       await contender.run();
       series[index]!.seconds.push((performance.now() - start) / 1000);
-      if (collectGarbage && heldBytes() - held > GARBAGE_BYTES) collectGarbage();
+      if (collectGarbage && heldBytes() - held > GARBAGE_BYTES) {
+        collectGarbage();
+        // Buffers' memory is released by V8's sweeper after the collection returns: let it finish.
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
     }
   }
   return series;

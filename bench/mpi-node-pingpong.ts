@@ -56,4 +56,4 @@ for (const [name, spin] of [
   figures[name] = median(samples);
 }
 if (rank === 0) console.log(JSON.stringify(figures));
-mpi.finalize();
+mpi.finalize(false);

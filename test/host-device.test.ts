@@ -252,11 +252,15 @@ describe('host device', { timeout: 180_000 }, () => {
     });
   });
 
-  it('lets a program exit that never shuts its runtime down', async () => {
+  /**
+   * Runs a program (`node <flags> --import tsx --input-type=module -e`) that launches iota_i32
+   * over 16 elements with `hostOptions` and prints their sum, then `end` (its last statements).
+   */
+  async function iotaProgram(flags: string[], hostOptions: string, end: string): Promise<string> {
     const bundle = await fixtureBundle();
     const script = `
       import { Offload } from ${JSON.stringify(new URL('../src/index.ts', import.meta.url).href)};
-      const runtime = await Offload.init({ host: { threads: 2, memoryBytes: 8 * 1024 * 1024 } });
+      const runtime = await Offload.init({ host: { threads: 2, memoryBytes: 8 * 1024 * 1024, ${hostOptions} } });
       const device = runtime.devices[0];
       const iota = await device.kernel(await runtime.register(${JSON.stringify(bundle)}), 'iota_i32');
       const buffer = await device.alloc(64);
@@ -265,36 +269,27 @@ describe('host device', { timeout: 180_000 }, () => {
       const out = new Int32Array(16);
       q.read(buffer, out);
       await q.finish();
-      console.log('sum', out.reduce((a, b) => a + b));
+      ${end}
     `;
-    const run = promisify(execFile);
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
-      timeout: 60_000,
-    });
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [...flags, '--import', 'tsx', '--input-type=module', '-e', script],
+      { timeout: 60_000 },
+    );
+    return stdout;
+  }
+
+  it('lets a program exit that never shuts its runtime down', async () => {
+    const stdout = await iotaProgram([], '', "console.log('sum', out.reduce((a, b) => a + b));");
     assert.match(stdout, /sum 120/);
   });
 
   it('runs its workers in a program started with V8 flags (node --expose-gc --max-old-space-size=N)', async () => {
     // Node refuses such flags in a worker's execArgv; they hold for the workers anyway.
-    const bundle = await fixtureBundle();
-    const script = `
-      import { Offload } from ${JSON.stringify(new URL('../src/index.ts', import.meta.url).href)};
-      const runtime = await Offload.init({ host: { threads: 2, memoryBytes: 8 * 1024 * 1024, inline: 'never' } });
-      const device = runtime.devices[0];
-      const iota = await device.kernel(await runtime.register(${JSON.stringify(bundle)}), 'iota_i32');
-      const buffer = await device.alloc(64);
-      const q = device.queue();
-      q.launch(iota, { teams: 2 }, [16, buffer]);
-      const out = new Int32Array(16);
-      q.read(buffer, out);
-      await q.finish();
-      console.log('sum', out.reduce((a, b) => a + b), typeof gc);
-      await runtime.shutdown();
-    `;
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ['--expose-gc', '--max-old-space-size=512', '--import', 'tsx', '--input-type=module', '-e', script],
-      { timeout: 60_000 },
+    const stdout = await iotaProgram(
+      ['--expose-gc', '--max-old-space-size=512'],
+      "inline: 'never'",
+      "console.log('sum', out.reduce((a, b) => a + b), typeof gc); await runtime.shutdown();",
     );
     assert.match(stdout, /sum 120 function/);
   });

@@ -20,8 +20,8 @@
  * Open MPI's switch for MPI_Finalize's closing fence (a PMIx barrier over every rank of the job).
  * Weak: NULL under another MPI. A rank that died stays a member of that fence, and Open MPI 4.1
  * under `--enable-recovery` does not always drop it: then every living rank waits in
- * MPI_Finalize forever (seen on a loaded 2-CPU machine, about one run in ten). finalize(true) turns the
- * fence off once the hub knows a rank is gone.
+ * MPI_Finalize forever (seen on a loaded 2-CPU machine, about one run in ten). finalize(true)
+ * turns the fence off once the hub knows a rank is gone.
  */
 extern bool ompi_async_mpi_finalize __attribute__((weak));
 

@@ -15,7 +15,7 @@
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
-import { Offload } from '../../src/index.js';
+import { Offload, type Buffer as DeviceBuffer, type Device } from '../../src/index.js';
 import type { RemoteDevice } from '../../src/plugins/remote/device.js';
 import { conformance } from '../conformance/suite.js';
 import { fixtureBundle } from '../helpers/fixtures.js';
@@ -36,6 +36,17 @@ function rankPid(rank: number): number {
   throw new Error(`no process of rank ${rank} of this job`);
 }
 const MiB = 1024 * 1024;
+
+/** How a 64-byte write to `buffer` ends: 'completed', or the code of its error. */
+function writeOutcome(device: Device, buffer: DeviceBuffer): Promise<string> {
+  return device
+    .queue()
+    .write(buffer, new Uint8Array(64))
+    .done.then(
+      () => 'completed',
+      (error: { code?: string }) => String(error.code),
+    );
+}
 
 if (scenario === 'conformance') {
   conformance('remote device over MPI', async () => {
@@ -91,13 +102,7 @@ if (scenario === 'conformance') {
   process.kill(rankPid(0), 'SIGKILL');
   const started = Date.now();
   // Pending and later work on the killed rank's device fails; the other device goes on.
-  const lost = await a!
-    .queue()
-    .write(onA, new Uint8Array(64))
-    .done.then(
-      () => 'completed',
-      (error: { code?: string }) => String(error.code),
-    );
+  const lost = await writeOutcome(a!, onA);
   const seconds = (Date.now() - started) / 1000;
   const out = new Uint8Array(64);
   const q = b!.queue();
@@ -116,13 +121,7 @@ if (scenario === 'conformance') {
   const onA = await a!.alloc(64);
   const stopped = rankPid(0);
   process.kill(stopped, 'SIGSTOP');
-  const lost = await a!
-    .queue()
-    .write(onA, new Uint8Array(64))
-    .done.then(
-      () => 'completed',
-      (error: { code?: string }) => String(error.code),
-    );
+  const lost = await writeOutcome(a!, onA);
   await b!.alloc(8);
   console.log(JSON.stringify({ lost, stopped, survivors: [process.pid, rankPid(1)] }));
   await runtime.shutdown();

@@ -7,7 +7,8 @@
  *   role     each rank tells every other rank whether it is a proxy or an application
  *   connect  an application opens a channel to a proxy (the proxy gets a Transport for it)
  *   close    either side closed a channel
- *   bye      an application rank is done; a proxy exits once every application rank said it
+ *   bye      an application rank is done (and names the ranks it took as gone); a proxy exits
+ *            once every application rank said it
  *   alive    every rank tells every other one it lives, once a second: a rank silent past the
  *            peer timeout (killed, under `mpirun --enable-recovery`, which keeps the job going;
  *            or stopped) is taken as gone: its channels close with DEVICE_LOST, and an

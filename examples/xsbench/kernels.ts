@@ -75,9 +75,14 @@ function searchGrid(base: usize, stride: usize, lo: i32, hi: i32, e: f64): i32 {
   return lo;
 }
 
-/** Index of the largest of the five channels, 1-based (strict >, from -1.0). */
+/**
+ * Index of the largest of the five channels, 1-based (strict >, from -1.0): channels 0 and 1 in
+ * m01's lanes, 2 and 3 in m23's, 4 in m4 (as the kernels sum them).
+ */
 @inline
-function verification(m0: f64, m1: f64, m2: f64, m3: f64, m4: f64): i64 {
+function verification(m01: v128, m23: v128, m4: f64): i64 {
+  const m0 = f64x2.extract_lane(m01, 0), m1 = f64x2.extract_lane(m01, 1);
+  const m2 = f64x2.extract_lane(m23, 0), m3 = f64x2.extract_lane(m23, 1);
   let best = -1.0;
   let index: i64 = 0;
   if (m0 > best) { best = m0; index = 1; }
@@ -161,10 +166,7 @@ function lookups(
       m23 = f64x2.add(m23, interpolate2(low, 24, f, conc));
       m4 += (load<f64>(high, 40) - f * (load<f64>(high, 40) - load<f64>(low, 40))) * conc;
     }
-    sum += verification(
-      f64x2.extract_lane(m01, 0), f64x2.extract_lane(m01, 1),
-      f64x2.extract_lane(m23, 0), f64x2.extract_lane(m23, 1), m4,
-    );
+    sum += verification(m01, m23, m4);
   }
   store<i64>(partials + (<usize>team << 3), sum);
 }
@@ -253,10 +255,7 @@ export function xs_lookups_hash(
       m23 = f64x2.add(m23, interpolate2(low, 24, f, conc));
       m4 += (load<f64>(high, 40) - f * (load<f64>(high, 40) - load<f64>(low, 40))) * conc;
     }
-    sum += verification(
-      f64x2.extract_lane(m01, 0), f64x2.extract_lane(m01, 1),
-      f64x2.extract_lane(m23, 0), f64x2.extract_lane(m23, 1), m4,
-    );
+    sum += verification(m01, m23, m4);
   }
   store<i64>(partials + (<usize>team << 3), sum);
 }

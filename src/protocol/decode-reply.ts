@@ -48,11 +48,15 @@ export function decodeProxyFrame(frame: Frame, proxy: string): ProxyFrame {
   }
 }
 
-/** The hello's reply: the proxy's devices, its peers, its clock (`now` undefined when it did not say). */
+/**
+ * The hello's reply: the proxy's devices, its peers, its clock (`now` undefined when it did not
+ * say), and whether it speaks the compact form of launches (protocol/compact.ts).
+ */
 export function decodeHelloReply(reply: Frame): {
   devices: DeviceInfo[];
   peers: readonly string[] | 'any';
   now: number | undefined;
+  compact: boolean;
 } {
   const meta = new Meta(reply);
   const now = reply.meta.now;
@@ -67,6 +71,7 @@ export function decodeHelloReply(reply: Frame): {
           ? peers.filter((peer): peer is string => typeof peer === 'string')
           : [],
     now: typeof now === 'number' && Number.isFinite(now) ? now : undefined,
+    compact: reply.meta.compact === true,
   };
 }
 

@@ -60,7 +60,15 @@ export function decodeRequest(frame: Frame): Request {
     case 'hello': {
       const token = meta.optional('token', (field) => meta.string(field));
       const grant = meta.optional('grant', (field) => meta.string(field));
-      return { op, id, version: meta.uint('version'), token, grant, trace: frame.meta.trace === true };
+      return {
+        op,
+        id,
+        version: meta.uint('version'),
+        token,
+        grant,
+        trace: frame.meta.trace === true,
+        compact: frame.meta.compact === true,
+      };
     }
     case 'ping':
     case 'trace':

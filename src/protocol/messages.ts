@@ -22,7 +22,8 @@ type NoFields = Record<never, never>;
 
 export interface Requests {
   /** The first frame: a client logs in with the token, a peer proxy's link with a write grant. */
-  hello: { version: number; token?: string; grant?: string; trace?: boolean };
+  /** `compact`: the client speaks the compact form of launch frames (protocol/compact.ts). */
+  hello: { version: number; token?: string; grant?: string; trace?: boolean; compact?: boolean };
   ping: NoFields;
   /** Payload: the image's bytes. */
   register: { image: number; name: string; info: Omit<ImageInfo, 'offset' | 'size'>; entries: readonly EntryInfo[] };
@@ -130,7 +131,8 @@ export interface LoadedKernelInfo {
 
 /** What a successful reply carries besides `id`, per request op (payloads: read, read-rect, trace). */
 export interface ReplyBodies {
-  hello: { devices: DeviceInfo[]; peers: readonly string[] | 'any'; now: number };
+  /** `compact`: the proxy took the client's offer; launch frames may travel compact both ways from now on. */
+  hello: { devices: DeviceInfo[]; peers: readonly string[] | 'any'; now: number; compact?: true };
   load: { kernels: LoadedKernelInfo[] };
   alloc: { address: number; grant: string };
   global: { bytes: number; address: number };

@@ -73,10 +73,10 @@ export class Meta {
     return this.string('op');
   }
 
-  private fail(field: string, expected: string): never {
+  private fail(field: string, expected: string, value: unknown = this.frame.meta[field]): never {
     const op = typeof this.frame.meta.op === 'string' ? quoted(this.frame.meta.op) : '?';
     // What came is described, never echoed whole: it may be 64 KiB of anything.
-    const got = JSON.stringify(this.frame.meta[field]) ?? 'nothing';
+    const got = JSON.stringify(value) ?? 'nothing';
     throw errors.protocol(
       `malformed ${op} frame: field '${field}' must be ${expected}, got ${got.length > 80 ? `${got.slice(0, 80)}... (${got.length} characters)` : got}`,
     );
@@ -166,7 +166,7 @@ export class Meta {
         if (Number.isSafeInteger(a.buffer) && Number.isSafeInteger(offset) && (offset as number) >= 0)
           return { buffer: a.buffer as number, offset: offset as number };
       }
-      return this.fail(`${field}[${index}]`, 'a number, {i64} or {buffer}');
+      return this.fail(`${field}[${index}]`, 'a number, {i64} or {buffer}', arg);
     });
   }
 }

@@ -12,7 +12,8 @@ import type { KernelPrint } from '../runtime/options.js';
 import type { HostCall } from '../api/host-functions.js';
 import type { FrameLimits } from '../transport/frame.js';
 import { startHeartbeat } from '../transport/heartbeat.js';
-import type { RequestOf } from '../protocol/messages.js';
+import type { ReplyBodies, RequestOf } from '../protocol/messages.js';
+import { compactMeta } from '../protocol/compact.js';
 import { PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { ProxyConnection } from './connection.js';
 import type { Session } from './session.js';
@@ -77,6 +78,8 @@ export function hello(connection: ProxyConnection, request: RequestOf<'hello'>):
   // Logged in: frames as large as any client's from now on, and a heartbeat both ways.
   connection.loggedInNow();
   transport.limits = undefined;
+  // The client offered the compact form: it is spoken both ways from the welcome on.
+  if (request.compact === true) transport.metaCodec = compactMeta;
   startHeartbeat(transport, directory.peerTimeoutMs);
   if (login.grant) {
     // A peer proxy's link, on a client's behalf: it may write into the granted buffer only.
@@ -110,5 +113,13 @@ export function hello(connection: ProxyConnection, request: RequestOf<'hello'>):
 function welcome(connection: ProxyConnection, id: number): void {
   const devices = connection.runtime.devices.map((device) => device.info);
   // `now`: this proxy's clock (microseconds since the epoch), to align its trace with the client's.
-  connection.send({ op: 'reply', id, devices, peers: connection.directory.peerList, now: Tracer.now() });
+  const reply: { op: 'reply'; id: number } & ReplyBodies['hello'] = {
+    op: 'reply',
+    id,
+    devices,
+    peers: connection.directory.peerList,
+    now: Tracer.now(),
+  };
+  if (connection.transport.metaCodec === compactMeta) reply.compact = true;
+  connection.send(reply);
 }

@@ -6,7 +6,7 @@
  * to wait.
  */
 import type { OffloadError } from '../errors.js';
-import { encodeFrame, type Frame, type PayloadSink } from './frame.js';
+import { encodeFrame, type Frame, type MetaCodec, type PayloadSink } from './frame.js';
 import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
 
 export class LoopbackTransport implements Transport {
@@ -16,6 +16,7 @@ export class LoopbackTransport implements Transport {
   closeReason: OffloadError | undefined;
   other!: LoopbackTransport;
   payloadSink?: PayloadSink;
+  metaCodec?: MetaCodec;
   private readonly receiver = new FrameReceiver(this);
   private isClosed = false;
 
@@ -36,7 +37,7 @@ export class LoopbackTransport implements Transport {
 
   send(meta: Record<string, unknown>, payload?: Uint8Array): boolean {
     if (this.isClosed) return true;
-    const bytes = encodeFrame(meta, payload);
+    const bytes = encodeFrame(meta, payload, this.metaCodec);
     this.stats.framesSent++;
     this.stats.bytesSent += bytes.length;
     this.other.inject(bytes);

@@ -7,7 +7,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { abortError } from '../abort.js';
 import { asOffloadError, errors, quoted, type OffloadError } from '../errors.js';
-import { encodeHead, type Frame, type PayloadSink } from './frame.js';
+import { encodeHead, type Frame, type MetaCodec, type PayloadSink } from './frame.js';
 import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
 
 /** Above this many queued bytes `send` returns false (bulk senders then await `drained()`). */
@@ -99,6 +99,7 @@ class TcpTransport implements Transport {
   onFrame: (frame: Frame) => void = () => {};
   onClose: (reason: OffloadError | undefined) => void = () => {};
   payloadSink?: PayloadSink;
+  metaCodec?: MetaCodec;
   private readonly receiver = new FrameReceiver(this);
   private isClosed = false;
 
@@ -127,7 +128,7 @@ class TcpTransport implements Transport {
 
   send(meta: Record<string, unknown>, payload?: Uint8Array): boolean {
     if (this.isClosed) return true;
-    const head = encodeHead(meta, payload?.length ?? 0);
+    const head = encodeHead(meta, payload?.length ?? 0, this.metaCodec);
     if (payload && payload.length > 0) {
       // One writev for both; a frame without payload (most requests, every reply) is one write
       // and skips cork's buffering path.

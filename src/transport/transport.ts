@@ -10,6 +10,7 @@ import {
   isFrameTooLarge,
   type Frame,
   type FrameLimits,
+  type MetaCodec,
   type PayloadSink,
 } from './frame.js';
 import { HEARTBEAT_OP } from './heartbeat.js';
@@ -39,6 +40,8 @@ export interface Transport {
   payloadSink?: PayloadSink;
   /** Optional: the largest frame taken from the peer now (default FRAME_LIMITS); checked per frame. */
   limits?: FrameLimits;
+  /** Optional: the compact form of some metas, both ways; set by both ends before frames flow. */
+  metaCodec?: MetaCodec;
   /** Called for each received frame, in order. */
   onFrame: (frame: Frame) => void;
   /** Optional: called with the PROTOCOL error of a frame over `limits`, just before the transport closes (a last send still goes out). */
@@ -69,6 +72,7 @@ export class FrameReceiver {
     this.decoder = new FrameDecoder(
       (meta, length) => transport.payloadSink?.(meta, length),
       () => transport.limits ?? FRAME_LIMITS,
+      () => transport.metaCodec,
     );
   }
 

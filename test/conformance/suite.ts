@@ -395,6 +395,32 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         });
       });
 
+      it('passes float arguments that JSON cannot write: NaN, the infinities and -0', async (t) => {
+        if (lacking(t, device, 'i64', 'f64')) return;
+        const mixed = await kernel('mixed');
+        await withBuffer(32, async (out) => {
+          const q = device.queue();
+          const seen: [number, number][] = [];
+          for (const [c, d] of [
+            [NaN, -Infinity],
+            [Infinity, NaN],
+            [-0, -0],
+          ] as const) {
+            q.launch(mixed, { teams: 1 }, [1, 2n, c, d, out]);
+            const bytes = new DataView(new ArrayBuffer(32));
+            q.read(out, bytes);
+            await q.finish();
+            seen.push([bytes.getFloat32(16, true), bytes.getFloat64(24, true)]);
+          }
+          assert.deepEqual(seen, [
+            [NaN, -Infinity],
+            [Infinity, NaN],
+            [-0, -0],
+          ]);
+          assert.ok(Object.is(seen[2]![0], -0) && Object.is(seen[2]![1], -0), '-0 keeps its sign');
+        });
+      });
+
       it('checks arguments before launching: count, types, ranges, buffers', async () => {
         const saxpy = await kernel('saxpy');
         const sum = !device.info.capabilities.i64 ? undefined : await kernel('sum_i64');

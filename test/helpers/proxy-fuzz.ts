@@ -19,7 +19,8 @@ import { ProxyConnection } from '../../src/proxy/connection.js';
 import { PeerLinks } from '../../src/proxy/peer-links.js';
 import { PROTOCOL_VERSION } from '../../src/protocol/wire.js';
 import type { ProxyServer } from '../../src/proxy/server.js';
-import { encodeFrame, FrameDecoder, type Frame } from '../../src/transport/frame.js';
+import { encodeFrame, FrameDecoder, type Frame, type MetaCodec } from '../../src/transport/frame.js';
+import { compactMeta } from '../../src/protocol/compact.js';
 import { fixtureBundle } from './fixtures.js';
 import { LoopbackTransport } from '../../src/transport/loopback.js';
 
@@ -337,6 +338,8 @@ export interface FuzzLink {
   send(meta: Record<string, unknown>, payload?: Uint8Array): void;
   /** Raw bytes, as if they came off the wire. */
   inject(bytes: Uint8Array): void;
+  /** Sends and reads launch frames in their compact form from now on (the hello offers it). */
+  speakCompact(): void;
   /**
    * Resolves once the proxy has handled what was sent so far (as far as can be told after raw
    * bytes): true if the connection is still open. Rejects if the proxy neither answers nor
@@ -370,6 +373,7 @@ export function loopbackTarget(server: ProxyServer): FuzzTarget {
         onFrame: () => {},
         send: (meta, payload) => void client.send(meta, payload),
         inject: (bytes) => client.other.inject(bytes),
+        speakCompact: () => (client.metaCodec = compactMeta),
         drain: async () => {
           await settle();
           await settle();
@@ -401,7 +405,8 @@ export function tcpTarget(address: string, concurrency = 8): FuzzTarget {
         socket.once('connect', resolve);
         socket.once('error', reject);
       });
-      const decoder = new FrameDecoder();
+      let codec: MetaCodec | undefined;
+      const decoder = new FrameDecoder(undefined, undefined, () => codec);
       let closed = false;
       let injected = false;
       let lastError: { code?: unknown; message?: unknown } | undefined;
@@ -409,8 +414,9 @@ export function tcpTarget(address: string, concurrency = 8): FuzzTarget {
       const link: FuzzLink = {
         onFrame: () => {},
         send: (meta, payload) => {
-          if (!closed) socket.write(encodeFrame(meta, payload));
+          if (!closed) socket.write(encodeFrame(meta, payload, codec));
         },
+        speakCompact: () => (codec = compactMeta),
         inject: (bytes) => {
           injected = true;
           if (!closed) socket.write(bytes);
@@ -530,7 +536,10 @@ export async function fuzzProxy(target: FuzzTarget, options: FuzzOptions): Promi
       return;
     }
     // A valid session: hello, the fixture image (on some connections), two buffers, a queue.
-    link.send({ op: 'hello', id: id++, version: PROTOCOL_VERSION, token: options.token });
+    // Half the sessions speak the compact form of launch frames, so its decoder is fuzzed too.
+    const compact = report.connections % 4 < 2;
+    link.send({ op: 'hello', id: id++, version: PROTOCOL_VERSION, token: options.token, compact });
+    if (compact) link.speakCompact();
     if (report.connections % 5 === 1) {
       link.send({ op: 'register', id: id++, image: 1, ...imageMeta }, image);
       link.send({ op: 'load', id: id++, image: 1, device: 0 });
@@ -552,7 +561,7 @@ export async function fuzzProxy(target: FuzzTarget, options: FuzzOptions): Promi
         const mutated = mutateMeta(random, frame, wellFormed);
         link.send(mutated.meta, mutated.payload);
       } else if (kind < 9) {
-        link.inject(mutateBytes(random, encodeFrame(frame.meta, frame.payload)));
+        link.inject(mutateBytes(random, encodeFrame(frame.meta, frame.payload, compact ? compactMeta : undefined)));
       } else {
         link.send(frame.meta, frame.payload);
       }

@@ -5,7 +5,7 @@
  */
 import net from 'node:net';
 import { PROTOCOL_VERSION } from '../../src/protocol/wire.js';
-import { encodeFrame, FrameDecoder, type Frame } from '../../src/transport/frame.js';
+import { encodeFrame, FrameDecoder, type Frame, type MetaCodec } from '../../src/transport/frame.js';
 
 export class RawClient {
   /** Every frame received, in order (heartbeats included). */
@@ -14,10 +14,15 @@ export class RawClient {
   bytesReceived = 0;
   isClosed = false;
   readonly closed: Promise<void>;
-  private readonly decoder = new FrameDecoder();
+  private readonly decoder: FrameDecoder;
   private readonly waiters: (() => void)[] = [];
 
-  private constructor(readonly socket: net.Socket) {
+  /** `codec`: the compact form this client speaks both ways (offered in `login`); none: JSON only. */
+  private constructor(
+    readonly socket: net.Socket,
+    private readonly codec?: MetaCodec,
+  ) {
+    this.decoder = new FrameDecoder(undefined, undefined, () => codec);
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => {
       this.bytesReceived += chunk.length;
@@ -34,14 +39,14 @@ export class RawClient {
     );
   }
 
-  static async open(address: string): Promise<RawClient> {
+  static async open(address: string, codec?: MetaCodec): Promise<RawClient> {
     const at = address.lastIndexOf(':');
     const socket = net.connect({ host: address.slice(0, at), port: Number(address.slice(at + 1)) });
     await new Promise<void>((resolve, reject) => {
       socket.once('connect', resolve);
       socket.once('error', reject);
     });
-    return new RawClient(socket);
+    return new RawClient(socket, codec);
   }
 
   private wake(): void {
@@ -49,7 +54,7 @@ export class RawClient {
   }
 
   send(meta: Record<string, unknown>, payload?: Uint8Array): void {
-    if (!this.isClosed) this.socket.write(encodeFrame(meta, payload));
+    if (!this.isClosed) this.socket.write(encodeFrame(meta, payload, this.codec));
   }
 
   /** Writes raw bytes, waiting while the socket's buffer is full; false once the socket has closed. */
@@ -88,7 +93,7 @@ export class RawClient {
 
   /** Says hello with `token` and waits for the answer. */
   async login(token: string): Promise<Record<string, unknown>> {
-    this.send({ op: 'hello', id: 1, version: PROTOCOL_VERSION, token });
+    this.send({ op: 'hello', id: 1, version: PROTOCOL_VERSION, token, ...(this.codec ? { compact: true } : {}) });
     return this.reply(1);
   }
 

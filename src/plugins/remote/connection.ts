@@ -29,6 +29,7 @@ import type { Connector, Transport } from '../../transport/transport.js';
 import { fromWireError, PROTOCOL_VERSION } from '../../protocol/wire.js';
 import type { ClientNote, OutgoingRequest, ProxyFrames, Requests } from '../../protocol/messages.js';
 import { decodeHelloReply, decodeProxyFrame } from '../../protocol/decode-reply.js';
+import { compactMeta } from '../../protocol/compact.js';
 
 /** Callbacks of a request that streams: `ready` (rendezvous write may start), `data` (read chunks). */
 export interface StreamHandlers {
@@ -86,6 +87,8 @@ export class RemoteConnection {
     readonly address: string,
   ) {
     transport.onFrame = (frame) => this.onFrame(frame);
+    // Offered in the hello; taken back if the proxy's welcome does not take it (an older proxy).
+    transport.metaCodec = compactMeta;
     transport.payloadSink = (meta, length) => {
       if (meta.op !== 'data' || typeof meta.id !== 'number' || typeof meta.offset !== 'number') return undefined;
       return this.pending.get(meta.id)?.handlers?.dataTarget?.(meta.offset, length);
@@ -116,7 +119,7 @@ export class RemoteConnection {
     const onAbort = () => transport.close(abortError(signal!, `connecting to proxy ${address}`));
     if (signal?.aborted) onAbort();
     signal?.addEventListener('abort', onAbort, { once: true });
-    const hello: Requests['hello'] = { version: PROTOCOL_VERSION };
+    const hello: Requests['hello'] = { version: PROTOCOL_VERSION, compact: true };
     if (options.token !== undefined) hello.token = options.token;
     if (options.grant !== undefined) hello.grant = options.grant;
     if (options.trace === true) hello.trace = true;
@@ -124,7 +127,8 @@ export class RemoteConnection {
       const sent = Tracer.now();
       const reply = await connection.request({ op: 'hello', ...hello });
       const received = Tracer.now();
-      const { devices, peers, now } = decodeHelloReply(reply);
+      const { devices, peers, now, compact } = decodeHelloReply(reply);
+      if (!compact) transport.metaCodec = undefined;
       // The proxy's clock read between send and receive: at the midpoint, within half the round trip.
       if (now !== undefined)
         connection.clock = { proxy: address, offsetUs: now - (sent + received) / 2, roundTripUs: received - sent };

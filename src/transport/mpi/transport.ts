@@ -4,7 +4,7 @@
  * the channel's number. The hub (hub.ts) sends and receives for every channel of the rank.
  */
 import type { OffloadError } from '../../errors.js';
-import { encodeHead, type Frame, type PayloadSink } from '../frame.js';
+import { encodeHead, type Frame, type MetaCodec, type PayloadSink } from '../frame.js';
 import { FrameReceiver, type Transport, type TransportStats } from '../transport.js';
 import { mpiAddress } from './address.js';
 
@@ -22,6 +22,7 @@ export class MpiTransport implements Transport {
   onFrame: (frame: Frame) => void = () => {};
   onClose: (reason: OffloadError | undefined) => void = () => {};
   payloadSink?: PayloadSink;
+  metaCodec?: MetaCodec;
   inFlight = 0;
   private readonly receiver = new FrameReceiver(this);
   private isClosed = false;
@@ -45,7 +46,7 @@ export class MpiTransport implements Transport {
     if (this.isClosed) return true;
     // Head and payload go as two messages (in order: same source and tag), the payload straight
     // from the caller's array; the receiver's frame decoder reads them as one stream.
-    const head = encodeHead(meta, payload?.length ?? 0);
+    const head = encodeHead(meta, payload?.length ?? 0, this.metaCodec);
     this.hub.post(this, head);
     if (payload && payload.length > 0) this.hub.post(this, payload);
     this.stats.framesSent++;

@@ -4,8 +4,8 @@ import { availableParallelism, cpus, release, totalmem, type } from 'node:os';
 import { collectsBetweenRuns } from './measure.js';
 import { runtimeSource } from './offload.js';
 
-/** Environment variables that change what the host suite measures. */
-const SETTINGS = ['OFFLOAD_HOST_THREADS', 'OFFLOAD_HOST_SPIN_US'] as const;
+/** Environment variables that change what the suites measure. */
+const SETTINGS = ['OFFLOAD_HOST_THREADS', 'OFFLOAD_HOST_SPIN_US', 'OFFLOAD_POLL_US'] as const;
 
 export interface Machine {
   cpu: string;

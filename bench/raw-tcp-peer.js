@@ -3,7 +3,24 @@
 //   P        -> answers P                       (ping-pong)
 //   W n data -> reads n bytes, answers K        (stream to the peer)
 //   R n      -> sends n bytes                   (stream from the peer)
+// An argument of N > 0: after each message the event loop keeps turning for N us, as the
+// runtime's TCP transport does (src/transport/poll-window.ts).
 import net from 'node:net';
+
+const pollUs = Number(process.argv[2] ?? 0);
+let pollUntil = 0;
+let turning = false;
+function turn() {
+  if (performance.now() < pollUntil) setImmediate(turn);
+  else turning = false;
+}
+function pollFor(micros) {
+  if (micros <= 0) return;
+  pollUntil = performance.now() + micros / 1000;
+  if (turning) return;
+  turning = true;
+  setImmediate(turn);
+}
 
 const server = net.createServer((socket) => {
   socket.setNoDelay(true);
@@ -11,6 +28,7 @@ const server = net.createServer((socket) => {
   let sinking = 0;
   const source = Buffer.alloc(1024 * 1024, 0x5a);
   socket.on('data', (chunk) => {
+    pollFor(pollUs);
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
     for (;;) {
       if (sinking > 0) {
@@ -26,6 +44,7 @@ const server = net.createServer((socket) => {
       if (command === 'P') {
         pending = pending.subarray(1);
         socket.write('P');
+        pollFor(pollUs);
         continue;
       }
       if (pending.length < 5) return;

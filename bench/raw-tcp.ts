@@ -1,10 +1,27 @@
 /**
  * The baselines of the remote suite: the same transfers and round trips over a bare TCP socket
  * to another Node process (bench/raw-tcp-peer.js), with no protocol, framing or device behind.
+ * With `pollUs`, both ends keep their event loop turning that long after each message, as the
+ * runtime's TCP transport does (src/transport/poll-window.ts): the like-for-like baseline.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import net from 'node:net';
 import { createInterface } from 'node:readline';
+
+/** Keeps this thread's event loop turning for `micros` from now (the runtime's technique, written out). */
+let pollUntil = 0;
+let turning = false;
+function turn(): void {
+  if (performance.now() < pollUntil) setImmediate(turn);
+  else turning = false;
+}
+function pollFor(micros: number): void {
+  if (micros <= 0) return;
+  pollUntil = performance.now() + micros / 1000;
+  if (turning) return;
+  turning = true;
+  setImmediate(turn);
+}
 
 export class RawTcpPeer {
   private waiting: { bytes: number; resolve: () => void } | undefined;
@@ -15,9 +32,11 @@ export class RawTcpPeer {
   private constructor(
     private readonly child: ChildProcess,
     private readonly socket: net.Socket,
+    private readonly pollUs: number,
   ) {
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => {
+      pollFor(pollUs);
       this.into?.set(chunk, this.received);
       this.received += chunk.length;
       if (this.waiting && this.received >= this.waiting.bytes) {
@@ -30,8 +49,9 @@ export class RawTcpPeer {
     });
   }
 
-  static async start(): Promise<RawTcpPeer> {
-    const child = spawn(process.execPath, [new URL('./raw-tcp-peer.js', import.meta.url).pathname], {
+  static async start(options: { pollUs?: number } = {}): Promise<RawTcpPeer> {
+    const pollUs = options.pollUs ?? 0;
+    const child = spawn(process.execPath, [new URL('./raw-tcp-peer.js', import.meta.url).pathname, String(pollUs)], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const port = await new Promise<number>((resolve, reject) => {
@@ -40,7 +60,7 @@ export class RawTcpPeer {
     });
     const socket = net.connect(port, '127.0.0.1');
     await new Promise((resolve) => socket.once('connect', resolve));
-    return new RawTcpPeer(child, socket);
+    return new RawTcpPeer(child, socket, pollUs);
   }
 
   private expect(bytes: number): Promise<void> {
@@ -51,6 +71,7 @@ export class RawTcpPeer {
   ping(): Promise<void> {
     const reply = this.expect(1);
     this.socket.write('P');
+    pollFor(this.pollUs);
     return reply;
   }
 

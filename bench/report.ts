@@ -120,7 +120,7 @@ function formatMachine({ machine, plan }: Report): string[] {
   return [
     `- CPU: ${machine.cpu}, ${machine.cores} cores (availableParallelism ${machine.availableParallelism}), ${machine.memoryGiB} GiB RAM`,
     `- ${machine.os}, Node ${machine.node}; the runtime measured: ${machine.runtime}`,
-    `- ${setting('OFFLOAD_HOST_THREADS', `${machine.availableParallelism} workers`)}, ${setting('OFFLOAD_HOST_SPIN_US', '50 us')}`,
+    `- ${setting('OFFLOAD_HOST_THREADS', `${machine.availableParallelism} workers`)}, ${setting('OFFLOAD_HOST_SPIN_US', '50 us')}, ${setting('OFFLOAD_POLL_US', '50 us')}`,
     `- ${plan.quick ? 'quick run: ' : ''}${plan.warmup} warm-up + ${plan.repetitions} timed repetitions of each contender, alternating${machine.heapCollected ? ", a run's garbage over 16 MiB collected before the next" : ' (garbage not collected between runs: node without --expose-gc)'}; medians shown (\`--json\` adds min/max)`,
     `- idle CPUs: ${machine.idle}`,
   ];

@@ -12,6 +12,7 @@ import { startLocalProxies } from '../../src/cli/local-proxies.js';
 import { benchBundle } from '../kernel-bundle.js';
 import { measure, type Plan } from '../measure.js';
 import { RawTcpPeer } from '../raw-tcp.js';
+import { pollMicros } from '../../src/transport/poll-window.js';
 import type { Row, Suite } from '../suite.js';
 
 const MiB = 1024 * 1024;
@@ -99,14 +100,20 @@ export async function fills(device: Device, plan: Plan): Promise<Row> {
   };
 }
 
-async function launches(device: Device, empty: Kernel, raw: RawTcpPeer, plan: Plan): Promise<Row[]> {
+async function launches(
+  device: Device,
+  empty: Kernel,
+  raw: RawTcpPeer,
+  polling: RawTcpPeer,
+  plan: Plan,
+): Promise<Row[]> {
   const queue = device.queue();
   const rounds = plan.quick ? 300 : 1000;
   // Not timed: V8 optimises both processes' frame paths only after thousands of round trips
   // (blocks of 1,000 launches measured 269, 164, 75 us, then a steady 40-80 us), while the
   // baseline's one-byte ping is warm at once; the plan's warm-up runs are a few thousand only.
   for (let i = 0; i < (plan.quick ? 1000 : 10_000); i++) await queue.launch(empty, { teams: 1 }, []).done;
-  const [sequential, pingPong] = await measure(plan, [
+  const [sequential, pingPong, pollingPingPong] = await measure(plan, [
     {
       label: 'await queue.launch(empty, { teams: 1 }, []).done on the remote device, one after the other',
       count: rounds,
@@ -119,6 +126,13 @@ async function launches(device: Device, empty: Kernel, raw: RawTcpPeer, plan: Pl
       count: rounds,
       run: async () => {
         for (let i = 0; i < rounds; i++) await raw.ping();
+      },
+    },
+    {
+      label: `the same ping-pong with both event loops polling ${pollMicros()} us after each message, as the runtime's do (OFFLOAD_POLL_US)`,
+      count: rounds,
+      run: async () => {
+        for (let i = 0; i < rounds; i++) await polling.ping();
       },
     },
   ]);
@@ -139,6 +153,13 @@ async function launches(device: Device, empty: Kernel, raw: RawTcpPeer, plan: Pl
       offload: sequential!,
       baseline: pingPong!,
       goal: { op: '<=', value: 1.5 },
+    },
+    {
+      name: 'remote empty-kernel launch round trip vs TCP ping-pong polling as the runtime does',
+      unit: 'us',
+      offload: sequential!,
+      baseline: pollingPingPong!,
+      goal: 'none: what our code adds at equal wake-ups',
     },
     {
       name: `remote empty launches pipelined on one queue (${PIPELINED_LAUNCHES.toLocaleString('en-US')})`,
@@ -208,6 +229,7 @@ export const remoteSuite: Suite = {
     }))!;
     const { proxies, token } = local;
     const raw = await RawTcpPeer.start();
+    const polling = await RawTcpPeer.start({ pollUs: pollMicros() });
     const runtimes: Runtime[] = [];
     try {
       const single = await Offload.init({ host: false, proxies: [proxies[0]!.address], token });
@@ -222,12 +244,13 @@ export const remoteSuite: Suite = {
       progress('remote: fill of 64 MiB');
       copyRows.push(await fills(device, plan));
       progress('remote: launch round trips and pipelined launches');
-      const launchRows = await launches(device, empty, raw, plan);
+      const launchRows = await launches(device, empty, raw, polling, plan);
       progress('remote: launch-heavy loop over one and two proxies');
       return [...copyRows, ...launchRows, await scaling(single, pair, plan)];
     } finally {
       for (const runtime of runtimes) await runtime.shutdown();
       await raw.close();
+      await polling.close();
       await local.stop();
     }
   },

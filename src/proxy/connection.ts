@@ -47,6 +47,8 @@ export class ProxyConnection {
    */
   private held: Frame[] | undefined;
   private heldBytes = 0;
+  /** Requests whose reply has not gone yet (replies sent through `reply`). */
+  private unanswered = 0;
   /** Closes a connection that has not logged in by then. */
   private readonly loginDeadline: NodeJS.Timeout;
   /** For a peer proxy's link: the one buffer of the client's session it may write into. */
@@ -133,15 +135,22 @@ export class ProxyConnection {
     this.transport.close(error);
   }
 
-  /** Sends the reply of request `id` when `result` settles. */
+  /**
+   * Sends the reply of request `id` when `result` settles. The last of the client's requests
+   * answered, its next one may follow at once: the transport is told to expect it (TCP polls a
+   * while instead of sleeping).
+   */
   reply<T>(id: number, result: Promise<T>, fields?: (value: T) => ReplyBody, payload?: () => Uint8Array): void {
+    this.unanswered++;
     result.then(
       (value) => {
         // No spread for the common reply, which has no fields (a launch's): it is every request's.
         this.send(fields ? { op: 'reply', id, ...fields(value) } : { op: 'reply', id }, payload?.());
+        if (--this.unanswered === 0) this.transport.expectSoon?.();
       },
       (error: unknown) => {
         this.send({ op: 'reply', id, error: toWireError(error) });
+        if (--this.unanswered === 0) this.transport.expectSoon?.();
       },
     );
   }

@@ -8,6 +8,7 @@ import tls from 'node:tls';
 import { abortError } from '../abort.js';
 import { asOffloadError, errors, quoted, type OffloadError } from '../errors.js';
 import { encodeHead, type Frame, type MetaCodec, type PayloadSink } from './frame.js';
+import { configurePollWindow, pollForAWhile } from './poll-window.js';
 import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
 
 /** Above this many queued bytes `send` returns false (bulk senders then await `drained()`). */
@@ -144,6 +145,10 @@ class TcpTransport implements Transport {
     return this.socket.writableLength < HIGH_WATER_BYTES;
   }
 
+  expectSoon(): void {
+    if (!this.isClosed) pollForAWhile();
+  }
+
   drained(): Promise<void> {
     if (this.isClosed || this.socket.writableLength < HIGH_WATER_BYTES) return Promise.resolve();
     return new Promise((resolve) => {
@@ -181,6 +186,7 @@ export async function connectTcp(
   options: { timeoutMs?: number; tls?: TlsClientOptions; signal?: AbortSignal } = {},
 ): Promise<Transport> {
   const { host, port, tls: wanted } = parseAddress(address);
+  configurePollWindow();
   const timeoutMs = options.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const secure = wanted === true || options.tls !== undefined;
   const reader = secure ? undefined : new SocketReader();
@@ -257,6 +263,7 @@ export async function listenTcp(
   secure?: TlsServerOptions,
 ): Promise<TcpListener> {
   const { host, port } = parseAddress(address);
+  configurePollWindow();
   const sockets = new Set<net.Socket>();
   const accept = (socket: net.Socket, reader?: SocketReader): void => {
     sockets.add(socket);

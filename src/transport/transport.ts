@@ -36,6 +36,12 @@ export interface Transport {
   send(meta: Record<string, unknown>, payload?: Uint8Array): boolean;
   /** Resolves when the queued bytes fall below the high-water mark, or the transport closes. */
   drained(): Promise<void>;
+  /**
+   * Optional: the peer's next frame is expected soon (the reply this end awaits, the next request
+   * of a client just answered); a transport that can wait for it more eagerly than by sleeping
+   * does so for a while (TCP: the poll window, OFFLOAD_POLL_US).
+   */
+  expectSoon?(): void;
   /** Optional: where incoming payloads should land (see PayloadSink); set before frames arrive. */
   payloadSink?: PayloadSink;
   /** Optional: the largest frame taken from the peer now (default FRAME_LIMITS); checked per frame. */

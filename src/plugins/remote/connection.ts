@@ -195,6 +195,8 @@ export class RemoteConnection {
       const meta = request as unknown as Record<string, unknown>;
       meta.id = id;
       this.transport.send(meta, payload);
+      // The one request in flight: its reply is awaited, so read it eagerly (TCP polls a while).
+      if (this.pending.size === 1) this.transport.expectSoon?.();
     } catch (error) {
       // A request that cannot be framed (an image over 64 MiB, a manifest over 64 KiB) fails
       // alone, as its own rejection: never an exception out of an enqueueing call.

@@ -183,6 +183,9 @@ describe('the compact form of launch frames', { timeout: 120_000 }, () => {
     const lastArg = full.length - 17;
     assert.equal(full[lastArg], 1, 'the buffer argument starts where the test says');
     assertProtocol(() => compactMeta.decode(patched(lastArg, 3)), /argument 2 has the unknown kind 3/);
+    // The i64 before it ('5', its one character just before the buffer argument) made not ASCII.
+    assert.equal(full[lastArg - 1], '5'.charCodeAt(0));
+    assertProtocol(() => compactMeta.decode(patched(lastArg - 1, 0xe9)), /argument 1 is not ASCII/);
     const name = compactBytes(launch({ kernel: 'ab', args: [] }));
     const nameAt = name.length - 4;
     name.set([0xc3, 0x28], nameAt);

@@ -2,9 +2,11 @@
  * The compact form of the two frames of a launch round trip: the `launch` request and a reply
  * that carries nothing but its id. They are most of the frames a launch-heavy program sends,
  * and JSON cost each a stringify and a parse (0.5-0.9 us apiece, more on a cold cache); here
- * each field is a fixed-size number. Every other frame, and a launch or reply with a field this
- * form does not know, travels as JSON. Both ends set this codec on their transport
- * (`Transport.metaCodec`); the frame's magic says which form its meta is in.
+ * each field is a fixed-size number. Every other frame travels as JSON, and so do a reply with
+ * any field besides its id and a launch with a value this form cannot hold (a launch's fields
+ * are all carried: a new one does not compile until it is). Both ends set this codec on their
+ * transport once the hello agreed on it (`Transport.metaCodec`); the frame's magic says which
+ * form its meta is in.
  *
  * Layout, little-endian. A u53 is an integer below 2^53 as two u32s, the low one first:
  *   reply:   u8 1 | u53 id
@@ -14,7 +16,7 @@
  *            | u16 argument count | arguments
  *   argument: u8 0 | f64 (a number, every bit of it: NaN, the infinities and -0, which JSON cannot write)
  *           | u8 1 | u53 buffer | u53 offset
- *           | u8 2 | u8 n + n ASCII digits (an i64)
+ *           | u8 2 | u8 n + n ASCII characters (an i64 in decimal)
  * A rank of 0 is a grid size written as one number, 1 to 3 an array of that many. The decoder
  * checks every length against the bytes it has and wants all of them used; the request's fields
  * are then checked by decodeRequest as a JSON request's are.
@@ -47,7 +49,10 @@ const littleEndian = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
 const isU53 = (value: unknown): value is number =>
   typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 
+/** The last kernel name written and its UTF-8, and the last one read and its bytes: a program launches the same few kernels over and over. */
 let lastName = '';
+let lastNameUtf8: Uint8Array = new Uint8Array(0);
+let lastDecodedName = '';
 let lastNameBytes: Uint8Array = new Uint8Array(0);
 
 /** Writes into a fresh Node Buffer (cut from its pool, and with a UTF-8 writer). */
@@ -99,20 +104,20 @@ class Writer {
     return true;
   }
 
-  /** A kernel name, UTF-8 after its length in two bytes: the same few names go again and again, so the last is kept encoded. */
+  /** A kernel name, UTF-8 after its length in two bytes; false when it is longer. */
   name(name: string): boolean {
     if (name !== lastName) {
       const encoded = Buffer.from(name, 'utf8');
       if (encoded.length >= 2 ** 16) return false;
       lastName = name;
-      lastNameBytes = encoded;
+      lastNameUtf8 = encoded;
     }
     const { bytes } = this;
-    const length = lastNameBytes.length;
+    const length = lastNameUtf8.length;
     bytes[this.at] = length;
     bytes[this.at + 1] = length >>> 8;
     this.at += 2;
-    for (let i = 0; i < length; i++) bytes[this.at++] = lastNameBytes[i]!;
+    for (let i = 0; i < length; i++) bytes[this.at++] = lastNameUtf8[i]!;
     return true;
   }
 
@@ -231,11 +236,37 @@ class Reader {
     return f64[0]!;
   }
 
-  /** A string of a length in `lengthBytes` (1 or 2) bytes, then that many bytes of UTF-8. */
-  text(lengthBytes: 1 | 2, what: string): string {
-    const length = lengthBytes === 1 ? this.u8(what) : this.u16(what);
+  /** A kernel name as Writer.name writes it (the last one decoded is kept: it usually comes again). */
+  name(what: string): string {
+    const length = this.u16(what);
     const at = this.need(length, what);
-    return decodeText(this.bytes, at, length, what);
+    const { bytes } = this;
+    if (length === lastNameBytes.length) {
+      let same = true;
+      for (let i = 0; i < length && same; i++) same = bytes[at + i] === lastNameBytes[i];
+      if (same) return lastDecodedName;
+    }
+    const slice = bytes.slice(at, at + length);
+    try {
+      lastDecodedName = utf8.decode(slice);
+    } catch {
+      throw errors.protocol(`compact frame meta: ${what} is not UTF-8`);
+    }
+    lastNameBytes = slice;
+    return lastDecodedName;
+  }
+
+  /** ASCII text as Writer.ascii writes it. */
+  ascii(what: string): string {
+    const length = this.u8(what);
+    const at = this.need(length, what);
+    let text = '';
+    for (let i = at; i < at + length; i++) {
+      const unit = this.bytes[i]!;
+      if (unit > 0x7f) throw errors.protocol(`compact frame meta: ${what} is not ASCII`);
+      text += String.fromCharCode(unit);
+    }
+    return text;
   }
 
   end(what: string): void {
@@ -245,25 +276,6 @@ class Reader {
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
-/** The last string decoded, and its bytes: a program launches the same few kernels over and over. */
-let lastText = '';
-let lastTextBytes = new Uint8Array(0);
-
-function decodeText(bytes: Uint8Array, at: number, length: number, what: string): string {
-  if (length === lastTextBytes.length) {
-    let same = true;
-    for (let i = 0; i < length && same; i++) same = bytes[at + i] === lastTextBytes[i];
-    if (same) return lastText;
-  }
-  const slice = bytes.slice(at, at + length);
-  try {
-    lastText = utf8.decode(slice);
-  } catch {
-    throw errors.protocol(`compact frame meta: ${what} is not UTF-8`);
-  }
-  lastTextBytes = slice;
-  return lastText;
-}
 
 function readGrid(reader: Reader, rank: number, what: string): number | number[] {
   if (rank === 0) return reader.u53(what);
@@ -281,7 +293,7 @@ function readArgs(reader: Reader): WireArg[] {
     const tag = reader.u8(what);
     if (tag === ARG_NUMBER) args.push(reader.f64(what));
     else if (tag === ARG_BUFFER) args.push({ buffer: reader.u53(what), offset: reader.u53(what) });
-    else if (tag === ARG_I64) args.push({ i64: reader.text(1, what) });
+    else if (tag === ARG_I64) args.push({ i64: reader.ascii(what) });
     else throw errors.protocol(`compact launch meta: ${what} has the unknown kind ${tag}`);
   }
   return args;
@@ -301,7 +313,7 @@ function decodeLaunch(reader: Reader): Record<string, unknown> {
     threads: readGrid(reader, threadsRank, 'threads'),
     timeoutMs: flags & HAS_TIMEOUT ? reader.u53('timeoutMs') : undefined,
     teamMemoryBytes: flags & HAS_TEAM_MEMORY ? reader.u53('teamMemoryBytes') : undefined,
-    kernel: reader.text(2, 'kernel'),
+    kernel: reader.name('kernel'),
     args: readArgs(reader),
   };
   reader.end('launch');

@@ -22,7 +22,7 @@
  * are then checked by decodeRequest as a JSON request's are.
  */
 import { errors } from '../errors.js';
-import type { MetaCodec } from '../transport/frame.js';
+import { readU32, writeU32, type MetaCodec } from '../transport/frame.js';
 import type { Requests } from './messages.js';
 import type { WireArg } from './wire.js';
 
@@ -71,12 +71,8 @@ class Writer {
   }
 
   u32(value: number): void {
-    const { bytes, at } = this;
-    bytes[at] = value;
-    bytes[at + 1] = value >>> 8;
-    bytes[at + 2] = value >>> 16;
-    bytes[at + 3] = value >>> 24;
-    this.at = at + 4;
+    writeU32(this.bytes, this.at, value);
+    this.at += 4;
   }
 
   /** False (nothing written) when `value` is not an integer in 0..2^53-1. */
@@ -218,16 +214,11 @@ class Reader {
     return this.bytes[at]! | (this.bytes[at + 1]! << 8);
   }
 
-  private u32at(at: number): number {
-    const { bytes } = this;
-    return (bytes[at]! | (bytes[at + 1]! << 8) | (bytes[at + 2]! << 16) | (bytes[at + 3]! << 24)) >>> 0;
-  }
-
   u53(what: string): number {
     const at = this.need(8, what);
-    const high = this.u32at(at + 4);
+    const high = readU32(this.bytes, at + 4);
     if (high >= 2 ** 21) throw errors.protocol(`compact frame meta: ${what} is not below 2^53`);
-    return high * 2 ** 32 + this.u32at(at);
+    return high * 2 ** 32 + readU32(this.bytes, at);
   }
 
   f64(what: string): number {

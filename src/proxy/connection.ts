@@ -146,13 +146,17 @@ export class ProxyConnection {
       (value) => {
         // No spread for the common reply, which has no fields (a launch's): it is every request's.
         this.send(fields ? { op: 'reply', id, ...fields(value) } : { op: 'reply', id }, payload?.());
-        if (--this.unanswered === 0) this.transport.expectSoon?.();
+        this.answered();
       },
       (error: unknown) => {
         this.send({ op: 'reply', id, error: toWireError(error) });
-        if (--this.unanswered === 0) this.transport.expectSoon?.();
+        this.answered();
       },
     );
+  }
+
+  private answered(): void {
+    if (--this.unanswered === 0) this.transport.expectSoon?.();
   }
 
   /** Queues this connection holds (its client's and its own for chunked transfers). */

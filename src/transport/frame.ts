@@ -120,11 +120,11 @@ export function encodeFrame(meta: Record<string, unknown>, payload: Uint8Array =
 }
 
 /** The little-endian u32 at `at`, read byte by byte: a DataView and a BigInt per frame cost twenty times as much. */
-function readU32(bytes: Uint8Array, at: number): number {
+export function readU32(bytes: Uint8Array, at: number): number {
   return (bytes[at]! | (bytes[at + 1]! << 8) | (bytes[at + 2]! << 16) | (bytes[at + 3]! << 24)) >>> 0;
 }
 
-function writeU32(bytes: Uint8Array, at: number, value: number): void {
+export function writeU32(bytes: Uint8Array, at: number, value: number): void {
   bytes[at] = value;
   bytes[at + 1] = value >>> 8;
   bytes[at + 2] = value >>> 16;

@@ -6,7 +6,10 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
+import { release } from 'node:os';
 import { mpiUnavailable } from '../src/transport/mpi/addon.js';
+import { hugePagesFromEnv } from '../src/transport/mpi/hub.js';
 
 const cli = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 const app = fileURLToPath(new URL('./mpi/app.ts', import.meta.url));
@@ -89,6 +92,38 @@ const lines = (stdout: string) =>
     .split('\n')
     .filter((line) => line.startsWith('{'))
     .map((line) => JSON.parse(line) as Record<string, unknown>);
+
+/**
+ * Whether this kernel collapses anonymous memory into huge pages on request: MADV_COLLAPSE came
+ * with Linux 6.1, and THP set to 'never' turns it off. The mode, for what else gets huge pages.
+ */
+function hugePageSupport(): { collapses: boolean; mode: string } {
+  const [major = 0, minor = 0] = release().split('.').map(Number);
+  let mode = 'unknown';
+  try {
+    mode = /\[(\w+)\]/.exec(readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8'))?.[1] ?? mode;
+  } catch {
+    // no THP in this kernel
+  }
+  return { collapses: (major > 6 || (major === 6 && minor >= 1)) && (mode === 'always' || mode === 'madvise'), mode };
+}
+
+describe('OFFLOAD_MPI_HUGE_PAGES', () => {
+  it('takes on and off, and refuses anything else with INVALID_ARGUMENT naming the variable, briefly', () => {
+    assert.equal(hugePagesFromEnv({}), true);
+    assert.equal(hugePagesFromEnv({ OFFLOAD_MPI_HUGE_PAGES: 'on' }), true);
+    assert.equal(hugePagesFromEnv({ OFFLOAD_MPI_HUGE_PAGES: 'off' }), false);
+    for (const bad of ['yes', '1', 'ON', ' off', 'x'.repeat(100_000), '\u0000']) {
+      assert.throws(
+        () => hugePagesFromEnv({ OFFLOAD_MPI_HUGE_PAGES: bad }),
+        (error: { code?: string; message: string }) =>
+          error.code === 'INVALID_ARGUMENT' &&
+          error.message.includes("OFFLOAD_MPI_HUGE_PAGES must be 'on' or 'off'") &&
+          error.message.length < 300,
+      );
+    }
+  });
+});
 
 describe('MPI transport', { skip, timeout: 300_000 }, () => {
   it('passes the conformance suite on a proxy rank, and the job ends cleanly', async () => {
@@ -178,6 +213,33 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
     });
     assert.ok(lines(stdout)[0]?.killing, `${stdout}\n${stderr}`);
     assert.ok(Date.now() - started < 60_000, 'the proxies finished instead of waiting for a bye that never comes');
+  });
+
+  it('sends an array written again and again from huge pages, every byte as it is at each write', async () => {
+    const { collapses, mode } = hugePageSupport();
+    const on = await job(1, 1, 'huge-pages');
+    assert.equal(on.code, 0, `${on.stdout}\n${on.stderr}`);
+    const [withPages] = lines(on.stdout);
+    assert.equal(withPages!.intact, true, 'a write or read after the collapse changed bytes');
+    const off = await job(1, 1, 'huge-pages', false, { env: { OFFLOAD_MPI_HUGE_PAGES: 'off' } });
+    assert.equal(off.code, 0, `${off.stdout}\n${off.stderr}`);
+    const [without] = lines(off.stdout);
+    assert.equal(without!.intact, true);
+    if (collapses) {
+      assert.ok((withPages!.hugeKiB as number) >= 2048, `no huge page after 4 writes: ${JSON.stringify(withPages)}`);
+      // Under 'madvise' nothing else in the rank asks for huge pages: off means none.
+      if (mode === 'madvise') assert.equal(without!.hugeKiB, 0, 'huge pages with OFFLOAD_MPI_HUGE_PAGES=off');
+    } else {
+      // The kernel cannot collapse (before 6.1, or THP 'never'): the advice changes nothing.
+      assert.equal(withPages!.hugeKiB, without!.hugeKiB, `kernel ${release()}, THP ${mode}`);
+    }
+  });
+
+  it('refuses a bad OFFLOAD_MPI_HUGE_PAGES in a proxy rank and an application rank, saying why', async () => {
+    const { code, stderr } = await job(1, 1, 'fail', false, { env: { OFFLOAD_MPI_HUGE_PAGES: 'y'.repeat(50_000) } });
+    assert.notEqual(code, 0);
+    assert.match(stderr, /OFFLOAD_MPI_HUGE_PAGES must be 'on' or 'off'/);
+    assert.ok(!stderr.includes('y'.repeat(100)), 'the value was echoed unbounded');
   });
 
   it('runs a program with offload launch --mpi and returns its status', async () => {

@@ -12,6 +12,8 @@
  *   killed-app   uses a proxy, then kills itself (SIGKILL): no bye for the proxies
  *   stopped-proxy stops proxy rank mpi:0 (SIGSTOP) while using it and mpi:1, then ends: prints
  *                the stopped rank's pid and those of the ranks that must still end by themselves
+ *   huge-pages   writes one 16 MiB array again and again (changed between writes) and reads it
+ *                back each time; prints whether every byte came back and this rank's huge pages
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -130,6 +132,28 @@ if (scenario === 'conformance') {
   await runtime.devices[0]!.alloc(64);
   console.log(JSON.stringify({ killing: process.pid }));
   process.kill(process.pid, 'SIGKILL');
+} else if (scenario === 'huge-pages') {
+  // Sent again and again, the array's pages are collapsed into huge ones between two writes
+  // (OFFLOAD_MPI_HUGE_PAGES): every write must still carry what the array holds at that moment.
+  const runtime = await Offload.init({ host: false });
+  const device = runtime.devices[0]!;
+  const bytes = 16 * MiB;
+  const data = new Uint8Array(bytes);
+  const back = new Uint8Array(bytes);
+  const buffer = await device.alloc(bytes);
+  const q = device.queue();
+  let intact = true;
+  for (let round = 0; round < 4; round++) {
+    for (let i = 0; i < bytes; i += 4096) data.fill((round * 31 + i / 4096) & 0xff, i, i + 4096);
+    data[bytes - 1] = round;
+    await q.write(buffer, data).done;
+    await q.read(buffer, back).done;
+    intact &&= Buffer.from(back).equals(Buffer.from(data));
+  }
+  const rollup = readFileSync('/proc/self/smaps_rollup', 'utf8');
+  const hugeKiB = Number(/^AnonHugePages:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0);
+  console.log(JSON.stringify({ intact, hugeKiB }));
+  await runtime.shutdown();
 } else {
   console.error(`unknown scenario '${scenario}'`);
   process.exitCode = 2;

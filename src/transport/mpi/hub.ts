@@ -17,9 +17,10 @@
  * so a channel's frames arrive in order; a payload whose frame's sink gave a view (a write's
  * chunk, into device memory) is received straight into it. Progress is polled from the event loop: every
  * setImmediate while traffic is recent, every millisecond otherwise, and while the rank has sends
- * in flight a turn keeps polling for up to 300 us (BURST_US); nothing blocks longer.
+ * in flight a turn keeps polling for up to 300 us (BURST_US); nothing blocks longer. A bulk send
+ * from an array that was sent before goes from huge pages (OFFLOAD_MPI_HUGE_PAGES; offload_mpi.c).
  */
-import { asOffloadError, errors, OffloadError } from '../../errors.js';
+import { asOffloadError, errors, OffloadError, quoted } from '../../errors.js';
 import { encodeFrame, FrameDecoder } from '../frame.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, heartbeatInterval, peerTimeoutFromEnv } from '../heartbeat.js';
 import type { Transport } from '../transport.js';
@@ -34,6 +35,18 @@ const BUSY_MS = 2;
 /** How long one turn keeps polling while sends are in flight, in microseconds. */
 const BURST_US = 300;
 const ROLES_TIMEOUT_MS = 30_000;
+/** Sends at least this long are bulk data: their arrays' pages are worth collapsing (see `post`). */
+const BULK_BYTES = 256 * 1024;
+
+/** OFFLOAD_MPI_HUGE_PAGES, checked: whether bulk sends collapse their arrays into huge pages (default on). */
+export function hugePagesFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  const text = env.OFFLOAD_MPI_HUGE_PAGES;
+  if (text === undefined || text === '' || text === 'on') return true;
+  if (text === 'off') return false;
+  throw errors.invalidArgument(
+    `OFFLOAD_MPI_HUGE_PAGES must be 'on' or 'off', not ${quoted(text)} (off: leave the pages of arrays sent over MPI as they are)`,
+  );
+}
 
 /** One per process: this rank's view of the job. */
 export class MpiHub {
@@ -61,6 +74,7 @@ export class MpiHub {
   private constructor(
     private readonly mpi: MpiAddon,
     readonly role: MpiRole,
+    private readonly hugePages: boolean,
   ) {
     const { rank, size, tagUpperBound } = mpi.init();
     this.rank = rank;
@@ -127,9 +141,10 @@ export class MpiHub {
         );
       return MpiHub.instance;
     }
+    const hugePages = hugePagesFromEnv();
     const mpi = loadMpiAddon();
     if (!mpi) throw errors.unsupported(mpiUnavailable()!);
-    MpiHub.instance = new MpiHub(mpi, role);
+    MpiHub.instance = new MpiHub(mpi, role, hugePages);
     return MpiHub.instance;
   }
 
@@ -184,6 +199,9 @@ export class MpiHub {
   post(transport: MpiTransport, bytes: Uint8Array): void {
     if (this.failure) return transport.closeQuietly(this.failure, false);
     try {
+      // The receiver's single copy pins the sent pages one by one; an array sent again and again
+      // goes about twice as fast from huge pages (offload_mpi.c).
+      if (this.hugePages && bytes.length >= BULK_BYTES) this.mpi.adviseHugePages(bytes);
       const id = this.mpi.isend(transport.rank, transport.channel, bytes);
       this.sends.set(id, { transport, rank: transport.rank, bytes: bytes.length });
       transport.inFlight += bytes.length;

@@ -26,9 +26,25 @@ export interface MapSpec {
   readonly name: string | undefined;
 }
 
-/** Whether `value` is a map clause (of any copy of this package). */
+/** Whether `value` is a map clause (of any copy of this package; this one's are found first, by class). */
 export function isMapSpec(value: unknown): value is MapSpec {
-  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
+  return (
+    value instanceof Clause ||
+    (typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true)
+  );
+}
+
+/**
+ * Whether a mapping already present serves the clause as it is, copying nothing on entry or
+ * exit: a type that enters a mapping (to, from, tofrom, alloc), without `always`. This
+ * package's clauses work it out once, when made: a present-map `target` call asks every clause.
+ */
+export function servedByPresent(spec: MapSpec): boolean {
+  return spec instanceof Clause ? spec.servedByPresent : !spec.always && entersMapping(spec.type);
+}
+
+function entersMapping(type: MapType): boolean {
+  return type === 'to' || type === 'from' || type === 'tofrom' || type === 'alloc';
 }
 
 export interface MapBuilder {
@@ -51,6 +67,7 @@ export interface MapBuilder {
  */
 class Clause implements MapSpec {
   declare readonly [BRAND]: true;
+  readonly servedByPresent: boolean;
 
   constructor(
     readonly type: MapType,
@@ -58,7 +75,9 @@ class Clause implements MapSpec {
     readonly always: boolean,
     readonly present: boolean,
     readonly name: string | undefined,
-  ) {}
+  ) {
+    this.servedByPresent = !always && entersMapping(type);
+  }
 }
 Object.defineProperty(Clause.prototype, BRAND, { value: true });
 

@@ -108,7 +108,7 @@ function hugePageSupport(): { collapses: boolean; mode: string } {
   return { collapses: (major > 6 || (major === 6 && minor >= 1)) && (mode === 'always' || mode === 'madvise'), mode };
 }
 
-describe('OFFLOAD_MPI_HUGE_PAGES', () => {
+describe('OFFLOAD_MPI_HUGE_PAGES', { timeout: 10_000 }, () => {
   it('takes on and off, and refuses anything else with INVALID_ARGUMENT naming the variable, briefly', () => {
     assert.equal(hugePagesFromEnv({}), true);
     assert.equal(hugePagesFromEnv({ OFFLOAD_MPI_HUGE_PAGES: 'on' }), true);

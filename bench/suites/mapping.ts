@@ -20,7 +20,7 @@ export const mappingSuite: Suite = {
       const library = await runtime.register(await benchBundle());
       const touch = await device.kernel(library, 'saxpy');
       const queue = device.queue();
-      const rounds = plan.quick ? 300 : 1000;
+      const rounds = plan.quick ? 1000 : 10_000;
 
       progress('mapping: present-table hit vs bare launch');
       const small = new Float32Array(16);

@@ -8,7 +8,7 @@
  * received exactly once), a blocking send for the last words before exit, abort, and finalize
  * (without its closing fence once a rank is gone), and huge pages for arrays sent again and again
  * (adviseHugePages). Nothing here blocks the event loop longer than a receive of a message that
- * has already arrived, or the collapse of the one or two blocks a send touches (under 1 ms).
+ * has already arrived, or the collapse of the blocks of an array sent a third time (once each).
  */
 #include <mpi.h>
 #include <node_api.h>
@@ -263,29 +263,39 @@ static napi_value Receive(napi_env env, napi_callback_info info) {
 /*
  * Huge pages for bulk data that is sent again and again. Open MPI moves a large message between
  * two ranks of one node with a single copy made by the receiver (CMA), which pins the sender's
- * pages one by one: from an ordinary array's 4 KiB pages a 64 MiB write took 19-25 ms, from huge
- * pages 11-12 ms (bench/README.md). So the 2 MiB blocks that a bulk send touches and that lie
+ * pages one by one: from an ordinary array's 4 KiB pages a 64 MiB write took 16-30 ms, from huge
+ * pages 9-15 ms (bench/README.md). So the 2 MiB blocks that a bulk send touches and that lie
  * wholly inside its ArrayBuffer are collapsed into huge pages (MADV_COLLAPSE: the contents stay,
- * Linux 6.1 and later) the second time a send touches them. An array sent once pays nothing; one
- * sent again pays the collapse once (about 0.45 ms per block on a 2-vCPU VM). Advice only: a
- * kernel without it, THP turned off or memory too fragmented leaves the pages as they were.
- * Which blocks were seen is kept in a direct-mapped table of block addresses: a collision or a
- * freed and reused block costs at most a collapse too many or too few, never a wrong byte.
+ * Linux 6.1 and later) when the same bytes are sent a third time. A block counts the sends that
+ * start where the first send that touched it started: a 64 MiB write sends 1 MiB chunks, two to
+ * a block, and its second chunk is not its first sent again; the next write's first chunk is.
+ * An array sent once or twice pays nothing. The collapse runs on the event loop, in the send that
+ * is due, once per block: 0.6-3.5 ms a block here (the third 64 MiB write took 33-45 ms against
+ * about 20). Run on a thread of libuv's pool instead, beside the transfer, it cost that write
+ * 77-164 ms. Advice only: a kernel without it, THP turned off or memory too fragmented leaves
+ * the pages as they were. Which blocks were seen is kept in a direct-mapped table of block
+ * addresses: a collision or a freed and reused block costs at most a collapse too many or too
+ * few, never a wrong byte.
  */
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
 #define HUGE_PAGE ((uintptr_t)2 << 20)
 #define SEEN_SLOTS 4096
+/* The send of the same bytes that collapses their blocks: the third (two repeats). */
+#define COLLAPSE_AT_REPEAT 2
 
 typedef struct {
   uintptr_t block;
+  /* Where the first send that touched the block started, and how often a send started there since. */
+  uintptr_t first_send;
+  unsigned repeats;
   bool collapsed;
 } SeenBlock;
 
 static SeenBlock seen[SEEN_SLOTS];
 
-/* adviseHugePages(data: Uint8Array): the number of 2 MiB blocks collapsed by this call. */
+/* adviseHugePages(data: Uint8Array): how many 2 MiB blocks this call collapsed. */
 static napi_value AdviseHugePages(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1], buffer, byte_length;
@@ -302,20 +312,21 @@ static napi_value AdviseHugePages(napi_env env, napi_callback_info info) {
   }
   /* The whole buffer, ArrayBuffer or SharedArrayBuffer (a device's memory): a block may extend past the view. */
   uintptr_t lo = (uintptr_t)data - offset, hi = lo + (uintptr_t)buffer_length;
-  uintptr_t end = (uintptr_t)data + length;
+  uintptr_t first = (uintptr_t)data & ~(HUGE_PAGE - 1), end = (uintptr_t)data + length;
   int collapsed = 0;
-  for (uintptr_t block = (uintptr_t)data & ~(HUGE_PAGE - 1); block < end && length > 0; block += HUGE_PAGE) {
+  for (uintptr_t block = first; block < end && length > 0; block += HUGE_PAGE) {
     if (block < lo || block + HUGE_PAGE > hi) continue;
     SeenBlock *slot = &seen[(block / HUGE_PAGE) % SEEN_SLOTS];
     if (slot->block != block) {
       slot->block = block;
+      slot->first_send = (uintptr_t)data;
+      slot->repeats = 0;
       slot->collapsed = false;
-      continue;
+    } else if (!slot->collapsed && slot->first_send == (uintptr_t)data && ++slot->repeats == COLLAPSE_AT_REPEAT) {
+      slot->collapsed = true;
+      madvise((void *)block, HUGE_PAGE, MADV_HUGEPAGE);
+      if (madvise((void *)block, HUGE_PAGE, MADV_COLLAPSE) == 0) collapsed++;
     }
-    if (slot->collapsed) continue;
-    slot->collapsed = true;
-    madvise((void *)block, HUGE_PAGE, MADV_HUGEPAGE);
-    if (madvise((void *)block, HUGE_PAGE, MADV_COLLAPSE) == 0) collapsed++;
   }
   return number(env, collapsed);
 }

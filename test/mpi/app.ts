@@ -133,7 +133,7 @@ if (scenario === 'conformance') {
   console.log(JSON.stringify({ killing: process.pid }));
   process.kill(process.pid, 'SIGKILL');
 } else if (scenario === 'huge-pages') {
-  // Sent again and again, the array's pages are collapsed into huge ones between two writes
+  // Sent again and again, the array's pages are collapsed into huge ones at its third write
   // (OFFLOAD_MPI_HUGE_PAGES): every write must still carry what the array holds at that moment.
   const runtime = await Offload.init({ host: false });
   const device = runtime.devices[0]!;

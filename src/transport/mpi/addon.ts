@@ -15,8 +15,8 @@ export interface MpiAddon {
   /** Receives the probed message into `into` (exactly its length) or a fresh array; returns where the bytes are. */
   receive(into?: Uint8Array): Uint8Array;
   /**
-   * Collapses the 2 MiB blocks of `data`'s buffer that this send touches into huge pages, the
-   * second time a send touches them (see offload_mpi.c); returns how many this call collapsed.
+   * Collapses the 2 MiB blocks of `data`'s buffer that this send touches into huge pages when
+   * the same bytes are sent a third time (see offload_mpi.c); returns how many this call collapsed.
    */
   adviseHugePages(data: Uint8Array): number;
   abort(code: number): void;

@@ -17,8 +17,8 @@
  * so a channel's frames arrive in order; a payload whose frame's sink gave a view (a write's
  * chunk, into device memory) is received straight into it. Progress is polled from the event loop: every
  * setImmediate while traffic is recent, every millisecond otherwise, and while the rank has sends
- * in flight a turn keeps polling for up to 300 us (BURST_US); nothing blocks longer. A bulk send
- * from an array that was sent before goes from huge pages (OFFLOAD_MPI_HUGE_PAGES; offload_mpi.c).
+ * in flight a turn keeps polling for up to 300 us (BURST_US); nothing blocks longer. Bulk sends
+ * of bytes sent twice before go from huge pages (OFFLOAD_MPI_HUGE_PAGES; offload_mpi.c).
  */
 import { asOffloadError, errors, OffloadError, quoted } from '../../errors.js';
 import { encodeFrame, FrameDecoder } from '../frame.js';
@@ -199,8 +199,8 @@ export class MpiHub {
   post(transport: MpiTransport, bytes: Uint8Array): void {
     if (this.failure) return transport.closeQuietly(this.failure, false);
     try {
-      // The receiver's single copy pins the sent pages one by one; an array sent again and again
-      // goes about twice as fast from huge pages (offload_mpi.c).
+      // The receiver's single copy pins the sent pages one by one; bytes sent again and again
+      // go about twice as fast from huge pages (offload_mpi.c).
       if (this.hugePages && bytes.length >= BULK_BYTES) this.mpi.adviseHugePages(bytes);
       const id = this.mpi.isend(transport.rank, transport.channel, bytes);
       this.sends.set(id, { transport, rank: transport.rank, bytes: bytes.length });

@@ -270,9 +270,9 @@ static napi_value Receive(napi_env env, napi_callback_info info) {
  * start where the first send that touched it started: a 64 MiB write sends 1 MiB chunks, two to
  * a block, and its second chunk is not its first sent again; the next write's first chunk is.
  * An array sent once or twice pays nothing. The collapse runs on the event loop, in the send that
- * is due, once per block: 0.6-3.5 ms a block here (the third 64 MiB write took 33-45 ms against
- * about 20). Run on a thread of libuv's pool instead, beside the transfer, it cost that write
- * 77-164 ms. Advice only: a kernel without it, THP turned off or memory too fragmented leaves
+ * is due, once per block: 0.6-0.8 ms a block in a loop here, 1.6-6.7 ms on a machine that had
+ * just been busy; the third 64 MiB write took 33-45 ms against about 20. Run on a thread of
+ * libuv's pool instead, beside the transfer, it cost that write 77-164 ms. Advice only: a kernel without it, THP turned off or memory too fragmented leaves
  * the pages as they were. Which blocks were seen is kept in a direct-mapped table of block
  * addresses: a collision or a freed and reused block costs at most a collapse too many or too
  * few, never a wrong byte.

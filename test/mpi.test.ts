@@ -235,7 +235,7 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
     }
   });
 
-  it('refuses a bad OFFLOAD_MPI_HUGE_PAGES in a proxy rank and an application rank, saying why', async () => {
+  it('refuses a bad OFFLOAD_MPI_HUGE_PAGES before MPI starts, naming it without echoing the value', async () => {
     const { code, stderr } = await job(1, 1, 'fail', false, { env: { OFFLOAD_MPI_HUGE_PAGES: 'y'.repeat(50_000) } });
     assert.notEqual(code, 0);
     assert.match(stderr, /OFFLOAD_MPI_HUGE_PAGES must be 'on' or 'off'/);

@@ -152,7 +152,7 @@ export const mpiSuite: Suite = {
           goal: { op: '>=', value: 0.7 },
         },
         {
-          // offload-ts sends a write it sends again from huge pages (OFFLOAD_MPI_HUGE_PAGES); the
+          // offload-ts sends bytes it sent twice before from huge pages (OFFLOAD_MPI_HUGE_PAGES); the
           // row above compares that with C from 4 KiB pages, this one with C given the same pages.
           name: 'MPI: 64 MiB write vs C MPI sending from huge pages',
           unit: 'GB/s',

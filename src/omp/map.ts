@@ -43,7 +43,11 @@ export function servedByPresent(spec: MapSpec): boolean {
   return spec instanceof Clause ? spec.servedByPresent : !spec.always && entersMapping(spec.type);
 }
 
-function entersMapping(type: MapType): boolean {
+/** The types that enter a mapping (the others leave one). */
+export const ENTER_TYPES: readonly MapType[] = ['to', 'from', 'tofrom', 'alloc'];
+
+/** Whether `type` is one of ENTER_TYPES, written out: the present-map path asks it of every clause. */
+export function entersMapping(type: MapType): boolean {
   return type === 'to' || type === 'from' || type === 'tofrom' || type === 'alloc';
 }
 

@@ -17,13 +17,20 @@ import type { InfoLog } from '../runtime/info-log.js';
 import { dropped } from '../runtime/debug.js';
 import type { Tracer } from '../runtime/trace.js';
 import { checkArgumentCount, checkScalar } from '../api/checks.js';
-import { isMapSpec, servedByPresent, type HostView, type MapSpec, type MapType } from './map.js';
+import {
+  ENTER_TYPES,
+  entersMapping,
+  isMapSpec,
+  servedByPresent,
+  type HostView,
+  type MapSpec,
+  type MapType,
+} from './map.js';
 import { describeRange, hostAddress, MappingTable, type MapEntry } from './table.js';
 
 /** An argument of `runtime.target`: a kernel argument, or a map clause for a pointer. */
 export type TargetArgument = KernelArgument | MapSpec;
 
-const ENTER_TYPES: readonly MapType[] = ['to', 'from', 'tofrom', 'alloc'];
 const EXIT_TYPES: readonly MapType[] = ['from', 'tofrom', 'release', 'delete'];
 
 /** How a clause that entered a region leaves it when the region ends. */
@@ -333,7 +340,7 @@ export class Mapper {
     if (present) return this.launchPresent(device, maps, kernel, grid, present);
     const specs = args.filter(isMapSpec);
     for (const spec of specs) {
-      if (!ENTER_TYPES.includes(spec.type))
+      if (!entersMapping(spec.type))
         throw errors.invalidArgument(
           `target: map.${spec.type} cannot map a kernel argument (use to, from, tofrom or alloc)`,
           device.id,

@@ -3,13 +3,15 @@
  * client awaits the reply to its one request in flight; a proxy has answered every request of a
  * client, whose next one may follow at once), this thread's event loop keeps turning (one
  * setImmediate after another: each turn an epoll_wait that does not block) for OFFLOAD_POLL_US
- * microseconds before it may sleep. A frame that comes within the window is read at once. Without the window each message wakes a
- * sleeping thread, and on a VM whose idle vCPUs halt that is an interrupt, a VM exit and an
- * entry: a remote launch round trip on a local proxy cost 73-94 us there, and 17-30 us with
- * a window of 50 us on both sides (bench/README.md). The price is CPU time: at most the window, on
- * one core, per request answered. Polling after every frame instead cost the launch-heavy loop
- * over two proxies 8 % (its processes polled between frames while the workers needed the CPUs). The host device's workers and main thread poll before they
- * sleep for the same reason (OFFLOAD_HOST_SPIN_US), and the MPI hub polls its own way (mpi/hub.ts).
+ * microseconds before it may sleep. A frame that comes within the window is read at once.
+ * Without the window each message wakes a sleeping thread, and on a VM whose idle vCPUs halt
+ * that is an interrupt, a VM exit and an entry: a remote launch round trip on a local proxy cost
+ * 73-94 us there, and 17-30 us with a window of 50 us on both sides (bench/README.md). The price
+ * is CPU time: at most the window, on one core, per request answered. Polling after every frame
+ * instead cost the launch-heavy loop over two proxies 8 % (its processes polled between frames
+ * while the workers needed the CPUs). The host device's workers and main thread poll before they
+ * sleep for the same reason (OFFLOAD_HOST_SPIN_US), and the MPI hub polls its own way
+ * (mpi/hub.ts).
  */
 import { errors, quoted } from '../errors.js';
 

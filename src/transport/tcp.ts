@@ -56,21 +56,21 @@ export function isLoopback(host: string): boolean {
 }
 
 /**
+ * The most one read takes, into the scratch array or a payload view. libuv reads a socket again
+ * at once only while a read fills its whole buffer; a read that returns less sends the loop back
+ * to epoll. With a whole chunk's view (1 MiB) as the buffer every read came back short, one read
+ * per wake-up; reads of 64 KiB (what Node reads by default) keep a wake-up reading while bytes
+ * arrive, and hand the kernel's receive buffer back to the sender sooner: remote 64 MiB writes
+ * ran 5-10 % faster, reads about 10 % (paired runs, bench/README.md).
+ */
+const READ_BYTES = 64 * 1024;
+
+/**
  * Where reads of plain TCP sockets land when no frame payload can take them: one array for the
  * whole thread. A socket's read is handled to the end (its bytes parsed, whatever is kept copied
  * out) before any other socket reads, so they can all share it.
  */
-const scratch = new Uint8Array(64 * 1024);
-
-/**
- * The most one read puts into a payload view. libuv reads a socket again at once only while a
- * read fills its whole buffer; a read that returns less sends the loop back to epoll. With a
- * whole chunk's view (1 MiB) as the buffer every read came back short, one read per wake-up;
- * reads of 64 KiB (what Node reads by default) keep a wake-up reading while bytes arrive, and
- * hand the kernel's receive buffer back to the sender sooner: remote 64 MiB writes ran 6-17 %
- * faster, reads 9-10 % (paired runs, bench/README.md).
- */
-const DIRECT_READ_BYTES = 64 * 1024;
+const scratch = new Uint8Array(READ_BYTES);
 
 /**
  * Chooses where each read of a plain TCP socket lands (`onread`): straight into the payload view
@@ -88,7 +88,7 @@ class SocketReader {
   readonly options: net.OnReadOpts = {
     buffer: (): Uint8Array => {
       const target = this.receiver?.directTarget();
-      this.direct = target && target.length > DIRECT_READ_BYTES ? target.subarray(0, DIRECT_READ_BYTES) : target;
+      this.direct = target && target.length > READ_BYTES ? target.subarray(0, READ_BYTES) : target;
       return this.direct ?? scratch;
     },
     // True: go on reading (false would pause the socket).

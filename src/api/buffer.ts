@@ -61,11 +61,19 @@ export class Buffer {
 
   /** @internal Keeps the memory alive until `done` settles. */
   use(done: Promise<unknown>): void {
-    this.uses++;
-    const settle = (): void => {
-      if (--this.uses === 0) for (const wake of this.idleWaiters.splice(0)) wake();
-    };
+    this.beginUse();
+    const settle = (): void => this.endUse();
     done.then(settle, settle);
+  }
+
+  /** @internal Keeps the memory alive until `endUse()` (a launch's, which settles by callback). */
+  beginUse(): void {
+    this.uses++;
+  }
+
+  /** @internal Ends what `beginUse()` began. */
+  endUse(): void {
+    if (--this.uses === 0 && this.idleWaiters.length > 0) for (const wake of this.idleWaiters.splice(0)) wake();
   }
 
   /** @internal A direct view of the bytes, where the device's memory is host memory (see PluginDevice.hostView). */

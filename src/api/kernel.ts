@@ -2,6 +2,7 @@ import type { ImageFormat, ParamInfo } from '../image/manifest.js';
 import type { LoadedKernel } from '../plugins/interface.js';
 import type { Device } from './device.js';
 import type { Library } from './library.js';
+import { LaunchScratch } from './launch-scratch.js';
 
 /** What `kernel.info` says. */
 export interface KernelInfo {
@@ -24,7 +25,12 @@ export class Kernel {
     readonly device: Device,
     readonly library: Library,
     /** @internal */ readonly loaded: LoadedKernel,
-  ) {}
+  ) {
+    this.scratch = new LaunchScratch(loaded.params);
+  }
+
+  /** @internal What its launches reuse (Queue.launch). */
+  readonly scratch: LaunchScratch;
 
   get name(): string {
     return this.loaded.name;

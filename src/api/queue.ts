@@ -1,6 +1,7 @@
 import { asOffloadError, errors, OffloadError } from '../errors.js';
 import { MAX_MILLISECONDS } from '../units.js';
-import type { Grid as PluginGrid, LaunchArg, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
+import type { Grid as PluginGrid, LaunchSettled, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
+import { asLaunchArgs, type LoweredArg } from './launch-scratch.js';
 import { abortable, checkSignal } from '../abort.js';
 import { Buffer, DevicePointer } from './buffer.js';
 import {
@@ -23,11 +24,16 @@ import { rectBytes } from '../plugins/interface.js';
 
 /** A point in a queue: `done` settles when everything before it in its queue has completed. */
 export class Event {
+  /** @internal What the plugins see of it: for a launch's event, the event itself. */
+  readonly plugin: PluginEvent;
+
   /** @internal */
   constructor(
-    /** @internal */ readonly plugin: PluginEvent,
+    plugin: PluginEvent | undefined,
     /** @internal */ readonly device: Device,
-  ) {}
+  ) {
+    this.plugin = plugin ?? (this as unknown as PluginEvent);
+  }
 
   /** Resolves when the operation (and all before it in its queue) completed; rejects with its error. */
   get done(): Promise<void> {
@@ -82,6 +88,85 @@ export class Event {
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+}
+
+const PENDING = 0;
+const COMPLETED = 1;
+const FAILED = 2;
+/** The `done` of every launch that completed before anyone asked (a settled promise is immutable). */
+const COMPLETED_PROMISE = Promise.resolve();
+const noop = (): void => {};
+
+/**
+ * The event of a launch: the one object a launch makes (issue 13). The plugin tells it when the
+ * launch settles (LaunchSettled); its `done` promise is made only when asked for. A launch that
+ * was still running when the plugin returned is counted by its queue, its library and its
+ * buffers until then (Queue.launch); one that ran at once needed no counting.
+ */
+class LaunchEvent extends Event implements PluginEvent, LaunchSettled {
+  private state = PENDING;
+  private failure: OffloadError | undefined = undefined;
+  private promise: Promise<void> | undefined = undefined;
+  private resolveDone: (() => void) | undefined = undefined;
+  private rejectDone: ((error: OffloadError) => void) | undefined = undefined;
+  /** Set when it was still running after the plugin's launch call: its queue, library and these buffers count it. */
+  counted = false;
+  buffers: Buffer[] | undefined = undefined;
+  /** When it was enqueued, where OFFLOAD_INFO wants its time; else -1. */
+  started = -1;
+
+  constructor(
+    readonly owner: Queue,
+    readonly kernel: Kernel,
+    readonly grid: PluginGrid,
+  ) {
+    super(undefined, owner.device);
+  }
+
+  /** @internal PluginEvent's: the plugin queue it belongs to. */
+  get queue(): PluginQueue {
+    return this.owner.plugin;
+  }
+
+  /** @internal PluginEvent's: a launch's event is not timed. */
+  get timing(): undefined {
+    return undefined;
+  }
+
+  override get done(): Promise<void> {
+    if (this.promise === undefined) {
+      if (this.state === COMPLETED) return COMPLETED_PROMISE;
+      const failure = this.failure; // set exactly when it failed
+      this.promise =
+        failure !== undefined
+          ? Promise.reject(failure)
+          : new Promise<void>((resolve, reject) => {
+              this.resolveDone = resolve;
+              this.rejectDone = reject;
+            });
+      this.promise.catch(noop); // its failure is the queue's too: finish() reports it if no wait does
+    }
+    return this.promise;
+  }
+
+  override query(): boolean {
+    return this.state !== PENDING;
+  }
+
+  /** @internal LaunchSettled's: once, from the plugin. */
+  launchSettled(error: unknown, where: string | undefined): void {
+    if (this.state !== PENDING) return;
+    const device = this.device.id;
+    const failure =
+      error === undefined
+        ? undefined
+        : asOffloadError(error, `running an operation of a queue of device ${device}`, { device });
+    this.state = failure === undefined ? COMPLETED : FAILED;
+    this.failure = failure;
+    this.owner.launchEnded(this, failure !== undefined, where);
+    if (failure === undefined) this.resolveDone?.();
+    else this.rejectDone?.(failure);
   }
 }
 
@@ -215,30 +300,26 @@ function hostFunctionError(thrown: unknown, device: number): OffloadError {
 }
 
 /**
- * An operation's promise as an event of `queue`, its errors attributed to `device`; `settle`
- * runs when it settles, told whether it failed (one reaction for both: this is made for every
- * operation).
+ * An operation's promise as an event of `owner`, its errors attributed to its device; counted as
+ * pending by `owner` until it settles.
  */
-function operationEvent(
-  queue: PluginQueue,
-  done: Promise<unknown>,
-  device: number,
-  settle: (failed: boolean) => void,
-): PluginEvent {
+function operationEvent(owner: Queue, done: Promise<unknown>): PluginEvent {
+  const device = owner.device.id;
   let settled = false;
+  owner.began();
   const tracked = done.then(
     () => {
       settled = true;
-      settle(false);
+      owner.ended(false);
     },
     (error: unknown) => {
       settled = true;
-      settle(true);
+      owner.ended(true);
       throw asOffloadError(error, `running an operation of a queue of device ${device}`, { device });
     },
   );
   tracked.catch(() => {}); // its failure is the queue's too: finish() reports it if no wait does
-  return { done: tracked, queue, query: () => settled };
+  return { done: tracked, queue: owner.plugin, query: () => settled };
 }
 
 export interface CopyOptions {
@@ -341,20 +422,18 @@ export class Queue {
       failed.catch(() => {}); // observed through the wait below
       done = this.plugin.waitEvent({ done: failed, queue: this.plugin, query: () => true });
     }
-    return new Event(operationEvent(this.plugin, done, this.device.id, this.track()), this.device);
+    return new Event(operationEvent(this, done), this.device);
   }
 
-  /**
-   * Counts an operation as pending (the runtime's shutdown waits for busy queues only); the
-   * returned function counts it as settled.
-   */
-  private track(): (failed: boolean) => void {
-    const busy = this.device.context.busy;
-    if (this.pending++ === 0) busy.add(this);
-    return (failed) => {
-      if (failed) this.failing = true;
-      if (--this.pending === 0) busy.delete(this);
-    };
+  /** @internal Counts an operation as pending (the runtime's shutdown waits for busy queues only). */
+  began(): void {
+    if (this.pending++ === 0) this.device.context.busy.add(this);
+  }
+
+  /** @internal Counts an operation `began` counted as settled. */
+  ended(failed: boolean): void {
+    if (failed) this.failing = true;
+    if (--this.pending === 0) this.device.context.busy.delete(this);
   }
 
   /**
@@ -526,6 +605,7 @@ export class Queue {
   /**
    * The kernel and grid of a launch checked (the kernel is this device's, its library still
    * registered, the grid within the device's limits) and the grid lowered, with its time limit.
+   * A plain grid (numbers only) equal to the kernel's last one gets the same lowered grid again.
    */
   private launchGrid(kernel: Kernel, grid: Grid): PluginGrid {
     const device = this.device.id;
@@ -543,8 +623,34 @@ export class Queue {
         `launch: the library '${library.name}' of kernel '${kernel.name}' was unregistered`,
         device,
       );
-    const info = this.device.info;
     const shape = isOptionsObject(grid) ? grid : checkOptions(grid, `launch of '${kernel.name}': grid`);
+    // Each field read once: a getter answering differently the second time must not split the check from the cache.
+    const { teams, threads, teamMemoryBytes, timeoutMs } = shape;
+    const cache = kernel.scratch;
+    if (
+      cache.grid !== undefined &&
+      teams === cache.teams &&
+      threads === cache.threads &&
+      teamMemoryBytes === cache.teamMemoryBytes &&
+      timeoutMs === cache.timeoutMs
+    )
+      return cache.grid;
+    const lowered = this.lowerLaunchGrid(kernel, { teams, threads, teamMemoryBytes, timeoutMs });
+    if (typeof teams === 'number' && (threads === undefined || typeof threads === 'number')) {
+      Object.freeze(lowered.teamDims);
+      Object.freeze(lowered.threadDims);
+      cache.grid = Object.freeze(lowered);
+      cache.teams = teams;
+      cache.threads = threads;
+      cache.teamMemoryBytes = teamMemoryBytes;
+      cache.timeoutMs = timeoutMs;
+    }
+    return lowered;
+  }
+
+  private lowerLaunchGrid(kernel: Kernel, shape: Record<string, unknown>): PluginGrid {
+    const device = this.device.id;
+    const info = this.device.info;
     const lowered = lowerGrid(shape, kernel.name, info, device);
     const limit = shape.timeoutMs;
     if (limit !== undefined) {
@@ -567,21 +673,21 @@ export class Queue {
   }
 
   /**
-   * A launch's arguments checked against `kernel`'s parameters and lowered; the buffers they
-   * point into are added to `buffers`. Checked first and described only on failure: a launch
-   * builds no message (the messages of four arguments were a fifth of an inline launch's 1.6 us).
+   * A launch's arguments checked against `kernel`'s parameters and lowered into `slots`.
+   * Checked first and described only on failure: a launch builds no message (the messages of
+   * four arguments were a fifth of an inline launch's 1.6 us).
    */
-  private launchArgs(kernel: Kernel, args: readonly KernelArgument[], buffers: Buffer[]): LaunchArg[] {
+  private launchArgs(kernel: Kernel, args: readonly KernelArgument[], slots: LoweredArg[]): void {
     const device = this.device.id;
     if (!Array.isArray(args))
       throw errors.invalidArgument(`launch of '${kernel.name}': args must be an array, got ${describe(args)}`, device);
     const params = kernel.params;
     if (args.length !== params.length) checkArgumentCount(`launch of '${kernel.name}'`, params, args.length, device);
-    const lowered: LaunchArg[] = [];
     for (let index = 0; index < params.length; index++) {
       const param = params[index]!;
       const value: unknown = args[index];
-      if (param.type === 'ptr') {
+      const slot = slots[index]!;
+      if (slot.type === 'ptr') {
         const pointer = value instanceof DevicePointer;
         const buffer: unknown = pointer ? value.buffer : value;
         const offset: unknown = pointer ? value.byteOffset : 0;
@@ -595,55 +701,95 @@ export class Queue {
           offset > buffer.byteLength // a pointer may point one past the end (as in C), never further
         )
           throw this.pointerArgumentError(kernel, index, value);
-        buffers.push(buffer);
-        lowered.push({ type: 'ptr', alloc: buffer.allocation, offset });
+        slot.alloc = buffer.allocation;
+        slot.offset = offset;
+        slot.buffer = buffer;
         continue;
       }
       // checkScalar throws, naming the argument, only for a value scalarProblem refused.
       if (scalarProblem(value, param.type) !== undefined)
         checkScalar(value, param, `launch of '${kernel.name}': argument ${index}`, device);
-      lowered.push(
-        param.type === 'i64' ? { type: 'i64', value: value as bigint } : { type: param.type, value: value as number },
-      );
+      slot.value = value as number | bigint;
     }
-    return lowered;
   }
 
-  /** OFFLOAD_INFO's line for a launch, once it settles. */
-  private logLaunch(kernel: Kernel, grid: PluginGrid, started: number, done: Promise<unknown>): void {
-    const info = this.device.context.info;
-    const log = (failed: boolean, where: unknown) =>
-      info.launch(
+  /**
+   * Launches `kernel` over `grid` with `args` (numbers, bigints for i64, Buffers for pointers).
+   * A launch the device runs at once (inline on the host device) allocates its Event and nothing
+   * else: its arguments are lowered into the kernel's own slots, and nothing needs counting.
+   */
+  launch(kernel: Kernel, grid: Grid, args: readonly KernelArgument[] = []): Event {
+    if (this.destroyed) return this.refused();
+    let lowered: PluginGrid;
+    let slots: LoweredArg[] | undefined;
+    try {
+      this.device.checkUsable();
+      lowered = this.launchGrid(kernel, grid);
+      slots = kernel.scratch.take();
+      this.launchArgs(kernel, args, slots);
+    } catch (error) {
+      if (slots) kernel.scratch.give(slots);
+      return this.op(() => {
+        throw error;
+      });
+    }
+    const event = new LaunchEvent(this, kernel, lowered);
+    const context = this.device.context;
+    if (context.info.enabled || context.tracer) event.started = performance.now();
+    try {
+      this.plugin.launch(kernel.loaded, lowered, asLaunchArgs(slots), event);
+    } catch (error) {
+      event.launchSettled(error ?? new Error('the plugin threw nothing'), undefined);
+    }
+    if (!event.query()) {
+      // Still running: counted until it settles (the queue for shutdown and finish, the library
+      // for unregister, the buffers for free), the buffers kept, since the slots go back now.
+      event.counted = true;
+      this.began();
+      kernel.library.record.launchBegan();
+      for (let i = 0; i < slots.length; i++) {
+        const slot = slots[i]!;
+        if (slot.type !== 'ptr') continue;
+        slot.buffer!.beginUse();
+        (event.buffers ??= []).push(slot.buffer!);
+      }
+    }
+    kernel.scratch.give(slots);
+    // `started`: an inline launch on an idle queue has already run by now.
+    if (context.tracer)
+      this.trace(
+        kernel.name,
+        { kernel: kernel.name, teams: lowered.teams, threads: lowered.threads },
+        event.done,
+        event.started,
+      );
+    return event;
+  }
+
+  /** @internal A launch settled (LaunchEvent.launchSettled): what `launch` counted ends, OFFLOAD_INFO says where it ran. */
+  launchEnded(event: LaunchEvent, failed: boolean, where: string | undefined): void {
+    if (event.counted) {
+      this.ended(failed);
+      event.kernel.library.record.launchEnded();
+      const buffers = event.buffers;
+      if (buffers) for (let i = 0; i < buffers.length; i++) buffers[i]!.endUse();
+      event.buffers = undefined;
+    } else if (failed) {
+      this.failing = true;
+    }
+    if (event.started >= 0 && this.device.context.info.enabled) {
+      const grid = event.grid;
+      this.device.context.info.launch(
         this.device.id,
         this.id,
-        kernel.name,
+        event.kernel.name,
         grid.teams,
         grid.threads,
-        performance.now() - started,
+        performance.now() - event.started,
         failed,
-        typeof where === 'string' ? where : undefined,
+        failed ? undefined : where,
       );
-    done.then(
-      (where) => log(false, where),
-      () => log(true, undefined),
-    );
-  }
-
-  /** Launches `kernel` over `grid` with `args` (numbers, bigints for i64, Buffers for pointers). */
-  launch(kernel: Kernel, grid: Grid, args: readonly KernelArgument[] = []): Event {
-    return this.op(() => {
-      const lowered = this.launchGrid(kernel, grid);
-      const buffers: Buffer[] = [];
-      const loweredArgs = this.launchArgs(kernel, args, buffers);
-      const started = performance.now();
-      const done = this.plugin.launch(kernel.loaded, lowered, loweredArgs);
-      // `started`: an inline launch on an idle queue has already run by now.
-      this.trace(kernel.name, { kernel: kernel.name, teams: lowered.teams, threads: lowered.threads }, done, started);
-      for (const buffer of buffers) buffer.use(done);
-      kernel.library.record.track(done);
-      if (this.device.context.info.enabled) this.logLaunch(kernel, lowered, started, done);
-      return done;
-    });
+    }
   }
 
   /**
@@ -662,10 +808,10 @@ export class Queue {
           this.device.id,
         );
       const event = this.plugin.record(timing);
-      const settle = this.track();
+      this.began();
       event.done.then(
-        () => settle(false),
-        () => settle(true),
+        () => this.ended(false),
+        () => this.ended(true),
       );
       return new Event(event, this.device);
     } catch (error) {

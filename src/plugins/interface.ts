@@ -189,15 +189,21 @@ export type LaunchArg =
   | { type: 'ptr'; alloc: Allocation; offset: number };
 
 /**
- * An in-order queue. Every method enqueues one operation and returns at once with a promise
- * that settles when that operation has completed (or failed). Operations of one queue run in
- * the order they were enqueued; different queues may overlap.
- *
- * Failure is sticky until `synchronize`: once an operation fails, the operations enqueued after
- * it are skipped and reject with the same error, so that a kernel never runs on data whose copy
- * failed. `synchronize` resolves when everything enqueued so far has completed, or rejects with
- * the first failure since the previous `synchronize` and clears it.
+ * Told when a launch settles: `error` undefined when it completed, else why it failed; `where`,
+ * where the device can say, is where it ran (for OFFLOAD_INFO: 'on the workers').
  */
+export interface LaunchSettled {
+  launchSettled(error: unknown, where: string | undefined): void;
+}
+
+/** Tells `settled` how `done` settles: the adapter for plugins whose launches are promises. */
+export function settleWhen(done: Promise<string | void>, settled: LaunchSettled): void {
+  done.then(
+    (where) => settled.launchSettled(undefined, typeof where === 'string' ? where : undefined),
+    (error: unknown) => settled.launchSettled(error ?? new Error('the launch failed without a reason'), undefined),
+  );
+}
+
 /** Characters of one print() line a device keeps, and of a kernel name a line carries (a longer one ends in '...'). */
 export const MAX_PRINT_CHARS = 256;
 export const MAX_KERNEL_NAME_CHARS = 128;
@@ -223,6 +229,17 @@ export const MAX_HOST_FUNCTION_NAME = 128;
  */
 export type HostCallListener = (kernel: string, name: string, args: number[]) => Promise<number>;
 
+/**
+ * An in-order queue. Every method enqueues one operation and returns at once with a promise
+ * that settles when that operation has completed (or failed); `launch` tells a LaunchSettled
+ * instead. Operations of one queue run in the order they were enqueued; different queues may
+ * overlap.
+ *
+ * Failure is sticky until `synchronize`: once an operation fails, the operations enqueued after
+ * it are skipped and reject with the same error, so that a kernel never runs on data whose copy
+ * failed. `synchronize` resolves when everything enqueued so far has completed, or rejects with
+ * the first failure since the previous `synchronize` and clears it.
+ */
 export interface PluginQueue {
   /** Set by the runtime on queues whose devices can print (kernels' print()); unset: lines are dropped. */
   onPrint?: PrintListener;
@@ -246,8 +263,14 @@ export interface PluginQueue {
     dstOffset: number,
     bytes: number,
   ): Promise<void>;
-  /** Resolves, where the device can say, to where the launch ran (for OFFLOAD_INFO: 'on the workers'). */
-  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<string | void>;
+  /**
+   * Enqueues a launch and tells `settled` once, when it settles (possibly before this returns:
+   * an inline launch on an idle queue runs at once). No promise: a launch is the hot path, and
+   * the runtime's event is the one object it makes (issue 13). `args` is the caller's scratch,
+   * valid only during this call: a plugin that runs the launch later copies what it needs.
+   * `grid` is immutable and may be kept. Failures go to `settled`, never thrown.
+   */
+  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[], settled: LaunchSettled): void;
   /** An operation that completes once `event` has completed (event from any queue or device). */
   waitEvent(event: PluginEvent): Promise<void>;
   /**

@@ -35,13 +35,14 @@ export class LibraryRecord {
     return this.bundle.manifest.name;
   }
 
-  /** Counts a launch as using the library until `done` settles. */
-  track(done: Promise<unknown>): void {
+  /** Counts a launch as using the library until `launchEnded()`. */
+  launchBegan(): void {
     this.activeLaunches++;
-    const settle = (): void => {
-      if (--this.activeLaunches === 0) for (const wake of this.idleWaiters.splice(0)) wake();
-    };
-    done.then(settle, settle);
+  }
+
+  launchEnded(): void {
+    if (--this.activeLaunches === 0 && this.idleWaiters.length > 0)
+      for (const wake of this.idleWaiters.splice(0)) wake();
   }
 
   idle(): Promise<void> {

@@ -37,9 +37,16 @@ import type {
   PluginQueue,
   Rect,
 } from '../interface.js';
-import { forEachRow, type HostCallListener, MEMORY_KINDS, type PrintListener } from '../interface.js';
+import {
+  forEachRow,
+  type HostCallListener,
+  type LaunchSettled,
+  MEMORY_KINDS,
+  type PrintListener,
+  settleWhen,
+} from '../interface.js';
 import { fillPattern } from '../fill-pattern.js';
-import { SerialPluginQueue } from '../serial-queue.js';
+import { type QueuedCall, SerialPluginQueue, type SerialQueue } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
 import { collectGarbageSoon } from './garbage.js';
 import { readCodeShapes, type CodeShape } from '../../build/wasm-code-shape.js';
@@ -85,6 +92,16 @@ export function defaultHostOptions(env: NodeJS.ProcessEnv = process.env): HostDe
   return { threads, memoryBytes, inline: inlineMode(env) };
 }
 
+/** A team's call of `fn`, for runTeamThreads (made apart: a closure in runInline would cost every inline launch its context). */
+const teamThreadsRun =
+  (fn: KernelFunction, values: unknown[]): (() => unknown) =>
+  () =>
+    fn(...values);
+
+/** An argument's value as a kernel takes it: a pointer is its address. */
+const argValue = (arg: LaunchArg): number | bigint =>
+  arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value;
+
 class HostAllocation implements Allocation {
   constructor(
     readonly bytes: number,
@@ -107,6 +124,11 @@ class HostKernel implements LoadedKernel {
   barrierStackBytes: number | undefined = 0;
   /** Whether its module calls host functions: it never runs inline (a call waits for this thread). */
   callsHost = false;
+  /**
+   * Its inline launches' argument values, reused: an inline run ends before anything can launch
+   * again (a print listener runs after the kernel has), so one array serves them all.
+   */
+  readonly inlineValues: (number | bigint)[];
   constructor(
     readonly name: string,
     readonly params: LoadedKernel['params'],
@@ -114,7 +136,9 @@ class HostKernel implements LoadedKernel {
     readonly index: number,
     readonly kinds: readonly ArgKind[],
     readonly policy: InlinePolicy,
-  ) {}
+  ) {
+    this.inlineValues = params.map(() => 0);
+  }
 
   get staticBytes(): number {
     const range = this.image.staticRange;
@@ -636,22 +660,28 @@ export class HostDevice implements PluginDevice {
   }
 
   /**
-   * @internal Runs a launch inline when `inline`, else on the workers. Resolves to where it ran,
-   * for OFFLOAD_INFO.
+   * @internal The values of a launch's arguments as its kernel takes them (a pointer: its
+   * address), written into `into`.
+   */
+  argValues(args: readonly LaunchArg[], into: (number | bigint)[]): (number | bigint)[] {
+    if (args.length > MAX_ARGS)
+      throw errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${args.length}`);
+    for (let i = 0; i < args.length; i++) into[i] = argValue(args[i]!);
+    return into;
+  }
+
+  /**
+   * @internal Runs a launch here, on the calling thread (`inline`, decided by the policy), or on
+   * the workers. Returns or resolves to where it ran, for OFFLOAD_INFO.
    */
   launch(
     kernel: HostKernel,
     grid: Grid,
-    args: readonly LaunchArg[],
+    values: (number | bigint)[],
     inline = this.placesInline(kernel, grid),
     print?: PrintListener,
     hostCall?: HostCallListener,
   ): string | Promise<string> {
-    const values = args.map((arg) =>
-      arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value,
-    );
-    if (values.length > MAX_ARGS)
-      throw errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${values.length}`);
     const shape = this.teamShape(kernel, grid);
     if (inline) {
       try {
@@ -661,6 +691,18 @@ export class HostDevice implements PluginDevice {
       }
       return ON_THIS_THREAD;
     }
+    return this.launchOnWorkers(kernel, grid, values, shape, print, hostCall);
+  }
+
+  /** The workers' side of `launch`, apart: its closures would give every inline launch a context to allocate. */
+  private launchOnWorkers(
+    kernel: HostKernel,
+    grid: Grid,
+    values: (number | bigint)[],
+    shape: TeamShape | undefined,
+    print: PrintListener | undefined,
+    hostCall: HostCallListener | undefined,
+  ): Promise<string> {
     const published = performance.now();
     const done = this.pool.launch({
       name: kernel.name,
@@ -751,7 +793,7 @@ export class HostDevice implements PluginDevice {
     inlineGrid[7] = shape?.teamMemoryBytes ?? 0;
     inlineGrid[8] = shape?.stackBytes ?? 0;
     env.setGrid(inlineGrid);
-    const run = grid.threads === 1 ? undefined : () => fn(...values);
+    const run = grid.threads === 1 ? undefined : teamThreadsRun(fn, values);
     const started = performance.now();
     let trap: string | undefined;
     let team = 0;
@@ -813,7 +855,7 @@ export class HostDevice implements PluginDevice {
   }
 }
 
-class HostQueue extends SerialPluginQueue {
+class HostQueue extends SerialPluginQueue implements QueuedCall {
   onPrint: PrintListener | undefined;
   onHostCall: HostCallListener | undefined;
 
@@ -896,15 +938,47 @@ class HostQueue extends SerialPluginQueue {
     });
   }
 
-  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<string> {
+  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[], settled: LaunchSettled): void {
     const hostKernel = kernel as HostKernel;
+    const device = this.device;
     const print = this.onPrint;
-    const hostCall = this.onHostCall;
-    // An idle queue runs an inline launch at once; a busy one, in its turn (deciding then).
-    if (this.serial.idle() && this.device.placesInline(hostKernel, grid)) {
-      const inline = () => this.device.launch(hostKernel, grid, args, true, print) as string;
-      return this.serial.runNow(inline) ?? this.serial.enqueue(inline);
+    // An idle queue runs an inline launch at once, with no promise, closure or array (issue 13):
+    // its argument values go into the kernel's own array, free again once the call returns.
+    if (this.serial.readyNow() && device.placesInline(hostKernel, grid)) {
+      let where: string;
+      try {
+        this.serial.beginNow();
+        where = device.launch(hostKernel, grid, device.argValues(args, hostKernel.inlineValues), true, print) as string;
+      } catch (error) {
+        this.serial.endNow();
+        settled.launchSettled(this.serial.failNow(error), undefined);
+        return;
+      }
+      this.serial.endNow();
+      settled.launchSettled(undefined, where);
+      return;
     }
-    return this.serial.enqueue(() => this.device.launch(hostKernel, grid, args, undefined, print, hostCall));
+    // A busy queue runs it in its turn, deciding then where. `args` is only lent for this call:
+    // their values wait in the queue's word ring (no closure, promise or array per launch).
+    if (args.length > MAX_ARGS) {
+      const error = errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${args.length}`);
+      settleWhen(
+        this.serial.enqueue(() => Promise.reject(error)),
+        settled,
+      );
+      return;
+    }
+    const at = this.serial.enqueueCall(this, hostKernel, grid, settled, args.length);
+    for (let i = 0; i < args.length; i++) this.serial.setWord(at + i, argValue(args[i]!));
+  }
+
+  /** SerialQueue's QueuedCall: a launch in its turn, its argument values in the queue's words. */
+  runQueued(kernel: unknown, grid: unknown, serial: SerialQueue, at: number, count: number): string | Promise<string> {
+    const hostKernel = kernel as HostKernel;
+    const device = this.device;
+    const inline = device.placesInline(hostKernel, grid as Grid);
+    const values = inline ? hostKernel.inlineValues : new Array<number | bigint>(count);
+    for (let i = 0; i < count; i++) values[i] = serial.word(at + i) as number | bigint;
+    return device.launch(hostKernel, grid as Grid, values, inline, this.onPrint, this.onHostCall);
   }
 }

@@ -27,10 +27,12 @@ import {
   type Grid,
   type HostCallListener,
   type LaunchArg,
+  type LaunchSettled,
   type LoadedKernel,
   type PluginDevice,
   type PluginEvent,
   type PluginQueue,
+  settleWhen,
   type PrintListener,
   type Rect,
 } from '../interface.js';
@@ -269,7 +271,7 @@ export class RemoteQueue implements PluginQueue {
       .catch(dropped(`proxy ${this.connection.address}`, `signalling gate ${gate}`));
   }
 
-  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
+  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[], settled: LaunchSettled): void {
     const { name, image } = kernel as RemoteKernel;
     // One literal, no spreads: this is every remote launch. One-dimensional sizes travel as
     // numbers, as before dimensions existed.
@@ -284,7 +286,7 @@ export class RemoteQueue implements PluginQueue {
     };
     if (grid.teamMemoryBytes > 0) request.teamMemoryBytes = grid.teamMemoryBytes;
     if (grid.timeoutMs !== undefined) request.timeoutMs = grid.timeoutMs;
-    return this.track(this.connection.request(request));
+    settleWhen(this.track(this.connection.request(request)), settled);
   }
 
   waitEvent(event: PluginEvent): Promise<void> {

@@ -8,9 +8,11 @@ import {
   type Allocation,
   type Grid,
   type LaunchArg,
+  type LaunchSettled,
   type LoadedKernel,
   type PluginDevice,
   type Rect,
+  settleWhen,
 } from '../interface.js';
 import { SerialPluginQueue } from '../serial-queue.js';
 import type { WebGpuAllocation, WebGpuDevice } from './device.js';
@@ -92,7 +94,12 @@ export class WebGpuQueue extends SerialPluginQueue {
     });
   }
 
-  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[]): Promise<void> {
-    return this.serial.enqueue(() => this.device.launch(kernel as WgslKernel, grid, args));
+  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[], settled: LaunchSettled): void {
+    // It runs in its turn, and `args` is only lent for this call: a copy of each.
+    const kept = args.map((arg) => ({ ...arg }));
+    settleWhen(
+      this.serial.enqueue(() => this.device.launch(kernel as WgslKernel, grid, kept)),
+      settled,
+    );
   }
 }

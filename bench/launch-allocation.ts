@@ -50,7 +50,7 @@ try {
       }
       node.children.forEach(walk);
     };
-    walk(profile.head as ProfileNode);
+    walk(profile.head);
     const total = [...bySite.values()].reduce((sum, bytes) => sum + bytes, 0);
     console.log(
       `${held ? 'behind a host function holding the queue' : 'on an idle queue'}: ${(total / launches).toFixed(0)} bytes a launch (${launches.toLocaleString('en-US')} launches)`,

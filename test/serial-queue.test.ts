@@ -2,7 +2,7 @@
  * SerialQueue (src/plugins/serial-queue.ts), the in-order queue with sticky failures under every
  * host and WebGPU queue, explored over random interleavings: programs of operations (closures,
  * allocation-free calls with words, operations run at once on an idle queue, synchronize(),
- * operations that enqueue from inside themselves), their settling spread over microtask turns at
+ * operations that enqueue or synchronize from inside themselves), their settling spread over microtask turns at
  * random. A reference model predicts from the order of enqueueing alone what each operation
  * must do (run, fail, or be skipped with the failure before it) and what each synchronize()
  * must report; the run must match it, and the queue's invariants must hold at every start.
@@ -22,7 +22,7 @@ interface Op {
   via: Via;
   behaviour: Behaviour;
   words: number[];
-  /** Enqueues one more operation from inside its run (a print listener's launch). */
+  /** Enqueues one more operation, or a synchronize(), from inside its run (a print listener's launch or finish()). */
   nests: boolean;
   ran: boolean;
   wordsRead: number[] | undefined;
@@ -68,7 +68,10 @@ class Harness implements QueuedCall {
   private body(op: Op, words: number[]): unknown {
     op.wordsRead = words;
     this.started(op);
-    if (op.nests) this.add(false);
+    if (op.nests) {
+      if (this.next() < 0.5) this.add(false);
+      else this.synchronize(); // a finish() from inside: it waits for this operation too
+    }
     switch (op.behaviour) {
       case 'ok':
         this.outstanding--;

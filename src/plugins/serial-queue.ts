@@ -182,7 +182,8 @@ export class SerialQueue {
 
   /** Waits for everything enqueued so far; rejects with (and clears) the first failure. */
   synchronize(): Promise<void> {
-    if (this.head === this.tail && !this.running) {
+    // While an operation runs on a stack below this one (a print listener's finish()), it waits for it.
+    if (this.head === this.tail && !this.running && !this.pumping) {
       const failure = this.failure;
       this.failure = undefined;
       return failure ? Promise.reject(failure) : Promise.resolve();

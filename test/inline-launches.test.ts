@@ -194,7 +194,8 @@ describe('inline launches', { timeout: 120_000 }, () => {
       const buffer = await device.alloc(64);
       const q = device.queue();
       for (let i = 0; i < 3; i++) await q.launch(empty, { teams: 4 }, []).done;
-      assert.deepEqual(places(lines, 'empty'), ['inline', 'inline', 'inline']);
+      // Its first launch already (a run the machine's load stretches past the budget may send the next ones to the workers).
+      assert.equal(places(lines, 'empty')[0], 'inline');
       await warmUp(runtime, lines, iota, [16, buffer]);
       assert.equal(places(lines, 'iota_i32')[0], 'workers', 'a kernel with a loop starts on the workers');
       // Far more teams than its time per team fits in the budget: back to the workers.
@@ -360,40 +361,40 @@ describe('inline launches', { timeout: 120_000 }, () => {
     }
   });
 
-  it('allocates nothing per pipelined launch but its Event, on an idle queue and behind a running launch', async () => {
-    // OFFLOAD_INFO off: its lines are strings made per launch.
+  it('allocates nothing per pipelined launch but its Event, on an idle queue and behind a held one', async () => {
+    // Every launch inline, so that the machine's load cannot move some to the workers (whose
+    // launches allocate what a futex round trip needs); OFFLOAD_INFO off: its lines are strings.
     const runtime = await Offload.init({
-      host: { threads: 2, memoryBytes: 16 * MiB, inline: 'auto' },
+      host: { threads: 2, memoryBytes: 16 * MiB, inline: 'always' },
       webgpu: false,
       proxies: [],
     });
     try {
       const device = runtime.devices[0]!;
       const library = await runtime.register(await fixtureBundle());
-      const [mixed, busy] = await Promise.all([device.kernel(library, 'mixed'), device.kernel(library, 'busy')]);
-      const [out, scratch] = [await device.alloc(32), await device.alloc(64)];
+      const mixed = await device.kernel(library, 'mixed');
+      const out = await device.alloc(32);
       const queue = device.queue();
       const grid = { teams: 1 };
       const args: KernelArgument[] = [7, 2n ** 40n, 1.5, -2.25, out];
       const launches = 20_000;
-      const pipeline = async (behindRunning: boolean): Promise<void> => {
-        // `busy` runs for milliseconds on the workers: every launch after it waits in the queue.
-        if (behindRunning) queue.launch(busy, grid, [2_000_000, scratch]);
+      const pipeline = async (held: boolean): Promise<void> => {
+        // A host function holding the queue: every launch after it waits in the queue's rings.
+        if (held) queue.hostFunction(() => new Promise((resolve) => setTimeout(resolve, 2)));
         for (let i = 0; i < launches; i++) queue.launch(mixed, grid, args);
         await queue.finish();
       };
-      for (const behindRunning of [false, true]) {
-        // Warm: compiled, learnt, and the queue's rings grown to the pipeline's depth.
-        await pipeline(behindRunning);
-        await pipeline(behindRunning);
+      for (const held of [false, true]) {
+        // Warm: optimised, and the queue's rings grown to the pipeline's depth.
+        await pipeline(held);
+        await pipeline(held);
         // The least of three: code V8 has not optimised yet boxes every number it touches.
         const perLaunch: number[] = [];
-        for (let run = 0; run < 3; run++)
-          perLaunch.push((await bytesAllocated(() => pipeline(behindRunning))) / launches);
-        // The Event is 128 bytes; before issue 13's change a launch allocated about 2,000.
+        for (let run = 0; run < 3; run++) perLaunch.push((await bytesAllocated(() => pipeline(held))) / launches);
+        // The Event is 128 bytes; before issue 13's change a launch allocated about 2,000 (4,700 under tsx).
         assert.ok(
           Math.min(...perLaunch) < 400,
-          `${behindRunning ? 'behind a running launch' : 'on an idle queue'}: ${perLaunch.map((b) => b.toFixed(0)).join(', ')} bytes a launch`,
+          `${held ? 'behind a held queue' : 'on an idle queue'}: ${perLaunch.map((b) => b.toFixed(0)).join(', ')} bytes a launch`,
         );
       }
       const back = new DataView(new ArrayBuffer(32));

@@ -1,15 +1,15 @@
 /**
  * SerialQueue (src/plugins/serial-queue.ts), the in-order queue with sticky failures under every
- * host and WebGPU queue, explored over random interleavings: programs of operations (closures,
- * allocation-free calls with words, operations run at once on an idle queue, synchronize(),
- * operations that enqueue or synchronize from inside themselves), their settling spread over microtask turns at
- * random. A reference model predicts from the order of enqueueing alone what each operation
+ * host and WebGPU queue, explored over random interleavings: programs of operations (closures;
+ * allocation-free calls with words, answering by promise, or by callSettled later or at once;
+ * operations run at once on an idle queue; synchronize(); operations that enqueue or
+ * synchronize from inside themselves), their settling spread over microtask turns at random. A reference model predicts from the order of enqueueing alone what each operation
  * must do (run, fail, or be skipped with the failure before it) and what each synchronize()
  * must report; the run must match it, and the queue's invariants must hold at every start.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type QueuedCall, SerialQueue } from '../src/plugins/serial-queue.js';
+import { CALL_PENDING, type QueuedCall, SerialQueue } from '../src/plugins/serial-queue.js';
 import type { LaunchSettled } from '../src/plugins/interface.js';
 import { seededRandom } from './helpers/random.js';
 
@@ -65,21 +65,37 @@ class Harness implements QueuedCall {
   }
 
   /** Runs `op`'s body: its behaviour, after reading its words. */
-  private body(op: Op, words: number[]): unknown {
+  /** Runs `op`'s body: its behaviour, after reading its words; a call may answer through callSettled. */
+  private body(op: Op, words: number[], queue?: SerialQueue): unknown {
     op.wordsRead = words;
     this.started(op);
     if (op.nests) {
       if (this.next() < 0.5) this.add(false);
       else this.synchronize(); // a finish() from inside: it waits for this operation too
     }
+    // A call answers half the time as the host's worker launches do: CALL_PENDING, and callSettled
+    // later, or at once from inside (a worker that finished before the launch call returned).
+    const callback = queue !== undefined && this.next() < 0.5;
     switch (op.behaviour) {
       case 'ok':
         this.outstanding--;
-        return `value ${op.seq}`;
+        if (!callback) return `value ${op.seq}`;
+        queue.callSettled(undefined, `value ${op.seq}`);
+        return CALL_PENDING;
       case 'throw':
         this.outstanding--;
-        throw new Error(`op ${op.seq} threw`);
+        if (!callback) throw new Error(`op ${op.seq} threw`);
+        queue.callSettled(new Error(`op ${op.seq} threw`), undefined);
+        return CALL_PENDING;
       default:
+        if (callback) {
+          this.out = {
+            op,
+            resolve: (value) => queue.callSettled(undefined, value),
+            reject: (error) => queue.callSettled(error, undefined),
+          };
+          return CALL_PENDING;
+        }
         return new Promise((resolve, reject) => {
           this.out = { op, resolve, reject };
         });
@@ -89,7 +105,7 @@ class Harness implements QueuedCall {
   runQueued(a: unknown, _b: unknown, queue: SerialQueue, at: number, count: number): unknown {
     const words: number[] = [];
     for (let i = 0; i < count; i++) words.push(queue.word(at + i) as number);
-    return this.body(a as Op, words);
+    return this.body(a as Op, words, queue);
   }
 
   private settled(op: Op, outcome: Op['outcome']): void {

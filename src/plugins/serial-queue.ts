@@ -25,11 +25,15 @@ const noop = (): void => {};
 /**
  * A call a SerialQueue runs in its turn, without a closure or a promise of its own (a launch:
  * issue 13 wants none per launch). `runQueued` reads its words (`queue.word(at + i)`, i below
- * `count`) before anything else, and returns its result, or a promise of it, or throws.
+ * `count`) before anything else, and returns its result, or a promise of it, or throws; or it
+ * returns CALL_PENDING and tells `queue.callSettled` later (possibly before it has returned).
  */
 export interface QueuedCall {
   runQueued(a: unknown, b: unknown, queue: SerialQueue, at: number, count: number): unknown;
 }
+
+/** What `runQueued` returns when it will tell `callSettled` how the call ended. */
+export const CALL_PENDING: unique symbol = Symbol('call pending');
 
 const isThenable = (value: unknown): value is PromiseLike<unknown> =>
   value instanceof Promise ||
@@ -95,9 +99,14 @@ export class SerialQueue {
   private wordMask!: number;
   private words!: unknown[];
 
-  // The entry whose promise is out.
+  // The entry whose promise (or CALL_PENDING) is out.
   private currentKind = OP;
   private currentSettle: unknown = undefined;
+  // A CALL's runQueued is on the stack; callSettled told before it returned keeps its answer here.
+  private calling = false;
+  private calledBack = false;
+  private calledError: unknown = undefined;
+  private calledValue: unknown = undefined;
 
   /**
    * @param guard Called before each operation runs; may throw (e.g. DEVICE_LOST) to fail it.
@@ -306,14 +315,35 @@ export class SerialQueue {
     let result: unknown;
     try {
       this.guard();
-      result =
-        kind === CALL ? (run as QueuedCall).runQueued(first, second, this, start, count) : (run as () => unknown)();
+      if (kind === CALL) {
+        this.calling = true;
+        this.calledBack = false;
+        result = (run as QueuedCall).runQueued(first, second, this, start, count);
+      } else {
+        result = (run as () => unknown)();
+      }
     } catch (error) {
+      this.calling = false;
       this.wordsHead = start + count;
       this.settle(kind, settle, this.failWith(error), undefined);
       return;
     }
+    this.calling = false;
     this.wordsHead = start + count;
+    if (result === CALL_PENDING) {
+      if (this.calledBack) {
+        // Told already, from inside runQueued (a worker finished before the launch call returned).
+        const error = this.calledError;
+        const value = this.calledValue;
+        this.calledError = this.calledValue = undefined;
+        this.settle(CALL, settle, error === undefined ? undefined : this.failWith(error), value);
+        return;
+      }
+      this.running = true;
+      this.currentKind = CALL;
+      this.currentSettle = settle;
+      return;
+    }
     if (isThenable(result)) {
       this.running = true;
       this.currentKind = kind;
@@ -339,6 +369,26 @@ export class SerialQueue {
     this.settle(this.currentKind, settle, this.failWith(error), undefined);
     this.pump();
   };
+
+  /**
+   * How a call that returned CALL_PENDING ended: `error` undefined when it completed with
+   * `value`. Its entry settles now; the entries behind it run from a microtask (this may be
+   * called from inside another component's loop, e.g. the worker pool's pump).
+   */
+  callSettled(error: unknown, value: unknown): void {
+    if (this.calling) {
+      this.calledBack = true;
+      this.calledError = error;
+      this.calledValue = value;
+      return;
+    }
+    if (!this.running || this.currentKind !== CALL) return; // a second answer: the first counted
+    this.running = false;
+    const settle = this.currentSettle;
+    this.currentSettle = undefined;
+    this.settle(CALL, settle, error === undefined ? undefined : this.failWith(error), value);
+    this.schedulePump();
+  }
 
   /** Makes `error` the queue's failure, if it has none; returns what the failed entry reports (the error itself, but never undefined). */
   private failWith(error: unknown): unknown {

@@ -46,7 +46,7 @@ import {
   settleWhen,
 } from '../interface.js';
 import { fillPattern } from '../fill-pattern.js';
-import { type QueuedCall, SerialPluginQueue, type SerialQueue } from '../serial-queue.js';
+import { CALL_PENDING, type QueuedCall, SerialPluginQueue, type SerialQueue } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
 import { collectGarbageSoon } from './garbage.js';
 import { readCodeShapes, type CodeShape } from '../../build/wasm-code-shape.js';
@@ -64,7 +64,8 @@ import {
 } from './team-threads.js';
 import { droppedLine } from './kernel-print.js';
 import { ARG_KIND, type ArgKind, fitErrorText, MAX_ARGS, MAX_WORKERS, PRINT_BYTES } from './launch-ring.js';
-import { WorkerPool } from './worker-pool.js';
+import { type Flight, type FlightSettled, WorkerPool } from './worker-pool.js';
+import type { HostCallHandler } from './host-calls.js';
 
 export interface HostDeviceOptions {
   /** Worker threads that run teams. */
@@ -91,6 +92,12 @@ export function defaultHostOptions(env: NodeJS.ProcessEnv = process.env): HostDe
       : parseBytes(env.OFFLOAD_HOST_MEMORY, 'OFFLOAD_HOST_MEMORY');
   return { threads, memoryBytes, inline: inlineMode(env) };
 }
+
+/** A launch's host-call handler, naming its kernel (made apart: only kernels that call the host need one). */
+const hostCallOf =
+  (kernel: string, listener: HostCallListener): HostCallHandler =>
+  (name, values) =>
+    listener(kernel, name, values);
 
 /** A team's call of `fn`, for runTeamThreads (made apart: a closure in runInline would cost every inline launch its context). */
 const teamThreadsRun =
@@ -671,17 +678,19 @@ export class HostDevice implements PluginDevice {
   }
 
   /**
-   * @internal Runs a launch here, on the calling thread (`inline`, decided by the policy), or on
-   * the workers. Returns or resolves to where it ran, for OFFLOAD_INFO.
+   * @internal Runs a launch here, on the calling thread (`inline`, decided by the policy), and
+   * returns where it ran; or publishes it to the workers, returns CALL_PENDING, and tells
+   * `settled` when it settles (HostQueue: its queue then goes on).
    */
   launch(
     kernel: HostKernel,
     grid: Grid,
     values: (number | bigint)[],
-    inline = this.placesInline(kernel, grid),
-    print?: PrintListener,
-    hostCall?: HostCallListener,
-  ): string | Promise<string> {
+    inline: boolean,
+    print: PrintListener | undefined,
+    hostCall: HostCallListener | undefined,
+    settled: FlightSettled,
+  ): string | typeof CALL_PENDING {
     const shape = this.teamShape(kernel, grid);
     if (inline) {
       try {
@@ -691,44 +700,37 @@ export class HostDevice implements PluginDevice {
       }
       return ON_THIS_THREAD;
     }
-    return this.launchOnWorkers(kernel, grid, values, shape, print, hostCall);
+    try {
+      this.pool.launch(
+        {
+          name: kernel.name,
+          image: kernel.image.id,
+          kernel: kernel.index,
+          teams: grid.teams,
+          threads: grid.threads,
+          kinds: kernel.kinds,
+          values,
+          timeoutMs: grid.timeoutMs,
+          print,
+          shape,
+          hostCall: hostCall && kernel.callsHost ? hostCallOf(kernel.name, hostCall) : undefined,
+        },
+        settled,
+        kernel,
+      );
+    } catch (error) {
+      if (shape?.scratch) this.release(shape.scratch);
+      throw error;
+    }
+    return CALL_PENDING;
   }
 
-  /** The workers' side of `launch`, apart: its closures would give every inline launch a context to allocate. */
-  private launchOnWorkers(
-    kernel: HostKernel,
-    grid: Grid,
-    values: (number | bigint)[],
-    shape: TeamShape | undefined,
-    print: PrintListener | undefined,
-    hostCall: HostCallListener | undefined,
-  ): Promise<string> {
-    const published = performance.now();
-    const done = this.pool.launch({
-      name: kernel.name,
-      image: kernel.image.id,
-      kernel: kernel.index,
-      teams: grid.teams,
-      threads: grid.threads,
-      kinds: kernel.kinds,
-      values,
-      timeoutMs: grid.timeoutMs,
-      print,
-      shape,
-      hostCall: hostCall && kernel.callsHost ? (name, values) => hostCall(kernel.name, name, values) : undefined,
-    });
-    return done.then(
-      () => {
-        if (shape?.scratch) this.release(shape.scratch);
-        kernel.policy.ranOnPool(grid.teams, (performance.now() - published) * 1000);
-        return 'on the workers';
-      },
-      (error: unknown) => {
-        // Settled: no worker runs a team of it any more (a withdrawn launch's workers were killed).
-        if (shape?.scratch && !this.closed) this.release(shape.scratch);
-        throw error;
-      },
-    );
+  /** @internal A launch on the workers settled: its scratch memory goes back, its kernel's policy learns its time. */
+  landed(flight: Flight, error: OffloadError | undefined): void {
+    const kernel = flight.tag as HostKernel;
+    // Settled: no worker runs a team of it any more (a withdrawn launch's workers were killed).
+    if (flight.shape?.scratch && (error === undefined || !this.closed)) this.release(flight.shape.scratch);
+    if (error === undefined) kernel.policy.ranOnPool(flight.teams, (performance.now() - flight.submittedAt) * 1000);
   }
 
   /**
@@ -855,7 +857,7 @@ export class HostDevice implements PluginDevice {
   }
 }
 
-class HostQueue extends SerialPluginQueue implements QueuedCall {
+class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSettled {
   onPrint: PrintListener | undefined;
   onHostCall: HostCallListener | undefined;
 
@@ -948,7 +950,8 @@ class HostQueue extends SerialPluginQueue implements QueuedCall {
       let where: string;
       try {
         this.serial.beginNow();
-        where = device.launch(hostKernel, grid, device.argValues(args, hostKernel.inlineValues), true, print) as string;
+        const values = device.argValues(args, hostKernel.inlineValues);
+        where = device.launch(hostKernel, grid, values, true, print, undefined, this) as string;
       } catch (error) {
         this.serial.endNow();
         settled.launchSettled(this.serial.failNow(error), undefined);
@@ -972,13 +975,28 @@ class HostQueue extends SerialPluginQueue implements QueuedCall {
     for (let i = 0; i < args.length; i++) this.serial.setWord(at + i, argValue(args[i]!));
   }
 
-  /** SerialQueue's QueuedCall: a launch in its turn, its argument values in the queue's words. */
-  runQueued(kernel: unknown, grid: unknown, serial: SerialQueue, at: number, count: number): string | Promise<string> {
+  /**
+   * SerialQueue's QueuedCall: a launch in its turn, its argument values in the queue's words.
+   * On the workers it returns CALL_PENDING, and `flightSettled` tells the queue how it ended.
+   */
+  runQueued(
+    kernel: unknown,
+    grid: unknown,
+    serial: SerialQueue,
+    at: number,
+    count: number,
+  ): string | typeof CALL_PENDING {
     const hostKernel = kernel as HostKernel;
     const device = this.device;
     const inline = device.placesInline(hostKernel, grid as Grid);
     const values = inline ? hostKernel.inlineValues : new Array<number | bigint>(count);
     for (let i = 0; i < count; i++) values[i] = serial.word(at + i) as number | bigint;
-    return device.launch(hostKernel, grid as Grid, values, inline, this.onPrint, this.onHostCall);
+    return device.launch(hostKernel, grid as Grid, values, inline, this.onPrint, this.onHostCall, this);
+  }
+
+  /** The worker pool's FlightSettled: a launch of this queue on the workers settled. */
+  flightSettled(flight: Flight, error: OffloadError | undefined): void {
+    this.device.landed(flight, error);
+    this.serial.callSettled(error, 'on the workers');
   }
 }

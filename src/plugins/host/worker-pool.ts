@@ -403,7 +403,8 @@ export class WorkerPool {
 
   /**
    * Publishes a launch on the ring (or queues it until a slot frees); `settled` is told when its
-   * last team has finished, or why it failed (never before this returns). Throws, having taken
+   * last team has finished, or why it failed: possibly before this returns (the pump's first
+   * step, run here, may collect a launch a fast worker already finished). Throws, having taken
    * nothing, when the pool is lost or the launch has too many arguments.
    */
   launch(launch: PoolLaunch, settled: FlightSettled, tag: unknown): void {

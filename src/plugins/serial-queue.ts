@@ -355,18 +355,12 @@ export class SerialQueue {
   }
 
   private readonly completed = (value: unknown): void => {
-    this.running = false;
-    const settle = this.currentSettle;
-    this.currentSettle = undefined;
-    this.settle(this.currentKind, settle, undefined, value);
+    this.endCurrent(undefined, value);
     this.pump();
   };
 
   private readonly failed = (error: unknown): void => {
-    this.running = false;
-    const settle = this.currentSettle;
-    this.currentSettle = undefined;
-    this.settle(this.currentKind, settle, this.failWith(error), undefined);
+    this.endCurrent(this.failWith(error), undefined);
     this.pump();
   };
 
@@ -383,11 +377,16 @@ export class SerialQueue {
       return;
     }
     if (!this.running || this.currentKind !== CALL) return; // a second answer: the first counted
+    this.endCurrent(error === undefined ? undefined : this.failWith(error), value);
+    this.schedulePump();
+  }
+
+  /** Settles the entry that was out: `failure` is what it reports, undefined when it completed with `value`. */
+  private endCurrent(failure: unknown, value: unknown): void {
     this.running = false;
     const settle = this.currentSettle;
     this.currentSettle = undefined;
-    this.settle(CALL, settle, error === undefined ? undefined : this.failWith(error), value);
-    this.schedulePump();
+    this.settle(this.currentKind, settle, failure, value);
   }
 
   /** Makes `error` the queue's failure, if it has none; returns what the failed entry reports (the error itself, but never undefined). */

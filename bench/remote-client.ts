@@ -1,8 +1,11 @@
 /**
  * Measures the first remote device the runtime finds (an MPI proxy rank under mpirun, or
- * OFFLOAD_PROXIES over TCP): the round trip of an empty launch and a 64 MiB write, medians.
- * Prints one JSON line. Used by the `mpi` bench suite, on both transports, in the same run.
+ * OFFLOAD_PROXIES over TCP): the round trip of an empty launch, the same after a 10 ms pause
+ * (both sides quiet: what wakes them is measured), and a 64 MiB write, medians. `--pauses-only`
+ * measures the pauses alone. Prints one JSON line. Used by the `mpi` bench suite, on both
+ * transports, in the same run.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Offload } from './offload.js';
 import { benchBundle } from './kernel-bundle.js';
 
@@ -10,6 +13,9 @@ const ROUNDS = 1000;
 const REPS = 7;
 const WARM_UP_LAUNCHES = 10_000;
 const BYTES = 64 * 1024 * 1024;
+const PAUSES = 60;
+const PAUSE_MS = 10;
+const pausesOnly = process.argv.includes('--pauses-only');
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1]!;
 
@@ -23,29 +29,41 @@ try {
   // Warm-up, not timed: V8 needs several thousand round trips to optimise both sides' paths
   // (the first thousand launches take 120-190 us over MPI, the eighth 20 us).
   for (let i = 0; i < WARM_UP_LAUNCHES; i++) await queue.launch(empty, { teams: 1 }, []).done;
-  for (let rep = 0; rep < REPS; rep++) {
+  const afterPause: number[] = [];
+  for (let i = 0; i < PAUSES; i++) {
+    await sleep(PAUSE_MS);
     const start = performance.now();
-    for (let i = 0; i < ROUNDS; i++) await queue.launch(empty, { teams: 1 }, []).done;
-    rtts.push(((performance.now() - start) / ROUNDS) * 1000);
+    await queue.launch(empty, { teams: 1 }, []).done;
+    afterPause.push((performance.now() - start) * 1000);
   }
-  const buffer = await device.alloc(BYTES);
-  const src = new Uint8Array(BYTES).fill(0xa5);
-  await queue.write(buffer, src).done; // first touch of the device memory, not timed
-  const writes: number[] = [];
-  for (let rep = 0; rep < REPS; rep++) {
-    const start = performance.now();
-    await queue.write(buffer, src).done;
-    writes.push((performance.now() - start) / 1000);
+  if (pausesOnly) {
+    console.log(JSON.stringify({ location: device.info.location, pause_rtt_us: median(afterPause) }));
+  } else {
+    for (let rep = 0; rep < REPS; rep++) {
+      const start = performance.now();
+      for (let i = 0; i < ROUNDS; i++) await queue.launch(empty, { teams: 1 }, []).done;
+      rtts.push(((performance.now() - start) / ROUNDS) * 1000);
+    }
+    const buffer = await device.alloc(BYTES);
+    const src = new Uint8Array(BYTES).fill(0xa5);
+    await queue.write(buffer, src).done; // first touch of the device memory, not timed
+    const writes: number[] = [];
+    for (let rep = 0; rep < REPS; rep++) {
+      const start = performance.now();
+      await queue.write(buffer, src).done;
+      writes.push((performance.now() - start) / 1000);
+    }
+    const write = median(writes);
+    console.log(
+      JSON.stringify({
+        location: device.info.location,
+        rtt_us: median(rtts),
+        pause_rtt_us: median(afterPause),
+        write_64mib_s: write,
+        write_gb_s: BYTES / write / 1e9,
+      }),
+    );
   }
-  const write = median(writes);
-  console.log(
-    JSON.stringify({
-      location: device.info.location,
-      rtt_us: median(rtts),
-      write_64mib_s: write,
-      write_gb_s: BYTES / write / 1e9,
-    }),
-  );
 } finally {
   await runtime.shutdown();
 }

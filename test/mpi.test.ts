@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { readFileSync } from 'node:fs';
 import { release } from 'node:os';
 import { mpiUnavailable } from '../src/transport/mpi/addon.js';
-import { hugePagesFromEnv } from '../src/transport/mpi/hub.js';
+import { hugePagesFromEnv, progressFromEnv } from '../src/transport/mpi/hub.js';
 
 const cli = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 const app = fileURLToPath(new URL('./mpi/app.ts', import.meta.url));
@@ -120,6 +120,24 @@ describe('OFFLOAD_MPI_HUGE_PAGES', { timeout: 10_000 }, () => {
           error.code === 'INVALID_ARGUMENT' &&
           error.message.includes("OFFLOAD_MPI_HUGE_PAGES must be 'on' or 'off'") &&
           error.message.length < 300,
+      );
+    }
+  });
+});
+
+describe('OFFLOAD_MPI_PROGRESS', { timeout: 10_000 }, () => {
+  it('takes thread and poll, and refuses anything else with INVALID_ARGUMENT naming the variable, briefly', () => {
+    assert.equal(progressFromEnv({}), 'thread');
+    assert.equal(progressFromEnv({ OFFLOAD_MPI_PROGRESS: '' }), 'thread');
+    assert.equal(progressFromEnv({ OFFLOAD_MPI_PROGRESS: 'thread' }), 'thread');
+    assert.equal(progressFromEnv({ OFFLOAD_MPI_PROGRESS: 'poll' }), 'poll');
+    for (const bad of ['threads', 'Poll', ' poll', 'on', 'z'.repeat(100_000), '\u0000']) {
+      assert.throws(
+        () => progressFromEnv({ OFFLOAD_MPI_PROGRESS: bad }),
+        (error: { code?: string; message: string }) =>
+          error.code === 'INVALID_ARGUMENT' &&
+          error.message.includes("OFFLOAD_MPI_PROGRESS must be 'thread' or 'poll'") &&
+          error.message.length < 400,
       );
     }
   });
@@ -240,6 +258,28 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
     assert.notEqual(code, 0);
     assert.match(stderr, /OFFLOAD_MPI_HUGE_PAGES must be 'on' or 'off'/);
     assert.ok(!stderr.includes('y'.repeat(100)), 'the value was echoed unbounded');
+  });
+
+  it('answers after pauses: a quiet rank is woken by its progress thread, or by its timer under OFFLOAD_MPI_PROGRESS=poll', async () => {
+    for (const mode of ['thread', 'poll']) {
+      const { code, stdout, stderr } = await job(1, 1, 'pauses', false, { env: { OFFLOAD_MPI_PROGRESS: mode } });
+      assert.equal(code, 0, `${mode}: ${stdout}\n${stderr}`);
+      const [report] = lines(stdout);
+      // Every launch ran once: each of the 16 counters holds the number of launches.
+      assert.deepEqual(report!.counts, [report!.expected], `${mode}: ${JSON.stringify(report)}`);
+      assert.equal(report!.progress, mode);
+      // The long kernel's answer came while the application rank was quiet: under 'thread' no
+      // timer polls then, so only the progress thread can have woken it (a heartbeat may add one).
+      if (mode === 'thread') assert.ok((report!.wokenByAnswer as number) >= 1, JSON.stringify(report));
+      else assert.equal(report!.wokenByAnswer, 0);
+    }
+  });
+
+  it('refuses a bad OFFLOAD_MPI_PROGRESS before MPI starts, naming it without echoing the value', async () => {
+    const { code, stderr } = await job(1, 1, 'fail', false, { env: { OFFLOAD_MPI_PROGRESS: 'w'.repeat(50_000) } });
+    assert.notEqual(code, 0);
+    assert.match(stderr, /OFFLOAD_MPI_PROGRESS must be 'thread' or 'poll'/);
+    assert.ok(!stderr.includes('w'.repeat(100)), 'the value was echoed unbounded');
   });
 
   it('runs a program with offload launch --mpi and returns its status', async () => {

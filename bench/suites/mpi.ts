@@ -33,6 +33,7 @@ const env = {
 
 interface Figures {
   rtt_us: number;
+  pause_rtt_us: number;
   write_64mib_s: number;
 }
 
@@ -49,6 +50,11 @@ function run(command: string, args: string[], what: string, extraEnv: NodeJS.Pro
 }
 
 const rtt = (label: string, f: Figures): Series => ({ label, count: 1, seconds: [f.rtt_us / 1e6] });
+const pauseRtt = (label: string, f: Pick<Figures, 'pause_rtt_us'>): Series => ({
+  label,
+  count: 1,
+  seconds: [f.pause_rtt_us / 1e6],
+});
 const write = (label: string, f: Figures): Series => ({ label, count: 64 * MiB, seconds: [f.write_64mib_s] });
 
 export const mpiSuite: Suite = {
@@ -98,6 +104,29 @@ export const mpiSuite: Suite = {
           client,
         ],
         'the MPI client',
+      );
+      progress('mpi: offload-ts over MPI, launches after pauses with OFFLOAD_MPI_PROGRESS=poll');
+      const overMpiPolled = run(
+        'mpirun',
+        [
+          '--oversubscribe',
+          '-np',
+          '1',
+          process.execPath,
+          cli,
+          'proxy',
+          '--mpi',
+          ':',
+          '-np',
+          '1',
+          process.execPath,
+          '--import',
+          'tsx',
+          client,
+          '--pauses-only',
+        ],
+        'the MPI client (pauses, polled)',
+        { OFFLOAD_MPI_PROGRESS: 'poll' },
       );
       progress('mpi: offload-ts over TCP');
       const proxy = await spawnProxy({ cli: [cli], token: BENCH_TOKEN, env, inheritStderr: true });
@@ -165,6 +194,18 @@ export const mpiSuite: Suite = {
           unit: 'us',
           offload: launchMpi,
           baseline: rtt('the same client over TCP to an offload proxy', overTcp),
+        },
+        {
+          name: 'MPI: launch after a 10 ms pause, progress thread vs OFFLOAD_MPI_PROGRESS=poll (1 ms timer)',
+          unit: 'us',
+          offload: pauseRtt('await queue.launch(empty).done after a 10 ms sleep (median of 60)', overMpi),
+          baseline: pauseRtt('the same with OFFLOAD_MPI_PROGRESS=poll on both ranks', overMpiPolled),
+        },
+        {
+          name: 'MPI vs TCP: launch after a 10 ms pause',
+          unit: 'us',
+          offload: pauseRtt('await queue.launch(empty).done after a 10 ms sleep (median of 60)', overMpi),
+          baseline: pauseRtt('the same client over TCP to an offload proxy', overTcp),
         },
         {
           name: 'MPI vs TCP: 64 MiB write',

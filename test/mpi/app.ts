@@ -14,11 +14,16 @@
  *                the stopped rank's pid and those of the ranks that must still end by themselves
  *   huge-pages   writes one 16 MiB array again and again (changed between writes) and reads it
  *                back each time; prints whether every byte came back and this rank's huge pages
+ *   pauses       launches after pauses long enough for both ranks to go quiet (their progress
+ *                threads, or their 1 ms timers, must notice), and waits for a kernel long
+ *                enough for this rank to go quiet; prints the results, this rank's progress mode
+ *                and how often its progress thread woke it
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { Offload, type Buffer as DeviceBuffer, type Device } from '../../src/index.js';
 import type { RemoteDevice } from '../../src/plugins/remote/device.js';
+import { MpiHub } from '../../src/transport/mpi/hub.js';
 import { conformance } from '../conformance/suite.js';
 import { fixtureBundle } from '../helpers/fixtures.js';
 
@@ -153,6 +158,34 @@ if (scenario === 'conformance') {
   const rollup = readFileSync('/proc/self/smaps_rollup', 'utf8');
   const hugeKiB = Number(/^AnonHugePages:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0);
   console.log(JSON.stringify({ intact, hugeKiB }));
+  await runtime.shutdown();
+} else if (scenario === 'pauses') {
+  const runtime = await Offload.init({ host: false });
+  const device = runtime.devices[0]!;
+  const library = await runtime.register(await fixtureBundle());
+  const [add, busy] = [await device.kernel(library, 'add_i32'), await device.kernel(library, 'busy')];
+  const data = await device.alloc(64);
+  const q = device.queue();
+  await q.write(data, new Int32Array(16)).done;
+  const pausesMs = [0, 3, 10, 30, 150, 1, 0, 20];
+  for (const ms of pausesMs) {
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    await q.launch(add, { teams: 1 }, [16, 1, data]).done;
+  }
+  const counts = new Int32Array(16);
+  await q.read(data, counts).done;
+  // A kernel of tens of milliseconds: this rank goes quiet while it runs, and its answer must wake it.
+  const hub = MpiHub.current()!;
+  const wakesBefore = hub.progressWakes;
+  await q.launch(busy, { teams: 1 }, [40_000_000, data]).done;
+  console.log(
+    JSON.stringify({
+      counts: [...new Set(counts)],
+      expected: pausesMs.length,
+      progress: hub.progress,
+      wokenByAnswer: hub.progressWakes - wakesBefore,
+    }),
+  );
   await runtime.shutdown();
 } else {
   console.error(`unknown scenario '${scenario}'`);

@@ -5,7 +5,8 @@
 import { createRequire } from 'node:module';
 
 export interface MpiAddon {
-  init(): { rank: number; size: number; threadLevel: number; tagUpperBound: number };
+  /** progressThread: whether MPI allows the progress thread (MPI_THREAD_SERIALIZED or better). */
+  init(): { rank: number; size: number; threadLevel: number; tagUpperBound: number; progressThread: boolean };
   isend(dest: number, tag: number, data: Uint8Array): number;
   send(dest: number, tag: number, data: Uint8Array): void;
   /** Ids of the sends completed since the last call. */
@@ -20,8 +21,19 @@ export interface MpiAddon {
    */
   adviseHugePages(data: Uint8Array): number;
   abort(code: number): void;
-  /** MPI_Finalize; `withoutFence` skips Open MPI's closing barrier over every rank (a rank is gone). */
+  /** MPI_Finalize; `withoutFence` skips Open MPI's closing barrier over every rank (a rank is gone). Stops the progress thread first. */
   finalize(withoutFence: boolean): void;
+  /** Starts the progress thread (once, after init); `wake` runs on the event loop, once per awaitProgress. */
+  startProgress(wake: () => void): void;
+  /**
+   * Arms the progress thread: it watches MPI and calls `wake` once a message has arrived or a
+   * send completed. `hold` keeps the process alive meanwhile.
+   */
+  awaitProgress(hold: boolean): void;
+  /** Disarms the progress thread (the hub polls by itself again); a wake already sent still comes. */
+  disarmProgress(): void;
+  /** How often the progress thread has woken the event loop. */
+  progressWakes(): number;
 }
 
 let addon: MpiAddon | undefined;

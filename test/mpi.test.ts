@@ -275,6 +275,19 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
     }
   });
 
+  it('runs every launch once while arming, disarming and wakes race (random pauses around the 2 ms quiet mark)', async () => {
+    for (let round = 0; round < 3; round++) {
+      const { code, stdout, stderr } = await job(1, 1, 'pause-storm');
+      assert.equal(code, 0, `${stdout}\n${stderr}`);
+      const [report] = lines(stdout);
+      assert.deepEqual(report!.counts, [[report!.expected], [report!.expected]], JSON.stringify(report));
+      assert.ok(
+        (report!.wakes as number) >= 1,
+        `the progress thread never woke the application: ${JSON.stringify(report)}`,
+      );
+    }
+  });
+
   it('refuses a bad OFFLOAD_MPI_PROGRESS before MPI starts, naming it without echoing the value', async () => {
     const { code, stderr } = await job(1, 1, 'fail', false, { env: { OFFLOAD_MPI_PROGRESS: 'w'.repeat(50_000) } });
     assert.notEqual(code, 0);

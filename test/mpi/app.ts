@@ -18,6 +18,9 @@
  *                threads, or their 1 ms timers, must notice), and waits for a kernel long
  *                enough for this rank to go quiet; prints the results, this rank's progress mode
  *                and how often its progress thread woke it
+ *   pause-storm  two queues launch hundreds of times each, with random pauses around the time
+ *                after which a rank goes quiet (2 ms), so that arming, disarming and wakes race;
+ *                prints whether every launch ran once and how often the progress thread woke it
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -186,6 +189,34 @@ if (scenario === 'conformance') {
       wokenByAnswer: hub.progressWakes - wakesBefore,
     }),
   );
+  await runtime.shutdown();
+} else if (scenario === 'pause-storm') {
+  const runtime = await Offload.init({ host: false });
+  const device = runtime.devices[0]!;
+  const add = await device.kernel(await runtime.register(await fixtureBundle()), 'add_i32');
+  const launches = 250;
+  const pause = (): Promise<void> | undefined => {
+    const kind = Math.random();
+    if (kind < 0.25) return undefined; // back to back
+    if (kind < 0.5) return new Promise((resolve) => setImmediate(resolve));
+    return new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 5)));
+  };
+  const counts = await Promise.all(
+    [0, 1].map(async () => {
+      const data = await device.alloc(64);
+      const q = device.queue();
+      await q.write(data, new Int32Array(16)).done;
+      for (let i = 0; i < launches; i++) {
+        await pause();
+        const event = q.launch(add, { teams: 1 }, [16, 1, data]);
+        if (Math.random() < 0.5) await event.done;
+      }
+      const back = new Int32Array(16);
+      await q.read(data, back).done;
+      return [...new Set(back)];
+    }),
+  );
+  console.log(JSON.stringify({ counts, expected: launches, wakes: MpiHub.current()!.progressWakes }));
   await runtime.shutdown();
 } else {
   console.error(`unknown scenario '${scenario}'`);

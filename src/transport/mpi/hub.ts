@@ -299,6 +299,9 @@ export class MpiHub {
     this.waiting = false;
     this.lastTraffic = performance.now();
     try {
+      // This wake may be one the thread sent before the hub polled by itself and armed it
+      // again: then the thread is armed still, and must not be while the hub polls.
+      this.mpi.disarmProgress();
       this.pollBurst();
       if (this.active()) this.schedule();
     } catch (error) {

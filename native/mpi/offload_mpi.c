@@ -1,7 +1,7 @@
 /*
  * The MPI calls offload-ts's MPI transport needs, and nothing else, as a Node-API addon:
  * init (MPI_THREAD_SERIALIZED: the JS thread and the progress thread below call MPI, one at a
- * time, under mpi_lock), rank/size, a non-blocking send of
+ * time), rank/size, a non-blocking send of
  * one byte message straight from the caller's array (no copy: the array is referenced until the
  * send completes, and the transport's contract says it stays unchanged until then), the ids of
  * completed sends, a matched probe of the next message that has arrived and its receive (into
@@ -58,9 +58,11 @@ static double next_send_id = 1;
 static int initialized = 0;
 
 /*
- * Every MPI call made after init holds mpi_lock: the JS thread's and the progress thread's
- * (MPI_THREAD_SERIALIZED asks no more). The JS thread says it is waiting for the lock, and the
- * progress thread, which would otherwise take it again at once, lets it go first.
+ * MPI calls made after init by the JS thread and the progress thread never overlap
+ * (MPI_THREAD_SERIALIZED asks no more): the progress thread's hold mpi_lock, and so do the JS
+ * thread's while the progress thread is armed (lock_for_mpi below). The JS thread says it is
+ * waiting for the lock, and the progress thread, which would otherwise take it again at once,
+ * lets it go first.
  */
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int js_waiting = 0;
@@ -104,10 +106,13 @@ static napi_value number(napi_env env, double value) {
  *     PROGRESS_IDLE_AFTER_NS of silence every PROGRESS_IDLE_SLEEP_NS (a rank that pauses between
  *     bursts of work costs a few thousand short wake-ups a second, one that idles about a
  *     thousand, as the 1 ms timer did).
- * Invariants, all under mpi_lock:
- *   - armed: the hub waits for a wake; the thread calls wake once, then disarms. Arming
- *     happens after the hub's last poll, and the thread looks after being armed, so a message
- *     that arrived between the two is seen: no wake is lost.
+ * Invariants (test/mpi-progress.test.ts model-checks them with the hub's side):
+ *   - armed: the hub waits for a wake; the thread calls wake once, then disarms. Only the JS
+ *     thread arms it (under mpi_lock). Arming happens after the hub's last poll, and the thread
+ *     looks after being armed, so a message that arrived between the two is seen: no wake is
+ *     lost.
+ *   - The thread calls MPI only while armed and holding mpi_lock; so while it is disarmed the
+ *     JS thread calls MPI without the lock (lock_for_mpi).
  *   - The thread never receives or completes anything: it only probes (MPI_Iprobe, without
  *     matching) and asks requests their status (MPI_Request_get_status, which frees nothing),
  *     so the JS thread alone decides what is received where, as without the thread.
@@ -122,8 +127,26 @@ static napi_value number(napi_env env, double value) {
 static pthread_t progress_thread;
 static pthread_cond_t progress_cond;
 static napi_threadsafe_function progress_wake = NULL;
-static bool progress_running = false, progress_armed = false, progress_stop = false, progress_kicked = false;
+static bool progress_running = false, progress_stop = false, progress_kicked = false;
+/* Atomic: the JS thread reads it without the lock (lock_for_mpi). */
+static atomic_bool progress_armed = false;
 static double progress_wakes = 0;
+
+/*
+ * The JS thread's MPI calls take mpi_lock only while the progress thread is armed: only the JS
+ * thread arms it, and a disarmed thread makes no MPI call (it sets progress_armed to false after
+ * its last one, and waits), so a call that finds it disarmed cannot meet it. A rank that is
+ * busy (the hub polls by itself) or runs without the thread pays nothing.
+ */
+static bool lock_for_mpi(void) {
+  if (!atomic_load(&progress_armed)) return false;
+  lock_for_js();
+  return true;
+}
+
+static void unlock_after_mpi(bool locked) {
+  if (locked) unlock_for_js();
+}
 
 static long long monotonic_ns(void) {
   struct timespec now;
@@ -195,7 +218,7 @@ static void *progress_main(void *unused) {
 
 /* Tells the progress thread something changed (a send posted): look now. Called without mpi_lock. */
 static void kick_progress(void) {
-  if (!progress_running) return;
+  if (!progress_running || !atomic_load(&progress_armed)) return;
   pthread_mutex_lock(&mpi_lock);
   if (progress_armed) {
     progress_kicked = true;
@@ -365,12 +388,12 @@ static napi_value Isend(napi_env env, napi_callback_info info) {
   /* ArrayBuffer memory does not move; the reference keeps it from being collected meanwhile. */
   napi_ref ref;
   CHECK(napi_create_reference(env, argv[2], 1, &ref));
-  lock_for_js();
+  bool locked = lock_for_mpi();
   if (send_count == send_capacity) {
     int capacity = send_capacity ? send_capacity * 2 : 64;
     Send *grown = realloc(sends, sizeof(Send) * capacity);
     if (!grown) {
-      unlock_for_js();
+      unlock_after_mpi(locked);
       napi_delete_reference(env, ref);
       napi_throw_error(env, "OUT_OF_MEMORY", "offload_mpi: no memory for another send in flight");
       return NULL;
@@ -381,7 +404,7 @@ static napi_value Isend(napi_env env, napi_callback_info info) {
   Send *send = &sends[send_count];
   int code = MPI_Isend(data, (int)length, MPI_BYTE, dest, tag, MPI_COMM_WORLD, &send->request);
   if (code != MPI_SUCCESS) {
-    unlock_for_js();
+    unlock_after_mpi(locked);
     napi_delete_reference(env, ref);
     return throw_mpi(env, "MPI_Isend", code);
   }
@@ -389,7 +412,7 @@ static napi_value Isend(napi_env env, napi_callback_info info) {
   send->id = next_send_id++;
   send_count++;
   double id = send->id;
-  unlock_for_js();
+  unlock_after_mpi(locked);
   kick_progress();
   return number(env, id);
 }
@@ -403,9 +426,9 @@ static napi_value Send_(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, "INVALID_ARGUMENT", "send(dest: number, tag: number, data: Uint8Array)");
     return NULL;
   }
-  lock_for_js();
+  bool locked = lock_for_mpi();
   int code = MPI_Send(copy, (int)length, MPI_BYTE, dest, tag, MPI_COMM_WORLD);
-  unlock_for_js();
+  unlock_after_mpi(locked);
   free(copy);
   if (code != MPI_SUCCESS) return throw_mpi(env, "MPI_Send", code);
   return NULL;
@@ -423,13 +446,13 @@ static napi_value Completed(napi_env env, napi_callback_info info) {
   napi_value sent;
   CHECK(napi_create_array(env, &sent));
   uint32_t sent_n = 0;
-  lock_for_js();
+  bool locked = lock_for_mpi();
   for (int i = 0; i < send_count;) {
     int done = 0;
     MPI_Status status;
     int code = MPI_Test(&sends[i].request, &done, &status);
     if (code != MPI_SUCCESS) {
-      unlock_for_js();
+      unlock_after_mpi(locked);
       return throw_mpi(env, "MPI_Test", code);
     }
     if (!done) {
@@ -440,12 +463,12 @@ static napi_value Completed(napi_env env, napi_callback_info info) {
     sends[i] = sends[--send_count];
     napi_delete_reference(env, finished.ref);
     if (napi_set_element(env, sent, sent_n++, number(env, finished.id)) != napi_ok) {
-      unlock_for_js();
+      unlock_after_mpi(locked);
       napi_throw_error(env, NULL, "offload_mpi: Node-API call failed: napi_set_element");
       return NULL;
     }
   }
-  unlock_for_js();
+  unlock_after_mpi(locked);
   return sent;
 }
 
@@ -464,9 +487,9 @@ static napi_value Probe(napi_env env, napi_callback_info info) {
   napi_value result;
   if (matched_count < 0) {
     int flag = 0;
-    lock_for_js();
+    bool locked = lock_for_mpi();
     int code = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &matched, &matched_status);
-    unlock_for_js();
+    unlock_after_mpi(locked);
     if (code != MPI_SUCCESS) return throw_mpi(env, "MPI_Improbe", code);
     if (!flag) {
       CHECK(napi_get_null(env, &result));
@@ -508,9 +531,9 @@ static napi_value Receive(napi_env env, napi_callback_info info) {
       napi_throw_type_error(env, "INVALID_ARGUMENT", "receive(into?: Uint8Array of the probed message's length)");
       return NULL;
     }
-    lock_for_js();
+    bool locked = lock_for_mpi();
     int code = MPI_Mrecv(data, (int)count, MPI_BYTE, &matched, MPI_STATUS_IGNORE);
-    unlock_for_js();
+    unlock_after_mpi(locked);
     matched_count = -1;
     if (code != MPI_SUCCESS) return throw_mpi(env, "MPI_Mrecv", code);
     return argv[0];
@@ -520,9 +543,9 @@ static napi_value Receive(napi_env env, napi_callback_info info) {
     napi_throw_error(env, "OUT_OF_MEMORY", "offload_mpi: no memory for a received message");
     return NULL;
   }
-  lock_for_js();
+  bool locked = lock_for_mpi();
   int code = MPI_Mrecv(data, (int)count, MPI_BYTE, &matched, MPI_STATUS_IGNORE);
-  unlock_for_js();
+  unlock_after_mpi(locked);
   matched_count = -1;
   if (code != MPI_SUCCESS) {
     free(data);
@@ -610,9 +633,9 @@ static napi_value Abort(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   int code = 1;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 1) napi_get_value_int32(env, argv[0], &code);
-  lock_for_js();
+  bool locked = lock_for_mpi();
   MPI_Abort(MPI_COMM_WORLD, code);
-  unlock_for_js();
+  unlock_after_mpi(locked);
   return NULL;
 }
 

@@ -1,16 +1,19 @@
 /*
  * The MPI calls offload-ts's MPI transport needs, and nothing else, as a Node-API addon:
- * init (MPI_THREAD_SERIALIZED: the JS thread and the progress thread below call MPI, one at a
- * time), rank/size, a non-blocking send of
- * one byte message straight from the caller's array (no copy: the array is referenced until the
- * send completes, and the transport's contract says it stays unchanged until then), the ids of
- * completed sends, a matched probe of the next message that has arrived and its receive (into
- * an array the caller chooses, so a payload can land in device memory; matched, so a message is
- * received exactly once), a blocking send for the last words before exit, abort, and finalize
- * (without its closing fence once a rank is gone), and huge pages for arrays sent again and again
- * (adviseHugePages), and a progress thread that watches for messages while the event loop
-sleeps (startProgress). Nothing here blocks the event loop longer than a receive of a message that
- * has already arrived, or the collapse of the blocks of an array sent a third time (once each).
+ * - init (MPI_THREAD_SERIALIZED: the JS thread and the progress thread below call MPI, one at
+ *   a time), rank and size;
+ * - a non-blocking send of one byte message straight from the caller's array (no copy: the
+ *   array is referenced until the send completes, and the transport's contract says it stays
+ *   unchanged until then), and the ids of completed sends;
+ * - a matched probe of the next message that has arrived and its receive (into an array the
+ *   caller chooses, so a payload can land in device memory; matched, so a message is received
+ *   exactly once);
+ * - a blocking send for the last words before exit, abort, and finalize (without its closing
+ *   fence once a rank is gone);
+ * - huge pages for arrays sent again and again (adviseHugePages);
+ * - a progress thread that watches for messages while the event loop sleeps (startProgress).
+ * Nothing here blocks the event loop longer than a receive of a message that has already
+ * arrived, or the collapse of the blocks of an array sent a third time (once each).
  */
 #include <mpi.h>
 #include <node_api.h>
@@ -246,6 +249,7 @@ static void stop_progress(void *unused) {
   pthread_mutex_unlock(&mpi_lock);
   pthread_join(progress_thread, NULL);
   progress_running = false;
+  progress_armed = false;
   napi_release_threadsafe_function(progress_wake, napi_tsfn_abort);
   progress_wake = NULL;
 }

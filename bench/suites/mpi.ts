@@ -84,50 +84,30 @@ export const mpiSuite: Suite = {
       const nodeLine = node.stdout.split('\n').find((line) => line.startsWith('{'));
       if (!nodeLine) throw new Error(`the Node MPI ping-pong printed no result:\n${node.stdout}`);
       const nodeFigures = JSON.parse(nodeLine) as { spin_rtt_us: number; event_loop_rtt_us: number };
+      // One proxy rank and one client rank under one mpirun.
+      const clientJob = (...clientArgs: string[]): string[] => [
+        '--oversubscribe',
+        '-np',
+        '1',
+        process.execPath,
+        cli,
+        'proxy',
+        '--mpi',
+        ':',
+        '-np',
+        '1',
+        process.execPath,
+        '--import',
+        'tsx',
+        client,
+        ...clientArgs,
+      ];
       progress('mpi: offload-ts over MPI');
-      const overMpi = run(
-        'mpirun',
-        [
-          '--oversubscribe',
-          '-np',
-          '1',
-          process.execPath,
-          cli,
-          'proxy',
-          '--mpi',
-          ':',
-          '-np',
-          '1',
-          process.execPath,
-          '--import',
-          'tsx',
-          client,
-        ],
-        'the MPI client',
-      );
+      const overMpi = run('mpirun', clientJob(), 'the MPI client');
       progress('mpi: offload-ts over MPI, launches after pauses with OFFLOAD_MPI_PROGRESS=poll');
-      const overMpiPolled = run(
-        'mpirun',
-        [
-          '--oversubscribe',
-          '-np',
-          '1',
-          process.execPath,
-          cli,
-          'proxy',
-          '--mpi',
-          ':',
-          '-np',
-          '1',
-          process.execPath,
-          '--import',
-          'tsx',
-          client,
-          '--pauses-only',
-        ],
-        'the MPI client (pauses, polled)',
-        { OFFLOAD_MPI_PROGRESS: 'poll' },
-      );
+      const overMpiPolled = run('mpirun', clientJob('--pauses-only'), 'the MPI client (pauses, polled)', {
+        OFFLOAD_MPI_PROGRESS: 'poll',
+      });
       progress('mpi: offload-ts over TCP');
       const proxy = await spawnProxy({ cli: [cli], token: BENCH_TOKEN, env, inheritStderr: true });
       let overTcp: Figures;

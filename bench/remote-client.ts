@@ -21,7 +21,7 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.le
 
 /**
  * Launches after pauses, last: measured before the round trips, they slowed those by a third
- * (19 -> 25-33 us over MPI, with the progress thread or without it).
+ * (19 -> 25-33 us over MPI, with the progress thread or without it, and over TCP too).
  */
 async function launchesAfterPauses(launch: () => Promise<void>): Promise<number> {
   const afterPause: number[] = [];

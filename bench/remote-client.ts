@@ -40,7 +40,6 @@ try {
   if (!device) throw new Error('no remote device');
   const empty = await device.kernel(await runtime.register(await benchBundle()), 'empty');
   const queue = device.queue();
-  const rtts: number[] = [];
   // Warm-up, not timed: V8 needs several thousand round trips to optimise both sides' paths
   // (the first thousand launches take 120-190 us over MPI, the eighth 20 us).
   for (let i = 0; i < WARM_UP_LAUNCHES; i++) await queue.launch(empty, { teams: 1 }, []).done;
@@ -48,6 +47,7 @@ try {
     const pause = await launchesAfterPauses(() => queue.launch(empty, { teams: 1 }, []).done);
     console.log(JSON.stringify({ location: device.info.location, pause_rtt_us: pause }));
   } else {
+    const rtts: number[] = [];
     for (let rep = 0; rep < REPS; rep++) {
       const start = performance.now();
       for (let i = 0; i < ROUNDS; i++) await queue.launch(empty, { teams: 1 }, []).done;

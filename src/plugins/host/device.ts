@@ -4,6 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { availableParallelism, cpus } from 'node:os';
+import { performance } from 'node:perf_hooks'; // the global is a getter in Node 20: a call per read
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import { parseBytes } from '../../units.js';
 import { dropped } from '../../runtime/debug.js';
@@ -287,7 +288,8 @@ class InlinePrints {
       for (const { team, text } of this.lines) print(kernel, team, text);
       if (this.dropped > 0) print(kernel, -1, droppedLine(this.dropped));
     }
-    this.lines.length = 0;
+    // Only when there were lines: setting an array's length is a call into V8's runtime.
+    if (this.lines.length !== 0) this.lines.length = 0;
     this.bytes = 0;
     this.dropped = 0;
   }

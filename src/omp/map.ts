@@ -43,6 +43,14 @@ export function servedByPresent(spec: MapSpec): boolean {
   return spec instanceof Clause ? spec.servedByPresent : !spec.always && entersMapping(spec.type);
 }
 
+/**
+ * Whether `value` is a clause made by this package's `map`: one `instanceof` step for a
+ * clause, where isMapSpec's brand lookup costs more, for the present-map path.
+ */
+export function isOwnClause(value: unknown): value is MapSpec {
+  return value instanceof Clause;
+}
+
 /** The types that enter a mapping (the others leave one). */
 export const ENTER_TYPES: readonly MapType[] = ['to', 'from', 'tofrom', 'alloc'];
 
@@ -52,12 +60,13 @@ export function entersMapping(type: MapType): boolean {
 }
 
 export interface MapBuilder {
-  to(view: HostView, name?: string): MapSpec;
-  from(view: HostView, name?: string): MapSpec;
-  tofrom(view: HostView, name?: string): MapSpec;
-  alloc(view: HostView, name?: string): MapSpec;
-  release(view: HostView, name?: string): MapSpec;
-  delete(view: HostView, name?: string): MapSpec;
+  // Functions, not methods: each works taken off its builder (`const { to } = map`).
+  readonly to: (view: HostView, name?: string) => MapSpec;
+  readonly from: (view: HostView, name?: string) => MapSpec;
+  readonly tofrom: (view: HostView, name?: string) => MapSpec;
+  readonly alloc: (view: HostView, name?: string) => MapSpec;
+  readonly release: (view: HostView, name?: string) => MapSpec;
+  readonly delete: (view: HostView, name?: string) => MapSpec;
   /** Copy even when the range is already present (to on entry, from on exit). */
   readonly always: MapBuilder;
   /** Fail with NOT_FOUND unless the range is already present. */
@@ -65,9 +74,8 @@ export interface MapBuilder {
 }
 
 /**
- * A clause as made by `map.*`: an instance of a class, not a frozen literal, because a
- * present-map `target` call makes two or three of them per launch and freezing a literal cost
- * 40 ns each against 10. The fields are readonly to TypeScript; the brand is on the prototype.
+ * A clause as made by `map.*`: an instance of a class (the brand is on the prototype), frozen,
+ * and handed out again while the same array is named (see Builder).
  */
 class Clause implements MapSpec {
   declare readonly [BRAND]: true;
@@ -85,32 +93,95 @@ class Clause implements MapSpec {
 }
 Object.defineProperty(Clause.prototype, BRAND, { value: true });
 
-function builder(always: boolean, present: boolean): MapBuilder {
-  const make =
-    (type: MapType) =>
-    (view: HostView, name?: string): MapSpec => {
-      if (!ArrayBuffer.isView(view))
-        throw errors.invalidArgument(
-          `map.${type}: expected a TypedArray or DataView, got ${view === null ? 'null' : typeof view}`,
-        );
-      if (name !== undefined && typeof name !== 'string')
-        throw errors.invalidArgument(`map.${type}: the name must be a string, got ${typeof name}`);
-      return new Clause(type, view, always, present, name);
-    };
-  return {
-    to: make('to'),
-    from: make('from'),
-    tofrom: make('tofrom'),
-    alloc: make('alloc'),
-    release: make('release'),
-    delete: make('delete'),
-    get always() {
-      return builder(true, present);
-    },
-    get present() {
-      return builder(always, true);
-    },
-  };
+/** The types in the order of a Builder's recent clauses. */
+const TYPES: readonly MapType[] = ['to', 'from', 'tofrom', 'alloc', 'release', 'delete'];
+
+/** The four forms of `map` (plain, always, present, both) by `${always}/${present}`, made when first asked for. */
+const builders = new Map<string, Builder>();
+
+function builder(always: boolean, present: boolean): Builder {
+  const key = `${always}/${present}`;
+  let made = builders.get(key);
+  if (!made) builders.set(key, (made = new Builder(always, present)));
+  return made;
+}
+
+let forgetScheduled = false;
+
+function forgetRecentClauses(): void {
+  forgetScheduled = false;
+  for (const made of builders.values()) made.recent.fill(undefined);
+}
+
+/**
+ * `map` and its modified forms. Each function hands back the clause it made last while the
+ * same array (and name) is named, until the event loop's next turn: a loop of `target` calls
+ * names the same arrays call after call, and a comparison costs a few ns where making a clause
+ * cost 20. A clause is a value (frozen), so sharing it is safe; forgetting at the next turn keeps
+ * no array alive that the program dropped. A class, not closures, so that V8 inlines the calls.
+ */
+class Builder implements MapBuilder {
+  /** The clause made last for each of TYPES. */
+  readonly recent: (Clause | undefined)[] = [undefined, undefined, undefined, undefined, undefined, undefined];
+  private alwaysForm: Builder | undefined;
+  private presentForm: Builder | undefined;
+
+  constructor(
+    private readonly isAlways: boolean,
+    private readonly isPresent: boolean,
+  ) {
+    // Bound, as the closures they replace were: `const { to } = map` still works.
+    for (const key of ['to', 'from', 'tofrom', 'alloc', 'release', 'delete'] as const) this[key] = this[key].bind(this);
+  }
+
+  to(view: HostView, name?: string): MapSpec {
+    return this.clause(0, view, name);
+  }
+  from(view: HostView, name?: string): MapSpec {
+    return this.clause(1, view, name);
+  }
+  tofrom(view: HostView, name?: string): MapSpec {
+    return this.clause(2, view, name);
+  }
+  alloc(view: HostView, name?: string): MapSpec {
+    return this.clause(3, view, name);
+  }
+  release(view: HostView, name?: string): MapSpec {
+    return this.clause(4, view, name);
+  }
+  delete(view: HostView, name?: string): MapSpec {
+    return this.clause(5, view, name);
+  }
+
+  get always(): MapBuilder {
+    return (this.alwaysForm ??= builder(true, this.isPresent));
+  }
+  get present(): MapBuilder {
+    return (this.presentForm ??= builder(this.isAlways, true));
+  }
+
+  private clause(index: number, view: HostView, name: string | undefined): MapSpec {
+    const last = this.recent[index];
+    if (last !== undefined && view === last.view && name === last.name) return last;
+    return this.make(index, view, name);
+  }
+
+  private make(index: number, view: HostView, name: string | undefined): MapSpec {
+    const type = TYPES[index]!;
+    if (!ArrayBuffer.isView(view))
+      throw errors.invalidArgument(
+        `map.${type}: expected a TypedArray or DataView, got ${view === null ? 'null' : typeof view}`,
+      );
+    if (name !== undefined && typeof name !== 'string')
+      throw errors.invalidArgument(`map.${type}: the name must be a string, got ${typeof name}`);
+    const clause = Object.freeze(new Clause(type, view, this.isAlways, this.isPresent, name));
+    this.recent[index] = clause;
+    if (!forgetScheduled) {
+      forgetScheduled = true;
+      setImmediate(forgetRecentClauses).unref();
+    }
+    return clause;
+  }
 }
 
 export const map: MapBuilder = builder(false, false);

@@ -1,6 +1,7 @@
 /**
  * A `target` call whose clauses all name present mappings takes a path of its own (the mapper's
- * lowerPresent and launchPresent: no await, no copy, its own queues), but only with OFFLOAD_INFO
+ * launchPresent: no await, no copy, its own queues, the clauses resolved by the launch's own
+ * argument checks), but only with OFFLOAD_INFO
  * and traces off, which the mapping suite turns on to count copies. This file runs that path with
  * both off, and checks it does what the general path would: the kernel works on the device copy,
  * a sub-array finds its offset, and any clause the path cannot serve goes the general way.
@@ -24,8 +25,10 @@ describe('target over present maps (OFFLOAD_INFO off)', { timeout: 60_000 }, () 
     const mapper = (rt as unknown as { mapper: Record<string, (...args: unknown[]) => unknown> }).mapper;
     const launchPresent = mapper.launchPresent!.bind(mapper);
     mapper.launchPresent = (...args: unknown[]) => {
-      presentLaunches++;
-      return launchPresent(...args);
+      // Undefined: the path declined the call (having done nothing), which went the general way.
+      const event = launchPresent(...args);
+      if (event !== undefined) presentLaunches++;
+      return event;
     };
   });
   after(() => rt.shutdown());
@@ -93,5 +96,71 @@ describe('target over present maps (OFFLOAD_INFO off)', { timeout: 60_000 }, () 
     });
     await addOne(2, foreign(data));
     assert.deepEqual([...data], [2, 2]);
+  });
+  it('reports a wrong argument as the general path does, having launched nothing', async () => {
+    const data = new Int32Array([7, 7, 7, 7]);
+    presentLaunches = 0;
+    await rt.targetData(device, [map.tofrom(data)], async () => {
+      await assert.rejects(addOne(2 ** 40, map.tofrom(data)), {
+        code: 'INVALID_ARGUMENT',
+        message: /target of 'add_i32': argument 0 'n' \(i32\)/,
+      });
+      await assert.rejects(rt.target(device, add, { teams: 1 }, [map.to(data), 1, map.tofrom(data)]), {
+        code: 'INVALID_ARGUMENT',
+        message: /argument 0 'n' \(i32\) is a scalar/,
+      });
+      await assert.rejects(rt.target(device, add, { teams: 1 }, [4, 1]), {
+        code: 'INVALID_ARGUMENT',
+        message: /expected 3 arguments/,
+      });
+      await assert.rejects(rt.target(device, add, { teams: 1 }, [4, 1, 4096]), {
+        code: 'INVALID_ARGUMENT',
+        message: /argument 2 'data' \(ptr\)/,
+      });
+      assert.equal(rt.mappedRanges(device), 1, 'a refused call left a mapping behind');
+    });
+    const whole = new Int32Array(8);
+    await rt.targetData(device, [map.tofrom(whole.subarray(0, 4))], async () => {
+      await assert.rejects(addOne(4, map.tofrom(whole.subarray(2, 6))), {
+        code: 'INVALID_ARGUMENT',
+        message: /overlaps the mapped range/,
+      });
+    });
+    assert.equal(presentLaunches, 0);
+    assert.deepEqual([...data], [7, 7, 7, 7], 'a refused call ran the kernel');
+  });
+
+  it('takes Buffers and DevicePointers beside present clauses', async () => {
+    const data = new Int32Array([1, 1]);
+    const buffer = await device.alloc(16);
+    try {
+      await device.queue().write(buffer, new Int32Array(4)).done;
+      presentLaunches = 0;
+      await rt.targetData(device, [map.tofrom(data)], async () => {
+        await rt.target(device, add, { teams: 1 }, [4, 3, buffer]);
+        await rt.target(device, add, { teams: 1 }, [2, 1, buffer.at(8)]);
+        await addOne(2, map.tofrom(data));
+      });
+      assert.equal(presentLaunches, 3);
+      assert.deepEqual([...data], [2, 2]);
+      const out = new Int32Array(4);
+      await device.queue().read(buffer, out).done;
+      assert.deepEqual([...out], [3, 3, 4, 4]);
+    } finally {
+      await buffer.free();
+    }
+  });
+  it('finds a new device copy when the array is mapped again, not the freed one', async () => {
+    const data = new Int32Array([0, 0]);
+    presentLaunches = 0;
+    for (let region = 0; region < 3; region++) {
+      await rt.targetData(device, [map.tofrom(data)], async () => {
+        await addOne(2, map.tofrom(data));
+        await addOne(2, map.to(data));
+      });
+    }
+    assert.equal(presentLaunches, 6, 'a call after a remapping went the general way');
+    assert.deepEqual([...data], [6, 6]);
+    assert.equal(rt.mappedRanges(device), 0);
   });
 });

@@ -370,6 +370,16 @@ const abandoned = new FinalizationRegistry<PluginQueue>((plugin) => {
 /** A kernel argument: a number (i32, f32, f64), a bigint (i64), a Buffer or a DevicePointer (ptr). */
 export type KernelArgument = number | bigint | Buffer | DevicePointer;
 
+/** @internal What a resolving launch (Queue.launchResolving) asks for the pointer an argument stands for. */
+export interface PointerResolver {
+  /**
+   * For a pointer argument: the pointer it stands for; undefined when it stands for one the
+   * launch cannot take (the launch then does nothing); a Buffer, a DevicePointer or any other
+   * value as it is (the launch checks it as usual).
+   */
+  pointerFor(value: unknown): unknown;
+}
+
 /**
  * An in-order queue of a device. Enqueueing methods return an Event at once and never throw:
  * a bad argument fails the returned event (and `finish()`), like any failed operation.
@@ -677,7 +687,12 @@ export class Queue {
    * Checked first and described only on failure: a launch builds no message (the messages of
    * four arguments were a fifth of an inline launch's 1.6 us).
    */
-  private launchArgs(kernel: Kernel, args: readonly KernelArgument[], slots: LoweredArg[]): void {
+  private launchArgs(
+    kernel: Kernel,
+    args: readonly KernelArgument[],
+    slots: LoweredArg[],
+    resolver: PointerResolver | undefined,
+  ): boolean {
     const device = this.device.id;
     if (!Array.isArray(args))
       throw errors.invalidArgument(`launch of '${kernel.name}': args must be an array, got ${describe(args)}`, device);
@@ -685,12 +700,22 @@ export class Queue {
     if (args.length !== params.length) checkArgumentCount(`launch of '${kernel.name}'`, params, args.length, device);
     for (let index = 0; index < params.length; index++) {
       const param = params[index]!;
-      const value: unknown = args[index];
+      const given: unknown = args[index];
       const slot = slots[index]!;
       if (slot.type === 'ptr') {
-        const pointer = value instanceof DevicePointer;
-        const buffer: unknown = pointer ? value.buffer : value;
-        const offset: unknown = pointer ? value.byteOffset : 0;
+        let value = given;
+        if (resolver !== undefined) {
+          value = resolver.pointerFor(given);
+          if (value === undefined) return false;
+        }
+        // Buffer first: `instanceof` walks an object's prototypes until it finds the class, so
+        // a Buffer answers at the first step, anything else only at the end of its chain.
+        let buffer = value;
+        let offset: unknown = 0;
+        if (!(value instanceof Buffer) && value instanceof DevicePointer) {
+          buffer = value.buffer;
+          offset = value.byteOffset;
+        }
         if (
           !(buffer instanceof Buffer) ||
           buffer.device !== this.device ||
@@ -706,11 +731,15 @@ export class Queue {
         slot.buffer = buffer;
         continue;
       }
-      // checkScalar throws, naming the argument, only for a value scalarProblem refused.
-      if (scalarProblem(value, param.type) !== undefined)
-        checkScalar(value, param, `launch of '${kernel.name}': argument ${index}`, device);
-      slot.value = value as number | bigint;
+      // checkScalar throws, naming the argument, only for a value scalarProblem refused (a
+      // resolving launch declines instead, without building the message).
+      if (scalarProblem(given, param.type) !== undefined) {
+        if (resolver !== undefined) return false;
+        checkScalar(given, param, `launch of '${kernel.name}': argument ${index}`, device);
+      }
+      slot.value = given as number | bigint;
     }
+    return true;
   }
 
   /**
@@ -719,6 +748,26 @@ export class Queue {
    * else: its arguments are lowered into the kernel's own slots, and nothing needs counting.
    */
   launch(kernel: Kernel, grid: Grid, args: readonly KernelArgument[] = []): Event {
+    return this.launchWith(kernel, grid, args, undefined)!;
+  }
+
+  /**
+   * @internal A launch whose pointer arguments may also be values `resolver` turns into
+   * pointers (the mapper's present map clauses, resolved while the arguments are checked, with
+   * no array of their own). Undefined, having done nothing, when the launch cannot go ahead as
+   * given: an argument the resolver does not resolve, or any argument or grid the launch would
+   * refuse. Its caller then takes its general path, which reports in its own terms.
+   */
+  launchResolving(kernel: Kernel, grid: Grid, args: readonly unknown[], resolver: PointerResolver): Event | undefined {
+    return this.launchWith(kernel, grid, args as readonly KernelArgument[], resolver);
+  }
+
+  private launchWith(
+    kernel: Kernel,
+    grid: Grid,
+    args: readonly KernelArgument[],
+    resolver: PointerResolver | undefined,
+  ): Event | undefined {
     if (this.destroyed) return this.refused();
     let lowered: PluginGrid;
     let slots: LoweredArg[] | undefined;
@@ -726,9 +775,13 @@ export class Queue {
       this.device.checkUsable();
       lowered = this.launchGrid(kernel, grid);
       slots = kernel.scratch.take();
-      this.launchArgs(kernel, args, slots);
+      if (!this.launchArgs(kernel, args, slots, resolver)) {
+        kernel.scratch.give(slots);
+        return undefined;
+      }
     } catch (error) {
       if (slots) kernel.scratch.give(slots);
+      if (resolver !== undefined) return undefined; // its caller's general path reports
       return this.op(() => {
         throw error;
       });

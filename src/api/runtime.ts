@@ -148,17 +148,27 @@ export class Runtime {
     // Not async: the mapper's promise is returned as it is (a present-map call costs no more
     // than its launch); a check that throws still becomes a rejection.
     try {
-      const own = this.ownDevice(device, 'target');
-      if (!(kernel instanceof Kernel) || kernel.device !== own) {
-        throw errors.invalidArgument(
-          `target: the kernel must be a Kernel loaded for device ${own.id} (device.kernel(library, name)), got ${describe(kernel)}`,
-          own.id,
-        );
-      }
-      return this.mapper.target(own, kernel, grid, args);
+      // A kernel loaded for one of this runtime's devices (they share its context), checked
+      // without searching the devices; anything else is refused by refuseTarget.
+      const usual =
+        kernel instanceof Kernel &&
+        kernel.device === device &&
+        device.context === this.context &&
+        !this.context.isClosed;
+      if (!usual) this.refuseTarget(device, kernel);
+      return this.mapper.target(device, kernel, grid, args);
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /** Throws the error of a `target` call whose device or kernel is not one of this runtime's. */
+  private refuseTarget(device: unknown, kernel: unknown): never {
+    const own = this.ownDevice(device, 'target');
+    throw errors.invalidArgument(
+      `target: the kernel must be a Kernel loaded for device ${own.id} (device.kernel(library, name)), got ${describe(kernel)}`,
+      own.id,
+    );
   }
 
   /**

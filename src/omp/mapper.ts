@@ -9,10 +9,10 @@
  * one queue, in order, and the call resolves when they are done.
  */
 import { errors } from '../errors.js';
-import type { Buffer } from '../api/buffer.js';
 import type { Device } from '../api/device.js';
 import type { Kernel } from '../api/kernel.js';
-import type { Grid, KernelArgument, Queue } from '../api/queue.js';
+import { Buffer, DevicePointer } from '../api/buffer.js';
+import type { Event, Grid, KernelArgument, PointerResolver, Queue } from '../api/queue.js';
 import type { InfoLog } from '../runtime/info-log.js';
 import { dropped } from '../runtime/debug.js';
 import type { Tracer } from '../runtime/trace.js';
@@ -21,6 +21,7 @@ import {
   ENTER_TYPES,
   entersMapping,
   isMapSpec,
+  isOwnClause,
   servedByPresent,
   type HostView,
   type MapSpec,
@@ -76,10 +77,73 @@ interface DeviceMaps {
   readonly idle: Queue[];
   /** The queues of present-map `target` calls (see launchPresent). */
   present: Queue[];
+  /** Resolves their present clauses. */
+  readonly pointers: PresentPointers;
+}
+
+/**
+ * The device pointer of a present clause that asks for no copy, for a present-map launch
+ * (Queue.launchResolving); undefined for any other clause, which sends the call down the
+ * general path; any other value as it is.
+ */
+class PresentPointers implements PointerResolver {
+  /**
+   * The last two clauses resolved and their pointers, while no entry was removed: `map.*` hands
+   * out the same clause while a loop names the same array, so a call of a loop finds its two or
+   * three clauses here by identity.
+   */
+  private clause0: unknown;
+  private pointer0: unknown;
+  private clause1: unknown;
+  private pointer1: unknown;
+  private removals = 0;
+
+  constructor(private readonly table: MappingTable) {}
+
+  pointerFor(value: unknown): unknown {
+    // Small enough for V8 to inline into the launch's checks; resolve is not.
+    if (this.removals === this.table.removals) {
+      if (value === this.clause0) return this.pointer0;
+      if (value === this.clause1) return this.pointer1;
+    }
+    return this.resolve(value);
+  }
+
+  private resolve(value: unknown): unknown {
+    if (this.removals !== this.table.removals) {
+      this.removals = this.table.removals;
+      this.clause0 = this.clause1 = this.pointer0 = this.pointer1 = undefined;
+    }
+    // Clauses first: the usual argument here, found in one `instanceof` step.
+    const clause = isOwnClause(value)
+      ? value
+      : value instanceof Buffer || value instanceof DevicePointer || !isMapSpec(value)
+        ? undefined
+        : value;
+    if (clause === undefined) return value;
+    const found = servedByPresent(clause) ? this.table.lookup(clause.view, clause.name) : undefined;
+    const buffer = found?.entry.ready;
+    if (!buffer) return undefined;
+    const pointer = found.offset === 0 ? buffer : buffer.at(found.offset);
+    if (clause === value && isOwnClause(value)) {
+      // Only this package's clauses: they are frozen, so a clause cannot change under the memo.
+      this.clause1 = this.clause0;
+      this.pointer1 = this.pointer0;
+      this.clause0 = value;
+      this.pointer0 = pointer;
+    }
+    return pointer;
+  }
 }
 
 export class Mapper {
   private readonly devices = new Map<Device, DeviceMaps>();
+  /**
+   * The device of the last `target` call and its maps, when it can take the present-map path:
+   * a loop of calls on one device skips the Map.
+   */
+  private lastDevice: Device | undefined;
+  private lastMaps: DeviceMaps | undefined;
 
   constructor(
     private readonly info: InfoLog,
@@ -88,7 +152,10 @@ export class Mapper {
 
   private mapsOf(device: Device): DeviceMaps {
     let maps = this.devices.get(device);
-    if (!maps) this.devices.set(device, (maps = { table: new MappingTable(device.id), idle: [], present: [] }));
+    if (!maps) {
+      const table = new MappingTable(device.id);
+      this.devices.set(device, (maps = { table, idle: [], present: [], pointers: new PresentPointers(table) }));
+    }
     return maps;
   }
 
@@ -334,10 +401,30 @@ export class Mapper {
   }
 
   target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
+    // The present-map path, unless OFFLOAD_INFO or a trace is on: they want each clause's lines
+    // and a span. Arguments it cannot take (not an array, too few, ...) go the general way.
+    let maps = this.lastMaps;
+    if (this.lastDevice !== device) {
+      maps = this.devices.get(device);
+      if (maps && !this.tracer && !this.info.enabled) {
+        this.lastDevice = device;
+        this.lastMaps = maps;
+      } else maps = undefined;
+    }
+    if (maps) {
+      const event = this.launchPresent(device, maps, kernel, grid, args);
+      if (event) return event.done;
+    }
+    return this.targetMapping(device, kernel, grid, args);
+  }
+
+  /**
+   * `target` entering and leaving its clauses around the launch. A method of its own: its
+   * closures capture the call's arguments, and V8 makes the context they share on entry to the
+   * function that creates them, which a present-map call should not pay for.
+   */
+  private targetMapping(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
     if (!Array.isArray(args)) throw errors.invalidArgument('target: args must be an array', device.id);
-    const maps = this.devices.get(device);
-    const present = maps && this.lowerPresent(maps.table, args);
-    if (present) return this.launchPresent(device, maps, kernel, grid, present);
     const specs = args.filter(isMapSpec);
     for (const spec of specs) {
       if (!entersMapping(spec.type))
@@ -372,50 +459,33 @@ export class Mapper {
   }
 
   /**
-   * The launch arguments of a `target` call whose map clauses all name present mappings and ask
-   * for no copy (no `always`), found in one pass without an await; undefined for any other call
-   * (the general path then checks and reports), and when OFFLOAD_INFO or a trace is on (they
-   * want each clause's lines and a span). Entering and leaving such clauses only counts a
-   * reference up and down again, which nothing can observe in between: the call is the launch.
-   */
-  private lowerPresent(table: MappingTable, args: readonly TargetArgument[]): KernelArgument[] | undefined {
-    if (this.tracer || this.info.enabled) return undefined;
-    // A copy whose clauses are replaced in place: packed, as the launch's checks read fastest.
-    const lowered = args.slice() as KernelArgument[];
-    for (let i = 0; i < lowered.length; i++) {
-      const arg = lowered[i];
-      if (typeof arg !== 'object' || arg === null || !isMapSpec(arg)) continue;
-      if (!servedByPresent(arg)) return undefined;
-      const found = table.lookup(arg.view, arg.name);
-      const buffer = found?.entry.ready;
-      if (!buffer) return undefined;
-      lowered[i] = found.offset === 0 ? buffer : buffer.at(found.offset);
-    }
-    return lowered;
-  }
-
-  /**
-   * A `target` call over present mappings: the launch on a free queue of the device's own for
-   * these calls, whose event is the call's (no promise or reaction of its own). A queue is free
-   * when its last launch has settled without failing (Queue.reusable), so concurrent calls
-   * neither wait for nor fail each other. A queue whose launch failed keeps that failure (it
-   * sticks until a finish(), and the call's promise has reported it): it is destroyed.
+   * A `target` call whose map clauses all name present mappings and ask for no copy (no
+   * `always`): entering and leaving such clauses only counts a reference up and down again,
+   * which nothing can observe in between, so the call is the launch. The clauses are resolved
+   * while the launch checks its arguments (PresentPointers). Undefined, having done nothing, for
+   * any other call (the general path then checks and reports).
+   *
+   * The launch goes on a free queue of the device's own for these calls, whose event is the
+   * call's (no promise or reaction of its own). A queue is free when its last launch has settled
+   * without failing (Queue.reusable), so concurrent calls neither wait for nor fail each other. A
+   * queue whose launch failed keeps that failure (it sticks until a finish(), and the call's
+   * promise has reported it): it is destroyed.
    */
   private launchPresent(
     device: Device,
     maps: DeviceMaps,
     kernel: Kernel,
     grid: Grid,
-    lowered: KernelArgument[],
-  ): Promise<void> {
+    args: readonly TargetArgument[],
+  ): Event | undefined {
     const queues = maps.present;
-    let queue: Queue | undefined;
-    for (let i = 0; i < queues.length && !queue; i++) if (queues[i]!.reusable) queue = queues[i];
+    let queue = queues.length > 0 && queues[0]!.reusable ? queues[0] : undefined;
+    for (let i = 1; i < queues.length && !queue; i++) if (queues[i]!.reusable) queue = queues[i];
     if (!queue) {
       for (const failed of queues.filter((q) => q.failed)) void failed.destroy();
       maps.present = [...queues.filter((q) => !q.failed), (queue = device.queue())];
     }
-    return queue.launch(kernel, grid, lowered).done;
+    return queue.launchResolving(kernel, grid, args, maps.pointers);
   }
 
   /** Runs `run` as a span of the device's mapping track; without a trace, just runs it (a hot path). */

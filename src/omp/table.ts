@@ -68,7 +68,13 @@ export class MappingTable {
    * overlaps an entry without lying inside it is an error: OpenMP forbids extending a mapping.
    */
   lookup(view: HostView, name: string | undefined): Presence | undefined {
-    for (let i = 0; i < RECENT; i++) if (this.recentViews[i] === view) return this.recentFound[i];
+    // Small enough for V8 to inline into the present-map path; the search is not.
+    const views = this.recentViews;
+    for (let i = 0; i < RECENT; i++) if (views[i] === view) return this.recentFound[i];
+    return this.search(view, name);
+  }
+
+  private search(view: HostView, name: string | undefined): Presence | undefined {
     const list = this.entries.get(view.buffer);
     if (list === undefined) return undefined;
     const begin = view.byteOffset;
@@ -112,7 +118,11 @@ export class MappingTable {
     return entry;
   }
 
+  /** Counts removals: what was found before one may be gone (PresentPointers' memo). */
+  removals = 0;
+
   remove(entry: MapEntry): void {
+    this.removals++;
     this.recentViews.fill(undefined);
     this.recentFound.fill(undefined);
     const list = this.entries.get(entry.host);

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { asOffloadError, errors, OffloadError } from '../errors.js';
 import { MAX_MILLISECONDS } from '../units.js';
 import type { Grid as PluginGrid, LaunchSettled, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';

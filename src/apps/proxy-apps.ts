@@ -3,6 +3,7 @@
  * materials and their nuclides, the 63-bit LCG, and the driver that runs the lookups over devices.
  */
 
+import { performance } from 'node:perf_hooks';
 import type { Device } from '../api/device.js';
 import type { Runtime } from '../api/runtime.js';
 import { errors } from '../errors.js';

@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { performance } from 'node:perf_hooks';
 import type { Device } from '../api/device.js';
 import { Offload, type Runtime } from '../api/runtime.js';
 import type { ProblemSize } from '../apps/proxy-apps.js';

@@ -1,5 +1,6 @@
 /** `offload build`: AssemblyScript and WGSL kernel sources to a bundle, via buildBundle. */
 import { parseArgs } from 'node:util';
+import { performance } from 'node:perf_hooks';
 import { buildBundle, formatNote } from '../build/compile.js';
 import { formatDuration, formatSignature, hex, usageError } from './format.js';
 import { formatBytes } from '../units.js';

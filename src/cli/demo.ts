@@ -7,6 +7,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { performance } from 'node:perf_hooks';
 import type { Buffer } from '../api/buffer.js';
 import type { Device } from '../api/device.js';
 import type { Kernel } from '../api/kernel.js';

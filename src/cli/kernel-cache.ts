@@ -10,6 +10,7 @@ import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
 import { buildBundle } from '../build/compile.js';
 
 const DEVICE_LIBRARY = fileURLToPath(new URL('../../assembly/device.ts', import.meta.url));

@@ -2,6 +2,7 @@
  * A progress bar on stderr for the long steps of `offload bench` (making the data, the lookups):
  * drawn only on a terminal, and only once a step has taken `delayMs` (short runs stay quiet).
  */
+import { performance } from 'node:perf_hooks';
 
 export interface ProgressBar {
   /** `fraction` of the step done, in [0, 1]. */

@@ -3,6 +3,7 @@
  * interface.ts for the contract). Plugins enqueue closures; this class keeps the order, the
  * failure state and the bookkeeping, once.
  */
+import { performance } from 'node:perf_hooks';
 import { asOffloadError, type OffloadError } from '../errors.js';
 import {
   LOCAL_CLOCK,

@@ -6,6 +6,7 @@
  * one before it on its queue ended, whichever is later. Written at shutdown (or at exit).
  */
 import { writeFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 
 /** Track id of the mapping spans of a device (queue ids are small integers). */
 const MAPPING_TRACK = 1_000_000;

@@ -13,6 +13,7 @@
  * sleep for the same reason (OFFLOAD_HOST_SPIN_US), and the MPI hub polls its own way
  * (mpi/hub.ts).
  */
+import { performance } from 'node:perf_hooks';
 import { errors, quoted } from '../errors.js';
 
 export const DEFAULT_POLL_US = 50;

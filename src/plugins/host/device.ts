@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { availableParallelism, cpus } from 'node:os';
-import { performance } from 'node:perf_hooks'; // the global is a getter in Node 20: a call per read
+import { performance } from 'node:perf_hooks';
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import { parseBytes } from '../../units.js';
 import { dropped } from '../../runtime/debug.js';

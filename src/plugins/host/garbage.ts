@@ -10,6 +10,7 @@
  * an ExperimentalWarning, which is ours to drop, not the program's to see.
  */
 import { measureMemory } from 'node:vm';
+import { performance } from 'node:perf_hooks';
 
 /** The shortest time between two collections asked for with collectGarbageSoon. */
 const MIN_INTERVAL_MS = 250;

@@ -8,7 +8,7 @@
  * image load names the memory (the context) its instances run over.
  */
 import { MessageChannel, Worker, type MessagePort, type WorkerOptions } from 'node:worker_threads';
-import { performance } from 'node:perf_hooks'; // the global is a getter in Node 20: a call per read
+import { performance } from 'node:perf_hooks';
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import {
   type ArgKind,

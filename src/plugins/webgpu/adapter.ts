@@ -5,6 +5,7 @@
  * part, ~0.1-0.3 s); each runtime gets an adapter of its own, since an adapter makes one device.
  */
 import { readdir, stat } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
 import { errors } from '../../errors.js';
 import { debugLog, dropped } from '../../runtime/debug.js';
 import { parseBytes } from '../../units.js';

@@ -25,6 +25,7 @@
  * timer, on a 2-vCPU VM). OFFLOAD_MPI_PROGRESS=poll keeps the timer. Bulk sends of
  * bytes sent twice before go from huge pages (OFFLOAD_MPI_HUGE_PAGES; offload_mpi.c).
  */
+import { performance } from 'node:perf_hooks';
 import { asOffloadError, errors, OffloadError, quoted } from '../../errors.js';
 import { encodeFrame, FrameDecoder } from '../frame.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, heartbeatInterval, peerTimeoutFromEnv } from '../heartbeat.js';

@@ -93,7 +93,7 @@ class Clause implements MapSpec {
 }
 Object.defineProperty(Clause.prototype, BRAND, { value: true });
 
-/** The types in the order of a Builder's recent clauses. */
+/** The types, in the order of a Builder's recent clauses (and the names of its functions). */
 const TYPES: readonly MapType[] = ['to', 'from', 'tofrom', 'alloc', 'release', 'delete'];
 
 /** The four forms of `map` (plain, always, present, both) by `${always}/${present}`, made when first asked for. */
@@ -131,7 +131,7 @@ class Builder implements MapBuilder {
     private readonly isPresent: boolean,
   ) {
     // Bound, as the closures they replace were: `const { to } = map` still works.
-    for (const key of ['to', 'from', 'tofrom', 'alloc', 'release', 'delete'] as const) this[key] = this[key].bind(this);
+    for (const type of TYPES) this[type] = this[type].bind(this);
   }
 
   to(view: HostView, name?: string): MapSpec {

@@ -60,6 +60,8 @@ export class MappingTable {
   private readonly recentViews: (HostView | undefined)[] = new Array<HostView | undefined>(RECENT).fill(undefined);
   private readonly recentFound: (Presence | undefined)[] = new Array<Presence | undefined>(RECENT).fill(undefined);
   private nextRecent = 0;
+  /** Counts removals: what was found before one may be gone (PresentPointers' memo). */
+  removals = 0;
 
   constructor(readonly device: number) {}
 
@@ -117,9 +119,6 @@ export class MappingTable {
     else this.entries.set(view.buffer, [entry]);
     return entry;
   }
-
-  /** Counts removals: what was found before one may be gone (PresentPointers' memo). */
-  removals = 0;
 
   remove(entry: MapEntry): void {
     this.removals++;

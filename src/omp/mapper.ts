@@ -115,17 +115,13 @@ class PresentPointers implements PointerResolver {
       this.clause0 = this.clause1 = this.pointer0 = this.pointer1 = undefined;
     }
     // Clauses first: the usual argument here, found in one `instanceof` step.
-    const clause = isOwnClause(value)
-      ? value
-      : value instanceof Buffer || value instanceof DevicePointer || !isMapSpec(value)
-        ? undefined
-        : value;
-    if (clause === undefined) return value;
-    const found = servedByPresent(clause) ? this.table.lookup(clause.view, clause.name) : undefined;
+    const own = isOwnClause(value);
+    if (!own && (value instanceof Buffer || value instanceof DevicePointer || !isMapSpec(value))) return value;
+    const found = servedByPresent(value) ? this.table.lookup(value.view, value.name) : undefined;
     const buffer = found?.entry.ready;
     if (!buffer) return undefined;
     const pointer = found.offset === 0 ? buffer : buffer.at(found.offset);
-    if (clause === value && isOwnClause(value)) {
+    if (own) {
       // Only this package's clauses: they are frozen, so a clause cannot change under the memo.
       this.clause1 = this.clause0;
       this.pointer1 = this.pointer0;

@@ -136,19 +136,21 @@ class LaunchEvent extends Event implements PluginEvent, LaunchSettled {
   }
 
   override get done(): Promise<void> {
-    if (this.promise === undefined) {
-      if (this.state === COMPLETED) return COMPLETED_PROMISE;
-      const failure = this.failure; // set exactly when it failed
-      this.promise =
-        failure !== undefined
-          ? Promise.reject(failure)
-          : new Promise<void>((resolve, reject) => {
-              this.resolveDone = resolve;
-              this.rejectDone = reject;
-            });
-      this.promise.catch(noop); // its failure is the queue's too: finish() reports it if no wait does
-    }
-    return this.promise;
+    // Small, so that V8 inlines it where a launch is awaited; the promise is made apart.
+    return this.promise ?? (this.state === COMPLETED ? COMPLETED_PROMISE : this.makeDone());
+  }
+
+  private makeDone(): Promise<void> {
+    const failure = this.failure; // set exactly when it failed
+    const promise =
+      failure !== undefined
+        ? Promise.reject(failure)
+        : new Promise<void>((resolve, reject) => {
+            this.resolveDone = resolve;
+            this.rejectDone = reject;
+          });
+    promise.catch(noop); // its failure is the queue's too: finish() reports it if no wait does
+    return (this.promise = promise);
   }
 
   override query(): boolean {

@@ -1,10 +1,10 @@
 /**
- * A `target` call whose clauses all name present mappings takes a path of its own (the mapper's
- * launchPresent: no await, no copy, its own queues, the clauses resolved by the launch's own
- * argument checks), but only with OFFLOAD_INFO
- * and traces off, which the mapping suite turns on to count copies. This file runs that path with
- * both off, and checks it does what the general path would: the kernel works on the device copy,
- * a sub-array finds its offset, and any clause the path cannot serve goes the general way.
+ * A `target` call whose clauses all name present mappings takes a path of its own (in the
+ * mapper's target: no await, no copy, its own queues, the clauses resolved by the launch's own
+ * argument checks), but only with OFFLOAD_INFO and traces off, which the mapping suite turns on
+ * to count copies. This file runs that path with both off, and checks it does what the general
+ * path would: the kernel works on the device copy, a sub-array finds its offset, and any clause
+ * the path cannot serve goes the general way.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -22,13 +22,18 @@ describe('target over present maps (OFFLOAD_INFO off)', { timeout: 60_000 }, () 
     rt = await Offload.init({ proxies: [], webgpu: false, mpi: false, host: { threads: 1 } });
     device = rt.devices[0]!;
     add = await device.kernel(await rt.register(await fixtureBundle()), 'add_i32');
+    // The calls the present-map path took: every call of the mapper's target that did not go on
+    // to its general path (which a call the path declines, having done nothing, takes).
     const mapper = (rt as unknown as { mapper: Record<string, (...args: unknown[]) => unknown> }).mapper;
-    const launchPresent = mapper.launchPresent!.bind(mapper);
-    mapper.launchPresent = (...args: unknown[]) => {
-      // Undefined: the path declined the call (having done nothing), which went the general way.
-      const event = launchPresent(...args);
-      if (event !== undefined) presentLaunches++;
-      return event;
+    const target = mapper.target!.bind(mapper);
+    const targetMapping = mapper.targetMapping!.bind(mapper);
+    mapper.target = (...args: unknown[]) => {
+      presentLaunches++;
+      return target(...args);
+    };
+    mapper.targetMapping = (...args: unknown[]) => {
+      presentLaunches--;
+      return targetMapping(...args);
     };
   });
   after(() => rt.shutdown());
@@ -161,6 +166,35 @@ describe('target over present maps (OFFLOAD_INFO off)', { timeout: 60_000 }, () 
     }
     assert.equal(presentLaunches, 6, 'a call after a remapping went the general way');
     assert.deepEqual([...data], [6, 6]);
+    assert.equal(rt.mappedRanges(device), 0);
+  });
+  it('rejects, and never throws, whatever a call is given', async () => {
+    const data = new Int32Array([0, 0]);
+    const trap = (): never => {
+      throw new Error('a hostile trap');
+    };
+    const hostileKernel = new Proxy(add, { getPrototypeOf: trap, get: trap });
+    const hostileDevice = new Proxy(device, { get: trap });
+    const hostileGrid = Object.defineProperty({}, 'teams', { get: trap });
+    const hostileArgs = new Proxy([2, 1, map.tofrom(data)], { get: trap });
+    const calls: [string, () => Promise<void>][] = [
+      ['a kernel whose traps throw', () => rt.target(device, hostileKernel, { teams: 1 }, [2, 1, map.tofrom(data)])],
+      ['a device whose traps throw', () => rt.target(hostileDevice, add, { teams: 1 }, [2, 1, map.tofrom(data)])],
+      ['a grid whose getter throws', () => rt.target(device, add, hostileGrid as never, [2, 1, map.tofrom(data)])],
+      ['arguments whose traps throw', () => rt.target(device, add, { teams: 1 }, hostileArgs)],
+      ['no device', () => rt.target(null as never, add, { teams: 1 }, [2, 1, map.tofrom(data)])],
+      ['a string for the kernel', () => rt.target(device, 'add_i32' as never, { teams: 1 }, [2, 1, map.tofrom(data)])],
+      ['arguments that are not an array', () => rt.target(device, add, { teams: 1 }, 7 as never)],
+    ];
+    await rt.targetData(device, [map.tofrom(data)], async () => {
+      for (const [what, call] of calls) {
+        let promise: Promise<void> | undefined;
+        assert.doesNotThrow(() => (promise = call()), `target threw for ${what}`);
+        await assert.rejects(promise!, `target did not reject for ${what}`);
+      }
+      await addOne(2, map.tofrom(data)); // the path still works after them
+    });
+    assert.deepEqual([...data], [1, 1]);
     assert.equal(rt.mappedRanges(device), 0);
   });
 });

@@ -145,30 +145,37 @@ export class Runtime {
    * Resolves when the kernel and the copies back have completed.
    */
   target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[] = []): Promise<void> {
-    // Not async: the mapper's promise is returned as it is (a present-map call costs no more
-    // than its launch); a check that throws still becomes a rejection.
+    // Not async, so that V8 inlines it into a loop of calls: the mapper's promise is returned as
+    // it is (the mapper never throws). Its usual call, a kernel loaded for one of this runtime's
+    // devices (they share its context), is checked without searching the devices; anything else
+    // is refused by refuseTarget.
     try {
-      // A kernel loaded for one of this runtime's devices (they share its context), checked
-      // without searching the devices; anything else is refused by refuseTarget.
-      const usual =
+      if (
         kernel instanceof Kernel &&
         kernel.device === device &&
         device.context === this.context &&
-        !this.context.isClosed;
-      if (!usual) this.refuseTarget(device, kernel);
-      return this.mapper.target(device, kernel, grid, args);
+        !this.context.isClosed
+      )
+        return this.mapper.target(device, kernel, grid, args);
     } catch (error) {
-      return Promise.reject(error);
+      return Promise.reject(error); // a check that threw (a Proxy's trap)
     }
+    return this.refuseTarget(device, kernel);
   }
 
-  /** Throws the error of a `target` call whose device or kernel is not one of this runtime's. */
-  private refuseTarget(device: unknown, kernel: unknown): never {
-    const own = this.ownDevice(device, 'target');
-    throw errors.invalidArgument(
-      `target: the kernel must be a Kernel loaded for device ${own.id} (device.kernel(library, name)), got ${describe(kernel)}`,
-      own.id,
-    );
+  /** The rejection of a `target` call whose device or kernel is not one of this runtime's. */
+  private refuseTarget(device: unknown, kernel: unknown): Promise<never> {
+    try {
+      const own = this.ownDevice(device, 'target');
+      return Promise.reject(
+        errors.invalidArgument(
+          `target: the kernel must be a Kernel loaded for device ${own.id} (device.kernel(library, name)), got ${describe(kernel)}`,
+          own.id,
+        ),
+      );
+    } catch (error) {
+      return Promise.reject(error); // the device is not one of this runtime's
+    }
   }
 
   /**

@@ -12,7 +12,7 @@ import { errors } from '../errors.js';
 import type { Device } from '../api/device.js';
 import type { Kernel } from '../api/kernel.js';
 import { Buffer, DevicePointer } from '../api/buffer.js';
-import type { Event, Grid, KernelArgument, PointerResolver, Queue } from '../api/queue.js';
+import type { Grid, KernelArgument, PointerResolver, Queue } from '../api/queue.js';
 import type { InfoLog } from '../runtime/info-log.js';
 import { dropped } from '../runtime/debug.js';
 import type { Tracer } from '../runtime/trace.js';
@@ -75,7 +75,7 @@ interface DeviceMaps {
   readonly table: MappingTable;
   /** Idle queues: each call takes one, so calls neither wait for nor fail each other. */
   readonly idle: Queue[];
-  /** The queues of present-map `target` calls (see launchPresent). */
+  /** The queues of present-map `target` calls (see target and freePresentQueue). */
   present: Queue[];
   /** Resolves their present clauses. */
   readonly pointers: PresentPointers;
@@ -396,22 +396,63 @@ export class Mapper {
     );
   }
 
+  /**
+   * OpenMP `target` (see Runtime.target). Never throws: an error is the promise's rejection.
+   *
+   * A call whose map clauses all name present mappings and ask for no copy (no `always`) is its
+   * launch: entering and leaving such clauses only counts a reference up and down again, which
+   * nothing can observe in between. The clauses are resolved while the launch checks its
+   * arguments (PresentPointers), on a free queue of the device's own for these calls
+   * (freePresentQueue), whose event is the call's: no promise or reaction of its own. Any other
+   * call, and a call made while OFFLOAD_INFO or a trace is on (they want each clause's lines and
+   * a span), takes the general path (targetMapping), which checks and reports.
+   *
+   * Only the usual case is written here, small enough for V8 to inline into the caller's loop;
+   * the rest is in methods of their own.
+   */
   target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
-    // The present-map path, unless OFFLOAD_INFO or a trace is on: they want each clause's lines
-    // and a span. Arguments it cannot take (not an array, too few, ...) go the general way.
-    let maps = this.lastMaps;
-    if (this.lastDevice !== device) {
-      maps = this.devices.get(device);
-      if (maps && !this.tracer && !this.info.enabled) {
-        this.lastDevice = device;
-        this.lastMaps = maps;
-      } else maps = undefined;
-    }
-    if (maps) {
-      const event = this.launchPresent(device, maps, kernel, grid, args);
-      if (event) return event.done;
+    const maps = this.lastDevice === device ? this.lastMaps : this.presentMapsOf(device);
+    if (maps !== undefined) {
+      const queues = maps.present;
+      const queue = queues.length > 0 && queues[0]!.reusable ? queues[0] : this.freePresentQueue(device, maps);
+      const event = queue?.launchResolving(kernel, grid, args, maps.pointers);
+      if (event !== undefined) return event.done;
     }
     return this.targetMapping(device, kernel, grid, args);
+  }
+
+  /**
+   * The maps of `device` when its `target` calls may take the present-map path (it has maps, and
+   * neither OFFLOAD_INFO nor a trace is on); remembered as the last device, so that a loop of
+   * calls on one device skips the Map.
+   */
+  private presentMapsOf(device: Device): DeviceMaps | undefined {
+    const maps = this.devices.get(device);
+    if (maps === undefined || this.tracer || this.info.enabled) return undefined;
+    this.lastDevice = device;
+    this.lastMaps = maps;
+    return maps;
+  }
+
+  /**
+   * A free queue for a present-map launch, when the first is not. A queue is free when its last
+   * launch has settled without failing (Queue.reusable), so concurrent calls neither wait for
+   * nor fail each other. A queue whose launch failed keeps that failure (it sticks until a
+   * finish(), and the call's promise has reported it): it is destroyed. Undefined when no queue
+   * can be made (a lost device): the general path reports that.
+   */
+  private freePresentQueue(device: Device, maps: DeviceMaps): Queue | undefined {
+    const queues = maps.present;
+    for (let i = 1; i < queues.length; i++) if (queues[i]!.reusable) return queues[i];
+    let queue: Queue;
+    try {
+      queue = device.queue();
+    } catch {
+      return undefined;
+    }
+    for (const failed of queues.filter((q) => q.failed)) void failed.destroy();
+    maps.present = [...queues.filter((q) => !q.failed), queue];
+    return queue;
   }
 
   /**
@@ -420,16 +461,21 @@ export class Mapper {
    * function that creates them, which a present-map call should not pay for.
    */
   private targetMapping(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
-    if (!Array.isArray(args)) throw errors.invalidArgument('target: args must be an array', device.id);
-    const specs = args.filter(isMapSpec);
-    for (const spec of specs) {
-      if (!entersMapping(spec.type))
-        throw errors.invalidArgument(
-          `target: map.${spec.type} cannot map a kernel argument (use to, from, tofrom or alloc)`,
-          device.id,
-        );
+    let specs: MapSpec[];
+    try {
+      if (!Array.isArray(args)) throw errors.invalidArgument('target: args must be an array', device.id);
+      specs = args.filter(isMapSpec);
+      for (const spec of specs) {
+        if (!entersMapping(spec.type))
+          throw errors.invalidArgument(
+            `target: map.${spec.type} cannot map a kernel argument (use to, from, tofrom or alloc)`,
+            device.id,
+          );
+      }
+      checkTargetArguments(kernel, args, device.id);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    checkTargetArguments(kernel, args, device.id);
     return this.traced(device, `target ${kernel.name}`, specs, () =>
       this.onQueue(device, async (queue) => {
         const entered = await this.enter(device, queue, specs);
@@ -452,36 +498,6 @@ export class Mapper {
         );
       }),
     );
-  }
-
-  /**
-   * A `target` call whose map clauses all name present mappings and ask for no copy (no
-   * `always`): entering and leaving such clauses only counts a reference up and down again,
-   * which nothing can observe in between, so the call is the launch. The clauses are resolved
-   * while the launch checks its arguments (PresentPointers). Undefined, having done nothing, for
-   * any other call (the general path then checks and reports).
-   *
-   * The launch goes on a free queue of the device's own for these calls, whose event is the
-   * call's (no promise or reaction of its own). A queue is free when its last launch has settled
-   * without failing (Queue.reusable), so concurrent calls neither wait for nor fail each other. A
-   * queue whose launch failed keeps that failure (it sticks until a finish(), and the call's
-   * promise has reported it): it is destroyed.
-   */
-  private launchPresent(
-    device: Device,
-    maps: DeviceMaps,
-    kernel: Kernel,
-    grid: Grid,
-    args: readonly TargetArgument[],
-  ): Event | undefined {
-    const queues = maps.present;
-    let queue = queues.length > 0 && queues[0]!.reusable ? queues[0] : undefined;
-    for (let i = 1; i < queues.length && !queue; i++) if (queues[i]!.reusable) queue = queues[i];
-    if (!queue) {
-      for (const failed of queues.filter((q) => q.failed)) void failed.destroy();
-      maps.present = [...queues.filter((q) => !q.failed), (queue = device.queue())];
-    }
-    return queue.launchResolving(kernel, grid, args, maps.pointers);
   }
 
   /** Runs `run` as a span of the device's mapping track; without a trace, just runs it (a hot path). */

@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { map, Offload, type Device, type Kernel, type MapSpec, type Runtime } from '../src/index.js';
+import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 
 describe('target over present maps (OFFLOAD_INFO off)', { timeout: 60_000 }, () => {
@@ -196,5 +197,54 @@ describe('target over present maps (OFFLOAD_INFO off)', { timeout: 60_000 }, () 
     });
     assert.deepEqual([...data], [1, 1]);
     assert.equal(rt.mappedRanges(device), 0);
+  });
+  it("refuses another runtime's device or kernel, and any call after shutdown, as the general path does", async () => {
+    const data = new Int32Array([0, 0]);
+    const other = await Offload.init({ proxies: [], webgpu: false, mpi: false, host: { threads: 1 } });
+    const otherDevice = other.devices[0]!;
+    const otherAdd = await otherDevice.kernel(await other.register(await fixtureBundle()), 'add_i32');
+    const otherBuffer = await otherDevice.alloc(8);
+    try {
+      await other.targetData(otherDevice, [map.tofrom(data)], async () => {
+        // Its maps are the other runtime's: this one has none for its device, and must not use them.
+        await other.target(otherDevice, otherAdd, { teams: 1 }, [2, 1, map.tofrom(data)]);
+        await rt.targetData(device, [map.tofrom(data)], async () => {
+          await addOne(2, map.tofrom(data)); // this runtime's present path, warm
+          presentLaunches = 0;
+          await rejectsWith(
+            rt.target(device, otherAdd, { teams: 1 }, [2, 1, map.tofrom(data)]),
+            'INVALID_ARGUMENT',
+            /target: the kernel must be a Kernel loaded for device 0/,
+          );
+          for (const args of [
+            [2, 1, map.tofrom(data)],
+            [2, 1, otherBuffer],
+          ]) {
+            await rejectsWith(
+              rt.target(otherDevice, otherAdd, { teams: 1 }, args),
+              'INVALID_ARGUMENT',
+              /target: the first argument must be a Device of this runtime/,
+            );
+          }
+          assert.equal(presentLaunches, 0);
+        });
+      });
+    } finally {
+      await otherBuffer.free();
+      await other.shutdown();
+    }
+    assert.deepEqual([...data], [1, 1], 'each runtime added 1 on its own device copy');
+    // After its shutdown, a runtime refuses a call its present path took before.
+    const doomed = await Offload.init({ proxies: [], webgpu: false, mpi: false, host: { threads: 1 } });
+    const doomedDevice = doomed.devices[0]!;
+    const doomedAdd = await doomedDevice.kernel(await doomed.register(await fixtureBundle()), 'add_i32');
+    await doomed.enterData(doomedDevice, [map.tofrom(data)]);
+    await doomed.target(doomedDevice, doomedAdd, { teams: 1 }, [2, 1, map.tofrom(data)]);
+    await doomed.shutdown();
+    await rejectsWith(
+      doomed.target(doomedDevice, doomedAdd, { teams: 1 }, [2, 1, map.tofrom(data)]),
+      'DEVICE_LOST',
+      /the runtime was shut down/,
+    );
   });
 });

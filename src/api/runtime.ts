@@ -51,7 +51,7 @@ export class Runtime {
     private readonly parent?: Runtime,
   ) {
     this.devices = Object.freeze(devices);
-    this.mapper = new Mapper(context.info, context.tracer);
+    this.mapper = new Mapper(context.info, context.tracer, (device, kernel) => this.checkTarget(device, kernel));
   }
 
   /**
@@ -146,36 +146,18 @@ export class Runtime {
    */
   target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[] = []): Promise<void> {
     // Not async, so that V8 inlines it into a loop of calls: the mapper's promise is returned as
-    // it is (the mapper never throws). Its usual call, a kernel loaded for one of this runtime's
-    // devices (they share its context), is checked without searching the devices; anything else
-    // is refused by refuseTarget.
-    try {
-      if (
-        kernel instanceof Kernel &&
-        kernel.device === device &&
-        device.context === this.context &&
-        !this.context.isClosed
-      )
-        return this.mapper.target(device, kernel, grid, args);
-    } catch (error) {
-      return Promise.reject(error); // a check that threw (a Proxy's trap)
-    }
-    return this.refuseTarget(device, kernel);
+    // it is. The mapper never throws, and checks the device and kernel (checkTarget).
+    return this.mapper.target(device, kernel, grid, args);
   }
 
-  /** The rejection of a `target` call whose device or kernel is not one of this runtime's. */
-  private refuseTarget(device: unknown, kernel: unknown): Promise<never> {
-    try {
-      const own = this.ownDevice(device, 'target');
-      return Promise.reject(
-        errors.invalidArgument(
-          `target: the kernel must be a Kernel loaded for device ${own.id} (device.kernel(library, name)), got ${describe(kernel)}`,
-          own.id,
-        ),
+  /** Throws unless `device` is one of this runtime's and `kernel` a Kernel loaded for it. */
+  private checkTarget(device: unknown, kernel: unknown): void {
+    const own = this.ownDevice(device, 'target');
+    if (!(kernel instanceof Kernel) || kernel.device !== own)
+      throw errors.invalidArgument(
+        `target: the kernel must be a Kernel loaded for device ${own.id} (device.kernel(library, name)), got ${describe(kernel)}`,
+        own.id,
       );
-    } catch (error) {
-      return Promise.reject(error); // the device is not one of this runtime's
-    }
   }
 
   /**
@@ -199,7 +181,7 @@ export class Runtime {
 
   /** @internal The mapping table of a device (tests and diagnostics). */
   mappedRanges(device: Device): number {
-    return this.mapper.table(device).size;
+    return this.mapper.table(this.ownDevice(device, 'mappedRanges')).size;
   }
 
   /** The device with id `id` (its index in `devices`). Throws NOT_FOUND. */

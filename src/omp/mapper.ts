@@ -144,6 +144,11 @@ export class Mapper {
   constructor(
     private readonly info: InfoLog,
     private readonly tracer: Tracer | undefined,
+    /**
+     * The runtime's check of a `target` call's device and kernel (Runtime.checkTarget): throws
+     * unless the device is one of the runtime's and the kernel one of the device's.
+     */
+    private readonly checkTarget: (device: unknown, kernel: unknown) => void,
   ) {}
 
   private mapsOf(device: Device): DeviceMaps {
@@ -408,7 +413,10 @@ export class Mapper {
    * a span), takes the general path (targetMapping), which checks and reports.
    *
    * Only the usual case is written here, small enough for V8 to inline into the caller's loop;
-   * the rest is in methods of their own.
+   * the rest is in methods of their own. The general path makes the runtime's checks of the
+   * device and kernel (checkTarget); the present-map path needs none of its own: it finds maps
+   * only for the runtime's devices (they are made after those checks), and its launch declines a
+   * kernel that is not the device's, or a device that is lost or shut down.
    */
   target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
     const maps = this.lastDevice === device ? this.lastMaps : this.presentMapsOf(device);
@@ -463,6 +471,7 @@ export class Mapper {
   private targetMapping(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
     let specs: MapSpec[];
     try {
+      this.checkTarget(device, kernel);
       if (!Array.isArray(args)) throw errors.invalidArgument('target: args must be an array', device.id);
       specs = args.filter(isMapSpec);
       for (const spec of specs) {

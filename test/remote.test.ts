@@ -142,6 +142,38 @@ describe('bulk transfers', { timeout: 180_000 }, () => {
       await proxy.stop();
     }
   });
+
+  it('streams a large read straight from device memory as the queue found it: a fill after it on the queue, and a free, wait for every byte to leave', async () => {
+    const proxy = await startProxy({ threads: 1, memory: '128M' });
+    const runtime = await Offload.init({ host: false, proxies: [proxy.address], token: proxy.token });
+    try {
+      const device = runtime.devices[0]!;
+      const big = await device.alloc(48 * MiB);
+      const queue = device.queue();
+      for (let round = 0; round < 3; round++) {
+        const data = pattern(48 * MiB, round);
+        await queue.write(big, data).done;
+        const back = new Uint8Array(48 * MiB - 3);
+        queue.read(big, back, { offset: 3 });
+        // Done by the proxy alone, as soon as the queue gets there: it must not reach bytes of
+        // the read still waiting to be sent.
+        queue.fill(big, Uint32Array.of(0xdeadbeef));
+        await queue.finish();
+        assert.ok(Buffer.from(back).equals(Buffer.from(data).subarray(3)), `round ${round}`);
+      }
+      const back = new Uint8Array(48 * MiB);
+      const read = queue.read(big, back).done;
+      await big.free();
+      await read;
+      assert.ok(
+        back.every((byte, i) => byte === [0xef, 0xbe, 0xad, 0xde][i % 4]),
+        'the read before the free got the fill',
+      );
+    } finally {
+      await runtime.shutdown();
+      await proxy.stop();
+    }
+  });
 });
 
 describe('one proxy, several clients', { timeout: 180_000 }, () => {

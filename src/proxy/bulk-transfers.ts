@@ -137,25 +137,34 @@ export class BulkTransfers {
       done.then(giveBack, giveBack);
       return connection.reply(id, done, undefined, () => out);
     }
-    connection.reply(
-      id,
-      park(parking(queue), () => this.stream(buffer, offset, bytes, id)),
-    );
+    const done = park(parking(queue), () => this.stream(buffer, offset, bytes, id));
+    // The buffer stays allocated while chunks may be sent from it directly.
+    buffer.use(done);
+    connection.reply(id, done);
   }
 
-  /** Sends [offset, offset+bytes) of `buffer` as `data` frames, minding back-pressure. */
+  /**
+   * Sends [offset, offset+bytes) of `buffer` as `data` frames, minding back-pressure. Where the
+   * device's memory is host memory, the chunks are views of it, sent as they are: the queue is
+   * parked at this read, so nothing of the queue changes the range until the stream ends, and it
+   * ends only when the transport holds none of the views any more (`flushed`). Copying each
+   * chunk out through the device's queue first made a 64 MiB read 2.5 times as long.
+   */
   private async stream(buffer: Buffer, offset: number, bytes: number, id: number): Promise<void> {
-    const side = this.sideQueue(buffer.device);
     const transport = this.connection.transport;
+    const direct = buffer.directView(offset, bytes);
+    const side = direct ? undefined : this.sideQueue(buffer.device);
     const sent = await streamChunks(bytes, {
       send: async (done, length) => {
+        if (direct) return this.connection.send({ op: 'data', id, offset: done }, direct.subarray(done, done + length));
         const chunk = new Uint8Array(length);
-        await side.read(buffer, chunk, { offset: offset + done }).done;
+        await side!.read(buffer, chunk, { offset: offset + done }).done;
         return this.connection.send({ op: 'data', id, offset: done }, chunk);
       },
       drained: () => transport.drained(),
       stopped: () => transport.closed,
     });
+    if (direct) await transport.flushed();
     if (!sent) throw errors.deviceLost('the client connection closed during a read');
   }
 

@@ -48,6 +48,11 @@ export class LoopbackTransport implements Transport {
     return Promise.resolve();
   }
 
+  /** Each frame was copied (encoded) when sent. */
+  flushed(): Promise<void> {
+    return Promise.resolve();
+  }
+
   /** Delivers `bytes` to this end on a later microtask, as a socket would. */
   inject(bytes: Uint8Array): void {
     queueMicrotask(() => this.receiver.receive(bytes));

@@ -72,6 +72,9 @@ const READ_BYTES = 64 * 1024;
  */
 const scratch = new Uint8Array(READ_BYTES);
 
+/** The empty write whose callback says the socket's earlier writes are done (TcpTransport.flushed). */
+const NOTHING = new Uint8Array(0);
+
 /**
  * Chooses where each read of a plain TCP socket lands (`onread`): straight into the payload view
  * of a frame whose sink gave one (a streamed write lands in device memory with no copy in
@@ -171,6 +174,13 @@ class TcpTransport implements Transport {
       this.socket.on('drain', done);
       this.socket.on('close', done);
     });
+  }
+
+  flushed(): Promise<void> {
+    if (this.isClosed || this.socket.writableLength === 0) return Promise.resolve();
+    // Writes complete in order: an empty one's callback comes once all before it left (or with
+    // the error of a socket that closed meanwhile).
+    return new Promise((resolve) => this.socket.write(NOTHING, () => resolve()));
   }
 
   close(reason?: OffloadError): void {

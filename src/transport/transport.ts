@@ -37,6 +37,12 @@ export interface Transport {
   /** Resolves when the queued bytes fall below the high-water mark, or the transport closes. */
   drained(): Promise<void>;
   /**
+   * Resolves when every payload sent so far has left the caller's arrays (handed to the OS, or
+   * its MPI send completed), or the transport closes: a caller that sent views of memory it is
+   * about to change (a proxy streaming device memory) waits for it first.
+   */
+  flushed(): Promise<void>;
+  /**
    * Optional: the peer's next frame is expected soon (the reply this end awaits, the next request
    * of a client just answered); a transport that can wait for it more eagerly than by sleeping
    * does so for a while (TCP: the poll window, OFFLOAD_POLL_US).

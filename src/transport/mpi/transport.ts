@@ -27,6 +27,7 @@ export class MpiTransport implements Transport {
   private readonly receiver = new FrameReceiver(this);
   private isClosed = false;
   private drainWaiters: (() => void)[] = [];
+  private flushWaiters: (() => void)[] = [];
 
   constructor(
     private readonly hub: MpiChannelHub,
@@ -59,10 +60,16 @@ export class MpiTransport implements Transport {
     return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
+  flushed(): Promise<void> {
+    if (this.isClosed || this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.flushWaiters.push(resolve));
+  }
+
   /** @internal The hub reports completed sends. */
   completed(bytes: number): void {
     this.inFlight -= bytes;
     if (this.inFlight < HIGH_WATER_BYTES) for (const wake of this.drainWaiters.splice(0)) wake();
+    if (this.inFlight === 0) for (const wake of this.flushWaiters.splice(0)) wake();
   }
 
   /** @internal The hub delivers one message of this channel. */
@@ -94,7 +101,7 @@ export class MpiTransport implements Transport {
     if (this.isClosed) return;
     this.isClosed = true;
     this.hub.forget(this, tellPeer);
-    for (const wake of this.drainWaiters.splice(0)) wake();
+    for (const wake of [...this.drainWaiters.splice(0), ...this.flushWaiters.splice(0)]) wake();
     this.onClose(reason);
   }
 }

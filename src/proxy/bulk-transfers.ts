@@ -153,14 +153,15 @@ export class BulkTransfers {
   private async stream(buffer: Buffer, offset: number, bytes: number, id: number): Promise<void> {
     const transport = this.connection.transport;
     const direct = buffer.directView(offset, bytes);
-    const side = direct ? undefined : this.sideQueue(buffer.device);
+    const chunkAt = direct
+      ? (done: number, length: number): Uint8Array => direct.subarray(done, done + length)
+      : async (done: number, length: number): Promise<Uint8Array> => {
+          const chunk = new Uint8Array(length);
+          await this.sideQueue(buffer.device).read(buffer, chunk, { offset: offset + done }).done;
+          return chunk;
+        };
     const sent = await streamChunks(bytes, {
-      send: async (done, length) => {
-        if (direct) return this.connection.send({ op: 'data', id, offset: done }, direct.subarray(done, done + length));
-        const chunk = new Uint8Array(length);
-        await side!.read(buffer, chunk, { offset: offset + done }).done;
-        return this.connection.send({ op: 'data', id, offset: done }, chunk);
-      },
+      send: async (done, length) => this.connection.send({ op: 'data', id, offset: done }, await chunkAt(done, length)),
       drained: () => transport.drained(),
       stopped: () => transport.closed,
     });

@@ -198,6 +198,60 @@ describe('target over present maps (OFFLOAD_INFO off)', { timeout: 60_000 }, () 
     assert.deepEqual([...data], [1, 1]);
     assert.equal(rt.mappedRanges(device), 0);
   });
+  it('gives calls in flight at once queues of their own, so that none waits for another, and no call the queue of a failed one', async () => {
+    // On the workers, so that each call is still running when the next is made.
+    const pool = await Offload.init({ proxies: [], webgpu: false, mpi: false, host: { threads: 2, inline: 'never' } });
+    try {
+      const poolDevice = pool.devices[0]!;
+      const library = await pool.register(await fixtureBundle());
+      const poolAdd = await poolDevice.kernel(library, 'add_i32');
+      const trap = await poolDevice.kernel(library, 'trap_unreachable');
+      const waitFlag = await poolDevice.kernel(library, 'wait_flag');
+      const data = new Int32Array(16);
+      let generalCalls = 0;
+      const mapper = (pool as unknown as { mapper: Record<string, (...args: unknown[]) => unknown> }).mapper;
+      const targetMapping = mapper.targetMapping!.bind(mapper);
+      mapper.targetMapping = (...args: unknown[]) => {
+        generalCalls++;
+        return targetMapping(...args);
+      };
+      // Each call adds to its own element (calls on different queues may run at the same time).
+      const addEach = (delta: number) =>
+        Promise.all(
+          Array.from({ length: data.length }, (_, i) =>
+            pool.target(poolDevice, poolAdd, { teams: 1 }, [1, delta, map.tofrom(data.subarray(i, i + 1))]),
+          ),
+        );
+      const [flag, done] = [new Int32Array(1), new Int32Array(1)];
+      await pool.targetData(poolDevice, [map.tofrom(data), map.tofrom(flag), map.tofrom(done)], async () => {
+        // The first spins until the second sets the flag: on one queue, it would give up after
+        // its spins and store 2.
+        const waiting = pool.target(poolDevice, waitFlag, { teams: 1 }, [
+          map.tofrom(flag),
+          2_000_000_000,
+          map.tofrom(done),
+        ]);
+        await pool.target(poolDevice, poolAdd, { teams: 1 }, [1, 1, map.tofrom(flag)]);
+        await waiting;
+        await addEach(1);
+        // A failure sticks to its queue until a finish(): a later call given that queue would be
+        // skipped with this call's error.
+        await rejectsWith(pool.target(poolDevice, trap, { teams: 1 }, []), 'KERNEL_TRAP');
+        await pool.target(poolDevice, poolAdd, { teams: 1 }, [data.length, 10, map.tofrom(data)]);
+        await addEach(100);
+        const added = addEach(1000);
+        await rejectsWith(pool.target(poolDevice, trap, { teams: 1 }, []), 'KERNEL_TRAP');
+        await added;
+        await addEach(10_000);
+      });
+      assert.equal(done[0], 1, 'the second call waited for the first');
+      assert.deepEqual([...data], new Array<number>(data.length).fill(11_111));
+      assert.equal(generalCalls, 0, 'a call took the general path');
+    } finally {
+      await pool.shutdown();
+    }
+  });
+
   it("refuses another runtime's device or kernel, and any call after shutdown, as the general path does", async () => {
     const data = new Int32Array([0, 0]);
     const other = await Offload.init({ proxies: [], webgpu: false, mpi: false, host: { threads: 1 } });

@@ -93,9 +93,6 @@ class Clause implements MapSpec {
 }
 Object.defineProperty(Clause.prototype, BRAND, { value: true });
 
-/** The types, in the order of a Builder's recent clauses (and the names of its functions). */
-const TYPES: readonly MapType[] = ['to', 'from', 'tofrom', 'alloc', 'release', 'delete'];
-
 /** The four forms of `map` (plain, always, present, both) by `${always}/${present}`, made when first asked for. */
 const builders = new Map<string, Builder>();
 
@@ -110,7 +107,12 @@ let forgetScheduled = false;
 
 function forgetRecentClauses(): void {
   forgetScheduled = false;
-  for (const made of builders.values()) made.recent.fill(undefined);
+  for (const made of builders.values()) made.forget();
+}
+
+/** Whether `last` is a clause of `view` named `name`: small, so that V8 inlines it. */
+function isClauseOf(last: Clause | undefined, view: HostView, name: string | undefined): last is Clause {
+  return last !== undefined && last.view === view && last.name === name;
 }
 
 /**
@@ -118,11 +120,16 @@ function forgetRecentClauses(): void {
  * same array (and name) is named, until the event loop's next turn: a loop of `target` calls
  * names the same arrays call after call, and a comparison costs a few ns where making a clause
  * cost 20. A clause is a value (frozen), so sharing it is safe; forgetting at the next turn keeps
- * no array alive that the program dropped. A class, not closures, so that V8 inlines the calls.
+ * no array alive that the program dropped. A class, not closures, so that V8 inlines the calls;
+ * the last clauses in fields of their own, not an array, so that a call loads one field.
  */
 class Builder implements MapBuilder {
-  /** The clause made last for each of TYPES. */
-  readonly recent: (Clause | undefined)[] = [undefined, undefined, undefined, undefined, undefined, undefined];
+  private lastTo: Clause | undefined;
+  private lastFrom: Clause | undefined;
+  private lastTofrom: Clause | undefined;
+  private lastAlloc: Clause | undefined;
+  private lastRelease: Clause | undefined;
+  private lastDelete: Clause | undefined;
   private alwaysForm: Builder | undefined;
   private presentForm: Builder | undefined;
 
@@ -131,26 +138,33 @@ class Builder implements MapBuilder {
     private readonly isPresent: boolean,
   ) {
     // Bound, as the closures they replace were: `const { to } = map` still works.
-    for (const type of TYPES) this[type] = this[type].bind(this);
+    for (const type of ['to', 'from', 'tofrom', 'alloc', 'release', 'delete'] as const)
+      this[type] = this[type].bind(this);
   }
 
   to(view: HostView, name?: string): MapSpec {
-    return this.clause(0, view, name);
+    return isClauseOf(this.lastTo, view, name) ? this.lastTo : (this.lastTo = this.make('to', view, name));
   }
   from(view: HostView, name?: string): MapSpec {
-    return this.clause(1, view, name);
+    return isClauseOf(this.lastFrom, view, name) ? this.lastFrom : (this.lastFrom = this.make('from', view, name));
   }
   tofrom(view: HostView, name?: string): MapSpec {
-    return this.clause(2, view, name);
+    return isClauseOf(this.lastTofrom, view, name)
+      ? this.lastTofrom
+      : (this.lastTofrom = this.make('tofrom', view, name));
   }
   alloc(view: HostView, name?: string): MapSpec {
-    return this.clause(3, view, name);
+    return isClauseOf(this.lastAlloc, view, name) ? this.lastAlloc : (this.lastAlloc = this.make('alloc', view, name));
   }
   release(view: HostView, name?: string): MapSpec {
-    return this.clause(4, view, name);
+    return isClauseOf(this.lastRelease, view, name)
+      ? this.lastRelease
+      : (this.lastRelease = this.make('release', view, name));
   }
   delete(view: HostView, name?: string): MapSpec {
-    return this.clause(5, view, name);
+    return isClauseOf(this.lastDelete, view, name)
+      ? this.lastDelete
+      : (this.lastDelete = this.make('delete', view, name));
   }
 
   get always(): MapBuilder {
@@ -160,14 +174,13 @@ class Builder implements MapBuilder {
     return (this.presentForm ??= builder(this.isAlways, true));
   }
 
-  private clause(index: number, view: HostView, name: string | undefined): MapSpec {
-    const last = this.recent[index];
-    if (last !== undefined && view === last.view && name === last.name) return last;
-    return this.make(index, view, name);
+  /** Forgets the last clauses (at the event loop's next turn). */
+  forget(): void {
+    this.lastTo = this.lastFrom = this.lastTofrom = undefined;
+    this.lastAlloc = this.lastRelease = this.lastDelete = undefined;
   }
 
-  private make(index: number, view: HostView, name: string | undefined): MapSpec {
-    const type = TYPES[index]!;
+  private make(type: MapType, view: HostView, name: string | undefined): Clause {
     if (!ArrayBuffer.isView(view))
       throw errors.invalidArgument(
         `map.${type}: expected a TypedArray or DataView, got ${view === null ? 'null' : typeof view}`,
@@ -175,7 +188,6 @@ class Builder implements MapBuilder {
     if (name !== undefined && typeof name !== 'string')
       throw errors.invalidArgument(`map.${type}: the name must be a string, got ${typeof name}`);
     const clause = Object.freeze(new Clause(type, view, this.isAlways, this.isPresent, name));
-    this.recent[index] = clause;
     if (!forgetScheduled) {
       forgetScheduled = true;
       setImmediate(forgetRecentClauses).unref();

@@ -12,7 +12,7 @@ import { errors } from '../errors.js';
 import type { Device } from '../api/device.js';
 import type { Kernel } from '../api/kernel.js';
 import { Buffer, DevicePointer } from '../api/buffer.js';
-import type { Grid, KernelArgument, PointerResolver, Queue } from '../api/queue.js';
+import type { Event, Grid, KernelArgument, PointerResolver, Queue } from '../api/queue.js';
 import type { InfoLog } from '../runtime/info-log.js';
 import { dropped } from '../runtime/debug.js';
 import type { Tracer } from '../runtime/trace.js';
@@ -135,11 +135,12 @@ class PresentPointers implements PointerResolver {
 export class Mapper {
   private readonly devices = new Map<Device, DeviceMaps>();
   /**
-   * The device of the last `target` call and its maps, when it can take the present-map path:
-   * a loop of calls on one device skips the Map.
+   * The device of the last present-map `target` call, the queue it launched on and its maps'
+   * resolver: a loop of calls on one device goes straight to that queue while it is free.
    */
   private lastDevice: Device | undefined;
-  private lastMaps: DeviceMaps | undefined;
+  private lastQueue: Queue | undefined;
+  private lastPointers: PresentPointers | undefined;
 
   constructor(
     private readonly info: InfoLog,
@@ -419,39 +420,45 @@ export class Mapper {
    * kernel that is not the device's, or a device that is lost or shut down.
    */
   target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
-    const maps = this.lastDevice === device ? this.lastMaps : this.presentMapsOf(device);
-    if (maps !== undefined) {
-      const queues = maps.present;
-      const queue = queues.length > 0 && queues[0]!.reusable ? queues[0] : this.freePresentQueue(device, maps);
-      const event = queue?.launchResolving(kernel, grid, args, maps.pointers);
-      if (event !== undefined) return event.done;
-    }
-    return this.targetMapping(device, kernel, grid, args);
+    const queue = this.lastDevice === device ? this.lastQueue : undefined;
+    const event =
+      queue !== undefined && queue.reusable
+        ? queue.launchResolving(kernel, grid, args, this.lastPointers!)
+        : this.presentLaunch(device, kernel, grid, args);
+    return event === undefined ? this.targetMapping(device, kernel, grid, args) : event.done;
   }
 
   /**
-   * The maps of `device` when its `target` calls may take the present-map path (it has maps, and
-   * neither OFFLOAD_INFO nor a trace is on); remembered as the last device, so that a loop of
-   * calls on one device skips the Map.
+   * A present-map launch on a free queue of `device`, when its calls may take that path (it has
+   * maps, and neither OFFLOAD_INFO nor a trace is on); remembers the device, the queue and the
+   * resolver for the next call. Undefined when the call must take the general path.
    */
-  private presentMapsOf(device: Device): DeviceMaps | undefined {
+  private presentLaunch(
+    device: Device,
+    kernel: Kernel,
+    grid: Grid,
+    args: readonly TargetArgument[],
+  ): Event | undefined {
     const maps = this.devices.get(device);
     if (maps === undefined || this.tracer || this.info.enabled) return undefined;
+    const queue = this.freePresentQueue(device, maps);
+    if (queue === undefined) return undefined;
     this.lastDevice = device;
-    this.lastMaps = maps;
-    return maps;
+    this.lastQueue = queue;
+    this.lastPointers = maps.pointers;
+    return queue.launchResolving(kernel, grid, args, maps.pointers);
   }
 
   /**
-   * A free queue for a present-map launch, when the first is not. A queue is free when its last
-   * launch has settled without failing (Queue.reusable), so concurrent calls neither wait for
-   * nor fail each other. A queue whose launch failed keeps that failure (it sticks until a
-   * finish(), and the call's promise has reported it): it is destroyed. Undefined when no queue
-   * can be made (a lost device): the general path reports that.
+   * A free queue for a present-map launch. A queue is free when its last launch has settled
+   * without failing (Queue.reusable), so concurrent calls neither wait for nor fail each other.
+   * A queue whose launch failed keeps that failure (it sticks until a finish(), and the call's
+   * promise has reported it): it is destroyed. Undefined when no queue can be made (a lost
+   * device): the general path reports that.
    */
   private freePresentQueue(device: Device, maps: DeviceMaps): Queue | undefined {
     const queues = maps.present;
-    for (let i = 1; i < queues.length; i++) if (queues[i]!.reusable) return queues[i];
+    for (const queue of queues) if (queue.reusable) return queue;
     let queue: Queue;
     try {
       queue = device.queue();

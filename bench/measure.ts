@@ -37,6 +37,14 @@ function heldBytes(): number {
 }
 
 /**
+ * `plan` with `factor` times its repetitions (a quick plan as it is): for contenders whose one
+ * repetition is short enough that a busy neighbour's few ms move it by 10 % and more.
+ */
+export function withMoreRepetitions(plan: Plan, factor: number): Plan {
+  return plan.quick ? plan : { ...plan, repetitions: factor * plan.repetitions };
+}
+
+/**
  * Times contenders in alternation: all warm up first, then each repetition runs every
  * contender once, so a slow phase of the (shared, 2-vCPU) machine hits all of them alike.
  * A timed run that leaves more than GARBAGE_BYTES behind has it collected, and its memory

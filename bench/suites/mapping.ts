@@ -5,7 +5,7 @@
  */
 import { map, Offload } from '../offload.js';
 import { benchBundle } from '../kernel-bundle.js';
-import { measure } from '../measure.js';
+import { measure, withMoreRepetitions } from '../measure.js';
 import type { Suite } from '../suite.js';
 
 const MiB = 1024 * 1024;
@@ -27,7 +27,7 @@ export const mappingSuite: Suite = {
       const smallBuffer = await device.alloc(small.byteLength);
       // A repetition of this pair is 10,000 calls, 4-5 ms: a few ms of a busy neighbour move one
       // of nine by 10 % and more, so it takes five times the plan's repetitions (0.5 s in all).
-      const hitPlan = plan.quick ? plan : { ...plan, repetitions: 5 * plan.repetitions };
+      const hitPlan = withMoreRepetitions(plan, 5);
       const [hit, bare] = await runtime.targetData(device, [map.tofrom(small)], () =>
         measure(hitPlan, [
           {

@@ -10,7 +10,7 @@ import type { RemoteDevice } from '../../src/plugins/remote/device.js';
 import { Offload } from '../offload.js';
 import { startLocalProxies } from '../../src/cli/local-proxies.js';
 import { benchBundle } from '../kernel-bundle.js';
-import { measure, type Plan } from '../measure.js';
+import { measure, withMoreRepetitions, type Plan } from '../measure.js';
 import { RawTcpPeer } from '../raw-tcp.js';
 import { pollMicros } from '../../src/transport/poll-window.js';
 import type { Row, Suite } from '../suite.js';
@@ -35,7 +35,7 @@ async function transfers(device: Device, raw: RawTcpPeer, plan: Plan): Promise<R
   const dst = new Uint8Array(COPY_BYTES);
   // A repetition of a contender here is one 64 MiB transfer, 15-60 ms: a busy neighbour's few ms
   // move one of nine by 10 % and more, so these take five times the plan's repetitions (8-10 s).
-  const transferPlan = plan.quick ? plan : { ...plan, repetitions: 5 * plan.repetitions };
+  const transferPlan = withMoreRepetitions(plan, 5);
   const [write, rawWrite, read, rawRead] = await measure(transferPlan, [
     {
       label: 'queue.write(remoteBuffer, 64 MiB) + finish()',

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { buildBundle } from '../src/build/compile.js';
-import { Offload, type Runtime } from '../src/index.js';
+import { Offload, type OffloadError, type Runtime } from '../src/index.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 
@@ -227,6 +227,30 @@ describe('host device', { timeout: 180_000 }, () => {
       if (previous === undefined) delete process.env.OFFLOAD_HOST_THREADS;
       else process.env.OFFLOAD_HOST_THREADS = previous;
     }
+  });
+
+  it('refuses a direct view of memory outside its allocation (the proxy streams reads from such views)', async () => {
+    await withRuntime(async (runtime) => {
+      const [a, b] = [await runtime.devices[0]!.alloc(256), await runtime.devices[0]!.alloc(256)];
+      assert.equal(a.directView(0, 256)?.byteLength, 256);
+      assert.equal(a.directView(200, 56)?.byteLength, 56);
+      for (const [offset, bytes] of [
+        [0, 257],
+        [256, 1],
+        [255, 2],
+        [1, 2 ** 40],
+        [-1, 1],
+        [0, -1],
+      ] as const) {
+        assert.throws(
+          () => a.directView(offset, bytes),
+          (e: OffloadError) =>
+            e.code === 'OUT_OF_BOUNDS' && /not lie inside its allocation of 256 bytes/.test(e.message),
+          `a view of ${bytes} bytes at ${offset}`,
+        );
+      }
+      await Promise.all([a.free(), b.free()]);
+    });
   });
 
   it('refuses a second image whose static data overlaps, until the first is unregistered', async () => {

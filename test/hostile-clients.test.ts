@@ -304,6 +304,59 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
     await served(proxy);
     await bystanderIntact();
   });
+
+  it('12: a streamed read past its buffer is OUT_OF_BOUNDS and sends nothing; one inside it streams', async () => {
+    const raw = await RawClient.open(proxy.address);
+    try {
+      assert.equal((await raw.login(proxy.token)).error, undefined);
+      // Buffer 2 lies after buffer 1 in this client's memory: what a read past buffer 1 would send.
+      raw.send({ op: 'alloc', id: 2, device: 0, buffer: 1, bytes: 256, kind: 'device' });
+      raw.send({ op: 'alloc', id: 3, device: 0, buffer: 2, bytes: MiB, kind: 'device' });
+      // A queue for each read: a queue's first failure fails what follows on it until a sync.
+      for (let queue = 1; queue <= 5; queue++) raw.send({ op: 'queue', id: 3 + queue, queue, device: 0 });
+      raw.send({ op: 'write', id: 9, queue: 5, buffer: 2, offset: 0, bytes: 64 }, new Uint8Array(64).fill(0x77));
+      for (let id = 2; id <= 9; id++) assert.equal(await raw.error(id), undefined, `request ${id}`);
+
+      // Over 256 KiB, a read streams as data frames. Unchecked, 2^40 bytes sent a million empty
+      // frames and held the proxy's thread for 10 s and more (no reply within raw.error's 10 s).
+      const past: [queue: number, buffer: number, offset: number, bytes: number][] = [
+        [1, 1, 0, MiB],
+        [2, 1, 0, 2 ** 40],
+        [3, 2, 1, MiB],
+        [4, 2, MiB, 2 ** 40],
+      ];
+      for (const [queue, buffer, offset, bytes] of past)
+        raw.send({ op: 'read', id: 10 + queue, queue, buffer, offset, bytes });
+      raw.send({ op: 'ping', id: 20 });
+      for (const [queue, buffer, offset, bytes] of past) {
+        const error = await raw.error(10 + queue);
+        assert.equal(error?.code, 'OUT_OF_BOUNDS', `read ${10 + queue}: ${JSON.stringify(error)}`);
+        const size = buffer === 1 ? 256 : MiB;
+        assert.equal(
+          error.message,
+          `read from buffer of ${size} bytes on device 0: ${bytes} bytes at offset ${offset} reach byte ${offset + bytes}, beyond its ${size} bytes`,
+        );
+        const sent = raw.frames.filter((frame) => frame.meta.op === 'data' && frame.meta.id === 10 + queue);
+        assert.equal(sent.length, 0, `data frames for read ${10 + queue}`);
+      }
+      assert.equal(await raw.error(20), undefined);
+
+      // A streamed read of all of buffer 2 sends exactly its bytes.
+      raw.send({ op: 'read', id: 21, queue: 5, buffer: 2, offset: 0, bytes: MiB });
+      assert.equal(await raw.error(21), undefined);
+      const chunks = raw.frames.filter((frame) => frame.meta.op === 'data' && frame.meta.id === 21);
+      assert.deepEqual(
+        chunks.map((frame) => [frame.meta.offset, frame.payload.byteLength]),
+        [[0, MiB]],
+      );
+      assert.deepEqual([...new Set(chunks[0]!.payload.subarray(0, 64))], [0x77]);
+      assert.deepEqual([...new Set(chunks[0]!.payload.subarray(64))], [0]);
+    } finally {
+      raw.close();
+    }
+    await served(proxy);
+    await bystanderIntact();
+  });
 });
 
 describe('images that attack the device', { timeout: 300_000 }, () => {

@@ -336,6 +336,7 @@ export interface PluginDevice {
    * Optional, for devices whose memory the host addresses directly (the host device): a view of
    * `bytes` bytes of `alloc` at `offset`. Writing through it bypasses the queues, so the caller
    * must order it itself (the proxy does, for a streamed write its queue is parked at).
+   * Throws OUT_OF_BOUNDS for a range that does not lie inside `alloc`.
    */
   hostView?(alloc: Allocation, offset: number, bytes: number): Uint8Array;
   /** Set once the device is gone; every later operation rejects with it. */

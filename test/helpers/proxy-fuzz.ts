@@ -17,7 +17,7 @@ import { ErrorCode, OffloadError, errors } from '../../src/errors.js';
 import { decodeBundle } from '../../src/image/bundle.js';
 import { ProxyConnection } from '../../src/proxy/connection.js';
 import { PeerLinks } from '../../src/proxy/peer-links.js';
-import { PROTOCOL_VERSION } from '../../src/protocol/wire.js';
+import { CHUNK_BYTES, PROTOCOL_VERSION } from '../../src/protocol/wire.js';
 import type { ProxyServer } from '../../src/proxy/server.js';
 import { encodeFrame, FrameDecoder, type Frame, type MetaCodec } from '../../src/transport/frame.js';
 import { compactMeta } from '../../src/protocol/compact.js';
@@ -516,8 +516,18 @@ export async function fuzzProxy(target: FuzzTarget, options: FuzzOptions): Promi
   const fuzzConnection = async (random: Random): Promise<void> => {
     const link = await target.connect();
     report.connections++;
+    /** Bytes asked for by this connection's well-formed reads, by id, and the data sent for them so far. */
+    const reads = new Map<number, { asked: number; sent: number }>();
     link.onFrame = (frame) => {
       report.replies++;
+      if (frame.meta.op === 'data') {
+        // A read's data comes in chunks of 1 to CHUNK_BYTES bytes, never more in all than it asked for.
+        const read = reads.get(frame.meta.id as number);
+        const length = frame.payload.byteLength;
+        if (length === 0 || length > CHUNK_BYTES) violation(`a data frame of ${length} bytes`);
+        if (read && (read.sent += length) > read.asked)
+          violation(`${read.sent} bytes of data for a read of ${read.asked}`);
+      }
       const error = frame.meta.error as { code?: unknown; message?: unknown } | undefined;
       if (error === undefined) return;
       const code = String(error.code);
@@ -559,6 +569,8 @@ export async function fuzzProxy(target: FuzzTarget, options: FuzzOptions): Promi
       const kind = wellFormed ? random.pick([0, 0, 9]) : random.below(10);
       if (kind < 6) {
         const mutated = mutateMeta(random, frame, wellFormed);
+        if (mutated.meta.op === 'read' && typeof mutated.meta.bytes === 'number')
+          reads.set(mutated.meta.id as number, { asked: mutated.meta.bytes, sent: 0 });
         link.send(mutated.meta, mutated.payload);
       } else if (kind < 9) {
         link.inject(mutateBytes(random, encodeFrame(frame.meta, frame.payload, compact ? compactMeta : undefined)));

@@ -623,6 +623,12 @@ export class HostDevice implements PluginDevice {
   }
 
   hostView(alloc: Allocation, offset: number, bytes: number): Uint8Array {
+    // The heap would hand out any range (other allocations', or a short view past its end): the
+    // callers check, and a range outside the allocation is refused here too.
+    if (!(offset >= 0 && bytes >= 0 && offset + bytes <= alloc.bytes))
+      throw errors.outOfBounds(
+        `a view of ${bytes} bytes at offset ${offset} does not lie inside its allocation of ${alloc.bytes} bytes`,
+      );
     const start = (alloc as HostAllocation).address + offset;
     return this.heap.subarray(start, start + bytes);
   }

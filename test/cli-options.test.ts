@@ -58,7 +58,7 @@ describe('the offload command', { timeout: 240_000 }, () => {
   it('lists the options of every command in its --help', async () => {
     for (const [command, options] of [
       ['demo', ['--size', '--proxies', '--json']],
-      ['bench', ['--size', '--grid', '--devices', '--proxies', '--json']],
+      ['bench', ['--size', '--grid', '--devices', '--proxies', '--peers', '--repeat', '--json']],
       ['launch', ['-np', '--mpi']],
       ['proxy', ['--listen', '--exit-with-parent']],
     ] as const) {
@@ -124,15 +124,30 @@ describe('the offload command', { timeout: 240_000 }, () => {
   });
 
   it('prints the bench as one JSON object with --json', async () => {
-    const { code, stdout } = await offload(['bench', 'xsbench', '--grid', 'hash', '--lookups', '1000', '--json']);
+    const { code, stdout } = await offload([
+      'bench',
+      'xsbench',
+      '--grid',
+      'hash',
+      '--lookups',
+      '1000',
+      '--repeat',
+      '3',
+      '--json',
+    ]);
     assert.equal(code, 0);
     const report = JSON.parse(stdout) as {
       app: string;
       checksum: number;
       valid: boolean | null;
       devices: { lookups: number }[];
+      lookupsPerSecond: number;
+      runs: number[];
     };
     assert.equal(report.app, 'xsbench');
+    // The median of three runs is the middle one.
+    assert.equal(report.runs.length, 3);
+    assert.equal(report.lookupsPerSecond, [...report.runs].sort((a, b) => a - b)[1]);
     assert.equal(
       report.devices.reduce((sum, d) => sum + d.lookups, 0),
       1000,

@@ -268,6 +268,17 @@ describe('offload command', { timeout: 300_000 }, () => {
     const rs = await offload(['bench', 'rsbench', '--lookups', '1000'], { OFFLOAD_HOST_THREADS: '2' });
     assert.equal(rs.code, 0, rs.stderr);
     assert.match(rs.stdout, /^checksum 3533: VALID$/m);
+    const twice = await offload(['bench', 'xsbench', '--grid', 'hash', '--lookups', '1000', '--repeat', '2'], {
+      OFFLOAD_HOST_THREADS: '2',
+    });
+    assert.equal(twice.code, 0, twice.stderr);
+    assert.match(twice.stdout, /^lookups .*: [\d,]+ \([\d,]+-[\d,]+\) lookups\/s, the median of 2 runs$/m);
+    assert.match(twice.stdout, /^checksum 3044: VALID$/m);
+    for (const repeat of ['0', '21', '2.5', 'many']) {
+      const badRepeat = await offload(['bench', 'xsbench', '--repeat', repeat]);
+      assert.equal(badRepeat.code, 2);
+      assert.match(badRepeat.stderr, new RegExp(`--repeat must be a number of runs from 1 to 20, got '${repeat}'`));
+    }
     const unknown = await offload(['bench', 'hpl']);
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /xsbench or rsbench/);

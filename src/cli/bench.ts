@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import type { Device } from '../api/device.js';
 import { Offload, type Runtime } from '../api/runtime.js';
-import type { ProblemSize } from '../apps/proxy-apps.js';
+import type { LookupResult, ProblemSize } from '../apps/proxy-apps.js';
 import { generateRsbench, RSBENCH, rsbenchKernelsSource, runRsbench } from '../apps/rsbench.js';
 import {
   generateXsbench,
@@ -47,6 +47,9 @@ Options:
   --peers                       Then run the native peers (LLVM OpenMP offload and plain
                                 OpenMP, built by bench/peers/build.sh) with the same lookups
                                 and thread count, and print the ratios
+  --repeat <N>                  Run the lookups N times (1 to 20, default 1) and report the
+                                median; with --peers, each peer runs after each of ours, so a
+                                slow minute of a shared machine hits all of them alike
   --json                        Print the result as one JSON object (and nothing else) on stdout
   -h, --help                    Show this help`;
 
@@ -92,41 +95,61 @@ interface PeerResult {
   threads: number;
 }
 
-/** Runs `<app>_offload` and `<app>_host` with `threads` OpenMP threads and prints them beside offload-ts. */
-function runPeers(app: string, args: string[], threads: number, ours: number, checksum: number): void {
+/** The native peers: `<app>_<variant>` in PEERS_DIR, run with `env` beside OMP_NUM_THREADS. */
+const PEERS = [
+  {
+    variant: 'offload',
+    label: 'LLVM 16 OpenMP offload (libomptarget x86_64 plugin)',
+    env: { LD_LIBRARY_PATH: '/usr/lib/llvm-16/lib', OMP_TARGET_OFFLOAD: 'MANDATORY' },
+  },
+  { variant: 'host', label: 'gcc -O3 OpenMP host loop', env: {} },
+] as const;
+
+type Peer = (typeof PEERS)[number];
+
+/** Runs one peer with `threads` OpenMP threads: its result, or why it has none. */
+function runPeer(app: string, peer: Peer, args: string[], threads: number): PeerResult | string {
+  const binary = path.join(PEERS_DIR, `${app}_${peer.variant}`);
+  if (!existsSync(binary)) return `${binary} is missing: build the peers with bench/peers/build.sh`;
+  const run = spawnSync(binary, args, {
+    encoding: 'utf8',
+    env: { ...process.env, ...peer.env, OMP_NUM_THREADS: String(threads) },
+  });
+  const line = run.stdout.split('\n').find((l) => l.startsWith('{'));
+  if (!line) return `${binary} failed: ${run.stderr.trim() || `status ${run.status}`}`;
+  return JSON.parse(line) as PeerResult;
+}
+
+/** The median of `values` (at least one). */
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/** A rate, and with more than one run the range of them: `1,520,698 (1,506,345-1,632,260)`. */
+function formatRate(rates: readonly number[]): string {
+  const round = (rate: number): string => Math.round(rate).toLocaleString('en-US');
+  if (rates.length === 1) return round(rates[0]!);
+  return `${round(median(rates))} (${round(Math.min(...rates))}-${round(Math.max(...rates))})`;
+}
+
+/** Prints the peers' median rates beside offload-ts's, and offload-ts's median over each. */
+function printPeers(ours: readonly number[], checksum: number, peers: Map<Peer, PeerResult[]>): void {
   const header = ['  implementation', 'lookups/s', 'offload-ts / it', 'checksum'];
-  const rows = [['  offload-ts', Math.round(ours).toLocaleString('en-US'), '1.00', String(checksum)]];
-  for (const [variant, label, env] of [
-    [
-      'offload',
-      'LLVM 16 OpenMP offload (libomptarget x86_64 plugin)',
-      { LD_LIBRARY_PATH: '/usr/lib/llvm-16/lib', OMP_TARGET_OFFLOAD: 'MANDATORY' },
-    ],
-    ['host', 'gcc -O3 OpenMP host loop', {}],
-  ] as const) {
-    const binary = path.join(PEERS_DIR, `${app}_${variant}`);
-    if (!existsSync(binary)) {
-      console.log(`peer     ${binary} is missing: build the peers with bench/peers/build.sh`);
-      continue;
-    }
-    const run = spawnSync(binary, args, {
-      encoding: 'utf8',
-      env: { ...process.env, ...env, OMP_NUM_THREADS: String(threads) },
-    });
-    const line = run.stdout.split('\n').find((l) => l.startsWith('{'));
-    if (!line) {
-      console.log(`peer     ${binary} failed: ${run.stderr.trim() || `status ${run.status}`}`);
-      continue;
-    }
-    const peer = JSON.parse(line) as PeerResult;
+  const rows = [['  offload-ts', formatRate(ours), '1.00', String(checksum)]];
+  for (const [peer, results] of peers) {
+    const rates = results.map((result) => result.lookups_per_s);
+    const checksums = [...new Set(results.map((result) => result.checksum))];
     rows.push([
-      `  ${label}, ${peer.threads} threads`,
-      Math.round(peer.lookups_per_s).toLocaleString('en-US'),
-      (ours / peer.lookups_per_s).toFixed(2),
-      `${peer.checksum}${peer.checksum === checksum ? '' : ' (differs!)'}`,
+      `  ${peer.label}, ${results[0]!.threads} threads`,
+      formatRate(rates),
+      (median(ours) / median(rates)).toFixed(2),
+      `${checksums.join(', ')}${checksums.length === 1 && checksums[0] === checksum ? '' : ' (differs!)'}`,
     ]);
   }
   console.log('');
+  if (ours.length > 1) console.log(`medians of ${ours.length} runs each, alternating (min-max in brackets)`);
   for (const line of table([header, ...rows])) console.log(line);
 }
 
@@ -141,6 +164,7 @@ export async function run(args: string[]): Promise<number> {
       devices: { type: 'string', default: 'all' },
       proxies: { type: 'string' },
       peers: { type: 'boolean' },
+      repeat: { type: 'string' },
       mpi: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -168,6 +192,9 @@ export async function run(args: string[]): Promise<number> {
   const proxyCount = values.proxies === undefined ? 0 : Number(values.proxies);
   if (!/^\d+$/.test(values.proxies ?? '0') || proxyCount > 16)
     return usageError('bench', `--proxies must be a number from 0 to 16, got '${values.proxies}'`);
+  const repeat = values.repeat === undefined ? 1 : Number(values.repeat);
+  if (!/^\d+$/.test(values.repeat ?? '1') || repeat < 1 || repeat > 20)
+    return usageError('bench', `--repeat must be a number of runs from 1 to 20, got '${values.repeat}'`);
   if (values.mpi !== undefined) {
     const ranks = Number(values.mpi);
     if (!/^\d+$/.test(values.mpi) || ranks < 1 || ranks > 64)
@@ -206,19 +233,40 @@ export async function run(args: string[]): Promise<number> {
       say(
         `${app}  ${what}, ${lookups.toLocaleString('en-US')} lookups; data generated in ${formatDuration(performance.now() - initStart)}`,
       );
-      const bar = progressBar('lookups');
-      const result = await (
-        xsData
-          ? runXsbench(runtime, devices, xsData, { bundle: bundle.path, lookups, progress: (f) => bar.update(f) })
-          : runRsbench(runtime, devices, { size, lookups, kernelsBundle: bundle.path, data: rsData })
-      ).finally(() => bar.done());
-      const verdict =
-        result.valid === undefined ? 'no published value for this lookup count' : result.valid ? 'VALID' : 'INVALID';
+      // The peers get as many OpenMP threads as the local devices have compute units.
+      const threads =
+        devices.filter((d) => d.info.location === 'local').reduce((sum, d) => sum + d.info.computeUnits, 0) ||
+        devices[0]!.info.computeUnits;
+      const peerArgs = app === 'xsbench' ? [String(lookups), grid, size] : [String(lookups), size];
+      const results: LookupResult[] = [];
+      const peers = new Map<Peer, PeerResult[]>();
+      const peerFailures = new Set<string>();
+      for (let round = 1; round <= repeat; round++) {
+        const bar = progressBar(repeat === 1 ? 'lookups' : `lookups ${round}/${repeat}`);
+        const result = await (
+          xsData
+            ? runXsbench(runtime, devices, xsData, { bundle: bundle.path, lookups, progress: (f) => bar.update(f) })
+            : runRsbench(runtime, devices, { size, lookups, kernelsBundle: bundle.path, data: rsData })
+        ).finally(() => bar.done());
+        results.push(result);
+        if (!values.peers || json) continue;
+        for (const peer of PEERS) {
+          const ran = runPeer(app, peer, peerArgs, threads);
+          if (typeof ran === 'string') peerFailures.add(ran);
+          else peers.set(peer, [...(peers.get(peer) ?? []), ran]);
+        }
+      }
+      const rates = results.map((result) => result.lookupsPerSecond);
+      const lookupMs = median(results.map((result) => result.lookupSeconds * 1000));
+      const checksums = [...new Set(results.map((result) => result.checksum))];
+      // Every run must give the published checksum; one that does not makes the whole run INVALID.
+      const valid = results.some((result) => result.valid === false) ? false : results[0]!.valid;
+      const verdict = valid === undefined ? 'no published value for this lookup count' : valid ? 'VALID' : 'INVALID';
       if (json) {
         const devicesOut = devices.map((device, i) => ({
           id: device.id,
           name: device.info.name,
-          lookups: result.perDevice[i]!,
+          lookups: results[0]!.perDevice[i]!,
         }));
         const report = {
           app,
@@ -226,44 +274,39 @@ export async function run(args: string[]): Promise<number> {
           grid: app === 'xsbench' ? grid : undefined,
           lookups,
           devices: devicesOut,
-          transferMs: result.transferSeconds * 1000,
-          lookupMs: result.lookupSeconds * 1000,
+          transferMs: results[0]!.transferSeconds * 1000,
+          lookupMs,
         };
         console.log(
           JSON.stringify(
             {
               ...report,
-              lookupsPerSecond: result.lookupsPerSecond,
-              checksum: result.checksum,
-              valid: result.valid ?? null,
+              lookupsPerSecond: median(rates),
+              runs: rates,
+              checksum: checksums[0],
+              valid: valid ?? null,
             },
             null,
             2,
           ),
         );
-        return result.valid === false ? 1 : 0;
+        return valid === false ? 1 : 0;
       }
       const rows = devices.map((device, i) => [
         `  device ${device.id}`,
         device.info.name,
-        `${result.perDevice[i]!.toLocaleString('en-US')} lookups`,
+        `${results[0]!.perDevice[i]!.toLocaleString('en-US')} lookups`,
       ]);
       for (const line of table(rows)) console.log(line);
       console.log(
-        `transfer ${formatDuration(result.transferSeconds * 1000)} (moving the data to ${devices.length} device${devices.length === 1 ? '' : 's'})`,
+        `transfer ${formatDuration(results[0]!.transferSeconds * 1000)} (moving the data to ${devices.length} device${devices.length === 1 ? '' : 's'})`,
       );
-      console.log(
-        `lookups  ${formatDuration(result.lookupSeconds * 1000)}: ${Math.round(result.lookupsPerSecond).toLocaleString('en-US')} lookups/s`,
-      );
-      console.log(`checksum ${result.checksum}: ${verdict}`);
-      if (values.peers) {
-        const threads =
-          devices.filter((d) => d.info.location === 'local').reduce((sum, d) => sum + d.info.computeUnits, 0) ||
-          devices[0]!.info.computeUnits;
-        const peerArgs = app === 'xsbench' ? [String(lookups), grid, size] : [String(lookups), size];
-        runPeers(app, peerArgs, threads, result.lookupsPerSecond, result.checksum);
-      }
-      return result.valid === false ? 1 : 0;
+      const runs = repeat === 1 ? '' : `, the median of ${repeat} runs`;
+      console.log(`lookups  ${formatDuration(lookupMs)}: ${formatRate(rates)} lookups/s${runs}`);
+      console.log(`checksum ${checksums.join(', ')}: ${verdict}`);
+      for (const failure of peerFailures) console.log(`peer     ${failure}`);
+      if (peers.size > 0) printPeers(rates, checksums[0]!, peers);
+      return valid === false ? 1 : 0;
     } finally {
       await runtime.shutdown();
     }

@@ -1,6 +1,6 @@
 /**
  * The MPI hub's quiet-rank protocol, model-checked: the hub (src/transport/mpi/hub.ts: schedule,
- * woken, post, and pollOnce's drain) and the addon's progress thread (native/mpi/offload_mpi.c:
+ * woken, post, expectSoon, and pollBurst's drains) and the addon's progress thread (native/mpi/offload_mpi.c:
  * progress_main, AwaitProgress, DisarmProgress) as a transcription, each step one event-loop
  * step or one critical section under mpi_lock, run in every order they can interleave with
  * messages arriving, sends completing and time passing. Keep it in step with those two files.
@@ -19,6 +19,8 @@ interface Scenario {
   messages: number;
   /** Sends this rank posts (the program's requests). */
   posts: number;
+  /** Times the program says a frame is expected soon (expectSoon: the next turn polls until one comes or the window ends). */
+  expects?: number;
   /** Faults to check that the checker finds them. */
   fault?: 'edge-triggered thread' | 'post disarms but keeps waiting' | 'a stale wake leaves the thread armed';
 }
@@ -34,6 +36,7 @@ interface State {
   inFlight: number;
   completedUnseen: number;
   postsLeft: number;
+  expectsLeft: number;
   // The progress thread (under mpi_lock) and the thread-safe function calls it queued.
   armed: boolean;
   wakesQueued: number;
@@ -43,6 +46,8 @@ interface State {
   timer: boolean;
   waiting: boolean;
   busy: boolean;
+  /** Within an expectSoon window, nothing received since. */
+  expecting: boolean;
 }
 
 const TIMER = 0;
@@ -53,6 +58,9 @@ const THREAD = 4;
 const PEER = 5;
 const NETWORK = 6;
 const CLOCK = 7;
+const EXPECT = 8;
+const WINDOW = 9;
+const BURST_END = 10;
 
 class ProgressModel implements InterleavedSystem<State> {
   private s: State;
@@ -67,12 +75,14 @@ class ProgressModel implements InterleavedSystem<State> {
       inFlight: 0,
       completedUnseen: 0,
       postsLeft: scenario.posts,
+      expectsLeft: scenario.expects ?? 0,
       armed: false,
       wakesQueued: 0,
       pc: 'schedule',
       timer: false,
       waiting: false,
       busy: false,
+      expecting: false,
     };
   }
 
@@ -84,6 +94,7 @@ class ProgressModel implements InterleavedSystem<State> {
     if (idle && s.timer) threads.push(TIMER);
     if (idle && s.wakesQueued > 0) threads.push(WAKE);
     if (idle && s.postsLeft > 0) threads.push(POST);
+    if (idle && s.expectsLeft > 0) threads.push(EXPECT);
     if (!idle) threads.push(TURN);
     // The thread's probes that find nothing change nothing: only the one that finds something is a step.
     const sees =
@@ -94,6 +105,8 @@ class ProgressModel implements InterleavedSystem<State> {
     if (s.peerSent < this.scenario.messages) threads.push(PEER);
     if (s.inFlight > 0) threads.push(NETWORK);
     if (s.busy) threads.push(CLOCK);
+    if (s.expecting) threads.push(WINDOW);
+    if (s.pc === 'drain' && s.expecting) threads.push(BURST_END);
     return threads;
   }
 
@@ -118,6 +131,12 @@ class ProgressModel implements InterleavedSystem<State> {
         s.busy = true;
         s.pc = 'schedule';
         return 'hub: post (isend)';
+      case EXPECT:
+        s.expectsLeft--;
+        s.expecting = true;
+        s.busy = true;
+        s.pc = 'schedule';
+        return 'hub: expectSoon (the window starts)';
       case TURN:
         return this.turn();
       case THREAD:
@@ -136,18 +155,29 @@ class ProgressModel implements InterleavedSystem<State> {
       case CLOCK:
         s.busy = false;
         return 'clock: BUSY_MS pass without traffic';
+      case WINDOW:
+        s.expecting = false;
+        return 'clock: the expectSoon window ends';
+      case BURST_END:
+        s.pc = 'schedule';
+        return 'clock: BURST_US pass: the turn stops polling (the window goes on)';
     }
     throw new Error(`no thread ${thread}`);
   }
 
-  /** One step of the hub's turn: pollOnce's drain, then schedule(). */
+  /** One step of the hub's turn: one of pollBurst's drains (pollOnce), then schedule(). */
   private turn(): string {
     const s = this.s;
     if (s.pc === 'drain') {
-      if (s.arrived > 0) s.busy = true;
+      if (s.arrived > 0) {
+        s.busy = true;
+        s.expecting = false;
+      }
       s.received += s.arrived;
       s.arrived = 0;
       s.completedUnseen = 0;
+      // Within an expectSoon window with nothing received yet, pollBurst drains again.
+      if (s.expecting) return 'hub: pollOnce, nothing yet: polls again (a frame is expected)';
       s.pc = 'schedule';
       return 'hub: pollOnce (completed(), probe/receive until none)';
     }
@@ -206,8 +236,10 @@ describe('MPI quiet-rank progress (model-checked)', { timeout: 120_000 }, () => 
     { messages: 3, posts: 3 },
     { messages: 4, posts: 2 },
     { messages: 5, posts: 5 },
+    { messages: 2, posts: 0, expects: 2 },
+    { messages: 3, posts: 2, expects: 2 },
   ]) {
-    it(`loses no wake-up and never leaves the thread armed for a polling hub: ${scenario.messages} messages, ${scenario.posts} posts`, (t) => {
+    it(`loses no wake-up and never leaves the thread armed for a polling hub: ${scenario.messages} messages, ${scenario.posts} posts, ${scenario.expects ?? 0} frames expected`, (t) => {
       const result = check(t, scenario);
       assert.equal(result.violation, undefined, describeViolation(result.violation));
       assert.equal(result.bounded, false, 'the exploration must be exhaustive');

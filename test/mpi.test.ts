@@ -275,6 +275,23 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
     }
   });
 
+  it('polls MPI for an awaited reply as it comes (OFFLOAD_POLL_US), and not at all with 0; refuses a bad value', async () => {
+    for (const window of ['20000', '0']) {
+      const { code, stdout, stderr } = await job(1, 1, 'round-trips', false, { env: { OFFLOAD_POLL_US: window } });
+      assert.equal(code, 0, `${window}: ${stdout}\n${stderr}`);
+      const [report] = lines(stdout);
+      assert.deepEqual(report!.counts, [report!.expected], `${window}: ${JSON.stringify(report)}`);
+      // Each reply is expected: most of the 300 come within a 20 ms window, however busy the
+      // machine (through tsx a round trip here takes 70-200 us); without a window none is.
+      if (window === '0') assert.equal(report!.arrivalsExpected, 0, JSON.stringify(report));
+      else assert.ok((report!.arrivalsExpected as number) >= 150, JSON.stringify(report));
+    }
+    const { code, stderr } = await job(1, 1, 'fail', false, { env: { OFFLOAD_POLL_US: 'u'.repeat(50_000) } });
+    assert.notEqual(code, 0);
+    assert.match(stderr, /OFFLOAD_POLL_US must be a number of microseconds/);
+    assert.ok(!stderr.includes('u'.repeat(100)), 'the value was echoed unbounded');
+  });
+
   it('runs every launch once while arming, disarming and wakes race (random pauses around the 2 ms quiet mark)', async () => {
     for (let round = 0; round < 3; round++) {
       const { code, stdout, stderr } = await job(1, 1, 'pause-storm');

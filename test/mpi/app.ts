@@ -190,6 +190,29 @@ if (scenario === 'conformance') {
     }),
   );
   await runtime.shutdown();
+} else if (scenario === 'round-trips') {
+  // Launches awaited one after another: each reply is expected (expectSoon), and the rank polls
+  // MPI for it while it comes, unless OFFLOAD_POLL_US=0.
+  const runtime = await Offload.init({ host: false });
+  const device = runtime.devices[0]!;
+  const add = await device.kernel(await runtime.register(await fixtureBundle()), 'add_i32');
+  const data = await device.alloc(64);
+  const q = device.queue();
+  await q.write(data, new Int32Array(16)).done;
+  const hub = MpiHub.current()!;
+  const before = hub.arrivalsExpected;
+  const launches = 300;
+  for (let i = 0; i < launches; i++) await q.launch(add, { teams: 1 }, [16, 1, data]).done;
+  const counts = new Int32Array(16);
+  await q.read(data, counts).done;
+  console.log(
+    JSON.stringify({
+      counts: [...new Set(counts)],
+      expected: launches,
+      arrivalsExpected: hub.arrivalsExpected - before,
+    }),
+  );
+  await runtime.shutdown();
 } else if (scenario === 'pause-storm') {
   const runtime = await Offload.init({ host: false });
   const device = runtime.devices[0]!;

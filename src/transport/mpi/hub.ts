@@ -16,9 +16,12 @@
  * Messages between two ranks are not overtaken (all are received through one wildcard probe),
  * so a channel's frames arrive in order; a payload whose frame's sink gave a view (a write's
  * chunk, into device memory) is received straight into it. Progress is polled from the event loop
- * at every setImmediate while traffic is recent (while the rank has sends in flight, a turn keeps
- * polling for up to 300 us, BURST_US; nothing blocks longer). When the rank goes quiet, the
- * addon's progress thread watches MPI instead and wakes the event loop when a message arrives or
+ * at every setImmediate while traffic is recent (while the rank has sends in flight, or a channel
+ * expects a frame soon, a turn keeps polling for up to 300 us, BURST_US; nothing blocks longer).
+ * A channel expects one when it awaits the reply to its one request, or has answered every
+ * request of its client (Transport.expectSoon; for up to OFFLOAD_POLL_US, as TCP's event loop
+ * keeps turning for it): the frame is seen as it arrives, not at the next turn. When the rank
+ * goes quiet, the addon's progress thread watches MPI instead and wakes the event loop when a message arrives or
  * a send completes (OFFLOAD_MPI_PROGRESS=thread, the default): a request after a pause is seen
  * at the thread's next look (at most 100 us later) and a wake of the event loop, not at the next
  * turn of a 1 ms timer (a launch after a 10 ms pause: 0.3-0.65 ms, against 1.7-4.2 ms with the
@@ -29,6 +32,7 @@ import { performance } from 'node:perf_hooks';
 import { asOffloadError, errors, OffloadError, quoted } from '../../errors.js';
 import { encodeFrame, FrameDecoder } from '../frame.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, heartbeatInterval, peerTimeoutFromEnv } from '../heartbeat.js';
+import { pollMicros } from '../poll-window.js';
 import type { Transport } from '../transport.js';
 import { loadMpiAddon, mpiUnavailable, type MpiAddon } from './addon.js';
 import { MpiTransport } from './transport.js';
@@ -89,6 +93,12 @@ export class MpiHub {
   private waiting = false;
   private waitingHolds = false;
   private lastTraffic = 0;
+  /** Until when (performance.now()) a turn keeps polling for a frame a channel expects (expectSoon). */
+  private expectUntil = 0;
+  /** Messages that came while expected, within the window (diagnostics). */
+  private expectedArrivals = 0;
+  /** How long it may: OFFLOAD_POLL_US, the window TCP's event loop keeps turning for the same frames. */
+  private readonly expectMs = pollMicros() / 1000;
   private failure: OffloadError | undefined;
   private finalized = false;
   private roleWaiters: (() => void)[] = [];
@@ -241,6 +251,20 @@ export class MpiHub {
     }
   }
 
+  /**
+   * @internal A channel expects its peer's next frame soon (the reply to a request, a client's
+   * next request): the next turn polls MPI until a message comes, for up to the window. One poll
+   * per turn of the event loop saw a reply a turn late: 36-44 us a launch round trip, against
+   * 22 us for a Node ping-pong polling once a turn (bench/README.md).
+   */
+  expectSoon(): void {
+    if (this.expectMs === 0 || !this.active()) return;
+    // Traffic now: the hub polls from the event loop's turns, not through the progress thread.
+    this.lastTraffic = performance.now();
+    this.expectUntil = this.lastTraffic + this.expectMs;
+    this.schedule();
+  }
+
   /** @internal */
   forget(transport: MpiTransport, tellPeer: boolean): void {
     this.channels.delete(`${transport.rank}/${transport.channel}`);
@@ -311,6 +335,11 @@ export class MpiHub {
     }
   }
 
+  /** How many messages came while a channel expected one, within the window (diagnostics). */
+  get arrivalsExpected(): number {
+    return this.expectedArrivals;
+  }
+
   /** How often the progress thread has woken this rank's event loop (diagnostics). */
   get progressWakes(): number {
     return this.progress === 'thread' ? this.mpi.progressWakes() : 0;
@@ -321,14 +350,19 @@ export class MpiHub {
   }
 
   /**
-   * Polls once; while sends are in flight, again and again for up to BURST_US. MPI moves a large
-   * message (rendezvous) only while both ranks call into it: one poll per event-loop turn made a
-   * 64 MiB write a chain of turns on both sides.
+   * Polls once, then again and again for up to BURST_US while sends are in flight or a frame is
+   * expected (expectSoon: until a message comes or the window ends; a longer window goes on in
+   * the next turns). MPI moves a large message (rendezvous) only while both ranks call into it:
+   * one poll per event-loop turn made a 64 MiB write a chain of turns on both sides.
    */
   private pollBurst(): void {
     const started = performance.now();
     this.pollOnce();
-    while (this.sends.size > 0 && this.active() && (performance.now() - started) * 1000 < BURST_US) this.pollOnce();
+    while (this.active()) {
+      const now = performance.now();
+      if ((now - started) * 1000 >= BURST_US || (this.sends.size === 0 && now >= this.expectUntil)) return;
+      this.pollOnce();
+    }
   }
 
   /** True if a send completed or a message arrived. */
@@ -346,6 +380,10 @@ export class MpiHub {
       for (let probe = this.mpi.probe(); probe && this.active(); probe = this.mpi.probe()) {
         const [source, tag, bytes] = probe;
         received = true;
+        // What was expected came (or something else did, which the event loop handles first);
+        // cleared before the message is handed on, whose handling may expect the next one.
+        if (this.expectUntil > 0 && performance.now() < this.expectUntil) this.expectedArrivals++;
+        this.expectUntil = 0;
         this.heardAt.set(source, Date.now());
         const channel = tag === CONTROL_TAG ? undefined : this.channels.get(`${source}/${tag}`);
         const into = channel?.directTarget(bytes);

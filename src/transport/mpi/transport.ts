@@ -15,6 +15,7 @@ const HIGH_WATER_BYTES = 8 * 1024 * 1024;
 export interface MpiChannelHub {
   post(transport: MpiTransport, bytes: Uint8Array): void;
   forget(transport: MpiTransport, tellPeer: boolean): void;
+  expectSoon(): void;
 }
 
 export class MpiTransport implements Transport {
@@ -53,6 +54,11 @@ export class MpiTransport implements Transport {
     this.stats.framesSent++;
     this.stats.bytesSent += head.length + (payload?.length ?? 0);
     return this.inFlight < HIGH_WATER_BYTES;
+  }
+
+  /** The peer's next frame is expected soon: the hub's next turn polls MPI for it a while (hub.ts). */
+  expectSoon(): void {
+    if (!this.isClosed) this.hub.expectSoon();
   }
 
   drained(): Promise<void> {

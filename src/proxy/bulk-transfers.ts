@@ -8,7 +8,7 @@
  * Ownership: one per ProxyConnection; its side queues (one per device, for chunks while the
  * client's queue is parked) and its writes in progress are released by `release()`.
  */
-import { errors, quoted, type OffloadError } from '../errors.js';
+import { errors, quoted } from '../errors.js';
 import type { Buffer } from '../api/buffer.js';
 import type { Device } from '../api/device.js';
 import type { Queue, RectCopy } from '../api/queue.js';
@@ -67,12 +67,7 @@ export class BulkTransfers {
         `a streamed write must announce at least one byte and carry none, not ${bytes} announced and ${payload.byteLength} carried`,
       );
     // Rendezvous: park the queue at this point; say `ready` when it gets there.
-    const beyond = BulkTransfers.beyond('write into', buffer, offset, bytes);
-    if (beyond)
-      return connection.reply(
-        id,
-        park(parking(queue), () => Promise.reject(beyond)),
-      );
+    if (this.refusedBeyond(id, queue, 'write into', buffer, offset, bytes)) return;
     const write: IncomingWrite = { buffer, offset, bytes, received: 0, writes: [], landed: deferred() };
     this.incoming.set(id, write);
     const done = park(parking(queue), () => {
@@ -136,12 +131,7 @@ export class BulkTransfers {
     }
     // Checked here, not by a queue operation: the stream reads device memory directly. Unchecked,
     // a read past the buffer sent the memory after it, and one of 2^40 bytes a million empty frames.
-    const beyond = BulkTransfers.beyond('read from', buffer, offset, bytes);
-    if (beyond)
-      return connection.reply(
-        id,
-        park(parking(queue), () => Promise.reject(beyond)),
-      );
+    if (this.refusedBeyond(id, queue, 'read from', buffer, offset, bytes)) return;
     const done = park(parking(queue), () => this.stream(buffer, offset, bytes, id));
     // The buffer stays allocated while chunks may be sent from it directly.
     buffer.use(done);
@@ -175,14 +165,26 @@ export class BulkTransfers {
   }
 
   /**
-   * OUT_OF_BOUNDS for a streamed transfer of `bytes` at `offset` that does not lie inside
-   * `buffer`; undefined when it does. The caller reports it in its queue's order.
+   * Whether streamed transfer `id` of `bytes` at `offset` reaches beyond `buffer`: then it is
+   * answered OUT_OF_BOUNDS, in its queue's order, and true returned.
    */
-  private static beyond(what: string, buffer: Buffer, offset: number, bytes: number): OffloadError | undefined {
-    if (offset + bytes <= buffer.byteLength) return undefined;
-    return errors.outOfBounds(
+  private refusedBeyond(
+    id: number,
+    queue: Queue,
+    what: string,
+    buffer: Buffer,
+    offset: number,
+    bytes: number,
+  ): boolean {
+    if (offset + bytes <= buffer.byteLength) return false;
+    const beyond = errors.outOfBounds(
       `${what} ${buffer.describe()}: ${bytes} bytes at offset ${offset} reach byte ${offset + bytes}, beyond its ${buffer.byteLength} bytes`,
     );
+    this.connection.reply(
+      id,
+      park(parking(queue), () => Promise.reject(beyond)),
+    );
+    return true;
   }
 
   /** The device side of a rectangle from a request: the host side is packed rows. */

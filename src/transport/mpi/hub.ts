@@ -21,11 +21,11 @@
  * A channel expects one when it awaits the reply to its one request, or has answered every
  * request of its client (Transport.expectSoon; for up to OFFLOAD_POLL_US, as TCP's event loop
  * keeps turning for it): the frame is seen as it arrives, not at the next turn. When the rank
- * goes quiet, the addon's progress thread watches MPI instead and wakes the event loop when a message arrives or
- * a send completes (OFFLOAD_MPI_PROGRESS=thread, the default): a request after a pause is seen
- * at the thread's next look (at most 100 us later) and a wake of the event loop, not at the next
- * turn of a 1 ms timer (a launch after a 10 ms pause: 0.3-0.65 ms, against 1.7-4.2 ms with the
- * timer, on a 2-vCPU VM). OFFLOAD_MPI_PROGRESS=poll keeps the timer. Bulk sends of
+ * goes quiet, the addon's progress thread watches MPI instead and wakes the event loop when a
+ * message arrives or a send completes (OFFLOAD_MPI_PROGRESS=thread, the default): a request
+ * after a pause is seen at the thread's next look (at most 100 us later) and a wake of the event
+ * loop, not at the next turn of a 1 ms timer (a launch after a 10 ms pause: 0.3-0.65 ms, against
+ * 1.7-4.2 ms with the timer, on a 2-vCPU VM). OFFLOAD_MPI_PROGRESS=poll keeps the timer. Bulk sends of
  * bytes sent twice before go from huge pages (OFFLOAD_MPI_HUGE_PAGES; offload_mpi.c).
  */
 import { performance } from 'node:perf_hooks';

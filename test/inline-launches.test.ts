@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Session } from 'node:inspector/promises';
 import { describe, it } from 'node:test';
 import { readCodeShapes } from '../src/build/wasm-code-shape.js';
 import { decodeBundle } from '../src/image/bundle.js';
@@ -18,6 +17,7 @@ import { HostDevice } from '../src/plugins/host/device.js';
 import type { Grid, LaunchArg } from '../src/plugins/interface.js';
 import { inlineMode } from '../src/plugins/host/inline.js';
 import { rejectsWith } from './conformance/suite.js';
+import { bytesAllocated } from './helpers/allocation.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 import { hostileModule } from './helpers/hostile-images.js';
 import { seededRandom } from './helpers/random.js';
@@ -71,31 +71,6 @@ function places(lines: readonly string[], kernel: string): string[] {
     const match = pattern.exec(line);
     return match ? [match[1] === 'workers' ? 'workers' : 'inline'] : [];
   });
-}
-
-/** Bytes the program allocates while `run` runs, by V8's sampling heap profiler (every 64 bytes, collected objects included). */
-async function bytesAllocated(run: () => Promise<void>): Promise<number> {
-  const session = new Session();
-  session.connect();
-  try {
-    await session.post('HeapProfiler.enable');
-    await session.post('HeapProfiler.startSampling', {
-      samplingInterval: 64,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
-    } as never);
-    await run();
-    const { profile } = await session.post('HeapProfiler.stopSampling');
-    let bytes = 0;
-    const walk = (node: typeof profile.head): void => {
-      bytes += node.selfSize;
-      node.children.forEach(walk);
-    };
-    walk(profile.head);
-    return bytes;
-  } finally {
-    session.disconnect();
-  }
 }
 
 describe('inline launches', { timeout: 120_000 }, () => {

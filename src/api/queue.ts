@@ -119,10 +119,26 @@ class LaunchEvent extends Event implements PluginEvent, LaunchSettled {
 
   constructor(
     readonly owner: Queue,
-    readonly kernel: Kernel,
-    readonly grid: PluginGrid,
+    public kernel: Kernel,
+    public grid: PluginGrid,
   ) {
     super(undefined, owner.device);
+  }
+
+  /**
+   * This event made new for another launch of its queue (Queue.launchResolving): only once it
+   * settled within its launch call, so that no plugin, queue or buffer holds it, and its caller
+   * took only its `done`.
+   */
+  renew(kernel: Kernel, grid: PluginGrid): this {
+    this.kernel = kernel;
+    this.grid = grid;
+    this.state = PENDING;
+    this.failure = this.promise = this.resolveDone = this.rejectDone = undefined;
+    this.counted = false;
+    this.buffers = undefined;
+    this.started = -1;
+    return this;
   }
 
   /** @internal PluginEvent's: the plugin queue it belongs to. */
@@ -397,6 +413,8 @@ export class Queue {
   /** An operation failed since the last finish(): the failure sticks to the queue until one reports it. */
   private failing = false;
   private destroyed: Promise<void> | undefined;
+  /** The event of the last resolving launch, when it settled within its call: the next one's (launchResolving). */
+  private spareEvent: LaunchEvent | undefined;
   /** The synchronize of a finish() that its signal ended early, for the next finish() to report. */
   private abandonedFinish: Promise<void> | undefined;
 
@@ -760,6 +778,10 @@ export class Queue {
    * no array of their own). Undefined, having done nothing, when the launch cannot go ahead as
    * given: an argument the resolver does not resolve, or any argument or grid the launch would
    * refuse. Its caller then takes its general path, which reports in its own terms.
+   *
+   * The caller may take the event's `done` and nothing else, before its next call: an event
+   * that settled within the launch call (an inline run) is renewed for the queue's next
+   * resolving launch, so that a loop of them makes no object at all.
    */
   launchResolving(kernel: Kernel, grid: Grid, args: readonly unknown[], resolver: PointerResolver): Event | undefined {
     return this.launchWith(kernel, grid, args as readonly KernelArgument[], resolver);
@@ -789,7 +811,14 @@ export class Queue {
         throw error;
       });
     }
-    const event = new LaunchEvent(this, kernel, lowered);
+    const spare = this.spareEvent;
+    let event: LaunchEvent;
+    if (resolver !== undefined && spare !== undefined) {
+      this.spareEvent = undefined;
+      event = spare.renew(kernel, lowered);
+    } else {
+      event = new LaunchEvent(this, kernel, lowered);
+    }
     const context = this.device.context;
     if (context.info.enabled || context.tracer) event.started = performance.now();
     try {
@@ -809,6 +838,8 @@ export class Queue {
         slot.buffer!.beginUse();
         (event.buffers ??= []).push(slot.buffer!);
       }
+    } else if (resolver !== undefined && !context.tracer) {
+      this.spareEvent = event;
     }
     kernel.scratch.give(slots);
     // `started`: an inline launch on an idle queue has already run by now.

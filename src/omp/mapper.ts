@@ -409,7 +409,8 @@ export class Mapper {
    * launch: entering and leaving such clauses only counts a reference up and down again, which
    * nothing can observe in between. The clauses are resolved while the launch checks its
    * arguments (PresentPointers), on a free queue of the device's own for these calls
-   * (freePresentQueue), whose event is the call's: no promise or reaction of its own. Any other
+   * (freePresentQueue), whose event is the call's: no promise or reaction of its own, and, for a
+   * launch that runs inline, not even an event (the queue renews the last one). Any other
    * call, and a call made while OFFLOAD_INFO or a trace is on (they want each clause's lines and
    * a span), takes the general path (targetMapping), which checks and reports.
    *

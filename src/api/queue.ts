@@ -413,7 +413,11 @@ export class Queue {
   /** An operation failed since the last finish(): the failure sticks to the queue until one reports it. */
   private failing = false;
   private destroyed: Promise<void> | undefined;
-  /** The event of the last resolving launch, when it settled within its call: the next one's (launchResolving). */
+  /**
+   * The event of the last resolving launch, when it settled within its call: the next one's
+   * (launchResolving). It holds that launch's kernel until then, as the mapper's memo holds the
+   * last clauses.
+   */
   private spareEvent: LaunchEvent | undefined;
   /** The synchronize of a finish() that its signal ended early, for the next finish() to report. */
   private abandonedFinish: Promise<void> | undefined;

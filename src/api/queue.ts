@@ -842,7 +842,7 @@ export class Queue {
         slot.buffer!.beginUse();
         (event.buffers ??= []).push(slot.buffer!);
       }
-    } else if (resolver !== undefined && !context.tracer) {
+    } else if (resolver !== undefined) {
       this.spareEvent = event;
     }
     kernel.scratch.give(slots);

@@ -23,4 +23,15 @@ export { HostFunctions, type HostCall, type HostFunction } from './api/host-func
 export type { GridSize } from './api/grid.js';
 export { map, type MapSpec, type MapType, type MapBuilder, type HostView } from './omp/map.js';
 export type { TargetArgument } from './omp/mapper.js';
+export {
+  spread,
+  type Chunk,
+  type SpreadArgument,
+  type SpreadKernel,
+  type SpreadLoss,
+  type SpreadOptions,
+  type SpreadRange,
+  type SpreadResult,
+  type SpreadShare,
+} from './omp/spread.js';
 export type { ParamInfo, ParamType, EntryInfo } from './image/manifest.js';

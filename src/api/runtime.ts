@@ -8,6 +8,14 @@ import { InfoLog, infoEnabled } from '../runtime/info-log.js';
 import type { KernelPrint, RuntimeOptions } from '../runtime/options.js';
 import type { HostView, MapSpec } from '../omp/map.js';
 import { Mapper, type TargetArgument } from '../omp/mapper.js';
+import {
+  runSpread,
+  type SpreadArgument,
+  type SpreadKernel,
+  type SpreadOptions,
+  type SpreadRange,
+  type SpreadResult,
+} from '../omp/spread.js';
 import { registeredPlugins } from '../plugins/builtin.js';
 import { debug, debugFromEnv, dropped } from '../runtime/debug.js';
 import { webgpuUnavailable } from '../plugins/webgpu/adapter.js';
@@ -148,6 +156,33 @@ export class Runtime {
     // Not async, so that V8 inlines it into a loop of calls: the mapper's promise is returned as
     // it is. The mapper never throws, and checks the device and kernel (checkTarget).
     return this.mapper.target(device, kernel, grid, args);
+  }
+
+  /**
+   * One data-parallel launch over several devices: `range` is cut into chunks that go to
+   * whichever device is ready, sized from each device's measured throughput; each argument says
+   * how its data follows a chunk (`map.to(x)`: broadcast read-only; `spread.part(map.tofrom(y),
+   * per)`: `per` elements a team; `spread.first`, `spread.count`, `spread.span(per, n)` or a
+   * function of the chunk: scalars). Resolves when every chunk's results are in the host arrays.
+   * A device lost on the way (DEVICE_LOST) has its chunk re-run on the others and is named in
+   * `result.lost`; it rejects when every device is lost, and with the first other failure (a
+   * trap, a time limit).
+   */
+  spread(
+    devices: readonly Device[],
+    kernel: SpreadKernel,
+    range: SpreadRange,
+    args: readonly SpreadArgument[],
+    options?: SpreadOptions,
+  ): Promise<SpreadResult> {
+    return runSpread(
+      { devices: this.devices, info: this.context.info, checkOpen: () => this.context.checkOpen() },
+      devices,
+      kernel,
+      range,
+      args,
+      options,
+    );
   }
 
   /** Throws unless `device` is one of this runtime's and `kernel` a Kernel loaded for it. */

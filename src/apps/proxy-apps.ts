@@ -3,12 +3,11 @@
  * materials and their nuclides, the 63-bit LCG, and the driver that runs the lookups over devices.
  */
 
-import { performance } from 'node:perf_hooks';
 import type { Device } from '../api/device.js';
 import type { Runtime } from '../api/runtime.js';
 import { errors } from '../errors.js';
-import { map, type MapSpec } from '../omp/map.js';
-import type { TargetArgument } from '../omp/mapper.js';
+import { map } from '../omp/map.js';
+import { spread, type SpreadArgument, type SpreadResult } from '../omp/spread.js';
 
 export type ProblemSize = 'small' | 'large';
 
@@ -94,12 +93,12 @@ export class Lcg {
   }
 }
 
-/** Lookups [first, first + count) of `total` that device `index` of `devices` does: contiguous, near-equal. */
-export function share(total: number, devices: number, index: number): [number, number] {
-  const base = Math.floor(total / devices);
-  const extra = total % devices;
-  return [index * base + Math.min(index, extra), base + (index < extra ? 1 : 0)];
-}
+/**
+ * Teams of a run's range: a lookup a team up to this many, more lookups a team beyond. Enough
+ * teams that chunks can follow each device's throughput finely (the spread's smallest chunk is
+ * 1/64 of an equal share), few enough that a team's work dwarfs its partial's 8 bytes.
+ */
+const RANGE_TEAMS = 8192;
 
 /** One proxy-app run: what `runLookups` needs to know of the app. */
 export interface LookupRun {
@@ -109,16 +108,18 @@ export interface LookupRun {
   bundle: string;
   kernel: string;
   lookups: number;
-  /** The data every device gets, mapped onto it before the lookups (timed as the transfer). */
-  data: readonly MapSpec[];
-  /** The kernel's arguments for lookups [first, first + count); `partials` receives each team's sum. */
-  args(first: bigint, count: number, partials: MapSpec): TargetArgument[];
+  /**
+   * The kernel's arguments: lookups [first, first + count) of a chunk (the same for every kernel:
+   * the first two), the data (read-only map.to clauses: broadcast to every device once, before
+   * the lookups, timed as the transfer), and `partials`, which receives each team's sum.
+   */
+  args(first: SpreadArgument, count: SpreadArgument, partials: SpreadArgument): SpreadArgument[];
   /** Team memory each team of the kernel uses (teamMemory() in the kernel); default none. */
   teamMemoryBytes?: number;
   checksumMod: number;
   /** The published checksum of this run, if there is one. */
   expected: number | undefined;
-  /** Called with the fraction of lookups done, after each batch. */
+  /** Called with the fraction of lookups done, after each chunk. */
   progress?: (done: number) => void;
 }
 
@@ -127,75 +128,66 @@ export interface LookupResult {
   /** Whether the checksum is the published one; undefined for a lookup count without one. */
   valid: boolean | undefined;
   expected: number | undefined;
-  /** Mapping the data onto every device (all devices at once). */
+  /** Copying the data to every device (all devices at once). */
   transferSeconds: number;
-  /** The lookup kernels alone (all devices at once): the figure of merit's time. */
+  /** The lookups, chunk by chunk, copies of the chunks included (all devices at once): the figure of merit's time. */
   lookupSeconds: number;
   lookupsPerSecond: number;
   /** Lookups each device did. */
   perDevice: number[];
+  /** The spread's own report: each device's share and time, devices lost. */
+  spread: SpreadResult;
 }
 
 /**
- * Runs an app's lookups over `devices`: maps the data onto each (mapping layer), splits the
- * lookups into contiguous shares, one queue each, in batches (for progress), sums the teams'
- * partial checksums and compares the result with the published value.
+ * Runs an app's lookups over `devices` with `runtime.spread`: the data goes to every device once,
+ * the lookups go in chunks to whichever device is ready (sized by its measured throughput), the
+ * teams' partial checksums come back and are summed, and the result is compared with the
+ * published value. A device lost on the way has its chunk re-run on the others.
  */
 export async function runLookups(runtime: Runtime, devices: readonly Device[], run: LookupRun): Promise<LookupResult> {
   if (!Number.isSafeInteger(run.lookups) || run.lookups < 1)
     throw errors.invalidArgument(`${run.app}: lookups must be a positive integer, got ${run.lookups}`);
   if (devices.length === 0) throw errors.invalidArgument(`${run.app}: no devices to run on`);
+  const perTeam = Math.ceil(run.lookups / RANGE_TEAMS);
+  const teams = Math.ceil(run.lookups / perTeam);
+  const partials = new BigInt64Array(teams);
+  const perDevice = new Map<Device, number>(devices.map((device) => [device, 0]));
+  let done = 0;
   const library = await runtime.register(run.bundle);
   try {
-    const kernels = await Promise.all(devices.map((device) => device.kernel(library, run.kernel)));
-    const mapStart = performance.now();
-    await Promise.all(devices.map((device) => runtime.enterData(device, run.data)));
-    const transferSeconds = (performance.now() - mapStart) / 1000;
-    try {
-      const batches = run.lookups >= 1_000_000 ? 20 : 1;
-      let sum = 0n;
-      let done = 0;
-      const lookupStart = performance.now();
-      await Promise.all(
-        devices.map(async (device, d) => {
-          const [first, count] = share(run.lookups, devices.length, d);
-          const partials = new BigInt64Array(8 * device.info.computeUnits);
-          for (let b = 0; b < batches; b++) {
-            const [offset, n] = share(count, batches, b);
-            if (n === 0) continue;
-            await runtime.target(
-              device,
-              kernels[d]!,
-              { teams: partials.length, teamMemoryBytes: run.teamMemoryBytes ?? 0 },
-              run.args(BigInt(first + offset), n, map.from(partials)),
-            );
-            for (const partial of partials) sum += partial;
-            done += n;
-            run.progress?.(done / run.lookups);
-          }
-        }),
-      );
-      const lookupSeconds = (performance.now() - lookupStart) / 1000;
-      const checksum = Number(sum % BigInt(run.checksumMod));
-      return {
-        checksum,
-        valid: run.expected === undefined ? undefined : checksum === run.expected,
-        expected: run.expected,
-        transferSeconds,
-        lookupSeconds,
-        lookupsPerSecond: run.lookups / lookupSeconds,
-        perDevice: devices.map((_, d) => share(run.lookups, devices.length, d)[1]),
-      };
-    } finally {
-      await Promise.all(
-        devices.map((device) =>
-          runtime.exitData(
-            device,
-            run.data.map((spec) => map.release(spec.view)),
-          ),
-        ),
-      );
-    }
+    const result = await runtime.spread(
+      devices,
+      { library, name: run.kernel },
+      { teams, teamMemoryBytes: run.teamMemoryBytes ?? 0 },
+      run.args(
+        (chunk) => BigInt(chunk.first * perTeam),
+        spread.span(perTeam, run.lookups),
+        spread.part(map.from(partials, 'partials'), 1),
+      ),
+      {
+        onChunk: (chunk, device) => {
+          const lookups = Math.min(run.lookups, (chunk.first + chunk.count) * perTeam) - chunk.first * perTeam;
+          perDevice.set(device, perDevice.get(device)! + lookups);
+          done += lookups;
+          run.progress?.(done / run.lookups);
+        },
+      },
+    );
+    let sum = 0n;
+    for (const partial of partials) sum += partial;
+    const checksum = Number(sum % BigInt(run.checksumMod));
+    const lookupSeconds = result.seconds - result.setupSeconds;
+    return {
+      checksum,
+      valid: run.expected === undefined ? undefined : checksum === run.expected,
+      expected: run.expected,
+      transferSeconds: result.setupSeconds,
+      lookupSeconds,
+      lookupsPerSecond: run.lookups / lookupSeconds,
+      perDevice: devices.map((device) => perDevice.get(device)!),
+      spread: result,
+    };
   } finally {
     await library.unregister();
   }

@@ -1,7 +1,7 @@
 /**
  * RSBench (ANL-CESAR) on offload-ts: the host-side initialisation of the multipole data (poles,
  * windows, pseudo K0RS, materials and concentrations) in TypeScript; runLookups (proxy-apps.ts)
- * maps it onto the devices, splits the event-based lookups over them and checks the published
+ * spreads the event-based lookups over the devices (runtime.spread) and checks the published
  * checksum. Doppler broadening is on. Kernel: examples/rsbench/kernels.ts.
  */
 import { fileURLToPath } from 'node:url';
@@ -187,7 +187,6 @@ export async function runRsbench(
     bundle: options.kernelsBundle,
     kernel: 'rsbench_lookups',
     lookups: options.lookups,
-    data: arrays,
     args: (first, count, partials) => [first, count, data.maxPoles, data.maxWindows, data.maxNucs, ...arrays, partials],
     checksumMod: RSBENCH.checksumMod,
     expected: expectedChecksum(options.size, options.lookups),

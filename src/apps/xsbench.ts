@@ -1,13 +1,13 @@
 /**
  * XSBench (ANL-CESAR) on offload-ts: the host-side initialisation (nuclide grids, unionized or
  * hash acceleration grid, materials and concentrations) in TypeScript; runLookups (proxy-apps.ts)
- * maps it onto any set of devices, splits the lookups over them (one queue each) and checks the
- * published checksum. Kernels: examples/xsbench/kernels.ts.
+ * spreads the lookups over any set of devices (runtime.spread: the data broadcast to each, the
+ * lookups in chunks sized by each device's throughput) and checks the published checksum. Kernels: examples/xsbench/kernels.ts.
  */
 import { fileURLToPath } from 'node:url';
 import type { Device } from '../api/device.js';
 import type { Runtime } from '../api/runtime.js';
-import { map, type MapSpec } from '../omp/map.js';
+import { map } from '../omp/map.js';
 import { Lcg, materials, runLookups, type LookupResult, type ProblemSize } from './proxy-apps.js';
 
 export type XsSize = ProblemSize;
@@ -156,14 +156,6 @@ export async function runXsbench(
   options: XsRunOptions,
 ): Promise<XsResult> {
   const unionized = data.grid === 'unionized';
-  const arrays: MapSpec[] = [
-    map.to(data.nuclideGrid, 'nuclideGrid'),
-    map.to(data.indexGrid, 'indexGrid'),
-    map.to(data.numNucs, 'numNucs'),
-    map.to(data.mats, 'mats'),
-    map.to(data.concs, 'concs'),
-  ];
-  if (unionized) arrays.push(map.to(data.unionGrid, 'unionGrid'));
   // The kernels' parameters after the lookup range and sizes: the grid's own, then the data.
   const gridArgs = unionized ? [map.to(data.unionGrid)] : [XSBENCH.hashBins];
   const dataArgs = [
@@ -179,7 +171,6 @@ export async function runXsbench(
     bundle: options.bundle,
     kernel: unionized ? 'xs_lookups_unionized' : 'xs_lookups_hash',
     lookups: options.lookups,
-    data: arrays,
     args: (first, count, partials) => [
       first,
       count,

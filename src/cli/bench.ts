@@ -1,7 +1,8 @@
 /**
  * `offload bench xsbench|rsbench`: the proxy apps of LLVM's MPI plugin paper on any set of
- * devices, with their published checksums as the check. Lookups are split over the devices (one
- * queue each), and the figure of merit is lookups per second over the lookup kernels alone.
+ * devices, with their published checksums as the check. Lookups are spread over the devices
+ * (runtime.spread: chunks to whichever device is ready, sized by its measured throughput), and
+ * the figure of merit is lookups per second over the lookups alone.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';

@@ -84,6 +84,12 @@ export class InfoLog {
     this.line(device, `mapping: ${text}`);
   }
 
+  /** A spread's split: each chunk a device takes, each device's share and time, a device lost. */
+  spread(device: number, text: string): void {
+    if (!this.enabled) return;
+    this.line(device, `spread: ${text}`);
+  }
+
   /** `where`: where the launch ran, when the device says ('on the calling thread', 'on the workers'). */
   launch(
     device: number,

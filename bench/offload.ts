@@ -30,4 +30,11 @@ export function runtimeSource(): string {
     : 'dist/ (the build a program runs)';
 }
 
-export const { Offload, map } = api;
+export const { Offload, map, spread } = api;
+
+const builtXsbench = new URL('../dist/apps/xsbench.js', import.meta.url);
+
+/** XSBench from the same place as the runtime (its runtime.spread and spread.part must be the runtime's). */
+export const xsbench: typeof import('../src/apps/xsbench.js') = existsSync(builtPath)
+  ? await import(builtXsbench.href)
+  : await import('../src/apps/xsbench.js');

@@ -18,6 +18,7 @@ function values(series: Series, unit: Unit): number[] {
       return series.seconds.map((s) => series.count / s / 1e9);
     case 'launches/s':
     case 'lookups/s':
+    case 'teams/s':
     case 'calls/s':
       return series.seconds.map((s) => series.count / s);
     case 'Mpixels/s':
@@ -86,6 +87,7 @@ function formatValue(series: Series, unit: Unit): string {
     case 'calls/s':
       return `${Math.round(median).toLocaleString('en-US')}/s`;
     case 'lookups/s':
+    case 'teams/s':
       return `${Math.round(median).toLocaleString('en-US')}/s (${formatSeconds(spread(series.seconds).median)})`;
     case 'Mpixels/s':
     case 'Melements/s':

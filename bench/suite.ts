@@ -3,10 +3,10 @@ import type { Plan, Series } from './measure.js';
 
 /**
  * How a row's figures are expressed. Rates divide a series' count by its time (GB/s counts
- * bytes, 10^9 per GB; Mpixels 10^6 pixels; launches and lookups one each); `us` divides its time
+ * bytes, 10^9 per GB; Mpixels 10^6 pixels; launches, lookups and teams one each); `us` divides its time
  * by its count (microseconds per operation).
  */
-export type Unit = 'GB/s' | 'launches/s' | 'lookups/s' | 'Mpixels/s' | 'Melements/s' | 'calls/s' | 'us';
+export type Unit = 'GB/s' | 'launches/s' | 'lookups/s' | 'teams/s' | 'Mpixels/s' | 'Melements/s' | 'calls/s' | 'us';
 
 /** A target for a row's ratio. `~` means "close to", which gets no verdict. */
 export interface Goal {

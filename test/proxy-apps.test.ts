@@ -3,7 +3,7 @@
 // test/rsbench.test.ts checks RSBench's data and kernel in more depth on the host device.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { generateRsbench, RSBENCH, runRsbench } from '../src/apps/rsbench.js';
+import { generateRsbench, RSBENCH, runRsbench, type RsbenchData } from '../src/apps/rsbench.js';
 import { generateXsbench, runXsbench, XSBENCH, type XsData } from '../src/apps/xsbench.js';
 import { Offload, type Runtime } from '../src/index.js';
 import { fixtureBundle } from './helpers/fixtures.js';
@@ -14,8 +14,13 @@ describe('proxy apps', { timeout: 180_000 }, () => {
   let proxy: ProxyProcess;
   let runtime: Runtime;
   const data = new Map<string, XsData>();
+  let rsData: RsbenchData;
 
   before(async () => {
+    // The data first: making the unionized grid holds the event loop for seconds, and a runtime
+    // connected meanwhile would hear no heartbeat for that long and take its proxy as lost.
+    for (const grid of ['hash', 'unionized'] as const) data.set(grid, generateXsbench('small', grid));
+    rsData = generateRsbench('small');
     [bundle, proxy] = await Promise.all([
       fixtureBundle('examples/xsbench/kernels.ts'),
       startProxy({ threads: 2, memory: '512M' }),
@@ -25,7 +30,6 @@ describe('proxy apps', { timeout: 180_000 }, () => {
       proxies: [proxy.address],
       token: proxy.token,
     });
-    for (const grid of ['hash', 'unionized'] as const) data.set(grid, generateXsbench('small', grid));
   });
   after(async () => {
     await runtime?.shutdown();
@@ -40,6 +44,7 @@ describe('proxy apps', { timeout: 180_000 }, () => {
         const result = await runXsbench(runtime, devices, data.get(grid)!, { bundle, lookups: 1000 });
         assert.equal(result.checksum, XSBENCH.smoke[1000]);
         assert.equal(result.valid, true);
+        assert.deepEqual(result.spread.lost, [], 'no device was lost');
         assert.equal(
           result.perDevice.reduce((a, b) => a + b),
           1000,
@@ -51,7 +56,6 @@ describe('proxy apps', { timeout: 180_000 }, () => {
 
   it(`gives RSBench's checksum ${RSBENCH.smoke[1000]} for 1,000 lookups on the remote device, and split over both`, async () => {
     const kernelsBundle = await fixtureBundle('examples/rsbench/kernels.ts');
-    const rsData = generateRsbench('small');
     for (const devices of [[runtime.devices[1]!], [...runtime.devices]]) {
       const result = await runRsbench(runtime, devices, { size: 'small', lookups: 1000, kernelsBundle, data: rsData });
       assert.equal(result.checksum, RSBENCH.smoke[1000]);

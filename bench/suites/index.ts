@@ -4,6 +4,7 @@ import { hostSuite } from './host.js';
 import { mappingSuite } from './mapping.js';
 import { mpiSuite } from './mpi.js';
 import { remoteSuite } from './remote.js';
+import { spreadSuite } from './spread.js';
 import { webgpuSuite } from './webgpu.js';
 
-export const suites: readonly Suite[] = [hostSuite, remoteSuite, mappingSuite, mpiSuite, webgpuSuite];
+export const suites: readonly Suite[] = [hostSuite, remoteSuite, mappingSuite, mpiSuite, spreadSuite, webgpuSuite];

@@ -57,8 +57,16 @@ export interface SpreadRange {
 /** Which kernel a spread launches: a Kernel (of any device; its library and name are used on each), or a library and a name. */
 export type SpreadKernel = Kernel | { library: Library; name: string };
 
-/** A scalar worked out for each chunk (`spread.first`, `spread.count`, `spread.span`). */
+const SCALAR = Symbol.for('offload-ts.spread.scalar');
+const PART = Symbol.for('offload-ts.spread.part');
+
+/**
+ * A scalar worked out for each chunk (`spread.first`, `spread.count`, `spread.span`). Branded,
+ * as map clauses are, so that another copy of the package (a bench importing dist/ beside src/)
+ * recognises it.
+ */
 class ChunkScalar {
+  readonly [SCALAR] = true;
   constructor(
     readonly text: string,
     readonly of: (chunk: Chunk) => number,
@@ -67,6 +75,7 @@ class ChunkScalar {
 
 /** An array partitioned by the range: `per` elements of it for each unit (`spread.part`). */
 class SpreadPart {
+  readonly [PART] = true;
   constructor(
     readonly clause: MapSpec,
     readonly per: number,
@@ -173,6 +182,14 @@ type Plan =
       name: string;
     };
 
+function isScalar(value: unknown): value is ChunkScalar {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[SCALAR] === true;
+}
+
+function isPart(value: unknown): value is SpreadPart {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[PART] === true;
+}
+
 function checkPositive(value: unknown, what: string): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1)
     throw errors.invalidArgument(`${what} must be a positive integer, got ${describe(value)}`);
@@ -262,16 +279,16 @@ function planArguments(args: unknown, params: readonly { type: ParamType }[], ke
         throw errors.invalidArgument(`${what} is a pointer parameter; give a map clause, got ${describe(arg)}`);
       return { kind: 'scalar', value: arg };
     }
-    if (arg instanceof ChunkScalar || typeof arg === 'function') {
+    if (isScalar(arg) || typeof arg === 'function') {
       if (type === 'ptr')
         throw errors.invalidArgument(`${what} is a pointer parameter; give a map clause, got a value of the chunk`);
-      if (arg instanceof ChunkScalar) {
+      if (isScalar(arg)) {
         const of = arg.of;
         return { kind: 'chunk', of, i64: type === 'i64', text: arg.text };
       }
       return { kind: 'chunk', of: arg as (chunk: Chunk) => number | bigint, i64: type === 'i64', text: 'a function' };
     }
-    const part = arg instanceof SpreadPart ? arg : undefined;
+    const part = isPart(arg) ? arg : undefined;
     const clause = part ? part.clause : arg;
     if (!isMapSpec(clause))
       throw errors.invalidArgument(

@@ -163,6 +163,14 @@ describe('runtime.spread', { timeout: 240_000 }, () => {
       isCode('INVALID_ARGUMENT', /\{ items: n \}/),
     );
     await assert.rejects(
+      runtime.spread(runtime.devices, { library, name: 'trap_abort' }, { teams: 8 }, [
+        () => {
+          throw new Error('no value for this chunk');
+        },
+      ]),
+      isCode('INVALID_ARGUMENT', /argument 0 \(a function\) threw for teams \[\d+, \d+\): no value for this chunk/),
+    );
+    await assert.rejects(
       runtime.spread(runtime.devices, { library, name: 'nope' }, { teams: 4 }, []),
       isCode('NOT_FOUND', /no kernel 'nope'/),
     );

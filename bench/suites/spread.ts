@@ -23,7 +23,13 @@ const cli = existsSync(built)
 /** Steps of the recurrence a team of `team_work` runs: about 0.3 ms on one core of the 2-vCPU machine. */
 const ITERATIONS = 200_000;
 
-async function equalTeams(runtime: Runtime, slow: Device, fast: Device, plan: Plan): Promise<Row[]> {
+async function equalTeams(
+  runtime: Runtime,
+  slow: Device,
+  fast: Device,
+  plan: Plan,
+  progress: (line: string) => void,
+): Promise<Row[]> {
   const teams = plan.quick ? 1024 : 4096;
   const library = await runtime.register(await benchBundle());
   const out = new Float32Array(teams);
@@ -33,11 +39,41 @@ async function equalTeams(runtime: Runtime, slow: Device, fast: Device, plan: Pl
       spread.part(map.from(out), 1),
     ]);
   };
-  const [alone1, alone2, both] = await measure(plan, [
+  const half = teams / 2;
+  // The split a program makes by hand: half the teams to each proxy, at once, one queue each.
+  const halves = async (): Promise<void> => {
+    await Promise.all(
+      [slow, fast].map((device, i) =>
+        runtime.spread([device], { library, name: 'team_work' }, { teams: half }, [
+          ITERATIONS,
+          spread.part(map.from(out.subarray(i * half, (i + 1) * half)), 1),
+        ]),
+      ),
+    );
+  };
+  const splits: string[] = [];
+  const spreadBoth = async (): Promise<void> => {
+    const result = await runtime.spread([slow, fast], { library, name: 'team_work' }, { teams }, [
+      ITERATIONS,
+      spread.part(map.from(out), 1),
+    ]);
+    splits.push(
+      `${(result.seconds * 1000).toFixed(0)} ms: ` +
+        result.shares
+          .map(
+            (s) =>
+              `${(s.fraction * 100).toFixed(0)}% in ${s.chunks} chunks, busy ${(s.busySeconds * 1000).toFixed(0)} ms`,
+          )
+          .join(' | '),
+    );
+  };
+  const [alone1, alone2, both, split] = await measure(plan, [
     { label: `${teams} equal teams on the proxy with 1 worker alone`, count: teams, run: run([slow]) },
     { label: `${teams} equal teams on the proxy with 2 workers alone`, count: teams, run: run([fast]) },
-    { label: `${teams} equal teams spread over both proxies`, count: teams, run: run([slow, fast]) },
+    { label: `${teams} equal teams spread over both proxies`, count: teams, run: spreadBoth },
+    { label: 'the same teams split in halves by hand, one to each proxy, at once', count: teams, run: halves },
   ]);
+  progress(`spread: each spread over both (1 worker | 2 workers): ${splits.join('; ')}`);
   // The ideal of each repetition: the work over the sum of the throughputs measured alone in it.
   const ideal: Series = {
     label: 'ideal: the teams over the summed throughput of the two proxies, each measured alone in the same repetition',
@@ -59,6 +95,13 @@ async function equalTeams(runtime: Runtime, slow: Device, fast: Device, plan: Pl
       offload: both!,
       baseline: ideal,
       goal: { op: '>=', value: 0.87, note: 'within 15 % of the ideal time' },
+    },
+    {
+      name: 'spread over proxies of 1 and 2 workers vs halves by hand',
+      unit: 'teams/s',
+      offload: both!,
+      baseline: split!,
+      goal: { op: '>=', value: 1, note: 'measured balance beats an equal split' },
     },
   ];
 }
@@ -118,7 +161,7 @@ export const spreadSuite: Suite = {
       runtime = await Offload.init({ host: false, webgpu: false, proxies: proxies.map((p) => p.address), token });
       const [slow, fast, other] = runtime.devices;
       progress('spread: equal teams over proxies of 1 and 2 workers');
-      const rows = await equalTeams(runtime, slow!, fast!, plan);
+      const rows = await equalTeams(runtime, slow!, fast!, plan, progress);
       progress('spread: XSBench over 1 and 2 proxies of 1 worker');
       rows.push(await xsbenchScaling(runtime, slow!, other!, plan));
       return rows;

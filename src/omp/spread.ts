@@ -538,7 +538,15 @@ export async function runSpread(
       worker.chunks++;
       worker.current = undefined;
       queue.notify();
-      options.onChunk?.(chunk, worker.device);
+      try {
+        options.onChunk?.(chunk, worker.device);
+      } catch (error) {
+        // The program's callback: its throw fails the spread once the chunks in flight are in.
+        failure ??= new OffloadError('INVALID_ARGUMENT', `spread: options.onChunk threw: ${String(error)}`, {
+          cause: error,
+        });
+        queue.notify();
+      }
     }
   };
   try {
@@ -630,7 +638,16 @@ async function runChunk(
         args.push(plan.value);
         break;
       case 'chunk': {
-        const value = plan.of(chunk);
+        let value: unknown;
+        try {
+          value = plan.of(chunk);
+        } catch (error) {
+          throw new OffloadError(
+            'INVALID_ARGUMENT',
+            `spread: argument ${index} (${plan.text}) threw for teams [${chunk.first}, ${chunk.first + chunk.count}): ${error instanceof Error ? error.message : String(error)}`,
+            { cause: error },
+          );
+        }
         if (typeof value !== 'number' && typeof value !== 'bigint')
           throw errors.invalidArgument(
             `spread: argument ${index} (${plan.text}) must give a number or a bigint, gave ${describe(value)}`,

@@ -41,7 +41,8 @@ export function runAsyncify(wasm: Uint8Array, optimize: boolean): Promise<Uint8A
       reject(errors.invalidArgument(`asyncify (for barrier()) failed: ${cause.message}`));
     });
     worker.once('exit', (code) => {
-      if (!answered) reject(errors.invalidArgument(`asyncify (for barrier()) ended with exit code ${code} and no answer`));
+      if (!answered)
+        reject(errors.invalidArgument(`asyncify (for barrier()) ended with exit code ${code} and no answer`));
     });
   });
 }

@@ -294,7 +294,9 @@ function checkOptions(options: BuildOptions): void {
   if (typeof options !== 'object' || options === null) throw errors.invalidArgument('options must be an object');
   const { sources, output, name, staticBase, optimize, debug, wgsl } = options;
   if (!Array.isArray(sources) || sources.length === 0) {
-    throw errors.invalidArgument('options.sources must be a non-empty array of .ts, .c, .cpp, .rs and .wgsl file paths');
+    throw errors.invalidArgument(
+      'options.sources must be a non-empty array of .ts, .c, .cpp, .rs and .wgsl file paths',
+    );
   }
   sources.forEach((source, i) => {
     if (

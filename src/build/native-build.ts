@@ -36,6 +36,12 @@ import type { TranslationNote } from './wgsl-translate.js';
 const DEVICE_HEADER_DIR = fileURLToPath(new URL('../../assembly/', import.meta.url));
 const DEVICE_CRATE = path.join(DEVICE_HEADER_DIR, 'offload.rs');
 
+/**
+ * The stack of the libraries' panic paths (see checkModule), below the static window: addresses
+ * a device never hands out.
+ */
+const TRAP_STACK_BYTES = 16 * 1024;
+
 /** What a kernel may call in place of allocating: said with every heap function refused. */
 const HEAP_FUNCTIONS = new Set([
   'malloc',
@@ -154,14 +160,12 @@ export async function buildNativeImage(
         `${missing.file}:${missing.line}: kernel '${missing.entry.name}' is missing from the linked module's exports`,
       );
     }
-    const notes = kernels.map(
-      (kernel): TranslationNote => ({
-        kernel: kernel.entry.name,
-        file: kernel.file,
-        line: kernel.line,
-        reason: `is written in ${sources.find((source) => source.shown === kernel.file)!.language}; offload build translates AssemblyScript kernels only`,
-      }),
-    );
+    const notes = kernels.map((kernel): TranslationNote => ({
+      kernel: kernel.entry.name,
+      file: kernel.file,
+      line: kernel.line,
+      reason: `is written in ${sources.find((source) => source.shown === kernel.file)!.language}; offload build translates AssemblyScript kernels only`,
+    }));
     return {
       image: {
         info: {
@@ -239,7 +243,16 @@ async function linkC(
   for (const [i, source] of sources.entries()) {
     const object = path.join(work, `${i}.o`);
     const language = source.language === 'C++' ? ['-fno-exceptions', '-fno-rtti'] : [];
-    const run = await runTool(clang, [...common, ...language, '-I', DEVICE_HEADER_DIR, '-c', source.file, '-o', object]);
+    const run = await runTool(clang, [
+      ...common,
+      ...language,
+      '-I',
+      DEVICE_HEADER_DIR,
+      '-c',
+      source.file,
+      '-o',
+      object,
+    ]);
     if (run.missing) throw await findClangMissing(clang);
     if (run.code !== 0) throw errors.invalidArgument(`${source.language} compilation failed:\n${run.stderr.trim()}`);
     objects.push(object);
@@ -252,7 +265,8 @@ async function linkC(
     ...common,
     '-Wl,--no-entry',
     '-Wl,--import-memory',
-    '-Wl,-zstack-size=0',
+    '-Wl,--stack-first',
+    `-Wl,-zstack-size=${TRAP_STACK_BYTES}`,
     `-Wl,--global-base=${staticBase}`,
     '-Wl,--allow-undefined',
     `-Wl,--Map=${mapFile}`,
@@ -299,8 +313,18 @@ async function linkRust(
     `debuginfo=${options.debug === true ? 2 : 0}`,
   ];
   const library = path.join(work, 'liboffload.rlib');
-  const device = await runTool(rustc, [...common, '--crate-type', 'rlib', '--crate-name', 'offload', DEVICE_CRATE, '-o', library]);
-  if (device.code !== 0) throw errors.invalidArgument(`compiling the Rust device library failed:\n${device.stderr.trim()}`);
+  const device = await runTool(rustc, [
+    ...common,
+    '--crate-type',
+    'rlib',
+    '--crate-name',
+    'offload',
+    DEVICE_CRATE,
+    '-o',
+    library,
+  ]);
+  if (device.code !== 0)
+    throw errors.invalidArgument(`compiling the Rust device library failed:\n${device.stderr.trim()}`);
   const wasmFile = path.join(work, 'image.wasm');
   const mapFile = path.join(work, 'image.map');
   const run = await runTool(rustc, [
@@ -316,7 +340,7 @@ async function linkRust(
     '-C',
     'link-arg=--import-memory',
     '-C',
-    'link-arg=-zstack-size=0',
+    `link-arg=-zstack-size=${TRAP_STACK_BYTES}`,
     '-C',
     `link-arg=--global-base=${staticBase}`,
     '-C',
@@ -431,21 +455,25 @@ function checkModule(linked: Linked, info: WasmModuleInfo, sources: NativeSource
         `or keep the state in device memory (a buffer passed to the kernel as a pointer)`,
     );
   }
-  // The stack pointer is the module's one mutable global: a function that uses it keeps locals
-  // in linear memory, where every worker's stack would be the same bytes.
+  // The stack pointer is the module's one mutable global. A kernel source's function that uses it
+  // keeps locals in linear memory, where every worker's stack would be the same bytes: refused.
+  // The libraries' functions (Rust's core) use it only on their way to a trap (building a panic's
+  // PanicInfo, which the device library's panic handler drops): they get TRAP_STACK_BYTES below
+  // the static window, bytes nothing else uses, where racing writes harm nothing.
   const imported = info.imports.filter((imp) => imp.kind === 'global').length;
   const mutable = new Set(
     info.globals.map((global, i) => (global.mutable ? i + imported : -1)).filter((index) => index >= 0),
   );
   const stackUsers = uses
     .map((use, i) => ([...use.globals].some((g) => mutable.has(g)) ? names.get(i + functionImports.length) : undefined))
-    .filter((name): name is string => name !== undefined);
+    .filter((name): name is string => name !== undefined && (!rust || linked.functionSources.has(name)));
   if (stackUsers.length > 0) {
     throw errors.invalidArgument(
       `${stackUsers.map((name) => `${sourceOfFunction(name)} (function '${name}')`).join(', ')} keep${stackUsers.length === 1 ? 's' : ''} ` +
-        `locals in memory (${rust ? 'an array or a value whose reference is taken' : 'an array, or a local whose address is taken'}), ` +
+        `locals in memory (${rust ? 'an array, a value whose reference is taken, or a panic with a message' : 'an array, or a local whose address is taken'}), ` +
         `which needs a stack, and a device gives kernels none: keep the values in scalar locals, or the array in device ` +
-        `memory (a buffer passed as a pointer, or team_memory() for a team's scratch)`,
+        `memory (a buffer passed as a pointer, or team_memory() for a team's scratch)` +
+        (rust ? `; to stop a kernel, call panic!() without a message, or core::arch::wasm32::unreachable()` : ''),
     );
   }
   if (info.hasStart) {

@@ -190,7 +190,13 @@ function rustKernels(code: string, shown: string, problems: string[]): NativeKer
       .filter((part) => part !== '')
       .forEach((raw, i) => {
         const colon = raw.indexOf(':');
-        const paramName = colon < 0 ? `arg${i}` : raw.slice(0, colon).replace(/\bmut\b/, '').trim();
+        const paramName =
+          colon < 0
+            ? `arg${i}`
+            : raw
+                .slice(0, colon)
+                .replace(/\bmut\b/, '')
+                .trim();
         const type = normalize(colon < 0 ? raw : raw.slice(colon + 1));
         const at = `${where}: parameter '${paramName}'`;
         if (/^\*\s*(mut|const)\b/.test(type)) params.push({ name: paramName, type: 'ptr' });

@@ -139,7 +139,9 @@ export function readCodeShapes(
  * the code section's order (function index minus the imported functions); `unknown` when this
  * reader could not follow its code.
  */
-export function functionUses(bytes: Uint8Array): { calls: ReadonlySet<number>; globals: ReadonlySet<number>; unknown: boolean }[] {
+export function functionUses(
+  bytes: Uint8Array,
+): { calls: ReadonlySet<number>; globals: ReadonlySet<number>; unknown: boolean }[] {
   return codeBodies(bytes).map(readFunction);
 }
 

@@ -11,6 +11,7 @@ import { typeScriptLoader } from '../src/cli/launch.js';
 import { progressBar } from '../src/cli/progress.js';
 import { generateXsbench } from '../src/apps/xsbench.js';
 import { formatBytes } from '../src/units.js';
+import { nativeCompilers } from './helpers/native-compilers.js';
 
 const root = path.join(import.meta.dirname, '..');
 const main = path.join(root, 'src/cli/main.ts');
@@ -118,7 +119,9 @@ describe('the offload command', { timeout: 240_000 }, () => {
     assert.equal(report.ok, true);
     assert.deepEqual(
       report.results.map((r) => r.kernel),
-      ['saxpy', 'dot_partial', 'mandelbrot', 'transpose'],
+      ['saxpy', 'dot_partial', 'mandelbrot', 'transpose'].concat(
+        (await nativeCompilers()) ? ['saxpy (Rust)', 'mandelbrot (C)'] : [],
+      ),
     );
     assert.ok(report.results.every((r) => r.ok && r.device === 0));
   });

@@ -143,6 +143,7 @@ describe('kernels in C, C++ and Rust', { skip, timeout: 300_000 }, () => {
       [
         ['saxpy', ['n:i32', 'a:f32', 'x:ptr', 'y:ptr']],
         ['boom', ['when:i32', 'out:ptr']],
+        ['pick', ['n:i32', 'at:i32', 'x:ptr', 'out:ptr']],
       ],
     );
     assert.match(rust.manifest.entries[0]!.wasmOnly ?? '', /kernels\.rs:7: kernel 'saxpy' .*written in Rust/);
@@ -224,6 +225,22 @@ describe('kernels in C, C++ and Rust', { skip, timeout: 300_000 }, () => {
         return true;
       });
     }
+    // A failed bounds check of a Rust slice: core's panic path (it may use the trap stack) traps.
+    await using library = await runtime.register(rust.path);
+    await using x = await device.alloc(16);
+    const pick = await device.kernel(library, 'pick');
+    const q = device.queue();
+    q.write(x, Float32Array.of(1, 2, 3, 4));
+    q.launch(pick, { teams: 1 }, [3, 2, x, x]);
+    const back = new Float32Array(4);
+    q.read(x, back);
+    await q.finish();
+    assert.equal(back[0], 3);
+    await assert.rejects(q.launch(pick, { teams: 1 }, [3, 7, x, x]).done, (error: OffloadError) => {
+      assert.equal(error.code, 'KERNEL_TRAP');
+      assert.match(error.message, /kernel 'pick' trapped in team 0: unreachable/);
+      return true;
+    });
   });
 
   it('runs C and Rust kernels on a TCP proxy', async () => {

@@ -234,7 +234,10 @@ describe('offload command', { timeout: 300_000 }, () => {
       assert.match(stdout, new RegExp(`^${kernel} +1 host .* @ ${proxy.replace(/\./g, '\\.')} .*checked: OK$`, 'm'));
     if (await nativeCompilers()) {
       // The Rust saxpy and the C mandelbrot run on the proxy's host device too.
-      assert.match(stdout, new RegExp(`^saxpy \\(Rust\\) +1 host .* @ ${proxy.replace(/\./g, '\\.')} .*checked: OK$`, 'm'));
+      assert.match(
+        stdout,
+        new RegExp(`^saxpy \\(Rust\\) +1 host .* @ ${proxy.replace(/\./g, '\\.')} .*checked: OK$`, 'm'),
+      );
       assert.match(stdout, /all 12 kernels checked OK on 2 devices/);
     } else assert.match(stdout, /all 8 kernels checked OK on 2 devices/);
   });

@@ -11,6 +11,7 @@ import { typeScriptLoader } from '../src/cli/launch.js';
 import { progressBar } from '../src/cli/progress.js';
 import { generateXsbench } from '../src/apps/xsbench.js';
 import { formatBytes } from '../src/units.js';
+import { nativeCompilers } from './helpers/native-compilers.js';
 
 const root = path.join(import.meta.dirname, '..');
 const main = path.join(root, 'src/cli/main.ts');
@@ -58,7 +59,7 @@ describe('the offload command', { timeout: 240_000 }, () => {
   it('lists the options of every command in its --help', async () => {
     for (const [command, options] of [
       ['demo', ['--size', '--proxies', '--json']],
-      ['bench', ['--size', '--grid', '--devices', '--proxies', '--peers', '--repeat', '--json']],
+      ['bench', ['--size', '--grid', '--devices', '--proxies', '--kernel', '--peers', '--repeat', '--json']],
       ['launch', ['-np', '--mpi']],
       ['proxy', ['--listen', '--exit-with-parent']],
     ] as const) {
@@ -118,9 +119,28 @@ describe('the offload command', { timeout: 240_000 }, () => {
     assert.equal(report.ok, true);
     assert.deepEqual(
       report.results.map((r) => r.kernel),
-      ['saxpy', 'dot_partial', 'mandelbrot', 'transpose'],
+      ['saxpy', 'dot_partial', 'mandelbrot', 'transpose'].concat(
+        (await nativeCompilers()) ? ['saxpy (Rust)', 'mandelbrot (C)'] : [],
+      ),
     );
     assert.ok(report.results.every((r) => r.ok && r.device === 0));
+  });
+
+  it("runs XSBench's lookups from the native peer's C source with --kernel c: the published smoke checksum, both grids", async (t) => {
+    if (!(await nativeCompilers())) return t.skip('no clang with wasm-ld here (Debian: clang-16 lld-16)');
+    for (const grid of ['unionized', 'hash']) {
+      const { code, stdout, stderr } = await offload(
+        ['bench', 'xsbench', '--kernel', 'c', '--grid', grid, '--lookups', '1000', '--json'],
+        {},
+      );
+      assert.equal(code, 0, stderr);
+      const report = JSON.parse(stdout) as { checksum: number; valid: boolean | null };
+      assert.equal(report.checksum, 3044);
+      assert.equal(report.valid, true);
+    }
+    const bad = await offload(['bench', 'xsbench', '--kernel', 'fortran']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--kernel must be as or c, got 'fortran'/);
   });
 
   it('prints the bench as one JSON object with --json', async () => {

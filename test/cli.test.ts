@@ -7,6 +7,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { startProxy } from './helpers/proxy.js';
+import { nativeCompilers } from './helpers/native-compilers.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -127,12 +128,16 @@ describe('offload command', { timeout: 300_000 }, () => {
     assert.match(stderr, /^offload: error \[[A-Z_]+\]: .*absent\.ts/m);
   });
 
-  it('runs the demo and checks every result', async () => {
+  it('runs the demo and checks every result, the Rust saxpy and the C mandelbrot too', async () => {
     const { code, stdout, stderr } = await offload(['demo', '--size', '10000'], { OFFLOAD_WEBGPU: 'off' });
     assert.equal(code, 0, stderr);
     for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot'])
       assert.match(stdout, new RegExp(`^${kernel} .*checked: OK$`, 'm'));
-    assert.match(stdout, /all 4 kernels checked OK/);
+    if (await nativeCompilers()) {
+      assert.match(stdout, /^saxpy \(Rust\) .*checked: OK$/m);
+      assert.match(stdout, /^mandelbrot \(C\) .*checked: OK$/m);
+      assert.match(stdout, /all 6 kernels checked OK/);
+    } else assert.match(stdout, /all 4 kernels checked OK[\s\S]*not built: saxpy \(Rust\)/);
   });
 
   it('runs the demo on a WebGPU device too: every kernel, translated to WGSL from the one source', async (t) => {
@@ -143,7 +148,10 @@ describe('offload command', { timeout: 300_000 }, () => {
     for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot'])
       assert.match(stdout, new RegExp(`^${kernel} +1 .*\\(WebGPU.* x 64 .*checked: OK$`, 'm'));
     assert.doesNotMatch(stdout, /not in the device's image/);
-    assert.match(stdout, /all 8 kernels checked OK on 2 devices/);
+    if (await nativeCompilers()) {
+      assert.match(stdout, /^runs on wasm devices only: saxpy \(Rust\) on device 1, mandelbrot \(C\) on device 1$/m);
+      assert.match(stdout, /all 10 kernels checked OK on 2 devices/);
+    } else assert.match(stdout, /all 8 kernels checked OK on 2 devices/);
   });
 
   it('lists the WebGPU device with its adapter limits, or says why there is none', async (t) => {
@@ -224,7 +232,14 @@ describe('offload command', { timeout: 300_000 }, () => {
     const proxy = /^proxy +(\S+) /m.exec(stdout)![1]!;
     for (const kernel of ['saxpy', 'dot_partial', 'mandelbrot'])
       assert.match(stdout, new RegExp(`^${kernel} +1 host .* @ ${proxy.replace(/\./g, '\\.')} .*checked: OK$`, 'm'));
-    assert.match(stdout, /all 8 kernels checked OK on 2 devices/);
+    if (await nativeCompilers()) {
+      // The Rust saxpy and the C mandelbrot run on the proxy's host device too.
+      assert.match(
+        stdout,
+        new RegExp(`^saxpy \\(Rust\\) +1 host .* @ ${proxy.replace(/\./g, '\\.')} .*checked: OK$`, 'm'),
+      );
+      assert.match(stdout, /all 12 kernels checked OK on 2 devices/);
+    } else assert.match(stdout, /all 8 kernels checked OK on 2 devices/);
   });
 
   it('lists remote devices with --proxies and a token file', async () => {

@@ -6,7 +6,9 @@
 #ifndef PROXY_APPS_H
 #define PROXY_APPS_H
 #include <stdint.h>
+#ifndef __wasm__
 #include <stdlib.h>
+#endif
 
 /* Target pragmas only where a compiler that offloads was asked to (gcc builds the host loop). */
 #if defined(OFFLOAD) && defined(__clang__)
@@ -66,6 +68,8 @@ static long verification(const double *m, int n, double floor) {
 #pragma omp end declare target
 #endif
 
+#ifndef __wasm__
+/* Host only (it allocates): a wasm kernel build (offload build) leaves it out. */
 /*
  * The 12 materials' nuclides: fills num_nucs, sets *max_nucs and returns mats[12 * max_nucs]
  * (row m holds material m's nuclides). The large fuel adds nuclides 68..354.
@@ -87,4 +91,5 @@ static int *materials(int large, int num_nucs[12], int *max_nucs) {
     for (int j = 0; j < num_nucs[m]; j++) mats[m * *max_nucs + j] = (m == 0 && j >= 34) ? 68 + (j - 34) : lists[m][j];
   return mats;
 }
+#endif
 #endif

@@ -10,13 +10,22 @@
  *     the same loop as a plain host `parallel for`.
  * Usage: <binary> <lookups> [unionized|hash] [small|large]. Prints one JSON line; the time is the
  * lookup loop alone (the data is mapped before it).
+ *
+ * The same file is also the C kernel of offload-ts (`offload bench xsbench --kernel c`): built by
+ * `offload build xsbench.c` (clang --target=wasm32 -O3 -msimd128), where __wasm__ is defined, it
+ * is only the lookup (xs_lookup) and the two kernels below that run it over a team's block of
+ * lookups, with the parameters of examples/xsbench/kernels.ts; main and the data set-up are left out.
  */
+#ifdef __wasm__
+#include "offload.h"
+#else
 #include <math.h>
 #include <omp.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#endif
+#include <stdint.h>
 
 #include "proxy_apps.h"
 
@@ -40,10 +49,80 @@ static long search(const double *A, long stride, long lo, long hi, double e) {
   return lo;
 }
 
+/*
+ * Lookup i (XSBench's event loop body): the verification value of its five macroscopic cross
+ * sections. hash selects the grid: unionized (index: a row per union point) or hash (index: a row
+ * per bin of n_bins over [0, 1)).
+ */
+static inline long xs_lookup(uint64_t i, int hash, long n_iso, long n_gp, long n_union, long n_bins,
+                             const double *unionized, const int *index, const double *grid, const int *num_nucs,
+                             const int *mats, const double *concs, long max_nucs) {
+  uint64_t s = fast_forward(1070, 2 * i);
+  double e = lcg_double(&s);
+  int mat = pick_mat(lcg_double(&s));
+  double m[5] = {0, 0, 0, 0, 0};
+  long idx = 0;
+  if (!hash) idx = search(unionized, 1, 0, n_union - 1, e);
+  else idx = (long)(e / (1.0 / n_bins));
+  for (int j = 0; j < num_nucs[mat]; j++) {
+    long nuc = mats[mat * max_nucs + j];
+    double conc = concs[mat * max_nucs + j];
+    const double *g = grid + nuc * n_gp * 6;
+    long k;
+    if (!hash) {
+      k = index[idx * n_iso + nuc];
+    } else {
+      long lo = index[idx * n_iso + nuc];
+      long hi = idx == n_bins - 1 ? n_gp - 1 : index[(idx + 1) * n_iso + nuc] + 1;
+      if (e <= g[lo * 6]) k = 0;
+      else if (e >= g[hi * 6]) k = n_gp - 1;
+      else k = search(g, 6, lo, hi, e);
+    }
+    if (k == n_gp - 1) k--;
+    const double *low = g + k * 6, *high = low + 6;
+    double f = (high[0] - e) / (high[0] - low[0]);
+    for (int c = 0; c < 5; c++) m[c] += (high[c + 1] - f * (high[c + 1] - low[c + 1])) * conc;
+  }
+  return verification(m, 5, -1.0);
+}
+
 #ifdef USE_TARGET
 #pragma omp end declare target
 #endif
 
+#ifdef __wasm__
+/*
+ * Lookups first .. first+count-1 in contiguous blocks per team; each team stores the sum of its
+ * verification values at partials[team_id]. The parameters are examples/xsbench/kernels.ts's.
+ */
+static inline void xs_lookups(long long first, int count, int n_iso, int n_gp, int hash, int n_bins,
+                              const double *unionized, const int *index, const double *grid, const int *num_nucs,
+                              const int *mats, const double *concs, int max_nucs, long long *partials) {
+  int teams = num_teams(0), team = team_id(0);
+  int block = (count + teams - 1) / teams;
+  int start = team * block, end = start + block < count ? start + block : count;
+  long long sum = 0;
+  for (int i = start; i < end; i++)
+    sum += xs_lookup((uint64_t)(first + i), hash, n_iso, n_gp, (long)n_iso * n_gp, n_bins, unionized, index, grid,
+                     num_nucs, mats, concs, max_nucs);
+  partials[team] = sum;
+}
+
+OFFLOAD_KERNEL void xs_lookups_unionized(long long first, int count, int n_iso, int n_gp,
+                                         offload_ptr(const double) unionized, offload_ptr(const int) index,
+                                         offload_ptr(const double) grid, offload_ptr(const int) num_nucs,
+                                         offload_ptr(const int) mats, offload_ptr(const double) concs, int max_nucs,
+                                         offload_ptr(long long) partials) {
+  xs_lookups(first, count, n_iso, n_gp, 0, 1, unionized, index, grid, num_nucs, mats, concs, max_nucs, partials);
+}
+
+OFFLOAD_KERNEL void xs_lookups_hash(long long first, int count, int n_iso, int n_gp, int hash_bins,
+                                    offload_ptr(const int) index, offload_ptr(const double) grid,
+                                    offload_ptr(const int) num_nucs, offload_ptr(const int) mats,
+                                    offload_ptr(const double) concs, int max_nucs, offload_ptr(long long) partials) {
+  xs_lookups(first, count, n_iso, n_gp, 1, hash_bins, 0, index, grid, num_nucs, mats, concs, max_nucs, partials);
+}
+#else
 static int cmp_energy(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -113,33 +192,8 @@ int main(int argc, char **argv) {
 #endif
   for (long i = 0; i < lookups; i++) {
     if (i == 0) threads = omp_get_num_threads();
-    uint64_t s = fast_forward(1070, 2 * (uint64_t)i);
-    double e = lcg_double(&s);
-    int mat = pick_mat(lcg_double(&s));
-    double m[5] = {0, 0, 0, 0, 0};
-    long idx = 0;
-    if (!hash) idx = search(unionized, 1, 0, n_union - 1, e);
-    else idx = (long)(e / (1.0 / HASH_BINS));
-    for (int j = 0; j < num_nucs[mat]; j++) {
-      long nuc = mats[mat * max_nucs + j];
-      double conc = concs[mat * max_nucs + j];
-      const double *g = grid + nuc * n_gp * 6;
-      long k;
-      if (!hash) {
-        k = index[idx * n_iso + nuc];
-      } else {
-        long lo = index[idx * n_iso + nuc];
-        long hi = idx == HASH_BINS - 1 ? n_gp - 1 : index[(idx + 1) * n_iso + nuc] + 1;
-        if (e <= g[lo * 6]) k = 0;
-        else if (e >= g[hi * 6]) k = n_gp - 1;
-        else k = search(g, 6, lo, hi, e);
-      }
-      if (k == n_gp - 1) k--;
-      const double *low = g + k * 6, *high = low + 6;
-      double f = (high[0] - e) / (high[0] - low[0]);
-      for (int c = 0; c < 5; c++) m[c] += (high[c + 1] - f * (high[c + 1] - low[c + 1])) * conc;
-    }
-    sum += verification(m, 5, -1.0);
+    sum += xs_lookup((uint64_t)i, hash, n_iso, n_gp, n_union, HASH_BINS, unionized, index, grid, num_nucs, mats, concs,
+                     max_nucs);
   }
   double seconds = omp_get_wtime() - start;
 #ifdef USE_TARGET
@@ -157,3 +211,4 @@ int main(int argc, char **argv) {
          hash ? "hash" : "unionized", large ? "large" : "small", lookups, checksum, valid, seconds, lookups / seconds, threads);
   return expected >= 0 && checksum != expected;
 }
+#endif

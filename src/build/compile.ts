@@ -23,6 +23,8 @@ import {
 } from '../image/wasm-abi.js';
 import { runCompiler, type ConstantSyntax, type FunctionSyntax, type KernelSignature } from './compiler-job.js';
 import { kernelEntries } from './kernel-signatures.js';
+import { buildNativeImage } from './native-build.js';
+import { nativeLanguageOf } from './native-signatures.js';
 import { checkFitsWindow, fnv1a32, pickStaticBase, staticSizeOf } from './static-placement.js';
 import { exportedAddresses, readWasmModuleInfo, type MemoryLimits, type WasmModuleInfo } from './wasm-module-info.js';
 import { wrapperSource, wrapperTypes } from './wrappers.js';
@@ -129,11 +131,22 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
   const name = options.name ?? path.basename(options.output);
   const tsSources = options.sources.filter((source) => source.endsWith('.ts'));
   const wgslSource = options.sources.find((source) => source.endsWith('.wgsl'));
+  const nativeSources = options.sources.filter((source) => nativeLanguageOf(source) !== undefined);
   const images: { info: ImageInfo; bytes: Uint8Array }[] = [];
   let entries: EntryInfo[] = [];
   const texts: Record<string, string> = {};
   let wasm: Awaited<ReturnType<typeof buildWasmImage>> | undefined;
-  if (tsSources.length > 0) {
+  let nativeNotes: TranslationNote[] = [];
+  if (nativeSources.length > 0) {
+    // C, C++ and Rust kernels: one wasm image, no WGSL translation (each kernel gets a note).
+    const files = [...new Set(nativeSources.map((source) => path.resolve(source)))];
+    for (const file of files) texts[file] = await readSourceFile(file);
+    const native = await buildNativeImage(files, texts, name, options, displayPath);
+    images.push(native.image);
+    nativeNotes = native.notes;
+    const noteOf = new Map(native.notes.map((note) => [note.kernel, formatNote(note)]));
+    entries = native.entries.map((entry) => ({ ...entry, wasmOnly: noteOf.get(entry.name)! }));
+  } else if (tsSources.length > 0) {
     wasm = await buildWasmImage(tsSources, name, options);
     images.push(wasm.image);
     entries = wasm.entries;
@@ -150,7 +163,12 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
     texts[file] = wgslText;
     handWritten = new Set(wgslKernels(wgslText, shown).map((kernel) => kernel.name));
   }
-  let notes: TranslationNote[] = [];
+  let notes: TranslationNote[] = nativeNotes;
+  if (options.wgsl === 'require' && notes.length > 0) {
+    throw errors.invalidArgument(
+      `--wgsl=require: ${notes.length} kernel(s) cannot be translated to WGSL:\n${notes.map(formatNote).join('\n')}`,
+    );
+  }
   if (wasm !== undefined && options.wgsl !== 'off') {
     const built = new Set(entries.map((entry) => entry.name));
     const kernels = wasm.compiled.kernels.filter((kernel) => built.has(kernel.name));
@@ -276,13 +294,28 @@ function checkOptions(options: BuildOptions): void {
   if (typeof options !== 'object' || options === null) throw errors.invalidArgument('options must be an object');
   const { sources, output, name, staticBase, optimize, debug, wgsl } = options;
   if (!Array.isArray(sources) || sources.length === 0) {
-    throw errors.invalidArgument('options.sources must be a non-empty array of .ts and .wgsl file paths');
+    throw errors.invalidArgument(
+      'options.sources must be a non-empty array of .ts, .c, .cpp, .rs and .wgsl file paths',
+    );
   }
   sources.forEach((source, i) => {
-    if (typeof source !== 'string' || !(source.endsWith('.ts') || source.endsWith('.wgsl'))) {
-      throw errors.invalidArgument(`options.sources[${i}] must be the path of a .ts (AssemblyScript) or .wgsl file`);
+    if (
+      typeof source !== 'string' ||
+      !(source.endsWith('.ts') || source.endsWith('.wgsl') || nativeLanguageOf(source) !== undefined)
+    ) {
+      throw errors.invalidArgument(
+        `options.sources[${i}] must be the path of a .ts (AssemblyScript), .c, .cpp (C, C++), .rs (Rust) or .wgsl file`,
+      );
     }
   });
+  const native = sources.filter((source) => nativeLanguageOf(source) !== undefined);
+  const assemblyScript = sources.filter((source) => source.endsWith('.ts'));
+  if (native.length > 0 && assemblyScript.length > 0) {
+    throw errors.invalidArgument(
+      `options.sources mixes AssemblyScript (${assemblyScript.join(', ')}) with C, C++ or Rust (${native.join(', ')}); ` +
+        `a bundle holds one wasm image, from one of them: build them into two bundles`,
+    );
+  }
   const wgslFiles = sources.filter((source) => source.endsWith('.wgsl'));
   if (wgslFiles.length > 1)
     throw errors.invalidArgument(

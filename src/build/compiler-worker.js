@@ -11,6 +11,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
+import { asyncifyBarriers } from './asyncify.js';
 
 // Specifiers in variables, so that tsc (allowJs) does not load the compiler's declarations: they
 // declare AssemblyScript's globals (i32, console, ...) and break type checking of the project.
@@ -229,36 +230,11 @@ const result = await asc.main(job.argv, {
   reportDiagnostic,
   transforms: [collector],
 });
-/**
- * Runs binaryen's asyncify over a module that imports `offload.barrier`, instrumenting only the
- * functions that can reach it, so the host device can switch between a team's threads there
- * (src/plugins/host/team-threads.ts); then optimizes again, as asyncify's authors advise. The
- * text output stays asc's: the build's checks read the code as written, before instrumentation.
- */
+/** The module, through asyncify when it imports the barrier (asyncify.js). */
 async function withBarriers(wasm) {
   if (wasm === undefined || wasm === null) return wasm;
   const { default: binaryen } = await import(BINARYEN);
-  const module = binaryen.readBinary(wasm);
-  try {
-    module.setFeatures(binaryen.Features.All);
-    let importsBarrier = false;
-    for (let i = 0; i < module.getNumFunctions(); i++) {
-      const info = binaryen.getFunctionInfo(module.getFunctionByIndex(i));
-      if (info.module === job.barrierImport.module && info.base === job.barrierImport.name) importsBarrier = true;
-    }
-    if (!importsBarrier) return wasm;
-    binaryen.setPassArgument('asyncify-imports', `${job.barrierImport.module}.${job.barrierImport.name}`);
-    module.runPasses(['asyncify']);
-    if (job.optimize) {
-      binaryen.setOptimizeLevel(3);
-      binaryen.setShrinkLevel(0);
-      module.optimize();
-    }
-    if (!module.validate()) throw new Error('asyncify produced an invalid module');
-    return module.emitBinary();
-  } finally {
-    module.dispose();
-  }
+  return asyncifyBarriers(binaryen, wasm, job.barrierImport, job.optimize);
 }
 
 parentPort.postMessage({

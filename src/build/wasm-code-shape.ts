@@ -47,6 +47,8 @@ interface FunctionFacts {
   loops: boolean;
   /** Direct callees (function indices, imports included). */
   calls: Set<number>;
+  /** Globals read or written (global.get/set). */
+  globals: Set<number>;
   /** call_indirect */
   indirect: boolean;
   /** memory.init/copy/fill or a table operation: they cost up to their length. */
@@ -130,6 +132,17 @@ export function readCodeShapes(
     });
   }
   return shapes;
+}
+
+/**
+ * What each defined function of `bytes` calls directly and which globals it reads or writes, in
+ * the code section's order (function index minus the imported functions); `unknown` when this
+ * reader could not follow its code.
+ */
+export function functionUses(
+  bytes: Uint8Array,
+): { calls: ReadonlySet<number>; globals: ReadonlySet<number>; unknown: boolean }[] {
+  return codeBodies(bytes).map(readFunction);
 }
 
 /**
@@ -271,6 +284,7 @@ function readFunction(body: ByteReader): FunctionFacts {
   const facts: FunctionFacts = {
     loops: false,
     calls: new Set(),
+    globals: new Set(),
     indirect: false,
     bulk: false,
     waits: false,
@@ -305,8 +319,12 @@ function readInstruction(r: ByteReader, facts: FunctionFacts): void {
   const op = r.byte();
   if (op >= 0x45 && op <= 0xc4) return; // numeric and sign extension: no immediates
   if (op >= 0x28 && op <= 0x3e) return memarg(r); // loads and stores
+  if (op === 0x23 || op === 0x24) {
+    facts.globals.add(r.leb()); // global.get/set
+    return;
+  }
   if (op >= 0x20 && op <= 0x26) {
-    r.leb(); // local.get/set/tee, global.get/set, table.get/set
+    r.leb(); // local.get/set/tee, table.get/set
     return;
   }
   switch (op) {

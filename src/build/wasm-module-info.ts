@@ -191,6 +191,11 @@ export class ByteReader {
     return this.pos >= this.end;
   }
 
+  /** Where this reader stands, as an index into the whole byte array. */
+  offset(): number {
+    return this.pos;
+  }
+
   remaining(): number {
     return this.end - this.pos;
   }

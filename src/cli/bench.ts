@@ -45,6 +45,10 @@ Options:
                                 Devices to split the lookups over (default all; ids: 0,2,...)
   --proxies <N>                 Start N local proxies first and include their devices
   --mpi <N>                     Run as one mpirun job with N proxy ranks (OpenMPI)
+  --kernel <as|c>               The lookup kernels: as, the AssemblyScript port
+                                (examples/, default); c, the native peers' own C source
+                                (bench/peers/<app>.c, built by clang for wasm32; a checkout
+                                of the repository only)
   --peers                       Then run the native peers (LLVM OpenMP offload and plain
                                 OpenMP, built by bench/peers/build.sh) with the same lookups
                                 and thread count, and print the ratios
@@ -84,6 +88,14 @@ function checkFits(devices: readonly Device[], size: ProblemSize, grid: XsGrid):
     `xsbench --size ${size} --grid ${grid} needs ${formatBytes(need)} on every device it runs on (each holds all the data), and ${named}: ` +
       `more proxies do not help (a host device holds at most 4 GiB), leave the small devices out with --devices${hash}`,
   );
+}
+
+/** The peers' sources: also the C kernels of `--kernel c` (only in a checkout of the repository). */
+const PEERS_SOURCES = fileURLToPath(new URL('../../bench/peers/', import.meta.url));
+
+/** The C source of `app`'s peer, which `offload build` compiles into its lookup kernels. */
+function cKernelSource(app: 'xsbench' | 'rsbench'): string {
+  return path.join(PEERS_SOURCES, `${app}.c`);
 }
 
 /** The peers' binaries, built by bench/peers/build.sh (only in a checkout of the repository). */
@@ -165,6 +177,7 @@ export async function run(args: string[]): Promise<number> {
       devices: { type: 'string', default: 'all' },
       proxies: { type: 'string' },
       peers: { type: 'boolean' },
+      kernel: { type: 'string', default: 'as' },
       repeat: { type: 'string' },
       mpi: { type: 'string' },
       json: { type: 'boolean' },
@@ -208,13 +221,28 @@ export async function run(args: string[]): Promise<number> {
   }
   const size = values.size;
   const grid = values.grid;
+  if (values.kernel !== 'as' && values.kernel !== 'c')
+    return usageError('bench', `--kernel must be as or c, got '${values.kernel}'`);
+  const cKernel = values.kernel === 'c';
+  if (cKernel && !existsSync(cKernelSource(app))) {
+    return usageError(
+      'bench',
+      `--kernel c builds ${cKernelSource(app)}, the native peer's source, which is only in a checkout of the repository`,
+    );
+  }
 
   const json = values.json === true;
   const say = json ? () => {} : (line: string) => console.log(line);
-  const bundle = await cachedBundle(app === 'xsbench' ? xsbenchKernelsSource() : rsbenchKernelsSource(), {
-    label: `offload-${app}`,
-    name: app,
-  });
+  const bundle = cKernel
+    ? await cachedBundle(cKernelSource(app), {
+        label: `offload-${app}-c`,
+        name: `${app}-c`,
+        includes: [path.join(PEERS_SOURCES, 'proxy_apps.h')],
+      })
+    : await cachedBundle(app === 'xsbench' ? xsbenchKernelsSource() : rsbenchKernelsSource(), {
+        label: `offload-${app}`,
+        name: app,
+      });
 
   const local = await startLocalProxies(proxyCount, { announce: !json });
   try {

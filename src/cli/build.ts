@@ -1,13 +1,14 @@
-/** `offload build`: AssemblyScript and WGSL kernel sources to a bundle, via buildBundle. */
+/** `offload build`: AssemblyScript, C, C++, Rust and WGSL kernel sources to a bundle, via buildBundle. */
 import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { buildBundle, formatNote } from '../build/compile.js';
 import { formatDuration, formatSignature, hex, usageError } from './format.js';
 import { formatBytes } from '../units.js';
 
-export const summary = 'Compile AssemblyScript and WGSL kernels into a bundle (<out>.offload)';
+export const summary = 'Compile AssemblyScript, C, C++, Rust and WGSL kernels into a bundle (<out>.offload)';
 
 const HELP = `Usage: offload build <kernels.ts...> [kernels.wgsl] -o <out> [options]
+       offload build <kernels.c|.cpp...> | <kernels.rs> [kernels.wgsl] -o <out> [options]
 
 ${summary}. Every exported function of the
 .ts sources becomes a kernel of the wasm image (host device), and is
@@ -16,7 +17,15 @@ subset README states; a note names each kernel that is not (file:line and
 why), which then runs on wasm devices only. Every @compute entry point of the
 .wgsl file is a kernel of the wgsl image, by the ABI in docs/wgsl-abi.md, and
 wins over the translation of a kernel of the same name. Each device loads the
-image it can run. Typed
+image it can run.
+
+C and C++ sources (#include "offload.h"; each OFFLOAD_KERNEL function is a
+kernel) are compiled by the system's clang (clang-16 or clang on PATH, or
+OFFLOAD_CLANG) with -O3 -msimd128 and linked by wasm-ld; a Rust source (each
+#[no_mangle] pub extern "C" fn is a kernel; the crate 'offload' is the device
+library) by a rustc with the wasm32-unknown-unknown standard library
+(OFFLOAD_RUSTC; Debian: rustc libstd-rust-dev-wasm32 lld-16). Their kernels
+run on wasm devices only: the build notes each. Typed
 wrappers of the kernels go to <out>.js and
 <out>.d.ts:
   import { load } from './<out>.js';
@@ -55,7 +64,10 @@ export async function run(args: string[]): Promise<number> {
     return 0;
   }
   if (positionals.length === 0)
-    return usageError('build', 'no kernel sources given (expected .ts files and at most one .wgsl file)');
+    return usageError(
+      'build',
+      'no kernel sources given (expected .ts files, or .c/.cpp files, or one .rs file, and at most one .wgsl file)',
+    );
   if (values.output === undefined)
     return usageError('build', 'the output path is required: -o <out> (writes <out>.offload)');
   let staticBase: number | undefined;

@@ -2,7 +2,9 @@
  * `offload demo`: compiles examples/kernels.ts (cached by content; wasm for the host device, and
  * translated to WGSL for a WebGPU device), runs saxpy, a dot product and mandelbrot on every
  * device whose image has them (with `--proxies N`, also on N local proxies it starts), and checks
- * every result against a plain TypeScript reference.
+ * every result against a plain TypeScript reference. The Rust saxpy and the C mandelbrot of
+ * examples/native/ run the same way on every device that runs wasm, when the system's rustc and
+ * clang are there to build them.
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +29,9 @@ const HELP = `Usage: offload demo [--size N] [--proxies N]
 
 ${summary}:
 saxpy and a dot product over N floats, and a 256x192 mandelbrot, on every device the runtime
-finds (OFFLOAD_PROXIES included; a WebGPU device runs the same kernels, translated to WGSL).
+finds (OFFLOAD_PROXIES included; a WebGPU device runs the same kernels, translated to WGSL);
+then examples/native/'s Rust saxpy and C mandelbrot, built with the system's rustc and clang,
+on every device that runs wasm.
 
 Options:
   --size <N>     Vector length of saxpy and the dot product (default ${DEFAULT_SIZE})
@@ -37,6 +41,14 @@ Options:
 
 // src/cli and dist/cli sit at the same depth below the package root.
 const KERNELS_SOURCE = fileURLToPath(new URL('../../examples/kernels.ts', import.meta.url));
+/**
+ * Kernels in other languages (README "Kernels in C, C++ and Rust"): built with the system's
+ * compilers when they are there, run on every device that runs wasm (they have no WGSL image).
+ */
+const NATIVE_EXAMPLES = [
+  { language: 'Rust', source: 'examples/native/saxpy.rs', kernel: 'saxpy' },
+  { language: 'C', source: 'examples/native/mandelbrot.c', kernel: 'mandelbrot' },
+] as const;
 /** Threads per team on devices that run teams of threads (GPUs); the host device runs 1. */
 const GPU_THREADS = 64;
 
@@ -97,6 +109,20 @@ export async function run(args: string[]): Promise<number> {
   const json = values.json === true;
   if (!json) console.log(`kernels  ${shown}: ${how} -> ${bundle.path}`);
 
+  // The native examples' bundles; a missing compiler skips its example, saying why.
+  const nativeBundles: { language: string; kernel: string; path: string }[] = [];
+  const nativeMissing: string[] = [];
+  for (const example of NATIVE_EXAMPLES) {
+    const source = fileURLToPath(new URL(`../../${example.source}`, import.meta.url));
+    try {
+      const built = await cachedBundle([source], { label: `offload-demo-${example.kernel}`, name: example.kernel });
+      nativeBundles.push({ language: example.language, kernel: example.kernel, path: built.path });
+    } catch (error) {
+      if (!OffloadError.is(error, 'UNSUPPORTED')) throw error;
+      nativeMissing.push(`${example.kernel} (${example.language}): ${error.message}`);
+    }
+  }
+
   const local = await startLocalProxies(proxyCount, { announce: !json });
   try {
     const runtime = await Offload.init(
@@ -104,8 +130,13 @@ export async function run(args: string[]): Promise<number> {
     );
     try {
       const library = await runtime.register(bundle.path);
+      const nativeLibraries = await Promise.all(
+        nativeBundles.map(async (native) => ({ ...native, library: await runtime.register(native.path) })),
+      );
       const outcomes: (Outcome & { device: Device })[] = [];
       const skipped: string[] = [];
+      /** The native examples on devices that run no wasm: their build noted that they do not translate. */
+      const wasmOnly: string[] = [];
       for (const device of runtime.devices) {
         const gpu = device.info.kind === 'gpu';
         const grid = {
@@ -125,6 +156,16 @@ export async function run(args: string[]): Promise<number> {
           if (kernel) outcomes.push({ ...(await run(device, kernel, size, grid)), device });
           else skipped.push(`${name} on device ${device.id}`);
         }
+        for (const native of nativeLibraries) {
+          if (!device.info.imageFormats.includes('wasm')) {
+            wasmOnly.push(`${native.kernel} (${native.language}) on device ${device.id}`);
+            continue;
+          }
+          const kernel = await device.kernel(native.library, native.kernel);
+          const run = native.kernel === 'saxpy' ? saxpy : mandelbrot;
+          const outcome = await run(device, kernel, size, grid);
+          outcomes.push({ ...outcome, kernel: `${outcome.kernel} (${native.language})`, device });
+        }
       }
 
       const failed = outcomes.filter((o) => o.mismatch !== undefined).length;
@@ -140,7 +181,16 @@ export async function run(args: string[]): Promise<number> {
         const proxies = local?.proxies.map((proxy) => proxy.address) ?? [];
         console.log(
           JSON.stringify(
-            { kernels, proxies, results, skipped, ok: failed === 0, totalMs: performance.now() - started },
+            {
+              kernels,
+              proxies,
+              results,
+              skipped,
+              wasmOnly,
+              notBuilt: nativeMissing,
+              ok: failed === 0,
+              totalMs: performance.now() - started,
+            },
             null,
             2,
           ),
@@ -162,6 +212,8 @@ export async function run(args: string[]): Promise<number> {
       console.log('');
       for (const line of table([header, ...rows])) console.log(line);
       if (skipped.length > 0) console.log(`not in the device's image: ${skipped.join(', ')}`);
+      if (wasmOnly.length > 0) console.log(`runs on wasm devices only: ${wasmOnly.join(', ')}`);
+      for (const missing of nativeMissing) console.log(`not built: ${missing}`);
       console.log('');
 
       const total = formatDuration(performance.now() - started);

@@ -14,6 +14,10 @@ import { performance } from 'node:perf_hooks';
 import { buildBundle } from '../build/compile.js';
 
 const DEVICE_LIBRARY = fileURLToPath(new URL('../../assembly/device.ts', import.meta.url));
+/** The device library of C, C++ and Rust kernels. */
+const NATIVE_DEVICE_LIBRARY = ['offload.h', 'offload.rs'].map((file) =>
+  fileURLToPath(new URL(`../../assembly/${file}`, import.meta.url)),
+);
 /** The build tool's own files (src/build or dist/build): a compiler change invalidates the cache. */
 const BUILD_TOOL = fileURLToPath(new URL('../build/', import.meta.url));
 
@@ -45,6 +49,8 @@ export interface CacheOptions {
   name?: string;
   /** Where the bundles are kept. Default: `userCacheDir()`. */
   dir?: string;
+  /** Files the sources include (a C kernel's headers): a change to one rebuilds the bundle too. */
+  includes?: readonly string[];
 }
 
 /** The bundle of `sources`; `compileMs` is set when it was compiled now. */
@@ -55,7 +61,8 @@ export async function cachedBundle(
   const list = typeof sources === 'string' ? [sources] : [...sources];
   const tool = (await readdir(BUILD_TOOL)).sort().map((file) => path.join(BUILD_TOOL, file));
   const hash = createHash('sha256');
-  for (const file of [...list, DEVICE_LIBRARY, ...tool]) hash.update(await readFile(file));
+  for (const file of [...list, ...(options.includes ?? []), DEVICE_LIBRARY, ...NATIVE_DEVICE_LIBRARY, ...tool])
+    hash.update(await readFile(file));
   const key = `${options.label}-${hash.digest('hex').slice(0, 12)}`;
   const dir = options.dir ?? userCacheDir();
   const bundlePath = path.join(dir, `${key}.offload`);

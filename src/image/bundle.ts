@@ -247,7 +247,9 @@ function parseEntry(value: unknown, k: number): EntryInfo {
     }
     return { name: param.name, type: param.type as ParamType };
   });
-  return { name, kind: kind as EntryInfo['kind'], params };
+  const wasmOnly = value.wasmOnly;
+  if (wasmOnly !== undefined && typeof wasmOnly !== 'string') throw invalid(`invalid field 'wasmOnly' in ${where}`);
+  return { name, kind: kind as EntryInfo['kind'], params, ...(wasmOnly === undefined ? {} : { wasmOnly }) };
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

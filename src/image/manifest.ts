@@ -16,6 +16,11 @@ export interface EntryInfo {
   name: string;
   kind: 'kernel' | 'global';
   params: ParamInfo[];
+  /**
+   * Why the kernel runs on wasm devices only, as the build noted it (a kernel in C, C++ or Rust
+   * has no WGSL translation): a device that runs no wasm quotes it when it refuses the kernel.
+   */
+  wasmOnly?: string;
 }
 
 /** Image formats a device may load: `wasm` (host device), `wgsl` (WebGPU device). */

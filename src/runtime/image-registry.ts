@@ -90,8 +90,11 @@ export class ImageRegistry {
       .find((image) => image);
     if (!chosen) {
       const has = bundle.images.map((image) => image.info.format).join(', ') || 'none';
+      // The build's notes say why a kernel has no image but wasm (a kernel in C, C++ or Rust).
+      const notes = bundle.manifest.entries.flatMap((entry) => (entry.wasmOnly === undefined ? [] : [entry.wasmOnly]));
       throw errors.incompatibleImage(
-        `library '${library.name}' has no image device ${deviceId} can run: it has [${has}], the device runs [${formats.join(', ')}]`,
+        `library '${library.name}' has no image device ${deviceId} can run: it has [${has}], the device runs [${formats.join(', ')}]` +
+          (notes.length > 0 && !formats.includes('wasm') ? `; the build noted:\n${notes.join('\n')}` : ''),
         deviceId,
       );
     }

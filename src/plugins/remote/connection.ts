@@ -135,6 +135,8 @@ export class RemoteConnection {
   /** Queues this client holds at a gate ('wait-host' until its 'signal'), by gate: their time is the client's, not the proxy's. */
   private readonly parkedGates = new Map<number, number>();
   private readonly parkedQueues = new Map<number, number>();
+  /** Queues with a 'wait' for another queue's event pending, and how many. */
+  private readonly waitingQueues = new Map<number, number>();
   private deadlineTimer: ReturnType<typeof setInterval> | undefined;
   /** Each queue's running launches, which bound what the proxy may print and call for it. */
   private readonly launchWindows = new Map<number, LaunchWindow>();
@@ -176,9 +178,11 @@ export class RemoteConnection {
         if (this.parkedQueues.has(request.queue)) continue;
         since = Math.max(since, this.queueAnsweredAt.get(request.queue) ?? 0);
       }
-      // A wait for another queue's event goes on as the connection's other queues do.
-      if (request.op === 'wait') {
-        if (this.parkedQueues.size > 0) continue;
+      // A wait for another queue's event (and what its queue holds behind it) goes on as the
+      // connection's other queues do: not while one of them is parked here or runs a launch
+      // (which has its own deadline), else from the connection's last answer.
+      if (request.op === 'wait' || (request.queue !== undefined && this.waitingQueues.has(request.queue))) {
+        if (this.parkedQueues.size > 0 || this.launchWindows.size > 0) continue;
         since = Math.max(since, this.answeredAt);
       }
       const allowed = this.requestTimeoutMs + request.extraMs;
@@ -306,6 +310,7 @@ export class RemoteConnection {
     );
     if (request.op === 'launch' && queue !== undefined) this.launchStarted(queue);
     if (request.op === 'wait-host' && queue !== undefined) this.park(meta.gate as number, queue);
+    if (request.op === 'wait' && queue !== undefined) count(this.waitingQueues, queue, 1);
     if (request.op === 'signal') this.unpark(meta.gate as number);
     try {
       meta.id = id;
@@ -396,6 +401,8 @@ export class RemoteConnection {
   private settled(request: Pending): void {
     if (request.queue === undefined) return;
     if (request.op === 'launch') this.launchEnded(request.queue);
+    if (request.op === 'queue-destroy') this.queueAnsweredAt.delete(request.queue);
+    if (request.op === 'wait') count(this.waitingQueues, request.queue, -1);
     if (request.op === 'wait-host') {
       for (const [gate, queue] of this.parkedGates) if (queue === request.queue) this.unpark(gate);
     }
@@ -523,6 +530,13 @@ export class RemoteConnection {
   close(): void {
     this.transport.close();
   }
+}
+
+/** Adds `by` to the count of `key` in `counts`, which holds no zero counts. */
+function count(counts: Map<number, number>, key: number, by: number): void {
+  const next = (counts.get(key) ?? 0) + by;
+  if (next === 0) counts.delete(key);
+  else counts.set(key, next);
 }
 
 /** The most fields of a proxy's span args kept, and the longest string among them. */

@@ -73,7 +73,8 @@ describe('printing from kernels', { timeout: 120_000 }, () => {
     }
   });
 
-  it("takes a hostile proxy's print frames cut to a line's length, and a malformed one as a protocol error", async () => {
+  it("takes a hostile proxy's print frames cut to a line's length while a launch runs, and a malformed one as a protocol error", async () => {
+    const bundle = await fixtureBundle();
     const proxy = await fakeProxy();
     const lines: { team: number; text: string; kernel: string }[] = [];
     const runtime = await Offload.init({
@@ -84,7 +85,11 @@ describe('printing from kernels', { timeout: 120_000 }, () => {
       print: (line) => lines.push(line),
     });
     try {
-      const queue = runtime.devices[0]!.queue();
+      const device = runtime.devices[0]!;
+      const empty = await device.kernel(await runtime.register(bundle), 'empty');
+      const queue = device.queue();
+      // A launch the fake proxy never answers: its lines are taken while it runs.
+      queue.launch(empty, { teams: 1 }, []).done.catch(() => {});
       await new Promise((resolve) => setTimeout(resolve, 100)); // the proxy has seen the queue
       const send = (meta: Record<string, unknown>) => proxy.client().send(meta);
       send({ op: 'print', queue: 1, kernel: 'k'.repeat(4_000), team: 0, text: 'x'.repeat(4_000) });

@@ -386,6 +386,8 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   const signal = checkSignal(opts.signal, 'Offload.init: options.signal');
   if (opts.connectTimeoutMs !== undefined)
     checkInteger(opts.connectTimeoutMs, 'Offload.init: options.connectTimeoutMs', 1, MAX_TIMEOUT_MS);
+  if (opts.requestTimeoutMs !== undefined)
+    checkInteger(opts.requestTimeoutMs, 'Offload.init: options.requestTimeoutMs', 1, MAX_TIMEOUT_MS);
   if (signal?.aborted) throw abortError(signal, 'Offload.init');
   const launchTimeoutMs =
     opts.launchTimeoutMs === undefined

@@ -21,6 +21,7 @@ import {
   STATIC_WINDOW_START,
   WASM_TRIPLE,
 } from '../image/wasm-abi.js';
+import { checkSourceNesting } from './source-nesting.js';
 import { runCompiler, type ConstantSyntax, type FunctionSyntax, type KernelSignature } from './compiler-job.js';
 import { kernelEntries } from './kernel-signatures.js';
 import { buildNativeImage } from './native-build.js';
@@ -61,6 +62,11 @@ export interface BuildOptions {
    * one wins (checked against the same signature).
    */
   wgsl?: 'auto' | 'require' | 'off';
+  /**
+   * How long one run of the AssemblyScript compiler may take, in milliseconds (default
+   * DEFAULT_COMPILE_TIMEOUT_MS, 5 minutes): past it the build fails with TIMEOUT.
+   */
+  timeoutMs?: number;
 }
 
 export interface BuildResult {
@@ -342,12 +348,20 @@ function checkOptions(options: BuildOptions): void {
   if (wgsl !== undefined && wgsl !== 'auto' && wgsl !== 'require' && wgsl !== 'off') {
     throw errors.invalidArgument(`options.wgsl must be 'auto', 'require' or 'off', got ${JSON.stringify(wgsl)}`);
   }
+  const { timeoutMs } = options;
+  if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1))
+    throw errors.invalidArgument(
+      `options.timeoutMs must be a positive integer of milliseconds, got ${String(timeoutMs)}`,
+    );
 }
 
 async function readSources(files: string[]): Promise<SourceSet> {
   const absolute = [...new Set(files.map((file) => path.resolve(file)))];
   const texts: Record<string, string> = {};
-  for (const file of absolute) texts[file] = await readSourceFile(file);
+  for (const file of absolute) {
+    texts[file] = await readSourceFile(file);
+    checkSourceNesting(texts[file], displayPath(file));
+  }
   const deviceText = await readSourceFile(DEVICE_LIBRARY);
   let baseDir = path.dirname(absolute[0]!);
   for (const file of absolute) {
@@ -397,16 +411,20 @@ async function compileImage(sources: SourceSet, staticBase: number, options: Bui
     ...(options.optimize === false ? [] : ['-O3']),
     ...(options.debug === true ? ['--debug'] : []),
   ];
-  const output = await runCompiler({
-    argv,
-    baseDir: sources.baseDir,
-    sources: sources.texts,
-    deviceText: sources.deviceText,
-    wasmFile: WASM_FILE,
-    watFile: WAT_FILE,
-    barrierImport: { module: DEVICE_IMPORT_MODULE, name: BARRIER_IMPORT },
-    optimize: options.optimize !== false,
-  });
+  const output = await runCompiler(
+    {
+      argv,
+      baseDir: sources.baseDir,
+      sources: sources.texts,
+      deviceText: sources.deviceText,
+      wasmFile: WASM_FILE,
+      watFile: WAT_FILE,
+      barrierImport: { module: DEVICE_IMPORT_MODULE, name: BARRIER_IMPORT },
+      optimize: options.optimize !== false,
+    },
+    sources.entries.join(', '),
+    options.timeoutMs,
+  );
   const display = (source: string) => displaySource(sources.baseDir, source);
   if (output.diagnostics.length > 0) {
     const lines = output.diagnostics.map(({ code, message, source, line, column }) => {

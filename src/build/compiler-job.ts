@@ -5,7 +5,7 @@
  */
 import { finished } from 'node:stream/promises';
 import { Worker } from 'node:worker_threads';
-import { errors } from '../errors.js';
+import { errors, OffloadError } from '../errors.js';
 
 /** What the worker is asked to do (its workerData). */
 export interface CompileJob {
@@ -104,41 +104,90 @@ export interface CompileOutput {
 
 const WORKER = new URL('./compiler-worker.js', import.meta.url);
 
+/** How long one run of the compiler may take by default, in milliseconds (BuildOptions.timeoutMs). */
+export const DEFAULT_COMPILE_TIMEOUT_MS = 300_000;
+
 /**
- * Runs `job` in a fresh worker and resolves with its answer, whatever asc made of the sources.
- * @throws (rejects) OffloadError INVALID_ARGUMENT when the compiler crashes or cannot start.
+ * Runs `job` in a fresh worker and resolves with its answer, whatever asc made of the sources;
+ * `files` names them in messages. The worker is stopped after `timeoutMs`.
+ * @throws (rejects) OffloadError INVALID_ARGUMENT when the compiler crashes, cannot start, or its
+ *   answer cannot be read; TIMEOUT past `timeoutMs`.
  */
-export function runCompiler(job: CompileJob): Promise<CompileOutput> {
+export function runCompiler(
+  job: CompileJob,
+  files: string,
+  timeoutMs = DEFAULT_COMPILE_TIMEOUT_MS,
+): Promise<CompileOutput> {
   return new Promise((resolve, reject) => {
     const worker = new Worker(WORKER, { workerData: job, execArgv: [], stdout: true, stderr: true });
     const stderr: string[] = [];
     worker.stderr.setEncoding('utf8').on('data', (chunk: string) => stderr.push(chunk));
     worker.stdout.resume();
     let answered = false;
-    worker.once('message', (output: CompileOutput) => {
+    const fail = (error: Error) => {
+      if (answered) return;
       answered = true;
+      clearTimeout(timer);
+      reject(error);
+      void worker.terminate();
+    };
+    const timer = setTimeout(
+      () =>
+        fail(
+          errors.timeout(
+            `compiling ${files} took more than ${timeoutMs} ms (the build's time limit, timeoutMs): simplify the kernel source, or give a larger limit`,
+          ),
+        ),
+      timeoutMs,
+    );
+    worker.once('message', (output: CompileOutput) => {
+      if (answered) return;
+      answered = true;
+      clearTimeout(timer);
       resolve(output);
       // The answer is the worker's last act; do not let anything it left behind keep it alive.
       void worker.terminate();
     });
+    // The answer arrived but could not be read back here (a structured clone past the stack).
+    worker.once('messageerror', (cause) =>
+      fail(
+        new OffloadError(
+          'INVALID_ARGUMENT',
+          `the AssemblyScript compiler's answer for ${files} could not be read (${cause.message}): a function nests too deeply; flatten its nested blocks or split it into functions`,
+          { cause },
+        ),
+      ),
+    );
     worker.once('error', (cause) => {
-      answered = true;
       // The compiler is an optional dependency: a runtime-only install (npm install --omit=optional) has none.
       if ((cause as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' && /'assemblyscript'/.test(cause.message)) {
-        reject(
+        fail(
           errors.unsupported(
             'building kernels needs the AssemblyScript compiler, which is not installed: npm install assemblyscript@0.28.20 (an optional dependency of offload-ts; running prebuilt kernels does not need it)',
           ),
         );
       } else {
-        reject(errors.invalidArgument(`the AssemblyScript compiler failed: ${cause.stack ?? cause.message}`));
+        const overflow = cause instanceof RangeError && /call stack/i.test(cause.message);
+        fail(
+          errors.invalidArgument(
+            overflow
+              ? `the AssemblyScript compiler ran out of stack compiling ${files}: a function nests too deeply; flatten its nested blocks or split it into functions`
+              : `the AssemblyScript compiler failed on ${files}: ${cause.stack ?? cause.message}`,
+          ),
+        );
       }
     });
     worker.once('exit', (code) => {
       if (answered) return;
       // asc prints its crash report to stderr, then exits; let the report arrive first.
-      const report = () =>
-        reject(errors.invalidArgument(`the AssemblyScript compiler crashed (exit code ${code}):\n${stderr.join('')}`));
+      const report = () => {
+        const said = stderr.join('').trim();
+        fail(
+          errors.invalidArgument(
+            `the AssemblyScript compiler stopped without an answer compiling ${files} (exit code ${code}): ${said === '' ? 'it said nothing; if a function nests deeply, flatten its nested blocks or split it into functions' : said}`,
+          ),
+        );
+      };
       finished(worker.stderr).then(report, report);
     });
   });

@@ -70,6 +70,12 @@ const LITERAL_KINDS = ['Float', 'Integer', 'String', 'Template', 'RegExp', 'Arra
 const ASSERTION_KINDS = ['Prefix', 'As', 'NonNull', 'Const'];
 /** Bounds what one function's tree may cost to send (a kernel is far smaller). */
 const MAX_NODES = 100_000;
+/**
+ * Bounds how deep a tree nests (objects and arrays): the structured clone that sends the answer
+ * to the parent reads it recursively, and a tree 1,000 `if`s deep overflowed its stack there
+ * (the parent then saw only a 'messageerror' and an exit with code 0). A kernel nests far less.
+ */
+const MAX_DEPTH = 1000;
 
 /**
  * A user function as plain data for the WGSL translator (src/build/wgsl-translate.ts): its
@@ -89,18 +95,19 @@ function converterFor(program, element) {
       return null; // a type the resolver cannot name: the caller reports it as unknown
     }
   };
-  const convert = (value) => {
+  const convert = (value, depth = 0) => {
     if (value === null || value === undefined) return null;
     if (typeof value === 'bigint') return value.toString();
     if (typeof value !== 'object') return value;
-    if (Array.isArray(value)) return value.map(convert);
+    if (depth > MAX_DEPTH) throw new Error(`'${element.name}' nests too deeply to translate`);
+    if (Array.isArray(value)) return value.map((item) => convert(item, depth + 1));
     if (typeof value.kind !== 'number' || value.range === undefined) return null;
     if (++nodes > MAX_NODES) throw new Error(`'${element.name}' is too large to translate`);
     const kind = NodeKind[value.kind];
     const out = { k: kind, line: lineOf(value.range) };
     for (const [key, field] of Object.entries(value)) {
       if (key === 'kind' || key === 'range' || key === 'currentlyResolving' || key === 'decorators') continue;
-      out[key] = convert(field);
+      out[key] = convert(field, depth + 1);
     }
     if (kind === 'Binary' || kind === 'UnaryPrefix' || kind === 'UnaryPostfix') out.operator = Token[value.operator];
     if (kind === 'Literal') out.literalKind = LITERAL_KINDS[value.literalKind];

@@ -5,7 +5,7 @@
  */
 import { errors, quoted } from '../errors.js';
 import { IMAGE_FORMATS, type ImageFormat, type ParamInfo } from '../image/manifest.js';
-import { MAX_HOST_CALL_ARGS, type DeviceInfo, type MemoryInfo } from '../plugins/interface.js';
+import { cut, MAX_HOST_CALL_ARGS, type DeviceInfo, type MemoryInfo } from '../plugins/interface.js';
 import type { Frame } from '../transport/frame.js';
 import type { LoadedKernelInfo, ProxyFrame, ReplyBodies } from './messages.js';
 import { Meta } from './wire.js';
@@ -60,7 +60,7 @@ export function decodeHelloReply(reply: Frame): {
 } {
   const meta = new Meta(reply);
   const now = reply.meta.now;
-  const devices = meta.array('devices') as DeviceInfo[];
+  const devices = meta.array('devices').map((told, index) => checkedDeviceInfo(told, index));
   const peers = reply.meta.peers;
   return {
     devices,
@@ -68,11 +68,107 @@ export function decodeHelloReply(reply: Frame): {
       peers === 'any'
         ? 'any'
         : Array.isArray(peers)
-          ? peers.filter((peer): peer is string => typeof peer === 'string')
+          ? peers.slice(0, 1024).filter((peer): peer is string => typeof peer === 'string' && peer.length <= 1024)
           : [],
     now: typeof now === 'number' && Number.isFinite(now) ? now : undefined,
     compact: reply.meta.compact === true,
   };
+}
+
+/** The longest text a proxy's device description keeps in a field (a longer one ends in '...'). */
+const MAX_INFO_CHARS = 256;
+
+/**
+ * A device as a hello describes it, rebuilt from checked fields: the limits the runtime checks
+ * launches against are non-negative integers (PROTOCOL otherwise), texts are strings cut to
+ * MAX_INFO_CHARS, image formats are known ones; `limits` keeps up to 64 finite numbers and
+ * `capabilities` is read field by field later (remote/device.ts). Nothing of the proxy's making
+ * but plain values reaches the program.
+ */
+function checkedDeviceInfo(told: unknown, index: number): DeviceInfo {
+  if (typeof told !== 'object' || told === null || Array.isArray(told))
+    throw errors.protocol(`the hello reply's device ${index} is not an object`);
+  const info = told as Record<string, unknown>;
+  const wrong = (field: string, expected: string): never => {
+    const got = JSON.stringify(info[field]) ?? 'nothing';
+    throw errors.protocol(
+      `the hello reply's device ${index}: field '${field}' must be ${expected}, got ${got.length > 80 ? `${got.slice(0, 80)}...` : got}`,
+    );
+  };
+  const text = (field: string, fallback?: string): string => {
+    const value = info[field];
+    if (value === undefined && fallback !== undefined) return fallback;
+    if (typeof value !== 'string') return wrong(field, 'a string');
+    return cut(value, MAX_INFO_CHARS);
+  };
+  const count = (field: string): number => {
+    const value = info[field];
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+      return wrong(field, 'a non-negative integer');
+    return value;
+  };
+  const dims = (field: string): [number, number, number] => {
+    const value = info[field];
+    if (
+      !Array.isArray(value) ||
+      value.length !== 3 ||
+      !value.every((v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0)
+    )
+      return wrong(field, 'three non-negative integers');
+    return [value[0] as number, value[1] as number, value[2] as number];
+  };
+  const formats = info.imageFormats;
+  if (
+    !Array.isArray(formats) ||
+    formats.length > IMAGE_FORMATS.length ||
+    !formats.every((format) => (IMAGE_FORMATS as readonly unknown[]).includes(format))
+  )
+    wrong('imageFormats', `an array of image formats (${IMAGE_FORMATS.join(', ')})`);
+  const device: DeviceInfo = {
+    name: text('name'),
+    kind: text('kind', 'unknown'),
+    vendor: text('vendor', 'unknown'),
+    plugin: text('plugin', 'unknown'),
+    memoryBytes: count('memoryBytes'),
+    maxThreadsPerTeam: count('maxThreadsPerTeam'),
+    maxTeams: count('maxTeams'),
+    maxTeamDims: dims('maxTeamDims'),
+    maxThreadDims: dims('maxThreadDims'),
+    maxTeamMemoryBytes: count('maxTeamMemoryBytes'),
+    computeUnits: count('computeUnits'),
+    imageFormats: [...(formats as ImageFormat[])],
+    memoryKinds: ['device'],
+    location: text('location', ''),
+    launchTimeouts: info.launchTimeouts === true,
+    kernelPrint: info.kernelPrint === true,
+    hostCalls: info.hostCalls === true,
+    capabilities: (typeof info.capabilities === 'object' && info.capabilities !== null
+      ? info.capabilities
+      : {}) as DeviceInfo['capabilities'],
+  };
+  if (typeof info.limits === 'object' && info.limits !== null && !Array.isArray(info.limits)) {
+    const limits: Record<string, number> = {};
+    for (const [name, value] of Object.entries(info.limits).slice(0, 64))
+      if (name !== '__proto__' && name.length <= 64 && typeof value === 'number' && Number.isFinite(value))
+        limits[name] = value;
+    device.limits = limits;
+  }
+  if (typeof info.limitNames === 'object' && info.limitNames !== null && !Array.isArray(info.limitNames)) {
+    const told = info.limitNames as Record<string, unknown>;
+    const names: NonNullable<DeviceInfo['limitNames']> = {};
+    for (const field of [
+      'maxTeams',
+      'maxThreadsPerTeam',
+      'maxTeamDims',
+      'maxThreadDims',
+      'maxTeamMemoryBytes',
+    ] as const) {
+      const name = told[field];
+      if (typeof name === 'string' && name.length <= 64) names[field] = name;
+    }
+    device.limitNames = names;
+  }
+  return device;
 }
 
 /** A kernel of a 'load' reply: name and parameters as the proxy's device loaded them, its format and static size checked. */

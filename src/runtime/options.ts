@@ -45,6 +45,13 @@ export interface RuntimeOptions {
   /** A proxy that sends nothing for this long is DEVICE_LOST, in milliseconds. Default: OFFLOAD_PEER_TIMEOUT, or 10000. */
   peerTimeoutMs?: number;
   /**
+   * How long a proxy has to answer a request once it can start it, in milliseconds: from when
+   * it is sent, or a queue operation from its queue's last answer, whichever is later (a launch
+   * has its `grid.timeoutMs` more). A proxy past it is DEVICE_LOST, however alive it looks.
+   * Default: OFFLOAD_REQUEST_TIMEOUT, or 600000 (10 minutes).
+   */
+  requestTimeoutMs?: number;
+  /**
    * TLS to every TCP proxy, trusting the CA certificates given (PEM text). Default: with
    * OFFLOAD_TLS_CA set (a PEM file), TLS trusting that file; else TLS only to `tls://` addresses,
    * trusting the system's CAs.

@@ -2,9 +2,12 @@
  * Liveness over any transport. A peer that is alive but does not answer (a stopped process, a
  * stuck event loop, a machine gone without a word) would otherwise leave every pending request
  * waiting forever. Each side sends a small `heartbeat` frame whenever it has sent nothing for a
- * second (less for short timeouts), and takes a peer from which nothing at all (heartbeats
+ * second (less for short timeouts), and takes a peer from which no whole frame (heartbeats
  * included) has arrived for its timeout as gone: the transport closes with DEVICE_LOST, which
- * fails everything pending on it. Receivers drop heartbeat frames before anything else sees them (FrameReceiver).
+ * fails everything pending on it. Whole frames, not bytes: a peer that trickles one byte a second
+ * into a frame it never finishes is as silent as one that sends nothing (a frame is at most
+ * 64 MiB, and bulk data travels in 1 MiB chunks, so a live peer completes frames well within a
+ * timeout). Receivers drop heartbeat frames before anything else sees them (FrameReceiver).
  */
 import { errors } from '../errors.js';
 import { parseMilliseconds } from '../units.js';
@@ -36,7 +39,7 @@ export function heartbeatInterval(timeoutMs: number): number {
 /** Starts the heartbeat of `transport`; it stops by itself when the transport closes. */
 export function startHeartbeat(transport: Transport, timeoutMs: number): void {
   const { stats } = transport;
-  let received = stats.bytesReceived;
+  let received = stats.framesReceived;
   let sent = stats.bytesSent;
   let heardAt = Date.now();
   let sentAt = heardAt;
@@ -44,13 +47,15 @@ export function startHeartbeat(transport: Transport, timeoutMs: number): void {
   const timer = setInterval(() => {
     if (transport.closed) return clearInterval(timer);
     const now = Date.now();
-    if (stats.bytesReceived !== received) {
-      received = stats.bytesReceived;
+    if (stats.framesReceived !== received) {
+      received = stats.framesReceived;
       heardAt = now;
     } else if (now - heardAt >= timeoutMs) {
       clearInterval(timer);
       return transport.close(
-        errors.deviceLost(`${transport.peer} sent nothing for ${timeoutMs} ms (OFFLOAD_PEER_TIMEOUT); taken as gone`),
+        errors.deviceLost(
+          `${transport.peer} sent nothing for ${timeoutMs} ms (OFFLOAD_PEER_TIMEOUT): not one whole frame; taken as gone`,
+        ),
       );
     }
     if (stats.bytesSent !== sent) {

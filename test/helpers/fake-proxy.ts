@@ -1,7 +1,8 @@
 /**
  * A hostile proxy for client-side tests: a bare TCP listener that answers the client's hello
- * (with one fake host device) and its queue requests, and otherwise sends whatever the test
- * writes through `client()`. Close it with `close()`.
+ * (with one fake host device), its queue requests and its images (each kernel loads as the
+ * bundle declares it), never answers a launch, and otherwise sends whatever the test writes
+ * through `client()`. Close it with `close()`.
  */
 import { listenTcp } from '../../src/transport/tcp.js';
 import type { Transport } from '../../src/transport/transport.js';
@@ -42,12 +43,23 @@ export interface FakeProxy {
 
 export async function fakeProxy(): Promise<FakeProxy> {
   let client: Transport | undefined;
+  const images = new Map<unknown, { name: string; kind: string; params: unknown[] }[]>();
   const listener = await listenTcp('127.0.0.1:0', (transport) => {
     client = transport;
     transport.onFrame = (frame) => {
       const { op, id } = frame.meta;
       if (op === 'hello' || op === 'queue')
         transport.send({ op: 'reply', id, ...(op === 'hello' ? { devices: [FAKE_DEVICE], peers: [] } : {}) });
+      if (op === 'register') {
+        images.set(frame.meta.image, frame.meta.entries as { name: string; kind: string; params: unknown[] }[]);
+        transport.send({ op: 'reply', id });
+      }
+      if (op === 'load') {
+        const kernels = (images.get(frame.meta.image) ?? [])
+          .filter((entry) => entry.kind === 'kernel')
+          .map(({ name, params }) => ({ name, params, format: 'wasm', staticBytes: 0 }));
+        transport.send({ op: 'reply', id, kernels });
+      }
     };
   });
   return {

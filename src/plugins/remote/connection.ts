@@ -10,6 +10,7 @@ import { asOffloadError, errors, messageOf, OffloadError } from '../../errors.js
 import {
   cut,
   type HostCallListener,
+  MAX_HOST_FUNCTION_NAME,
   MAX_KERNEL_NAME_CHARS,
   MAX_PRINT_CHARS,
   type DeviceInfo,
@@ -30,6 +31,7 @@ import { fromWireError, PROTOCOL_VERSION } from '../../protocol/wire.js';
 import type { ClientNote, OutgoingRequest, ProxyFrames, Requests } from '../../protocol/messages.js';
 import { decodeHelloReply, decodeProxyFrame } from '../../protocol/decode-reply.js';
 import { compactMeta } from '../../protocol/compact.js';
+import { parseMilliseconds } from '../../units.js';
 
 /** Callbacks of a request that streams: `ready` (rendezvous write may start), `data` (read chunks). */
 export interface StreamHandlers {
@@ -43,6 +45,44 @@ interface Pending {
   resolve(frame: Frame): void;
   reject(error: OffloadError): void;
   handlers: StreamHandlers | undefined;
+  /** The request's op and queue (undefined: not a queue operation), for its deadline. */
+  op: string;
+  queue: number | undefined;
+  /** When it was sent (Date.now()), and how much longer than the request deadline it may take (a launch's own limit). */
+  sentAt: number;
+  extraMs: number;
+}
+
+/** How long a proxy has to answer a request once it can start it, by default (OFFLOAD_REQUEST_TIMEOUT overrides). */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
+
+/** OFFLOAD_REQUEST_TIMEOUT in milliseconds, else DEFAULT_REQUEST_TIMEOUT_MS. */
+export function requestTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const text = env.OFFLOAD_REQUEST_TIMEOUT;
+  return text === undefined || text === ''
+    ? DEFAULT_REQUEST_TIMEOUT_MS
+    : parseMilliseconds(text, 'OFFLOAD_REQUEST_TIMEOUT');
+}
+
+/**
+ * What a proxy may print for one launch of a queue, in characters (the host device keeps 16 KiB
+ * of a launch's lines; a GPU less): past it, lines are dropped and counted, and one line says so
+ * when the launch ends.
+ */
+export const REMOTE_PRINT_BUDGET_CHARS = 256 * 1024;
+/**
+ * Host calls a proxy may have unanswered at once on one connection: each is a kernel thread
+ * waiting on the proxy, so a legitimate proxy has at most its devices' threads in flight.
+ */
+export const MAX_HOST_CALLS_IN_FLIGHT = 4096;
+
+/** What a queue's running launches may still send: print lines within the budget, host calls. */
+interface LaunchWindow {
+  /** Launches of the queue sent and not yet answered. */
+  launches: number;
+  /** Characters printed since the last launch of the queue ended, and lines dropped over the budget. */
+  printed: number;
+  dropped: number;
 }
 
 export interface ConnectOptions {
@@ -60,6 +100,13 @@ export interface ConnectOptions {
   trace?: boolean;
   /** A proxy silent this long is DEVICE_LOST (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
   peerTimeoutMs?: number;
+  /**
+   * How long the proxy has to answer a request once it can start it (default
+   * OFFLOAD_REQUEST_TIMEOUT, or 10 minutes): from when it is sent, or a queue operation from its
+   * queue's last answer, whichever is later; a launch has its own time limit more. A proxy that
+   * misses a deadline is DEVICE_LOST, however many heartbeats it sends.
+   */
+  requestTimeoutMs?: number;
   /** TLS for every TCP address, trusting these CAs (a `tls://` address asks for TLS on its own). */
   tls?: TlsClientOptions;
   /**
@@ -81,6 +128,19 @@ export class RemoteConnection {
   devices: DeviceInfo[] = [];
   /** The proxies this one links to itself (its --peers): copies to others go through this client. */
   private peers: readonly string[] | 'any' = [];
+  /** Deadlines of requests (see ConnectOptions.requestTimeoutMs): the last answer of each queue, and queues parked here. */
+  private requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS;
+  private readonly queueAnsweredAt = new Map<number, number>();
+  private answeredAt = Date.now();
+  /** Queues this client holds at a gate ('wait-host' until its 'signal'), by gate: their time is the client's, not the proxy's. */
+  private readonly parkedGates = new Map<number, number>();
+  private readonly parkedQueues = new Map<number, number>();
+  /** Queues with a 'wait' for another queue's event pending, and how many. */
+  private readonly waitingQueues = new Map<number, number>();
+  private deadlineTimer: ReturnType<typeof setInterval> | undefined;
+  /** Each queue's running launches, which bound what the proxy may print and call for it. */
+  private readonly launchWindows = new Map<number, LaunchWindow>();
+  private hostCallsInFlight = 0;
 
   private constructor(
     readonly transport: Transport,
@@ -95,6 +155,45 @@ export class RemoteConnection {
     };
     transport.onClose = (reason) =>
       this.fail(reason ?? errors.deviceLost(`the connection to proxy ${address} was closed`));
+  }
+
+  /** Checks every pending request's deadline every second (less for short deadlines); stops when the connection fails. */
+  private startDeadlines(timeoutMs: number): void {
+    this.requestTimeoutMs = timeoutMs;
+    this.deadlineTimer = setInterval(
+      () => this.checkDeadlines(),
+      Math.max(10, Math.min(1000, Math.floor(timeoutMs / 4))),
+    );
+    // The deadlines never keep a process alive by themselves: the transport's own handle decides.
+    this.deadlineTimer.unref();
+  }
+
+  private checkDeadlines(): void {
+    if (this.pending.size === 0 || this.lostError) return;
+    const now = Date.now();
+    for (const [id, request] of this.pending) {
+      if (request.op === 'wait-host') continue;
+      let since = request.sentAt;
+      if (request.queue !== undefined) {
+        if (this.parkedQueues.has(request.queue)) continue;
+        since = Math.max(since, this.queueAnsweredAt.get(request.queue) ?? 0);
+      }
+      // A wait for another queue's event (and what its queue holds behind it) goes on as the
+      // connection's other queues do: not while one of them is parked here or runs a launch
+      // (which has its own deadline), else from the connection's last answer.
+      if (request.op === 'wait' || (request.queue !== undefined && this.waitingQueues.has(request.queue))) {
+        if (this.parkedQueues.size > 0 || this.launchWindows.size > 0) continue;
+        since = Math.max(since, this.answeredAt);
+      }
+      const allowed = this.requestTimeoutMs + request.extraMs;
+      if (now - since < allowed) continue;
+      this.transport.close(
+        errors.deviceLost(
+          `proxy ${this.address} did not answer its '${request.op}' request ${id} within ${allowed} ms of being able to start it (requestTimeoutMs, OFFLOAD_REQUEST_TIMEOUT); taken as gone`,
+        ),
+      );
+      return;
+    }
   }
 
   /** Connects and says hello; rejects with UNAUTHORIZED for a wrong token, DEVICE_LOST if unreachable. */
@@ -135,6 +234,7 @@ export class RemoteConnection {
       connection.devices = devices;
       connection.peers = peers;
       startHeartbeat(transport, options.peerTimeoutMs ?? peerTimeoutFromEnv());
+      connection.startDeadlines(options.requestTimeoutMs ?? requestTimeoutFromEnv());
       return connection;
     } catch (error) {
       transport.close();
@@ -162,15 +262,27 @@ export class RemoteConnection {
     }
     if (!Array.isArray(parsed))
       throw errors.protocol(`proxy ${this.address} sent a trace that is not an array of events`);
-    const events = parsed.filter(isTraceEvent).slice(0, MAX_REMOTE_EVENTS);
-    const dropped = typeof reply.meta.dropped === 'number' ? reply.meta.dropped : 0;
+    const events: TraceEvent[] = [];
+    for (const told of parsed) {
+      if (events.length === MAX_REMOTE_EVENTS) break;
+      const event = checkedTraceEvent(told);
+      if (event) events.push(event);
+    }
+    const told = reply.meta.dropped;
+    const dropped = typeof told === 'number' && Number.isSafeInteger(told) && told >= 0 ? told : 0;
     return { events, dropped: dropped + parsed.length - events.length };
   }
 
-  /** Whether this proxy copies to `other` itself (proxy to proxy), rather than through the client. */
+  /**
+   * Whether this proxy copies to `other` itself (proxy to proxy), rather than through the client:
+   * it then gets the write grant of the destination buffer on `other`. Only when its hello named
+   * `other` by the address this client itself gave for it, or both are ranks of this client's MPI
+   * job: a proxy that says it links to 'any' address gets no grant (a hostile one would keep it
+   * and write into that buffer later), and its copies go through the client.
+   */
   linksTo(other: RemoteConnection): boolean {
     if (linkedInJob(this.address, other.address)) return true;
-    if (this.peers === 'any') return true;
+    if (this.peers === 'any') return false;
     return this.peers.some((peer) => sameAddress(peer, other.address));
   }
 
@@ -190,9 +302,17 @@ export class RemoteConnection {
   request(request: OutgoingRequest, payload?: Uint8Array, handlers?: StreamHandlers): Promise<Frame> {
     if (this.lostError) return Promise.reject(this.lostError);
     const id = this.nextId++;
-    const reply = new Promise<Frame>((resolve, reject) => this.pending.set(id, { resolve, reject, handlers }));
+    const meta = request as unknown as Record<string, unknown>;
+    const queue = typeof meta.queue === 'number' ? meta.queue : undefined;
+    const extraMs = request.op === 'launch' && typeof meta.timeoutMs === 'number' ? meta.timeoutMs : 0;
+    const reply = new Promise<Frame>((resolve, reject) =>
+      this.pending.set(id, { resolve, reject, handlers, op: request.op, queue, sentAt: Date.now(), extraMs }),
+    );
+    if (request.op === 'launch' && queue !== undefined) this.launchStarted(queue);
+    if (request.op === 'wait-host' && queue !== undefined) this.park(meta.gate as number, queue);
+    if (request.op === 'wait' && queue !== undefined) count(this.waitingQueues, queue, 1);
+    if (request.op === 'signal') this.unpark(meta.gate as number);
     try {
-      const meta = request as unknown as Record<string, unknown>;
       meta.id = id;
       this.transport.send(meta, payload);
       // The one request in flight: its reply is awaited, so read it eagerly (TCP polls a while).
@@ -200,6 +320,7 @@ export class RemoteConnection {
     } catch (error) {
       // A request that cannot be framed (an image over 64 MiB, a manifest over 64 KiB) fails
       // alone, as its own rejection: never an exception out of an enqueueing call.
+      this.settled(this.pending.get(id)!);
       this.pending
         .get(id)!
         .reject(
@@ -257,7 +378,10 @@ export class RemoteConnection {
       }
       const pending = this.pending.get(decoded.id);
       if (!pending) throw errors.protocol(`proxy ${this.address} answered request ${decoded.id}, which is not pending`);
+      this.answeredAt = Date.now();
+      if (pending.queue !== undefined) this.queueAnsweredAt.set(pending.queue, this.answeredAt);
       if (decoded.op === 'reply') {
+        this.settled(pending);
         this.pending.delete(decoded.id);
         if (decoded.error) pending.reject(fromWireError(decoded.error, this.address));
         else pending.resolve(frame);
@@ -273,34 +397,108 @@ export class RemoteConnection {
     }
   }
 
+  /** A request of this client's settles (or is never sent): what it held here is released. */
+  private settled(request: Pending): void {
+    if (request.queue === undefined) return;
+    if (request.op === 'launch') this.launchEnded(request.queue);
+    if (request.op === 'queue-destroy') this.queueAnsweredAt.delete(request.queue);
+    if (request.op === 'wait') count(this.waitingQueues, request.queue, -1);
+    if (request.op === 'wait-host') {
+      for (const [gate, queue] of this.parkedGates) if (queue === request.queue) this.unpark(gate);
+    }
+  }
+
+  private launchStarted(queue: number): void {
+    const window = this.launchWindows.get(queue);
+    if (window) window.launches++;
+    else this.launchWindows.set(queue, { launches: 1, printed: 0, dropped: 0 });
+  }
+
+  /** A launch of `queue` is answered: the lines dropped from it are told, and its budget starts again. */
+  private launchEnded(queue: number): void {
+    const window = this.launchWindows.get(queue);
+    if (!window) return;
+    if (window.dropped > 0) {
+      this.printListeners.get(queue)?.(
+        '',
+        -1,
+        `(${window.dropped} more line${window.dropped === 1 ? '' : 's'} of this launch dropped: a launch on proxy ${this.address} may print ${REMOTE_PRINT_BUDGET_CHARS / 1024} KiB)`,
+      );
+    }
+    window.printed = 0;
+    window.dropped = 0;
+    if (--window.launches === 0) this.launchWindows.delete(queue);
+  }
+
+  private park(gate: number, queue: number): void {
+    this.parkedGates.set(gate, queue);
+    this.parkedQueues.set(queue, (this.parkedQueues.get(queue) ?? 0) + 1);
+  }
+
+  /** The client signals `gate`: its queue is the proxy's to run again, and its deadlines count from now. */
+  private unpark(gate: number): void {
+    const queue = this.parkedGates.get(gate);
+    if (queue === undefined) return;
+    this.parkedGates.delete(gate);
+    const count = this.parkedQueues.get(queue)! - 1;
+    if (count === 0) this.parkedQueues.delete(queue);
+    else this.parkedQueues.set(queue, count);
+    this.queueAnsweredAt.set(queue, Date.now());
+  }
+
   /**
-   * A line a kernel printed on the proxy, for the queue it names (gone by now: dropped). The
-   * proxy is a peer like any other: the line is cut to what a device prints, so a proxy cannot
-   * flood the program's stderr with one frame.
+   * A line a kernel printed on the proxy, for the queue it names. The proxy is a peer like any
+   * other: a line is cut to what a device prints, a launch's lines together to
+   * REMOTE_PRINT_BUDGET_CHARS, and a line for a queue with no launch running (or gone) is
+   * dropped, so a proxy cannot flood the program's stderr.
    */
   private printed({ queue, kernel, team, text }: ProxyFrames['print']): void {
-    this.printListeners.get(queue)?.(cut(kernel, MAX_KERNEL_NAME_CHARS), team, cut(text, 2 * MAX_PRINT_CHARS));
+    const window = this.launchWindows.get(queue);
+    if (!window) return;
+    const line = cut(text, 2 * MAX_PRINT_CHARS);
+    if (window.printed + line.length > REMOTE_PRINT_BUDGET_CHARS) {
+      window.dropped++;
+      return;
+    }
+    window.printed += line.length;
+    this.printListeners.get(queue)?.(cut(kernel, MAX_KERNEL_NAME_CHARS), team, line);
   }
 
   /**
    * A kernel on the proxy calls one of the program's host functions for the queue it names: the
-   * answer goes back as 'host-call-result' (a failure as its error). A call for a queue that is
-   * gone fails.
+   * answer goes back as 'host-call-result' (a failure as its error). Only while a launch of that
+   * queue runs, and at most MAX_HOST_CALLS_IN_FLIGHT unanswered: a kernel calls from inside a
+   * launch, so any other call is forged, and the connection closes (PROTOCOL) before it reaches
+   * a function of the program.
    */
   private hostCalled({ call, queue, kernel, name, args }: ProxyFrames['host-call']): void {
+    if (!this.launchWindows.has(queue))
+      throw errors.protocol(
+        `proxy ${this.address} sent host call ${call} for queue ${queue}, which has no launch running: host calls come only from a running launch`,
+      );
+    if (this.hostCallsInFlight >= MAX_HOST_CALLS_IN_FLIGHT)
+      throw errors.protocol(
+        `proxy ${this.address} has more than ${MAX_HOST_CALLS_IN_FLIGHT} host calls unanswered at once (MAX_HOST_CALLS_IN_FLIGHT)`,
+      );
     const listener = this.hostCallListeners.get(queue);
     const numbers = args.map((arg) => (arg === null ? Number.NaN : arg));
     const answer = listener
-      ? listener(cut(kernel, MAX_KERNEL_NAME_CHARS), name, numbers)
+      ? listener(cut(kernel, MAX_KERNEL_NAME_CHARS), cut(name, MAX_HOST_FUNCTION_NAME), numbers)
       : Promise.reject(new Error('its queue was destroyed'));
+    this.hostCallsInFlight++;
     answer.then(
-      (value) => this.post({ op: 'host-call-result', call, value }),
-      (error: unknown) =>
+      (value) => {
+        this.hostCallsInFlight--;
+        this.post({ op: 'host-call-result', call, value });
+      },
+      (error: unknown) => {
+        this.hostCallsInFlight--;
         this.post({
           op: 'host-call-result',
           call,
           error: { code: 'KERNEL_TRAP', message: cut(error instanceof Error ? error.message : String(error), 4096) },
-        }),
+        });
+      },
     );
   }
 
@@ -318,6 +516,7 @@ export class RemoteConnection {
 
   private fail(reason: OffloadError): void {
     if (this.lostError) return;
+    clearInterval(this.deadlineTimer);
     this.lostError =
       reason.code === 'DEVICE_LOST' || reason.code === 'UNAUTHORIZED'
         ? reason
@@ -333,22 +532,58 @@ export class RemoteConnection {
   }
 }
 
-/** A trace event as a proxy may send it: a span or a name, with small integer ids. */
-function isTraceEvent(value: unknown): value is TraceEvent {
-  if (typeof value !== 'object' || value === null) return false;
+/** Adds `by` to the count of `key` in `counts`, which holds no zero counts. */
+function count(counts: Map<number, number>, key: number, by: number): void {
+  const next = (counts.get(key) ?? 0) + by;
+  if (next === 0) counts.delete(key);
+  else counts.set(key, next);
+}
+
+/** The most fields of a proxy's span args kept, and the longest string among them. */
+const MAX_TRACE_ARGS = 16;
+const MAX_TRACE_STRING = 256;
+
+/**
+ * A trace event as a proxy may send it, rebuilt from checked fields (undefined: left out): a span
+ * or a name, with small integer ids, and args of at most MAX_TRACE_ARGS plain values (strings up
+ * to MAX_TRACE_STRING characters, finite numbers, booleans). A proxy is a peer like any other:
+ * nothing it sends reaches the trace as an object of its making (a `toString` that is not a
+ * function, args nested 100,000 deep), so merging and writing the trace cannot throw.
+ */
+function checkedTraceEvent(value: unknown): TraceEvent | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   const event = value as Record<string, unknown>;
+  const { name, cat, ph, ts, dur, pid, tid, args } = event;
   const id = (n: unknown) => Number.isInteger(n) && (n as number) >= 0 && (n as number) < 1_000_000_000;
-  return (
-    typeof event.name === 'string' &&
-    event.name.length <= 256 &&
-    typeof event.cat === 'string' &&
-    event.cat.length <= 64 &&
-    (event.ph === 'X' || event.ph === 'M') &&
-    Number.isFinite(event.ts) &&
-    (event.dur === undefined || Number.isFinite(event.dur)) &&
-    id(event.pid) &&
-    (event.pid as number) < 1000 &&
-    id(event.tid) &&
-    (event.args === undefined || (typeof event.args === 'object' && event.args !== null))
-  );
+  if (
+    typeof name !== 'string' ||
+    name.length > MAX_TRACE_STRING ||
+    typeof cat !== 'string' ||
+    cat.length > 64 ||
+    (ph !== 'X' && ph !== 'M') ||
+    typeof ts !== 'number' ||
+    !Number.isFinite(ts) ||
+    (dur !== undefined && (typeof dur !== 'number' || !Number.isFinite(dur))) ||
+    !id(pid) ||
+    (pid as number) >= 1000 ||
+    !id(tid) ||
+    (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args)))
+  )
+    return undefined;
+  const checked: TraceEvent = { name, cat, ph, ts, pid: pid as number, tid: tid as number };
+  if (dur !== undefined) checked.dur = dur;
+  if (args !== undefined) {
+    const kept: Record<string, string | number | boolean> = {};
+    let fields = 0;
+    for (const [key, field] of Object.entries(args as Record<string, unknown>)) {
+      if (fields === MAX_TRACE_ARGS) break;
+      if (key.length > 64 || key === '__proto__') continue;
+      if (typeof field === 'string') kept[key] = cut(field, MAX_TRACE_STRING);
+      else if ((typeof field === 'number' && Number.isFinite(field)) || typeof field === 'boolean') kept[key] = field;
+      else continue;
+      fields++;
+    }
+    checked.args = kept;
+  }
+  return checked;
 }

@@ -26,6 +26,8 @@ export interface RemoteOptions {
   trace?: boolean;
   /** A proxy silent this long is DEVICE_LOST (default OFFLOAD_PEER_TIMEOUT, or 10 s). */
   peerTimeoutMs?: number;
+  /** How long a proxy has to answer a request it can start (default OFFLOAD_REQUEST_TIMEOUT, or 10 minutes). */
+  requestTimeoutMs?: number;
   /** TLS for every TCP proxy, trusting these CAs. */
   tls?: TlsClientOptions;
   /** Opens the transport to a proxy (default: by its address's form, transport/connect.ts). */
@@ -48,6 +50,7 @@ export class RemotePlugin implements Plugin {
           signal: this.options.signal,
           trace: this.options.trace,
           peerTimeoutMs: this.options.peerTimeoutMs,
+          requestTimeoutMs: this.options.requestTimeoutMs,
           tls: this.options.tls,
           connect: this.options.connect,
         }),
@@ -128,6 +131,7 @@ registerPlugin(
       proxies,
       token: token!,
       peerTimeoutMs: options.peerTimeoutMs,
+      requestTimeoutMs: options.requestTimeoutMs,
       connectTimeoutMs: options.connectTimeoutMs,
       signal: options.signal,
       trace: traceFile(options.trace) !== undefined,

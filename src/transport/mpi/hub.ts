@@ -4,7 +4,8 @@
  * frames as TCP between the ranks of one `mpirun` job, through a small native addon (addon.ts). Every rank has one hub; a
  * connection is a (peer rank, channel) pair whose channel is the MPI tag of its frames, and
  * tag 0 carries the hub's own control messages:
- *   role     each rank tells every other rank whether it is a proxy or an application
+ *   role     each rank tells every other rank whether it is a proxy or an application, and its
+ *            process (pid and host: a rank taken as gone is ended at finalize, see endGoneRanks)
  *   connect  an application opens a channel to a proxy (the proxy gets a Transport for it)
  *   close    either side closed a channel
  *   bye      an application rank is done (and names the ranks it took as gone); a proxy exits
@@ -28,6 +29,8 @@
  * 1.7-4.2 ms with the timer, on a 2-vCPU VM). OFFLOAD_MPI_PROGRESS=poll keeps the timer. Bulk sends of
  * bytes sent twice before go from huge pages (OFFLOAD_MPI_HUGE_PAGES; offload_mpi.c).
  */
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { asOffloadError, errors, OffloadError, quoted } from '../../errors.js';
 import { encodeFrame, FrameDecoder } from '../frame.js';
@@ -101,6 +104,8 @@ export class MpiHub {
   private readonly expectMs = pollMicros() / 1000;
   private failure: OffloadError | undefined;
   private finalized = false;
+  /** Each other rank's process, as its `role` message said: a rank taken as gone on this host is ended at finalize. */
+  private readonly processes = new Map<number, { pid: number; host: string }>();
   private roleWaiters: (() => void)[] = [];
   private onAccept: ((transport: Transport) => void) | undefined;
   private onAllAppsGone: (() => void) | undefined;
@@ -122,7 +127,7 @@ export class MpiHub {
     for (let other = 0; other < size; other++) {
       if (other === rank) continue;
       this.heardAt.set(other, Date.now());
-      this.control(other, { op: 'role', role });
+      this.control(other, { op: 'role', role, pid: process.pid, host: hostname() });
     }
     // A proxy waits longer for an application rank (whose event loop may be busy with its own
     // work) than anyone waits for a proxy rank.
@@ -412,6 +417,8 @@ export class MpiHub {
     switch (meta.op) {
       case 'role':
         if (meta.role === 'proxy' || meta.role === 'app') this.roles.set(source, meta.role);
+        if (Number.isSafeInteger(meta.pid) && (meta.pid as number) > 1 && typeof meta.host === 'string')
+          this.processes.set(source, { pid: meta.pid as number, host: meta.host });
         for (const wake of this.roleWaiters.splice(0)) wake();
         this.checkAllGone();
         return;
@@ -494,6 +501,36 @@ export class MpiHub {
       this.mpi.finalize(this.gone.size > 0);
     } catch {
       // The job is ending; a failure to say goodbye changes nothing for this rank.
+    }
+    this.endGoneRanks();
+  }
+
+  /**
+   * mpirun ends when every rank's process has: a rank taken as gone that still runs (stopped,
+   * or stuck) would hold the job for ever once the others have finalized. So each rank that
+   * leaves kills the gone ranks on its own host, each first checked through /proc (Linux) to be
+   * that rank of this job (its environment names the same job and rank), so a reused pid is
+   * never hit. A gone rank on another host is left to mpirun (or to a rank there).
+   */
+  private endGoneRanks(): void {
+    const job =
+      process.env.OMPI_MCA_ess_base_jobid !== undefined
+        ? `OMPI_MCA_ess_base_jobid=${process.env.OMPI_MCA_ess_base_jobid}`
+        : process.env.PMIX_NAMESPACE !== undefined
+          ? `PMIX_NAMESPACE=${process.env.PMIX_NAMESPACE}`
+          : undefined;
+    if (job === undefined) return;
+    const host = hostname();
+    for (const rank of this.gone) {
+      const gone = this.processes.get(rank);
+      if (!gone || gone.host !== host || gone.pid === process.pid) continue;
+      try {
+        const env = readFileSync(`/proc/${gone.pid}/environ`, 'utf8').split('\0');
+        const ranked = env.includes(`OMPI_COMM_WORLD_RANK=${rank}`) || env.includes(`PMIX_RANK=${rank}`);
+        if (env.includes(job) && ranked) process.kill(gone.pid, 'SIGKILL');
+      } catch {
+        // Already ended, or not ours to read or signal: nothing holds the job here.
+      }
     }
   }
 }

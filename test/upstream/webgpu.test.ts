@@ -2,7 +2,7 @@
 import { describe } from 'node:test';
 import { Offload, type Runtime } from '../../src/index.js';
 import { fixtureBundle } from '../helpers/fixtures.js';
-import { webgpuSkipReason } from '../helpers/webgpu.js';
+import { WEBGPU_LACKS, webgpuSkipReason } from '../helpers/webgpu.js';
 import { upstreamMappingSuite } from './mapping.js';
 import { upstreamOffloadApiSuite } from './offload-api.js';
 
@@ -14,6 +14,11 @@ const gpu = (runtime: Runtime) => runtime.devices.find((device) => device.info.p
 if (skip) {
   describe('llvm upstream tests: WebGPU device', { skip, timeout: 1000 }, () => {});
 } else {
-  upstreamMappingSuite('WebGPU device', async () => ({ runtime: init, device: gpu, bundle: await fixtureBundle() }));
+  upstreamMappingSuite('WebGPU device', async () => ({
+    runtime: init,
+    device: gpu,
+    bundle: await fixtureBundle(),
+    lacks: { aliasing: WEBGPU_LACKS.aliasing, unalignedPointers: WEBGPU_LACKS.unalignedPointers },
+  }));
   upstreamOffloadApiSuite('WebGPU device', async () => ({ runtime: () => init(), device: gpu }));
 }

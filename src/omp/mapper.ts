@@ -418,7 +418,7 @@ export class Mapper {
         : `mapping exists ${this.describe(entry, buffer)} (decremented)`;
       const copy =
         back.length === 0 ? 'no copy back' : `copy back ${back.length === 1 ? 'once' : `${back.length} ranges`}`;
-      return `${state}; ${this.clauses(clauses.map(({ spec }) => spec))}: ${copy}`;
+      return `${state}; ${this.clauses(clauses.map(({ spec, type }) => (type === spec.type ? spec : { ...spec, type })))}: ${copy}`;
     });
     for (const view of back) this.copy('from', device, queue, buffer, view.byteOffset - entry.begin, view, entry.name);
     if (!gone) return;

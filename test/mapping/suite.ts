@@ -133,7 +133,11 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
       const absent = new Int32Array([5, 5]);
       await runtime.update(device, { from: absent, to: absent });
       assert.deepEqual([...absent], [5, 5]);
-      await rejectsWith(runtime.update(device, { from: absent, present: true }), 'NOT_FOUND', /update from\(present\).*not present/);
+      await rejectsWith(
+        runtime.update(device, { from: absent, present: true }),
+        'NOT_FOUND',
+        /update from\(present\).*not present/,
+      );
     });
 
     it('enterData / exitData: from copies back at refcount zero, delete removes whatever the count', async () => {

@@ -15,4 +15,5 @@ upstreamMappingSuite('host device', async () => ({
 upstreamOffloadApiSuite('host device', async () => ({
   runtime: () => Offload.init({ host, proxies: [] }),
   device: (runtime) => runtime.devices[0]!,
+  bundle: await fixtureBundle(),
 }));

@@ -328,6 +328,26 @@ export function upstreamMappingSuite(kind: string, setup: () => Promise<Upstream
       });
     });
 
+    it('target_implicit_partial_map.c: a kernel on the mapped part of an array', async () => {
+      const arr = new Int32Array(100);
+      /** omp_target_is_present(&arr[i]): a present update of that element succeeds. */
+      const isPresent = (i: number) =>
+        rt.update(dev, { to: arr.subarray(i, i + 1), present: true }).then(
+          () => 1,
+          () => 0,
+        );
+      await rt.targetData(dev, [map.alloc(arr.subarray(50, 52))], async () => {
+        assert.equal(await isPresent(50), 1); // CHECK: arr[50] must present: 1
+        assert.equal(await isPresent(0), 0); // CHECK: arr[0] should not present: 0
+        assert.equal(await isPresent(49), 0); // CHECK: arr[49] should not present: 0
+        // No implicit maps here: the kernel names the present part (the whole array would
+        // extend the mapping: INVALID_ARGUMENT, see Differences from libomptarget).
+        await addTo(arr.subarray(50, 52), 5, map.tofrom(arr.subarray(50, 52)));
+      });
+      assert.equal(await isPresent(50), 0); // CHECK: arr[50] still present: 0
+      assert.equal(rt.mappedRanges(dev), 0);
+    });
+
     it('delete_inf_refcount.c: enter to, target, update from, exit delete', async () => {
       const isHost = Int32Array.of(-1);
       await rt.enterData(dev, map.to(isHost));

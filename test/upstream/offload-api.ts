@@ -6,12 +6,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Buffer, Device, Runtime } from '../../src/index.js';
+import type { Buffer, Device, Event, Kernel, Queue, Runtime } from '../../src/index.js';
 import { rejectsWith } from '../conformance/suite.js';
 
 export interface ApiTarget {
   runtime(): Promise<Runtime>;
   device(runtime: Runtime): Device;
+  /** The fixture bundle (its `saxpy` stands in for upstream's `sequence` kernel). */
+  bundle: string;
   cleanup?: () => Promise<void>;
 }
 
@@ -20,11 +22,13 @@ export function upstreamOffloadApiSuite(kind: string, setup: () => Promise<ApiTa
     let target: ApiTarget;
     let rt: Runtime;
     let dev: Device;
+    let saxpy: Kernel;
 
     before(async () => {
       target = await setup();
       rt = await target.runtime();
       dev = target.device(rt);
+      saxpy = await dev.kernel(await rt.register(target.bundle), 'saxpy');
     });
     after(async () => {
       await rt?.shutdown();
@@ -92,6 +96,75 @@ export function upstreamOffloadApiSuite(kind: string, setup: () => Promise<ApiTa
       );
       await queue.destroy();
       await buffer.free();
+    });
+
+    /**
+     * olWaitEventsTest: upstream's `sequence` kernel sets data[i] = data[i-1] + data[i-2], each
+     * launch after waiting for the events named. Here a step is a copy of data[i-2] into data[i],
+     * one of data[i-1] aside, and saxpy(1, 1, aside, data[i]) (elements 16 bytes apart, so that
+     * every pointer is aligned on every device); data[0] = 0 and data[1] = 1 as upstream's first
+     * launches write them.
+     */
+    async function sequence(queueOf: (i: number) => Queue, waits: (events: Event[], i: number) => Event[]) {
+      const N = 16;
+      const data = await dev.alloc(16 * N);
+      const aside = await dev.alloc(16 * N);
+      const queues = new Set<Queue>();
+      try {
+        const first = queueOf(0);
+        queues.add(first);
+        const start = new Float32Array(4 * N);
+        start[4] = 1;
+        first.write(data, start);
+        const events: Event[] = [first.record()];
+        for (let i = 2; i < N; i++) {
+          const queue = queueOf(i);
+          queues.add(queue);
+          for (const event of waits(events, i)) queue.wait(event);
+          queue.copy(data, data, { srcOffset: 16 * (i - 2), dstOffset: 16 * i, byteLength: 4 });
+          queue.copy(aside, data, { srcOffset: 16 * (i - 1), dstOffset: 16 * i, byteLength: 4 });
+          queue.launch(saxpy, { teams: 1 }, [1, 1, aside.at(16 * i), data.at(16 * i)]);
+          events.push(queue.record());
+        }
+        await events.at(-1)!.done; // olSyncEvent(Events[NUM_KERNELS - 1])
+        const back = new Float32Array(4 * N);
+        const reader = dev.queue();
+        reader.read(data, back);
+        await reader.finish();
+        await reader.destroy();
+        for (let i = 2; i < N; i++) assert.equal(back[4 * i], back[4 * (i - 1)]! + back[4 * (i - 2)]!, `Data[${i}]`);
+        assert.equal(back[4 * 15], 610);
+      } finally {
+        for (const queue of queues) await queue.destroy();
+        await data.free();
+        await aside.free();
+      }
+    }
+
+    it('queue/olWaitEvents.cpp Success: each queue waits for the one before', () =>
+      sequence(
+        () => dev.queue(),
+        (events) => [events.at(-1)!],
+      ));
+
+    it('queue/olWaitEvents.cpp SuccessSingleQueue', async () => {
+      const queue = dev.queue();
+      await sequence(
+        () => queue,
+        (events) => [events.at(-1)!],
+      );
+    });
+
+    it('queue/olWaitEvents.cpp SuccessMultipleEvents: each queue waits for every event before', () =>
+      sequence(
+        () => dev.queue(),
+        (events) => [...events],
+      ));
+
+    it('queue/olWaitEvents.cpp InvalidNullInnerEvent', async () => {
+      const queue = dev.queue();
+      await rejectsWith(queue.wait(null as never).done, 'INVALID_ARGUMENT', /must be an Event/);
+      await queue.destroy();
     });
 
     it('memory/olMemAlloc.cpp SuccessAllocDevice, SuccessAllocHost; a zero size is INVALID_SIZE', async () => {

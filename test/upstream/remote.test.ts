@@ -22,5 +22,6 @@ upstreamMappingSuite('remote device over TCP', async () => ({
 upstreamOffloadApiSuite('remote device over TCP', async () => ({
   runtime: () => Offload.init({ host: false, proxies: [proxy.address], token: proxy.token }),
   device: (runtime) => runtime.devices[0]!,
+  bundle: await fixtureBundle(),
   cleanup: done,
 }));

@@ -20,5 +20,9 @@ if (skip) {
     bundle: await fixtureBundle(),
     lacks: { aliasing: WEBGPU_LACKS.aliasing, unalignedPointers: WEBGPU_LACKS.unalignedPointers },
   }));
-  upstreamOffloadApiSuite('WebGPU device', async () => ({ runtime: () => init(), device: gpu }));
+  upstreamOffloadApiSuite('WebGPU device', async () => ({
+    runtime: () => init(),
+    device: gpu,
+    bundle: await fixtureBundle(),
+  }));
 }

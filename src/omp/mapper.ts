@@ -8,7 +8,7 @@
  * and its device copy freed; above zero only `always` copies back. All copies of one call go on
  * one queue, in order, and the call resolves when they are done.
  */
-import { errors } from '../errors.js';
+import { errors, OffloadError } from '../errors.js';
 import type { Device } from '../api/device.js';
 import type { Kernel } from '../api/kernel.js';
 import { Buffer, DevicePointer } from '../api/buffer.js';
@@ -27,7 +27,7 @@ import {
   type MapSpec,
   type MapType,
 } from './map.js';
-import { describeRange, hostAddress, MappingTable, type MapEntry } from './table.js';
+import { describeRange, hostAddress, MappingTable, type MapEntry, type Presence } from './table.js';
 
 /** An argument of `runtime.target`: a kernel argument, or a map clause for a pointer. */
 export type TargetArgument = KernelArgument | MapSpec;
@@ -99,6 +99,17 @@ function distinct(views: readonly HostView[]): HostView[] {
  */
 function largestFirst(specs: readonly MapSpec[]): number[] {
   return specs.map((_, index) => index).sort((a, b) => specs[b]!.view.byteLength - specs[a]!.view.byteLength);
+}
+
+/** The mapping `spec`'s range lies in; an extension of a mapping is INVALID_ARGUMENT naming the clause too. */
+function lookupFor(table: MappingTable, spec: MapSpec, device: number): Presence | undefined {
+  try {
+    return table.lookup(spec.view, spec.name);
+  } catch (error) {
+    if (error instanceof OffloadError && error.code === 'INVALID_ARGUMENT')
+      throw errors.invalidArgument(`${clauseName(spec)}: ${error.message}`, device);
+    throw error;
+  }
 }
 
 /** How a clause is written, for errors and OFFLOAD_INFO: `map.present.to`. */
@@ -254,7 +265,7 @@ export class Mapper {
     try {
       for (const index of largestFirst(specs)) {
         const spec = specs[index]!;
-        const found = table.lookup(spec.view, spec.name);
+        const found = lookupFor(table, spec, device.id);
         if (spec.view.byteLength === 0) {
           // A zero-length section makes no mapping and moves no count (libomptarget).
           if (found && !groups.get(found.entry)?.created) entered[index] = { spec, ...found };
@@ -281,7 +292,7 @@ export class Mapper {
       throw error;
     }
     for (const group of groups.values()) {
-      const buffer = group.entry.ready!;
+      const buffer = group.entry.ready ?? (await group.entry.buffer);
       const toCopy = distinct(
         group.specs.filter((spec) => copiesTo(spec.type) && (group.created || spec.always)).map((spec) => spec.view),
       );

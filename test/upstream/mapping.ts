@@ -192,7 +192,7 @@ export function upstreamMappingSuite(kind: string, setup: () => Promise<Upstream
           rt.targetData(dev, [map.alloc(arr.subarray(1, 3), 'arr[1:2]')], () => {}),
         ),
         'INVALID_ARGUMENT',
-        /'arr\[1:2\]' .*8 bytes.* overlaps the mapped range \[0x0, 0x8\) of 'arr\[0:2\]'/,
+        /map\.alloc: 'arr\[1:2\]' .*8 bytes.* overlaps the mapped range \[0x0, 0x8\) of 'arr\[0:2\]'/,
       );
     });
 
@@ -294,7 +294,7 @@ export function upstreamMappingSuite(kind: string, setup: () => Promise<Upstream
             addTo(arr, 1, map.present.tofrom(arr, 'arr[LARGE]')),
           ),
           'INVALID_ARGUMENT',
-          /'arr\[LARGE\]' .*400 bytes.* overlaps the mapped range .* of 'arr\[SMALL\]'/,
+          /map\.present\.tofrom: 'arr\[LARGE\]' .*400 bytes.* overlaps the mapped range .* of 'arr\[SMALL\]'/,
         );
       });
 

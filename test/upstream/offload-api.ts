@@ -100,8 +100,8 @@ export function upstreamOffloadApiSuite(kind: string, setup: () => Promise<ApiTa
 
     /**
      * olWaitEventsTest: upstream's `sequence` kernel sets data[i] = data[i-1] + data[i-2], each
-     * launch after waiting for the events named. Here a step is a copy of data[i-2] into data[i],
-     * one of data[i-1] aside, and saxpy(1, 1, aside, data[i]) (elements 16 bytes apart, so that
+     * launch after waiting for the events named. Here a step copies data[i-2] into data[i] and
+     * data[i-1] aside, then runs saxpy(1, 1, aside, data[i]) (elements 16 bytes apart, so that
      * every pointer is aligned on every device); data[0] = 0 and data[1] = 1 as upstream's first
      * launches write them.
      */
@@ -109,6 +109,7 @@ export function upstreamOffloadApiSuite(kind: string, setup: () => Promise<ApiTa
       const N = 16;
       const data = await dev.alloc(16 * N);
       const aside = await dev.alloc(16 * N);
+      const older = await dev.alloc(16 * N);
       const queues = new Set<Queue>();
       try {
         const first = queueOf(0);
@@ -121,7 +122,9 @@ export function upstreamOffloadApiSuite(kind: string, setup: () => Promise<ApiTa
           const queue = queueOf(i);
           queues.add(queue);
           for (const event of waits(events, i)) queue.wait(event);
-          queue.copy(data, data, { srcOffset: 16 * (i - 2), dstOffset: 16 * i, byteLength: 4 });
+          // Through a second buffer: a WebGPU device copies only between two buffers.
+          queue.copy(older, data, { srcOffset: 16 * (i - 2), dstOffset: 16 * i, byteLength: 4 });
+          queue.copy(data, older, { srcOffset: 16 * i, dstOffset: 16 * i, byteLength: 4 });
           queue.copy(aside, data, { srcOffset: 16 * (i - 1), dstOffset: 16 * i, byteLength: 4 });
           queue.launch(saxpy, { teams: 1 }, [1, 1, aside.at(16 * i), data.at(16 * i)]);
           events.push(queue.record());
@@ -138,6 +141,7 @@ export function upstreamOffloadApiSuite(kind: string, setup: () => Promise<ApiTa
         for (const queue of queues) await queue.destroy();
         await data.free();
         await aside.free();
+        await older.free();
       }
     }
 

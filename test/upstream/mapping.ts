@@ -378,6 +378,11 @@ export function upstreamMappingSuite(kind: string, setup: () => Promise<Upstream
       assert.deepEqual([...a], [3, 6, 9]);
       assert.equal(moved('host to device'), 1);
       assert.equal(moved('device to host'), 1);
+      // OFFLOAD_INFO states each combined decision once for the array, as LIBOMPTARGET_INFO would.
+      const decisions = lines.filter((line) => /map entry|mapping exists/.test(line));
+      assert.equal(decisions.length, 2, decisions.join('\n'));
+      assert.match(decisions[0]!, /creating map entry .*Size=12 RefCount=1.*; map\.to, map\.from: copy in once$/);
+      assert.match(decisions[1]!, /removing map entry .*RefCount=0.*; map\.from, map\.release: copy back once$/);
     });
   });
 }

@@ -6,7 +6,16 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Buffer, Device, Event, Kernel, Queue, Runtime } from '../../src/index.js';
+import {
+  OffloadError,
+  type Buffer,
+  type Device,
+  type Event,
+  type Kernel,
+  type Library,
+  type Queue,
+  type Runtime,
+} from '../../src/index.js';
 import { rejectsWith } from '../conformance/suite.js';
 
 export interface ApiTarget {
@@ -23,12 +32,14 @@ export function upstreamOffloadApiSuite(kind: string, setup: () => Promise<ApiTa
     let rt: Runtime;
     let dev: Device;
     let saxpy: Kernel;
+    let library: Library;
 
     before(async () => {
       target = await setup();
       rt = await target.runtime();
       dev = target.device(rt);
-      saxpy = await dev.kernel(await rt.register(target.bundle), 'saxpy');
+      library = await rt.register(target.bundle);
+      saxpy = await dev.kernel(library, 'saxpy');
     });
     after(async () => {
       await rt?.shutdown();
@@ -194,6 +205,272 @@ export function upstreamOffloadApiSuite(kind: string, setup: () => Promise<ApiTa
       }
       await queue.destroy();
       await buffer.free();
+    });
+
+    /** A queue made, used by `body` and destroyed, whatever happens. */
+    async function withQueue(body: (queue: Queue) => Promise<void>): Promise<void> {
+      const queue = dev.queue();
+      try {
+        await body(queue);
+      } finally {
+        await queue.destroy();
+      }
+    }
+
+    it('queue/olCreateQueue.cpp Success: a new queue, empty', () =>
+      withQueue(async (queue) => {
+        assert.equal(queue.device, dev);
+        assert.equal(queue.query(), true);
+      }));
+
+    it('queue/olSyncQueue.cpp Success, queue/olWaitQueue.cpp Success: finish() after work, and on an empty queue', () =>
+      withQueue(async (queue) => {
+        await queue.finish();
+        const buffer = await dev.alloc(64);
+        queue.fill(buffer, Uint8Array.of(7), 0, 64);
+        await queue.finish();
+        assert.equal(queue.query(), true);
+        await buffer.free();
+      }));
+
+    it('queue/olDestroyQueue.cpp Success; a destroyed queue refuses work (INVALID_ARGUMENT), destroying again is a no-op', async () => {
+      const queue = dev.queue();
+      await queue.destroy();
+      await queue.destroy();
+      await rejectsWith(
+        queue.record().done,
+        'INVALID_ARGUMENT',
+        /was destroyed; make a new one with device\.queue\(\)/,
+      );
+      await rejectsWith(queue.finish(), 'INVALID_ARGUMENT', /was destroyed/);
+    });
+
+    it('event/olCreateEvent.cpp Success: record() on an empty and a busy queue', () =>
+      withQueue(async (queue) => {
+        const first = queue.record();
+        await first.done;
+        assert.equal(first.query(), true);
+        const buffer = await dev.alloc(1024);
+        queue.fill(buffer, Uint8Array.of(1), 0, 1024);
+        const second = queue.record();
+        await second.done;
+        assert.equal(second.query(), true);
+        await buffer.free();
+      }));
+
+    it('event/olSyncEvent.cpp Success, SuccessMultipleSync: an event waited for ten times', () =>
+      withQueue(async (queue) => {
+        const event = queue.record();
+        for (let i = 0; i < 10; i++) await event.done;
+        for (let i = 0; i < 10; i++) await event.wait();
+      }));
+
+    it('event/olWaitEvent.cpp Success: a queue waits for an event of another queue', async () => {
+      const buffer = await dev.alloc(256);
+      try {
+        await withQueue((writer) =>
+          withQueue(async (reader) => {
+            writer.fill(buffer, Uint8Array.of(0x5a), 0, 256);
+            reader.wait(writer.record());
+            const back = new Uint8Array(256);
+            reader.read(buffer, back);
+            await reader.finish();
+            assert.ok(back.every((byte) => byte === 0x5a));
+          }),
+        );
+      } finally {
+        await buffer.free();
+      }
+    });
+
+    it('event/olGetEventElapsedTime.cpp Success, SuccessMultipleCalls: timed events around a launch', () =>
+      withQueue(async (queue) => {
+        const out = await dev.alloc(64 * 4);
+        const iota = await dev.kernel(library, 'iota_i32');
+        const start = queue.record({ timing: true });
+        queue.launch(iota, { teams: 1, threads: 64 }, [64, out]);
+        const end = queue.record({ timing: true });
+        await end.done;
+        const a = await end.elapsedSince(start);
+        const b = await end.elapsedSince(start);
+        assert.ok(a >= 0, `elapsed ${a} ms`);
+        assert.ok(b >= 0, `elapsed ${b} ms`);
+        assert.equal(a, b);
+        await out.free();
+      }));
+
+    it('event/olGetEventElapsedTime.cpp InvalidNullStartEvent; untimed events are INVALID_ARGUMENT', () =>
+      withQueue(async (queue) => {
+        const end = queue.record({ timing: true });
+        await rejectsWith(end.elapsedSince(null as never), 'INVALID_ARGUMENT', /start must be an Event/);
+        const plain = queue.record();
+        await rejectsWith(plain.elapsedSince(end), 'INVALID_ARGUMENT', /this event was not recorded with timing/);
+        await rejectsWith(end.elapsedSince(plain), 'INVALID_ARGUMENT', /start was not recorded with timing/);
+      }));
+
+    it('kernel/olGetKernel.cpp Success, InvalidNullProgram, DISABLED_InvalidKernelName (NOT_FOUND here)', async () => {
+      const kernel = await dev.kernel(library, 'saxpy');
+      assert.equal(kernel.name, 'saxpy');
+      await rejectsWith(dev.kernel(null as never, 'saxpy'), 'INVALID_ARGUMENT', /library must be a Library/);
+      await rejectsWith(
+        dev.kernel(library, 'invalid_kernel_name'),
+        'NOT_FOUND',
+        /has no kernel 'invalid_kernel_name' \(it has: .*saxpy/,
+      );
+    });
+
+    it('kernel/olLaunchKernel.cpp olLaunchKernelNoArgsTest Success', () =>
+      withQueue(async (queue) => {
+        queue.launch(await dev.kernel(library, 'empty'), { teams: 1, threads: 64 });
+        await queue.finish();
+      }));
+
+    it('kernel/olLaunchKernel.cpp olLaunchKernelFooTest Success: 64 threads store their index', () =>
+      withQueue(async (queue) => {
+        const mem = await dev.alloc(64 * 4);
+        queue.launch(await dev.kernel(library, 'iota_i32'), { teams: 1, threads: 64 }, [64, mem]);
+        const data = new Uint32Array(64);
+        queue.read(mem, data);
+        await queue.finish();
+        for (let i = 0; i < 64; i++) assert.equal(data[i], i, `Data[${i}]`);
+        await mem.free();
+      }));
+
+    it('kernel/olLaunchKernel.cpp olLaunchKernelFooTest SuccessThreaded: launches from concurrent callers on one queue', () =>
+      withQueue(async (queue) => {
+        const iota = await dev.kernel(library, 'iota_i32');
+        await Promise.all(
+          Array.from({ length: 4 }, async () => {
+            const mem = await dev.alloc(64 * 4);
+            queue.launch(iota, { teams: 1, threads: 64 }, [64, mem]);
+            const data = new Uint32Array(64);
+            await queue.read(mem, data).done;
+            for (let i = 0; i < 64; i++) assert.equal(data[i], i, `Data[${i}]`);
+            await mem.free();
+          }),
+        );
+      }));
+
+    it('kernel/olLaunchKernel.cpp multiargs: i32, i64, f32, f64 and a pointer in one launch', async (t) => {
+      // The WGSL subset has no i64: a WebGPU image leaves the kernel out (NOT_FOUND); any other error fails.
+      const mixed = await dev.kernel(library, 'mixed').catch((error: unknown) => {
+        if (error instanceof OffloadError && error.code === 'NOT_FOUND') return undefined;
+        throw error;
+      });
+      if (!mixed) return t.skip(`device ${dev.id} has no kernel 'mixed' (i64 parameters)`);
+      await withQueue(async (queue) => {
+        const out = await dev.alloc(32);
+        queue.launch(mixed, { teams: 1 }, [-7, 1n << 40n, 1.5, Math.PI, out]);
+        const back = new DataView(new ArrayBuffer(32));
+        queue.read(out, back);
+        await queue.finish();
+        assert.equal(back.getInt32(0, true), -7);
+        assert.equal(back.getBigInt64(8, true), 1n << 40n);
+        assert.equal(back.getFloat32(16, true), 1.5);
+        assert.equal(back.getFloat64(24, true), Math.PI);
+        await out.free();
+      });
+    });
+
+    it('kernel/olLaunchKernel.cpp olLaunchKernelLocalMemTest Success: 4 teams of 64 share team memory', async (t) => {
+      if (dev.info.maxThreadsPerTeam < 64) return t.skip(`teams of at most ${dev.info.maxThreadsPerTeam} threads`);
+      await withQueue(async (queue) => {
+        const n = 4 * 64;
+        const data = await dev.alloc(n * 4);
+        const out = await dev.alloc(n * 4);
+        queue.write(data, new Int32Array(n).fill(2));
+        queue.launch(await dev.kernel(library, 'team_scan'), { teams: 4, threads: 64, teamMemoryBytes: 2 * 64 * 4 }, [
+          data,
+          out,
+          n,
+        ]);
+        const back = new Int32Array(n);
+        queue.read(out, back);
+        await queue.finish();
+        // Each team's scan of 2s: (i % 64 + 1) * 2; the last of each team is 2 * GroupSize, as upstream's reduction.
+        for (let i = 0; i < n; i++) assert.equal(back[i], ((i % 64) + 1) * 2, `Data[${i}]`);
+        await data.free();
+        await out.free();
+      });
+    });
+
+    it('kernel/olLaunchKernel.cpp olLaunchKernelGlobalTest Success, InvalidNotAKernel (NOT_FOUND here)', async (t) => {
+      await rejectsWith(dev.kernel(library, 'tallies'), 'NOT_FOUND', /has no kernel 'tallies'/);
+      if (!dev.info.imageFormats.includes('wasm')) return t.skip(`device ${dev.id} has no device globals`);
+      await withQueue(async (queue) => {
+        const tallies = await library.global(dev, 'tallies');
+        queue.write(tallies.buffer, Int32Array.of(0, 0, 0, 0, 0, 0, 0, 0));
+        queue.launch(await dev.kernel(library, 'tally_teams'), { teams: 16 }, []);
+        const back = new Int32Array(8);
+        queue.read(tallies.buffer, back);
+        await queue.finish();
+        assert.deepEqual([...back], [2, 2, 2, 2, 2, 2, 2, 2]);
+      });
+    });
+
+    it('kernel/olLaunchKernel.cpp: a grid of no teams, or more team memory than the device gives, is INVALID_ARGUMENT', () =>
+      withQueue(async (queue) => {
+        const empty = await dev.kernel(library, 'empty');
+        await rejectsWith(queue.launch(empty, { teams: 0 }).done, 'INVALID_ARGUMENT', /teams/);
+        await queue.finish().catch(() => {});
+        await rejectsWith(
+          queue.launch(empty, { teams: 1, teamMemoryBytes: dev.info.maxTeamMemoryBytes + 1 }).done,
+          'INVALID_ARGUMENT',
+          /teamMemoryBytes .* is more than device/,
+        );
+        await queue.finish().catch(() => {});
+      }));
+
+    it('kernel/olLaunchKernel.cpp: a kernel loaded for another device is INVALID_ARGUMENT', async () => {
+      const other = await target.runtime();
+      try {
+        const foreign = await target.device(other).kernel(await other.register(target.bundle), 'empty');
+        await withQueue(async (queue) => {
+          await rejectsWith(
+            queue.launch(foreign, { teams: 1 }).done,
+            'INVALID_ARGUMENT',
+            /was loaded for device .*not for this queue's device/,
+          );
+          await queue.finish().catch(() => {});
+        });
+      } finally {
+        await other.shutdown();
+      }
+    });
+
+    it('enqueue/olMemcpy.cpp SuccessHtoD, SuccessDtoH, SuccessDtoD', async () => {
+      const size = 1024;
+      const a = await dev.alloc(size);
+      const b = await dev.alloc(size);
+      try {
+        await withQueue(async (queue) => {
+          queue.write(a, new Uint8Array(size).fill(42));
+          const fromA = new Uint8Array(size);
+          queue.read(a, fromA);
+          queue.copy(b, a);
+          const fromB = new Uint8Array(size);
+          queue.read(b, fromB);
+          await queue.finish();
+          assert.ok(
+            fromA.every((byte) => byte === 42),
+            'DtoH',
+          );
+          assert.ok(
+            fromB.every((byte) => byte === 42),
+            'DtoD',
+          );
+        });
+      } finally {
+        await a.free();
+        await b.free();
+      }
+    });
+
+    it('memory/olMemFree.cpp SuccessFreeDevice, SuccessFreeHost; InvalidNullPtr is a second free here (INVALID_BUFFER)', async () => {
+      const device = await dev.alloc(1024);
+      await device.free();
+      if (dev.info.memoryKinds.includes('host')) await (await dev.alloc(1024, { kind: 'host' })).free();
+      await rejectsWith(device.free(), 'INVALID_BUFFER', /was already freed/);
     });
   });
 }

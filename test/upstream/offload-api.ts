@@ -265,7 +265,25 @@ export function upstreamOffloadApiSuite(kind: string, setup: () => Promise<ApiTa
         for (let i = 0; i < 10; i++) await event.wait();
       }));
 
-    it('event/olWaitEvent.cpp Success: a queue waits for an event of another queue', async () => {
+    it('event/olWaitEvent.cpp Success: the event of a copy of 42, waited for; InvalidNullEvent as a queue wait', async () => {
+      const dst = await dev.alloc(4);
+      try {
+        await withQueue(async (queue) => {
+          const event = queue.write(dst, Uint32Array.of(42));
+          await event.wait();
+          assert.equal(event.query(), true);
+          const back = new Uint32Array(1);
+          await queue.read(dst, back).wait();
+          assert.equal(back[0], 42);
+          await rejectsWith(queue.wait(undefined as never).done, 'INVALID_ARGUMENT', /must be an Event/);
+          await queue.finish().catch(() => {});
+        });
+      } finally {
+        await dst.free();
+      }
+    });
+
+    it('event/olWaitEvent.cpp: a queue waits for an event of another queue', async () => {
       const buffer = await dev.alloc(256);
       try {
         await withQueue((writer) =>

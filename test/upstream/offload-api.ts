@@ -245,6 +245,63 @@ export function upstreamOffloadApiSuite(kind: string, setup: () => Promise<ApiTa
       await rejectsWith(queue.finish(), 'INVALID_ARGUMENT', /was destroyed/);
     });
 
+    it("queue/olGetQueueInfo.cpp SuccessDevice, SuccessEmpty: the queue's device; query() says whether it is empty", () =>
+      withQueue(async (queue) => {
+        assert.equal(queue.device, dev);
+        assert.equal(typeof queue.query(), 'boolean');
+        let release!: () => void;
+        const gate = new Promise<void>((resolve) => (release = resolve));
+        queue.hostFunction(() => gate);
+        assert.equal(queue.query(), false, 'work is pending behind the host function');
+        release();
+        await queue.finish();
+        assert.equal(queue.query(), true);
+      }));
+
+    it('queue/olLaunchHostFunction.cpp Success, SuccessSequence: host functions run in queue order', () =>
+      withQueue(async (queue) => {
+        await queue.hostFunction(() => {}).done;
+        const buff = new Uint32Array(16);
+        buff.set([1, 1]);
+        for (let i = 2; i < 16; i++)
+          queue.hostFunction(() => {
+            buff[i] = buff[i - 1]! + buff[i - 2]!;
+          });
+        await queue.finish();
+        for (let i = 2; i < 16; i++) assert.equal(buff[i], buff[i - 1]! + buff[i - 2]!, `Buff[${i}]`);
+      }));
+
+    it('queue/olLaunchHostFunction.cpp SuccessBlocking: a kernel behind a blocking host function waits for it', () =>
+      withQueue(async (queue) => {
+        const mem = await dev.alloc(64 * 4);
+        const zeros = new Uint32Array(64);
+        await queue.write(mem, zeros).done;
+        let release!: () => void;
+        const block = new Promise<void>((resolve) => (release = resolve));
+        queue.hostFunction(() => block);
+        const launched = queue.launch(await dev.kernel(library, 'iota_i32'), { teams: 1, threads: 64 }, [64, mem]);
+        // Read through another queue while the first is held: the kernel has not run.
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        assert.equal(launched.query(), false);
+        await withQueue(async (other) => {
+          const data = new Uint32Array(64).fill(7);
+          await other.read(mem, data).done;
+          assert.deepEqual(data, zeros);
+        });
+        release();
+        const data = new Uint32Array(64);
+        queue.read(mem, data);
+        await queue.finish();
+        for (let i = 0; i < 64; i++) assert.equal(data[i], i, `Data[${i}]`);
+        await mem.free();
+      }));
+
+    it('queue/olLaunchHostFunction.cpp InvalidNullCallback: INVALID_ARGUMENT here', () =>
+      withQueue(async (queue) => {
+        await rejectsWith(queue.hostFunction(null as never).done, 'INVALID_ARGUMENT', /fn must be a function/);
+        await queue.finish().catch(() => {});
+      }));
+
     it('event/olCreateEvent.cpp Success: record() on an empty and a busy queue', () =>
       withQueue(async (queue) => {
         const first = queue.record();

@@ -19,6 +19,9 @@ export function parseCount(text: string, name: string, min: number, max: number)
   return value;
 }
 
+/** The longest fill pattern (queue.fill): one request carries it to a remote device. */
+export const MAX_FILL_PATTERN_BYTES = 4096;
+
 /** The longest time a Node timer waits (about 24 days): the bound of every time limit. */
 export const MAX_MILLISECONDS = 2 ** 31 - 1;
 

@@ -46,6 +46,8 @@ export class Device {
   async alloc(bytes: number, options?: AllocOptions): Promise<Buffer> {
     this.checkUsable();
     checkSize(bytes, 'alloc: bytes', this.id);
+    if (bytes === 0)
+      throw errors.invalidArgument('alloc: bytes is 0; allocate at least 1 byte (liboffload: INVALID_SIZE)', this.id);
     const kind = checkOptions(options, 'alloc: options').kind ?? 'device';
     if (!MEMORY_KINDS.includes(kind as MemoryKind)) {
       throw errors.invalidArgument(

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { asOffloadError, errors, OffloadError } from '../errors.js';
-import { MAX_MILLISECONDS } from '../units.js';
+import { MAX_FILL_PATTERN_BYTES, MAX_MILLISECONDS } from '../units.js';
 import type { Grid as PluginGrid, LaunchSettled, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
 import { asLaunchArgs, type LoweredArg } from './launch-scratch.js';
 import { abortable, checkSignal } from '../abort.js';
@@ -244,6 +244,11 @@ function checkRect(rect: unknown, what: string, srcLength: number, dstLength: nu
   const width = checkSize(shape.width, `${what}: rect.width`, device);
   const height = checkSize(shape.height, `${what}: rect.height`, device);
   const depth = checkSize(shape.depth ?? 1, `${what}: rect.depth`, device);
+  if (width === 0 || height === 0 || depth === 0)
+    throw errors.invalidArgument(
+      `${what}: rect is ${width} x ${height} x ${depth} bytes; every extent must be at least 1 (liboffload's INVALID_SIZE)`,
+      device,
+    );
   const side = (name: 'src' | 'dst', length: number) => {
     const layout = checkOptions(shape[name], `${what}: rect.${name}`);
     const offset = checkSize(layout.offset ?? 0, `${what}: rect.${name}.offset`, device);
@@ -290,15 +295,15 @@ function fillPatternBytes(pattern: unknown, device: number): Uint8Array {
     checkInteger(pattern, 'fill: pattern (a number is one byte)', 0, 255, device);
     return Uint8Array.of(pattern);
   }
-  if (!ArrayBuffer.isView(pattern) || pattern instanceof DataView) {
+  if (!ArrayBuffer.isView(pattern)) {
     throw errors.invalidArgument(
-      `fill: pattern must be a number (one byte) or a TypedArray of 1, 2, 4 or 8 bytes, got ${describe(pattern)}`,
+      `fill: pattern must be a number (one byte), a TypedArray or a DataView of 1 to ${MAX_FILL_PATTERN_BYTES} bytes, got ${describe(pattern)}`,
       device,
     );
   }
-  if (![1, 2, 4, 8].includes(pattern.byteLength)) {
+  if (pattern.byteLength < 1 || pattern.byteLength > MAX_FILL_PATTERN_BYTES) {
     throw errors.invalidArgument(
-      `fill: pattern must be 1, 2, 4 or 8 bytes long, got ${pattern.byteLength} (a ${describe(pattern)}); pass one element`,
+      `fill: pattern must be 1 to ${MAX_FILL_PATTERN_BYTES} bytes long, got ${pattern.byteLength} (a ${describe(pattern)}); for more, write the bytes`,
       device,
     );
   }
@@ -914,9 +919,10 @@ export class Queue {
 
   /**
    * Fills `bytes` bytes of `buffer` from `offset` with `pattern` repeated (olMemFill,
-   * cuMemsetD8/D16/D32): a number is one byte (0 to 255), a TypedArray of 1, 2, 4 or 8 bytes is
-   * repeated whole, its first byte at `offset`. `bytes` (default: the rest of the buffer) must be
-   * a multiple of the pattern's length. On a remote device it is one small frame, not the bytes.
+   * cuMemsetD8/D16/D32): a number is one byte (0 to 255), a TypedArray or DataView of 1 to
+   * MAX_FILL_PATTERN_BYTES bytes is repeated whole, its first byte at `offset`. `bytes` (default:
+   * the rest of the buffer) must be a multiple of the pattern's length, and no shorter than it.
+   * On a remote device it is one small frame, not the bytes.
    */
   fill(buffer: Buffer, pattern: number | ArrayBufferView, offset = 0, bytes?: number): Event {
     return this.op(() => {
@@ -927,6 +933,12 @@ export class Queue {
       checkRange(at, 0, dst.byteLength, `fill of ${dst.describe()}`, device);
       const length = checkSize(bytes ?? dst.byteLength - at, 'fill: bytes', device);
       checkRange(at, length, dst.byteLength, `fill of ${dst.describe()}`, device);
+      if (bytesOf.byteLength > length) {
+        throw errors.invalidArgument(
+          `fill: the pattern's ${bytesOf.byteLength} bytes are more than the ${length} bytes to fill; pass a pattern no longer than the fill`,
+          device,
+        );
+      }
       if (length % bytesOf.byteLength !== 0) {
         throw errors.invalidArgument(
           `fill: ${length} bytes is not a multiple of the pattern's ${bytesOf.byteLength} bytes; pass bytes that is`,

@@ -134,8 +134,14 @@ export class Runtime {
     await this.mapper.exitData(this.ownDevice(device, 'exitData'), maps);
   }
 
-  /** OpenMP `target update`: copies present ranges to (`to`) or from (`from`) the device. */
-  async update(device: Device, motion: { to?: HostView | HostView[]; from?: HostView | HostView[] }): Promise<void> {
+  /**
+   * OpenMP `target update`: copies present ranges to (`to`) or from (`from`) the device; a range
+   * not present is skipped, unless `present: true` (then NOT_FOUND).
+   */
+  async update(
+    device: Device,
+    motion: { to?: HostView | HostView[]; from?: HostView | HostView[]; present?: boolean },
+  ): Promise<void> {
     await this.mapper.update(this.ownDevice(device, 'update'), motion);
   }
 

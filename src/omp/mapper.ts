@@ -8,7 +8,7 @@
  * and its device copy freed; above zero only `always` copies back. All copies of one call go on
  * one queue, in order, and the call resolves when they are done.
  */
-import { errors } from '../errors.js';
+import { errors, OffloadError } from '../errors.js';
 import type { Device } from '../api/device.js';
 import type { Kernel } from '../api/kernel.js';
 import { Buffer, DevicePointer } from '../api/buffer.js';
@@ -27,7 +27,7 @@ import {
   type MapSpec,
   type MapType,
 } from './map.js';
-import { describeRange, hostAddress, MappingTable, type MapEntry } from './table.js';
+import { describeRange, hostAddress, MappingTable, type MapEntry, type Presence } from './table.js';
 
 /** An argument of `runtime.target`: a kernel argument, or a map clause for a pointer. */
 export type TargetArgument = KernelArgument | MapSpec;
@@ -63,11 +63,65 @@ function checkSpecs(value: unknown, what: string, allowed: readonly MapType[], d
   });
 }
 
-/** A clause applied on entry: what to undo if the call fails, and the device pointer. */
+/** A clause applied on entry: its entry and where its range starts in it (none for a zero-length section found nowhere). */
 interface Entered {
   spec: MapSpec;
-  entry: MapEntry;
+  entry: MapEntry | undefined;
   offset: number;
+}
+
+/**
+ * The clauses of one construct that name one mapping entry (the same array, or sections of it
+ * inside one mapped range), combined as libomptarget combines them: the entry's count moves
+ * once, and each copy the clauses ask for is made once.
+ */
+interface Group {
+  readonly entry: MapEntry;
+  readonly specs: MapSpec[];
+  /** Whether this construct made the entry (its count went from 0 to 1). */
+  readonly created: boolean;
+}
+
+/** The distinct ranges of `views`, first of each kept: two clauses naming one range copy it once. */
+function distinct(views: readonly HostView[]): HostView[] {
+  const seen = new Set<string>();
+  return views.filter((view) => {
+    const key = `${view.byteOffset}:${view.byteLength}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+/**
+ * The clauses' indices, larger ranges first (a stable order otherwise): a section then finds
+ * the range of its array that another clause of the construct maps, whichever is written first.
+ */
+function largestFirst(specs: readonly MapSpec[]): number[] {
+  return specs.map((_, index) => index).sort((a, b) => specs[b]!.view.byteLength - specs[a]!.view.byteLength);
+}
+
+/** The mapping `spec`'s range lies in; an extension of a mapping is INVALID_ARGUMENT naming the clause too. */
+function lookupFor(table: MappingTable, spec: MapSpec, device: number): Presence | undefined {
+  try {
+    return table.lookup(spec.view, spec.name);
+  } catch (error) {
+    if (error instanceof OffloadError && error.code === 'INVALID_ARGUMENT')
+      throw errors.invalidArgument(`${clauseName(spec)}: ${error.message}`, device);
+    throw error;
+  }
+}
+
+/** How a clause is written, for errors and OFFLOAD_INFO: `map.present.to`. */
+function clauseName(spec: MapSpec): string {
+  return `map.${spec.always ? 'always.' : ''}${spec.present ? 'present.' : ''}${spec.type}`;
+}
+
+function notPresent(spec: MapSpec, device: number, what = clauseName(spec)): Error {
+  return errors.notFound(
+    `${what}: ${describeRange(spec.view, spec.name)} is not present on device ${device}; map it first (enterData or an enclosing targetData), or drop 'present'`,
+    device,
+  );
 }
 
 /** What the mapper keeps for one device. */
@@ -195,51 +249,97 @@ export class Mapper {
     return `${host}${target} Size=${entry.end - entry.begin - offset} RefCount=${entry.refCount}${entry.name === undefined ? '' : ` Name=${entry.name}`}`;
   }
 
-  /** Applies entry clauses in order; on failure undoes the ones already applied. */
+  /**
+   * Enters a construct's clauses, combined per entry (see Group), whatever their order: each
+   * entry's count moves once; an entry this construct makes is copied to for every `to`/`tofrom`
+   * range its clauses name, one already present only for `always`, each range once. A `present`
+   * clause fails unless its range was present before the construct. Sections of one array are
+   * entered largest first, so a section finds the larger range another clause maps. A
+   * zero-length section makes no entry: it is found inside one, or is nothing. On failure
+   * nothing stays entered.
+   */
   private async enter(device: Device, queue: Queue, specs: readonly MapSpec[]): Promise<Entered[]> {
     const table = this.table(device);
-    const entered: Entered[] = [];
+    const entered: Entered[] = specs.map((spec) => ({ spec, entry: undefined, offset: 0 }));
+    const groups = new Map<MapEntry, Group>();
     try {
-      for (const spec of specs) entered.push(await this.enterOne(device, queue, table, spec));
+      for (const index of largestFirst(specs)) {
+        const spec = specs[index]!;
+        const found = lookupFor(table, spec, device.id);
+        if (spec.view.byteLength === 0) {
+          // A zero-length section makes no mapping and moves no count (libomptarget).
+          if (found && !groups.get(found.entry)?.created) entered[index] = { spec, ...found };
+          else if (spec.present) throw notPresent(spec, device.id);
+          continue;
+        }
+        let group = found ? groups.get(found.entry) : undefined;
+        if (group?.created && spec.present) throw notPresent(spec, device.id);
+        if (group === undefined) {
+          if (found) {
+            found.entry.refCount++;
+            group = { entry: found.entry, specs: [], created: false };
+          } else {
+            if (spec.present) throw notPresent(spec, device.id);
+            group = { entry: await this.allocate(device, table, spec), specs: [], created: true };
+          }
+          groups.set(group.entry, group);
+        }
+        group.specs.push(spec);
+        entered[index] = { spec, entry: group.entry, offset: spec.view.byteOffset - group.entry.begin };
+      }
     } catch (error) {
-      for (const done of entered.reverse())
-        await this.leave(device, queue, table, done.entry, 'release', false, done.spec.view).catch(
-          dropped('target data', 'releasing a mapping after a failure'),
-        );
+      for (const group of groups.values()) await this.undo(device, table, group);
       throw error;
+    }
+    for (const group of groups.values()) {
+      const buffer = group.entry.ready ?? (await group.entry.buffer);
+      const toCopy = distinct(
+        group.specs.filter((spec) => copiesTo(spec.type) && (group.created || spec.always)).map((spec) => spec.view),
+      );
+      this.log(device, () => {
+        const state = group.created ? 'creating map entry' : 'mapping exists';
+        const counted = group.created ? '' : ' (incremented)';
+        const copy =
+          toCopy.length === 0 ? 'no copy in' : `copy in ${toCopy.length === 1 ? 'once' : `${toCopy.length} ranges`}`;
+        return `${state} ${this.describe(group.entry, buffer)}${counted}; ${this.clauses(group.specs)}: ${copy}`;
+      });
+      for (const view of toCopy)
+        this.copy('to', device, queue, buffer, view.byteOffset - group.entry.begin, view, group.entry.name);
     }
     return entered;
   }
 
-  private async enterOne(device: Device, queue: Queue, table: MappingTable, spec: MapSpec): Promise<Entered> {
-    const found = table.lookup(spec.view, spec.name);
-    if (found) {
-      found.entry.refCount++;
-      const buffer = found.entry.ready ?? (await found.entry.buffer);
-      this.log(device, () => `mapping exists ${this.describe(found.entry, buffer, found.offset)} (incremented)`);
-      if (spec.always && copiesTo(spec.type))
-        this.copy('to', device, queue, buffer, found.offset, spec.view, spec.name);
-      return { spec, entry: found.entry, offset: found.offset };
-    }
-    if (spec.present) {
-      throw errors.notFound(
-        `map.present.${spec.type}: ${describeRange(spec.view, spec.name)} is not present on device ${device.id}`,
-        device.id,
-      );
-    }
+  /** A new entry for `spec`'s range: its device copy allocated, in the table with count 1. */
+  private async allocate(device: Device, table: MappingTable, spec: MapSpec): Promise<MapEntry> {
     const allocation = device.alloc(spec.view.byteLength);
     allocation.catch(() => {}); // observed below, through the entry
     const entry = table.add(spec.view, allocation, spec.name);
-    let buffer: Buffer;
     try {
-      buffer = entry.ready = await allocation;
+      entry.ready = await allocation;
     } catch (error) {
       table.remove(entry);
       throw error;
     }
-    this.log(device, () => `creating map entry ${this.describe(entry, buffer)}`);
-    if (copiesTo(spec.type)) this.copy('to', device, queue, buffer, 0, spec.view, spec.name);
-    return { spec, entry, offset: 0 };
+    return entry;
+  }
+
+  /** Takes back what entering `group` did: its count, or the entry it made. */
+  private async undo(device: Device, table: MappingTable, group: Group): Promise<void> {
+    if (!group.created) {
+      group.entry.refCount = Math.max(0, group.entry.refCount - 1);
+      return;
+    }
+    table.remove(group.entry);
+    await group.entry.ready?.free().catch(dropped('target data', 'releasing a mapping after a failure'));
+    this.log(
+      device,
+      () => `removing map entry ${this.describe(group.entry, group.entry.ready)} (the construct failed)`,
+    );
+  }
+
+  /** A group's clauses as OFFLOAD_INFO names them: `map.alloc, map.tofrom(x)`. */
+  private clauses(specs: readonly MapSpec[]): string {
+    return specs.map((spec) => `${clauseName(spec)}${spec.name === undefined ? '' : `(${spec.name})`}`).join(', ');
   }
 
   /** A map clause's copy, logged in libomptarget's words (the host side first when copying to the device). */
@@ -264,64 +364,77 @@ export class Mapper {
     else queue.read(buffer, bytesOf(view), { offset });
   }
 
-  /** One exit clause on a present entry: decrement, copy back, free at zero. */
-  private async leave(
-    device: Device,
-    queue: Queue,
-    table: MappingTable,
-    entry: MapEntry,
-    type: MapType,
-    always: boolean,
-    view: HostView,
-    name = entry.name,
-  ): Promise<void> {
-    const buffer = entry.ready ?? (await entry.buffer);
-    const offset = view.byteOffset - entry.begin;
-    entry.refCount = type === 'delete' ? 0 : Math.max(0, entry.refCount - 1);
-    if (entry.refCount > 0) {
-      this.log(device, () => `mapping exists ${this.describe(entry, buffer, offset)} (decremented)`);
-      if (always && copiesFrom(type)) this.copy('from', device, queue, buffer, offset, view, name);
-      return;
-    }
-    table.remove(entry);
-    // The whole entry goes back, not only the clause's part of it (OpenMP copies the entry).
-    if (copiesFrom(type))
-      this.copy(
-        'from',
-        device,
-        queue,
-        buffer,
-        0,
-        new Uint8Array(entry.host, entry.begin, entry.end - entry.begin),
-        name,
-      );
-    this.log(device, () => `removing map entry ${this.describe(entry, buffer)}`);
-    await buffer.free();
-  }
-
+  /**
+   * Leaves a construct's clauses, combined per entry as they are found now: each entry's count
+   * moves once (to zero when any clause says `delete`); at zero every `from`/`tofrom` range its
+   * clauses name is copied back (that range only, never the rest of the entry) and the entry
+   * goes; above zero only `always` ranges are. A range no longer (fully) present is skipped
+   * quietly (OpenMP 5.1, 2.21.7.1), unless its clause says `present`: NOT_FOUND. Every entry
+   * still leaves when a clause fails; the first error is thrown.
+   */
   private async exit(device: Device, queue: Queue, specs: readonly { spec: MapSpec; type: MapType }[]): Promise<void> {
     const table = this.table(device);
     let failure: unknown;
-    for (const { spec, type } of specs) {
+    const groups = new Map<MapEntry, { spec: MapSpec; type: MapType }[]>();
+    for (const clause of specs) {
+      const { spec } = clause;
+      let found;
       try {
-        const found = table.lookup(spec.view, spec.name);
-        if (!found) {
-          if (spec.present)
-            throw errors.notFound(
-              `map.present.${spec.type}: ${describeRange(spec.view, spec.name)} is not present on device ${device.id}`,
-              device.id,
-            );
-          this.log(device, () => `${describeRange(spec.view, spec.name)} is not mapped; nothing to release`);
-          continue;
-        }
-        await this.leave(device, queue, table, found.entry, type, spec.always, spec.view, spec.name);
+        found = table.lookup(spec.view, spec.name);
+      } catch {
+        found = undefined; // overlaps a mapping without lying inside it: not fully present
+      }
+      if (!found || spec.view.byteLength === 0) {
+        if (spec.present && !found) failure ??= notPresent(spec, device.id);
+        else if (!found)
+          this.log(
+            device,
+            () => `${describeRange(spec.view, spec.name)} is not present at exit; ${clauseName(spec)} skipped`,
+          );
+        continue;
+      }
+      const group = groups.get(found.entry);
+      if (group) group.push(clause);
+      else groups.set(found.entry, [clause]);
+    }
+    for (const [entry, clauses] of groups) {
+      try {
+        await this.leave(device, queue, table, entry, clauses);
       } catch (error) {
-        // Every clause still leaves (a region must not leak its mappings); the first error wins.
         failure ??= error;
       }
     }
     // eslint-disable-next-line @typescript-eslint/only-throw-error -- the first clause's error, as it came
     if (failure !== undefined) throw failure;
+  }
+
+  /** One entry's exit: the count once, the copies back once per range, the entry freed at zero. */
+  private async leave(
+    device: Device,
+    queue: Queue,
+    table: MappingTable,
+    entry: MapEntry,
+    clauses: readonly { spec: MapSpec; type: MapType }[],
+  ): Promise<void> {
+    const buffer = entry.ready ?? (await entry.buffer);
+    const deletes = clauses.some(({ type }) => type === 'delete');
+    entry.refCount = deletes ? 0 : Math.max(0, entry.refCount - 1);
+    const gone = entry.refCount === 0;
+    const back = distinct(
+      clauses.filter(({ spec, type }) => copiesFrom(type) && (gone || spec.always)).map(({ spec }) => spec.view),
+    );
+    this.log(device, () => {
+      const state = gone
+        ? `removing map entry ${this.describe(entry, buffer)}`
+        : `mapping exists ${this.describe(entry, buffer)} (decremented)`;
+      const copy =
+        back.length === 0 ? 'no copy back' : `copy back ${back.length === 1 ? 'once' : `${back.length} ranges`}`;
+      return `${state}; ${this.clauses(clauses.map(({ spec, type }) => (type === spec.type ? spec : { ...spec, type })))}: ${copy}`;
+    });
+    for (const view of back) this.copy('from', device, queue, buffer, view.byteOffset - entry.begin, view, entry.name);
+    if (!gone) return;
+    table.remove(entry);
+    await buffer.free();
   }
 
   enterData(device: Device, maps: unknown): Promise<void> {
@@ -344,7 +457,14 @@ export class Mapper {
     );
   }
 
-  update(device: Device, motion: { to?: HostView | HostView[]; from?: HostView | HostView[] }): Promise<void> {
+  /**
+   * `target update`: copies each listed range to or from its mapping. A range that is not
+   * (fully) present is skipped (OpenMP 5.1, 2.21.7.1), unless `present` is set: NOT_FOUND.
+   */
+  update(
+    device: Device,
+    motion: { to?: HostView | HostView[]; from?: HostView | HostView[]; present?: boolean },
+  ): Promise<void> {
     const list = (value: HostView | HostView[] | undefined, what: string): HostView[] => {
       const views = value === undefined ? [] : Array.isArray(value) ? value : [value];
       for (const [index, view] of views.entries()) {
@@ -354,9 +474,12 @@ export class Mapper {
       return views;
     };
     if (typeof motion !== 'object' || motion === null)
-      throw errors.invalidArgument('update: expected { to?: views, from?: views }', device.id);
+      throw errors.invalidArgument('update: expected { to?: views, from?: views, present?: boolean }', device.id);
+    if (motion.present !== undefined && typeof motion.present !== 'boolean')
+      throw errors.invalidArgument(`update: present must be a boolean, got ${typeof motion.present}`, device.id);
     const to = list(motion.to, 'to');
     const from = list(motion.from, 'from');
+    const present = motion.present === true;
     const table = this.table(device);
     return this.onQueue(device, async (queue) => {
       for (const [views, toDevice] of [
@@ -364,12 +487,23 @@ export class Mapper {
         [from, false],
       ] as const) {
         for (const view of views) {
-          const found = table.lookup(view, undefined);
-          if (!found)
-            throw errors.notFound(
-              `update: ${describeRange(view, undefined)} is not present on device ${device.id}`,
-              device.id,
-            );
+          let found;
+          try {
+            found = table.lookup(view, undefined);
+          } catch {
+            found = undefined; // overlaps a mapping without lying inside it: not fully present
+          }
+          const clause = `update ${toDevice ? 'to' : 'from'}${present ? '(present)' : ''}`;
+          if (!found) {
+            if (present)
+              throw errors.notFound(
+                `${clause}: ${describeRange(view, undefined)} is not present on device ${device.id}; map it first, or drop present`,
+                device.id,
+              );
+            this.log(device, () => `${describeRange(view, undefined)} is not present; ${clause} skipped`);
+            continue;
+          }
+          if (view.byteLength === 0) continue;
           const buffer = found.entry.ready ?? (await found.entry.buffer);
           this.copy(toDevice ? 'to' : 'from', device, queue, buffer, found.offset, view, found.entry.name);
         }
@@ -496,6 +630,7 @@ export class Mapper {
     return this.traced(device, `target ${kernel.name}`, specs, () =>
       this.onQueue(device, async (queue) => {
         const entered = await this.enter(device, queue, specs);
+        const exits = [...entered].reverse().map(({ spec }) => ({ spec, type: exitTypeOf(spec.type) }));
         let next = 0;
         const lowered: KernelArgument[] = [];
         for (const arg of args) {
@@ -503,16 +638,19 @@ export class Mapper {
             lowered.push(arg);
             continue;
           }
-          const { entry, offset } = entered[next++]!;
+          const { spec, entry, offset } = entered[next++]!;
+          if (entry === undefined) {
+            await this.exit(device, queue, exits);
+            throw errors.invalidArgument(
+              `target of '${kernel.name}': ${clauseName(spec)} of ${describeRange(spec.view, spec.name)} is a zero-length section inside no mapping, so it has no device address; map the array around it first, or pass a Buffer`,
+              device.id,
+            );
+          }
           const buffer = entry.ready ?? (await entry.buffer);
           lowered.push(offset === 0 ? buffer : buffer.at(offset));
         }
         queue.launch(kernel, grid, lowered);
-        await this.exit(
-          device,
-          queue,
-          [...entered].reverse().map(({ spec }) => ({ spec, type: exitTypeOf(spec.type) })),
-        );
+        await this.exit(device, queue, exits);
       }),
     );
   }

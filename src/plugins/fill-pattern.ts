@@ -1,21 +1,27 @@
 /**
- * Filling memory with a repeated pattern of 1, 2, 4 or 8 bytes (olMemFill, cuMemsetD8/16/32),
- * for the plugins whose memory, or staging memory, is a host array.
+ * Filling memory with a repeated pattern of any length (olMemFill, cuMemsetD8/16/32), for the
+ * plugins whose memory, or staging memory, is a host array.
  */
 
-/** Bytes a staged fill writes at a time (a multiple of every pattern length: each chunk starts in phase). */
+/** Bytes a staged fill writes at most at a time (see patternChunk). */
 export const FILL_CHUNK_BYTES = 1024 * 1024;
 
 /**
- * Writes `pattern` repeated over `view`, starting with its first byte. `pattern.length` divides
- * 8. On shared memory a byte loop (and Uint8Array.fill) runs byte by byte; the aligned middle
- * is written as 8-byte words instead, which is several times faster.
+ * Writes `pattern` repeated over `view`, starting with its first byte. On shared memory a byte
+ * loop (and Uint8Array.fill) runs byte by byte; for a pattern whose length divides 8 the aligned
+ * middle is written as 8-byte words instead, which is several times faster. Any other length
+ * is written once and then doubled with copyWithin (a memmove each time).
  */
 export function fillPattern(view: Uint8Array, pattern: Uint8Array): void {
   const n = pattern.length;
   const length = view.byteLength;
   if (n === 1 && !(view.buffer instanceof SharedArrayBuffer)) {
     view.fill(pattern[0]!);
+    return;
+  }
+  if (8 % n !== 0) {
+    view.set(pattern.subarray(0, Math.min(n, length)));
+    for (let filled = n; filled < length; filled *= 2) view.copyWithin(filled, 0, Math.min(filled, length - filled));
     return;
   }
   const head = Math.min(length, (8 - (view.byteOffset % 8)) % 8);
@@ -29,9 +35,13 @@ export function fillPattern(view: Uint8Array, pattern: Uint8Array): void {
   for (let i = head + words * 8; i < length; i++) view[i] = pattern[i % n]!;
 }
 
-/** The pattern repeated over `bytes` bytes, at most FILL_CHUNK_BYTES: what a staged fill writes per chunk. */
+/**
+ * The pattern repeated over `bytes` bytes, at most FILL_CHUNK_BYTES rounded down to whole
+ * patterns: what a staged fill writes per chunk, each chunk starting in phase.
+ */
 export function patternChunk(pattern: Uint8Array, bytes: number): Uint8Array {
-  const chunk = new Uint8Array(Math.min(bytes, FILL_CHUNK_BYTES));
+  const whole = Math.max(pattern.length, FILL_CHUNK_BYTES - (FILL_CHUNK_BYTES % pattern.length));
+  const chunk = new Uint8Array(Math.min(bytes, whole));
   fillPattern(chunk, pattern);
   return chunk;
 }

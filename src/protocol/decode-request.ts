@@ -6,6 +6,7 @@
  */
 import type { EntryInfo, ImageInfo } from '../image/manifest.js';
 import { errors } from '../errors.js';
+import { MAX_FILL_PATTERN_BYTES } from '../units.js';
 import type { Frame } from '../transport/frame.js';
 import type { ClientNotes, Request, WireRect } from './messages.js';
 import { Meta } from './wire.js';
@@ -182,7 +183,7 @@ export function decodeRequest(frame: Frame): Request {
         id,
         queue: queue(),
         buffer: meta.uint('buffer'),
-        pattern: [...meta.bytes('pattern', 8)],
+        pattern: [...meta.bytes('pattern', MAX_FILL_PATTERN_BYTES)],
         offset: meta.uint('offset'),
         bytes: meta.uint('bytes'),
       };

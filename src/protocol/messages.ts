@@ -67,7 +67,7 @@ export interface Requests {
   'wait-host': { queue: number; gate: number };
   signal: { gate: number; error?: WireError };
   sync: { queue: number };
-  /** `pattern`: 1 to 8 bytes, each an integer 0..255. */
+  /** `pattern`: 1 to MAX_FILL_PATTERN_BYTES bytes, each an integer 0..255. */
   fill: { queue: number; buffer: number; offset: number; bytes: number; pattern: number[] };
   /** Payload: the rows, packed. */
   'write-rect': WireRect & { queue: number; buffer: number };

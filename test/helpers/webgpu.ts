@@ -19,4 +19,6 @@ export const WEBGPU_LACKS = {
   f64: 'WGSL has no f64',
   traps: 'WGSL kernels cannot trap (out-of-bounds accesses are clamped)',
   concurrentQueues: 'a WebGPU device has one queue: work of several queues runs one after another',
+  aliasing: 'a WebGPU launch cannot bind one buffer to two parameters when it writes one of them',
+  unalignedPointers: "a WebGPU launch binds pointers only at the adapter's minStorageBufferOffsetAlignment",
 } as const;

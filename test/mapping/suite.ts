@@ -119,7 +119,7 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
       assert.deepEqual(copies, { toDevice: 2, fromDevice: 2, bytesTo: 16, bytesFrom: 16 });
     });
 
-    it('update moves present data either way, and refuses absent data with NOT_FOUND', async () => {
+    it('update moves present data either way, skips absent data, and refuses it with present: true', async () => {
       const data = new Int32Array([0, 0, 0]);
       await runtime.enterData(device, map.alloc(data, 'data'));
       await runtime.target(device, iota, { teams: 1 }, [3, map.alloc(data)]);
@@ -130,7 +130,14 @@ export function mappingSuite(kind: string, setup: () => Promise<MappingTarget>):
       await runtime.update(device, { to: [data] });
       await runtime.exitData(device, map.from(data));
       assert.deepEqual([...data], [7, 7, 7]);
-      await rejectsWith(runtime.update(device, { from: new Int32Array(2) }), 'NOT_FOUND', /not present/);
+      const absent = new Int32Array([5, 5]);
+      await runtime.update(device, { from: absent, to: absent });
+      assert.deepEqual([...absent], [5, 5]);
+      await rejectsWith(
+        runtime.update(device, { from: absent, present: true }),
+        'NOT_FOUND',
+        /update from\(present\).*not present/,
+      );
     });
 
     it('enterData / exitData: from copies back at refcount zero, delete removes whatever the count', async () => {

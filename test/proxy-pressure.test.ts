@@ -237,4 +237,29 @@ describe('back-pressure and progress on a real proxy', { timeout: 240_000 }, () 
       await proxy.stop();
     }
   });
+
+  it('a queue over --quota-queues fails as OUT_OF_MEMORY naming it, and the client goes on', async () => {
+    const proxy = await startProxy({ threads: 1, memory: '64M', args: ['--quota-queues', '2'] });
+    const runtime = await client(proxy);
+    try {
+      const device = runtime.devices[0]!;
+      const buffer = await device.alloc(64);
+      const [a, b, c] = [device.queue(), device.queue(), device.queue()];
+      await a.write(buffer, new Uint8Array(64).fill(1)).done;
+      await b.write(buffer, new Uint8Array(64).fill(2)).done;
+      const error = await c.write(buffer, new Uint8Array(64).fill(3)).done.then(
+        () => undefined,
+        (failure: unknown) => failure as Error & { code: string },
+      );
+      assert.equal(error?.code, 'OUT_OF_MEMORY', error?.message);
+      assert.match(error.message, /the proxy allows 2 per client \(offload proxy --quota-queues\)/);
+      await a.destroy();
+      const out = new Uint8Array(64);
+      await device.queue().read(buffer, out).done;
+      assert.deepEqual([...new Set(out)], [2]);
+    } finally {
+      await runtime.shutdown();
+      await proxy.stop();
+    }
+  });
 });

@@ -34,6 +34,8 @@ import type { Session } from './session.js';
  */
 const MAX_HELD_FRAMES = 4096;
 const MAX_HELD_BYTES = 64 * 1024 * 1024;
+/** Queues refused at creation whose error is kept for the requests that name them. */
+const MAX_QUEUE_REFUSALS = 256;
 
 /**
  * Bytes of replies waiting to go to a client beyond which its requests are not read until they
@@ -88,6 +90,8 @@ export class ProxyConnection {
     return this.granted !== undefined;
   }
   readonly queues = new Map<number, Queue>();
+  /** Queues refused at creation, by client id, and why (see refusedQueue). */
+  private readonly queueRefusals = new Map<number, OffloadError>();
   /** The client's id of each of those queues, by the proxy queue's own id (print lines name the latter). */
   readonly clientQueueIds = new Map<number, number>();
   readonly events = new Map<number, Event>();
@@ -391,8 +395,19 @@ export class ProxyConnection {
 
   queue(id: number): Queue {
     const queue = this.queues.get(id);
-    if (!queue) throw errors.invalidArgument(`queue ${id} does not exist on this connection`);
+    if (!queue)
+      throw this.queueRefusals.get(id) ?? errors.invalidArgument(`queue ${id} does not exist on this connection`);
     return queue;
+  }
+
+  /**
+   * Queue `id` was not made (over --quota-queues): requests naming it fail with `error`, not as
+   * naming no queue. The latest MAX_QUEUE_REFUSALS are remembered.
+   */
+  refusedQueue(id: number, error: OffloadError): void {
+    if (this.queueRefusals.size >= MAX_QUEUE_REFUSALS)
+      this.queueRefusals.delete(this.queueRefusals.keys().next().value!);
+    this.queueRefusals.set(id, error);
   }
 
   ownerOnly(what: string): void {

@@ -66,7 +66,13 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
     case 'queue': {
       if (connection.queues.has(request.queue)) throw errors.invalidArgument(`queue ${request.queue} exists already`);
       const device = connection.device(request.device);
-      session.take('queues');
+      try {
+        session.take('queues');
+      } catch (error) {
+        // Its client learns of it at the queue's first operation: that one fails with this error.
+        connection.refusedQueue(request.queue, error as OffloadError);
+        throw error;
+      }
       const queue = device.queue();
       connection.queues.set(request.queue, queue);
       connection.clientQueueIds.set(queue.id, request.queue);

@@ -494,12 +494,15 @@ describe('the proxy as a whole', { timeout: 120_000 }, () => {
       );
       await new Promise((resolve) => setTimeout(resolve, 300));
       // Meanwhile the right token logs in at once, every time.
+      const waits: number[] = [];
       for (let attempt = 0; attempt < 3; attempt++) {
         const raw = await RawClient.open(proxy.address);
         const asked = Date.now();
         const answer = await raw.login(proxy.token);
         assert.equal(answer.error, undefined, JSON.stringify(answer));
-        assert.ok(Date.now() - asked < 1000, `a right token waited ${Date.now() - asked} ms`);
+        // Under a second on an idle machine; the bound leaves room for a loaded one (a lockout refused it for 60 s).
+        assert.ok(Date.now() - asked < 3000, `a right token waited ${Date.now() - asked} ms`);
+        waits.push(Date.now() - asked);
         raw.close();
       }
       // A copy from the peer into this proxy logs the peer's link in with a grant: not refused either.
@@ -526,7 +529,7 @@ describe('the proxy as a whole', { timeout: 120_000 }, () => {
       const slowest = Math.max(...answers.map(({ after }) => after));
       console.log(
         `login flood: 60 wrong logins answered within ${slowest} ms; proxy RSS ${(before.rssBytes / MiB).toFixed(1)} -> ${(during.rssBytes / MiB).toFixed(1)} MiB, ` +
-          `event-loop delay max ${during.eventLoopDelayMaxMs.toFixed(0)} ms`,
+          `event-loop delay max ${during.eventLoopDelayMaxMs.toFixed(0)} ms; right tokens logged in within ${waits.join(', ')} ms`,
       );
       for (const { answer } of answers) {
         // Answered late with UNAUTHORIZED, or pushed out by the next connections logging in.

@@ -6,7 +6,7 @@
  * Ownership: the server owns its runtime (start() makes it) and its listener; `shutdown()`
  * closes the listener and every connection, frees every session and shuts the runtime down.
  */
-import { Tracer } from '../runtime/trace.js';
+import { MAX_REMOTE_EVENTS, Tracer } from '../runtime/trace.js';
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
@@ -366,7 +366,8 @@ export class ProxyServer implements SessionDirectory {
     hostCall: (call: HostCall) => Promise<number>,
     traced = false,
   ): Promise<Session> {
-    const tracer = traced ? new Tracer(undefined) : undefined;
+    // At most what a client takes of a proxy's trace: a traced session's memory stays bounded.
+    const tracer = traced ? new Tracer(undefined, MAX_REMOTE_EVENTS) : undefined;
     const session = new Session(
       client,
       await this.runtime.createContext({ print, hostCall, tracer }),

@@ -262,4 +262,40 @@ describe('back-pressure and progress on a real proxy', { timeout: 240_000 }, () 
       await proxy.stop();
     }
   });
+
+  it('fits --max-connections to the file limit, and a flood of silent sockets leaves room for clients', async () => {
+    // A soft limit of 200 files: (200 - 64) / 2 = 68 connections, of which 17 may be logging in.
+    const proxy = await startProxy({ threads: 1, memory: '64M', launcher: ['prlimit', '--nofile=200'] });
+    try {
+      const before = await proxyStats(proxy);
+      assert.equal(before.maxConnections, 68);
+      // 150 sockets that never log in nor close their side, while 10 clients come and go.
+      const at = proxy.address.lastIndexOf(':');
+      const silent: net.Socket[] = [];
+      const flood = (async () => {
+        for (let i = 0; i < 150; i++) {
+          const socket = net.connect({
+            host: proxy.address.slice(0, at),
+            port: Number(proxy.address.slice(at + 1)),
+            allowHalfOpen: true,
+          });
+          socket.on('error', () => {});
+          silent.push(socket);
+          await sleep(5);
+        }
+      })();
+      const waits: number[] = [];
+      for (let i = 0; i < 10; i++) waits.push(await served(proxy));
+      await flood;
+      const during = await proxyStats(proxy);
+      console.log(
+        `silent flood under a 200-file limit: 10 of 10 clients served (${waits.join(', ')} ms); ` +
+          `RSS ${mib(before.rssBytes)} -> ${mib(during.rssBytes)}, event-loop delay max ${during.eventLoopDelayMaxMs.toFixed(0)} ms`,
+      );
+      assert.ok(during.connections <= 68);
+      for (const socket of silent) socket.destroy();
+    } finally {
+      await proxy.stop();
+    }
+  });
 });

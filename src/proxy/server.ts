@@ -130,6 +130,8 @@ function digest(text: string): Buffer {
 export interface ProxyStats {
   sessions: number;
   connections: number;
+  /** Connections served at most (--max-connections fitted to the file limit). */
+  maxConnections: number;
   /** Queues clients made (and the proxy's own per-connection queues for chunked transfers), and any queue the runtime holds. */
   queues: number;
   buffers: number;
@@ -285,6 +287,7 @@ export class ProxyServer implements SessionDirectory {
     const stats: ProxyStats = {
       sessions: sessions.length,
       connections: this.connections.size,
+      maxConnections: this.maxConnections,
       queues: [...this.connections].reduce((sum, connection) => sum + connection.queueCount, this.runtime.queuesHeld),
       buffers: count((session) => session.buffers.size),
       images: count((session) => session.images.size),

@@ -1,12 +1,14 @@
 // The proxy under malformed input: 10,000 fuzzed frames in process, 100,000 over TCP against a
-// real `offload proxy` (more with `npm run fuzz`), then garbage over a socket; the proxy closes
+// real `offload proxy` (more with `npm run fuzz`) beside a client that never reads its replies,
+// then garbage over a socket; the proxy closes
 // only the offending connections, serves on, and gives its memory back.
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Offload } from '../src/index.js';
 import { ProxyServer } from '../src/proxy/server.js';
-import { FrameDecoder } from '../src/transport/frame.js';
+import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
+import { encodeFrame, FrameDecoder } from '../src/transport/frame.js';
 import { fuzzProxy, loopbackTarget, tcpTarget, type FuzzReport } from './helpers/proxy-fuzz.js';
 import { proxyStats, proxyStatsUntil, startProxy } from './helpers/proxy.js';
 
@@ -84,7 +86,43 @@ describe('a real proxy process under 100,000 fuzzed frames over TCP', { timeout:
         await served(proxy.address); // warm: the first session's one-time costs are not growth
         const baseline = await proxyStatsUntil(proxy, (stats) => stats.sessions === 0);
         const seed = seedOf();
-        const report = await fuzzProxy(tcpTarget(proxy.address, 8), { token, frames: 100_000, seed });
+        // Beside the fuzzer, a client that never reads: it logs in, then sends reads and pings
+        // for as long as the proxy takes them, reading nothing (the proxy stops reading it).
+        const deaf = net.connect(Number(proxy.address.split(':')[1]), '127.0.0.1');
+        deaf.on('error', () => {});
+        await new Promise((resolve) => deaf.once('connect', resolve));
+        deaf.write(encodeFrame({ op: 'hello', id: 1, version: PROTOCOL_VERSION, token }));
+        deaf.write(encodeFrame({ op: 'alloc', id: 2, device: 0, buffer: 1, bytes: 64 * 1024, kind: 'device' }));
+        deaf.write(encodeFrame({ op: 'queue', id: 3, queue: 1, device: 0 }));
+        deaf.pause();
+        const noise = Buffer.concat(
+          Array.from({ length: 1000 }, (_, i) =>
+            encodeFrame(
+              i % 10 === 0
+                ? { op: 'read', id: 4, queue: 1, buffer: 1, offset: 0, bytes: 64 * 1024 }
+                : { op: 'ping', id: 5 },
+            ),
+          ),
+        );
+        let deafWrites = 0;
+        let fuzzing = true;
+        const deafFlood = (async () => {
+          // Until the proxy stops taking its requests; then it waits, reading nothing, to the end.
+          while (fuzzing && !deaf.destroyed && deaf.write(noise)) {
+            deafWrites++;
+            await new Promise((resolve) => setImmediate(resolve));
+          }
+        })();
+        const report = await fuzzProxy(tcpTarget(proxy.address, 8), { token, frames: 100_000, seed }).finally(() => {
+          fuzzing = false;
+        });
+        await deafFlood;
+        const duringDeaf = await proxyStats(proxy);
+        console.log(
+          `# a client that never read sent ${deafWrites * 1000} requests during the fuzz; proxy RSS ${(duringDeaf.rssBytes / MiB).toFixed(1)} MiB (baseline ${(baseline.rssBytes / MiB).toFixed(1)})`,
+        );
+        assert.ok(duringDeaf.rssBytes - baseline.rssBytes < 160 * MiB, 'the client that never reads is bounded');
+        deaf.destroy();
         assert.equal(proxy.child.exitCode, null, `the proxy exited:\n${proxy.output().slice(-4000)}`);
         checkReport(report, 100_000, seed);
         await served(proxy.address);

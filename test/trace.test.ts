@@ -7,6 +7,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { map, Offload } from '../src/index.js';
+import { Tracer } from '../src/runtime/trace.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 
 interface TraceEvent {
@@ -97,6 +98,25 @@ describe('trace', { timeout: 180_000 }, () => {
     });
     const events = await readTrace(file);
     assert.equal(events.filter((e) => e.name === 'write' && e.args!.bytes === 16).length, 1);
+  });
+
+  it('keeps at most its maxSpans spans (a traced proxy session), counting the rest as dropped', async () => {
+    const tracer = new Tracer(undefined, 100);
+    await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => {
+        const done = Promise.resolve();
+        tracer.operation(0, 'host', 1 + (i % 3), 'write', { bytes: i }, done);
+        return done;
+      }),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    const { events, dropped } = tracer.take();
+    assert.equal(events.filter((event) => event.ph === 'X').length, 100);
+    assert.equal(dropped, 900);
+    assert.ok(
+      events.some((event) => event.ph === 'M' && event.name === 'thread_name'),
+      'tracks still named',
+    );
   });
 
   it('refuses a trace option that is not a path', async () => {

@@ -16,7 +16,8 @@ const HELP = `Usage: offload proxy --listen <host:port> [--token-file <file>]
 
 ${summary}. Clients name it in
 Offload.init({ proxies: ['host:port'], token }) or OFFLOAD_PROXIES / OFFLOAD_TOKEN.
-It runs until SIGINT or SIGTERM, then frees everything and exits. Each client works
+It runs until SIGINT or SIGTERM, then frees everything and exits (within 10 s,
+whatever its devices are doing: past that it exits with status 1). Each client works
 in a context of its own (its own device memory, images, buffers and queues), freed
 when it leaves, however it leaves. SIGUSR2 prints what the proxy holds as a line
 'stats {json}' (sessions, queues, buffers, images, per-device counts, RSS).
@@ -32,11 +33,13 @@ Options:
   --tls-ca <file>       The CAs to trust for links to tls:// peers (default: the system's)
   --insecure            Listen on a non-loopback address without TLS (token and data in
                         clear on the network); refused without it
-  --launch-timeout <ms> The longest any client's kernel launch may run; past it the
-                        launch fails with TIMEOUT and the device goes on (default:
-                        none, or OFFLOAD_LAUNCH_TIMEOUT)
-  --max-connections <n> Connections served at once (default 256); a quarter of them
-                        at most may be logging in, the oldest of those is dropped first
+  --launch-timeout <ms> The longest any client's kernel launch (or rectangle copy) may
+                        run; past it the launch fails with TIMEOUT and the device goes
+                        on (default: OFFLOAD_LAUNCH_TIMEOUT, or 120000; 0: no limit)
+  --max-connections <n> Connections served at once (default 256, fitted to the file
+                        limit: at most (ulimit -n - 64) / 2); a quarter of them at most
+                        may be logging in, the oldest of those is dropped first, and
+                        never for a client that has logged in
   --login-timeout <ms>  How long a new connection has to log in (default 10000)
   --peer-timeout <ms>   A client that sends nothing (not even its heartbeat) this long
                         is gone, and its session ends (default OFFLOAD_PEER_TIMEOUT or 60000)
@@ -95,7 +98,12 @@ export async function run(args: string[]): Promise<number> {
     return 0;
   }
   const limit = values['launch-timeout'];
-  const launchTimeoutMs = limit === undefined ? launchTimeoutFromEnv() : parseMilliseconds(limit, '--launch-timeout');
+  const launchTimeoutMs =
+    limit === undefined
+      ? launchTimeoutFromEnv()
+      : limit.trim() === '0'
+        ? 0
+        : parseMilliseconds(limit, '--launch-timeout');
   const option = <T>(name: keyof typeof values, parse: (text: string, name: string) => T): T | undefined => {
     const text = values[name];
     return typeof text === 'string' ? parse(text, `--${name}`) : undefined;
@@ -125,7 +133,7 @@ export async function run(args: string[]): Promise<number> {
     const server = await ProxyServer.start({ listen: 'mpi', token, ...limits });
     announce(server);
     await Promise.race([server.finished, signalled()]);
-    await server.shutdown();
+    await stop(server);
     return 0;
   }
   if (values.listen === undefined) return usageError('proxy', 'the address is required: --listen <host:port>');
@@ -156,14 +164,36 @@ export async function run(args: string[]): Promise<number> {
   const server = await ProxyServer.start({ listen: values.listen, token, tls, peerTls, ...limits });
   announce(server);
   await signalled(values['exit-with-parent'] === true);
-  await server.shutdown();
+  await stop(server);
   return 0;
+}
+
+/**
+ * How long a stopping proxy waits for its runtime's shutdown (whose own grace for running work is
+ * 5 s) before it exits anyway: a device that does not stop (a GPU in an endless shader) must not
+ * keep a proxy alive past SIGTERM.
+ */
+const STOP_GRACE_MS = 10_000;
+
+async function stop(server: ProxyServer): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), STOP_GRACE_MS);
+  });
+  const how = await Promise.race([server.shutdown().then(() => 'done' as const), late]);
+  clearTimeout(timer);
+  if (how === 'late') {
+    console.error(`offload proxy: its devices did not stop within ${STOP_GRACE_MS} ms of the signal; exiting anyway`);
+    process.exit(1);
+  }
 }
 
 /** `kill -USR2 <pid>` prints what the proxy holds (after a garbage collection) as one line. */
 function reportOnSignal(server: ProxyServer): void {
   process.on('SIGUSR2', () => {
-    void collectGarbage().then(() => console.log(`stats ${JSON.stringify(server.stats())}`));
+    // The event loop's delay is taken first: the collection's own pause is not a client's doing.
+    const delay = server.takeEventLoopDelay();
+    void collectGarbage().then(() => console.log(`stats ${JSON.stringify(server.stats(delay))}`));
   });
 }
 

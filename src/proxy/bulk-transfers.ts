@@ -11,7 +11,7 @@
 import { errors, quoted } from '../errors.js';
 import type { Buffer } from '../api/buffer.js';
 import type { Device } from '../api/device.js';
-import type { Queue, RectCopy } from '../api/queue.js';
+import type { Event, Queue, RectCopy } from '../api/queue.js';
 import { MAX_PAYLOAD_BYTES } from '../transport/frame.js';
 import { streamChunks } from '../protocol/chunks.js';
 import { deferred, park, type Deferred } from '../protocol/gate.js';
@@ -19,6 +19,7 @@ import type { RequestOf, WireRect } from '../protocol/messages.js';
 import { EAGER_BYTES } from '../protocol/wire.js';
 import type { ProxyConnection } from './connection.js';
 import { parking } from './parking.js';
+import { checkSpan, inSlices, runsWhole } from './rect-slices.js';
 
 /** A rendezvous write in progress: chunks land straight in device memory. */
 interface IncomingWrite {
@@ -126,8 +127,8 @@ export class BulkTransfers {
       const giveBack = connection.session!.take('pendingBytes', bytes);
       const out = new Uint8Array(bytes);
       const done = queue.read(buffer, out, { offset }).done;
-      done.then(giveBack, giveBack);
-      return connection.reply(id, done, undefined, () => out);
+      // Counted until the reply has left: a client that does not read its replies pays for them.
+      return connection.reply(id, done, undefined, () => out, giveBack);
     }
     // Checked here, not by a queue operation: the stream reads device memory directly. Unchecked,
     // a read past the buffer sent the memory after it, and one of 2^40 bytes a million empty frames.
@@ -193,6 +194,20 @@ export class BulkTransfers {
     return { width, height, depth, [side]: { offset, rowPitch, slicePitch } };
   }
 
+  /** A rectangle of many rows, in slices (rect-slices.ts; its span checked by the caller); the buffer stays allocated until they are done. */
+  private rectInSlices(
+    queue: Queue,
+    buffer: Buffer,
+    rect: RectCopy,
+    what: string,
+    slice: (side: Queue, part: RectCopy) => Event,
+  ): Promise<void> {
+    const rows = rect.height * (rect.depth ?? 1);
+    const done = inSlices(queue, rect, slice, this.connection.directory.launchTimeoutMs, `a ${what} of ${rows} rows`);
+    buffer.use(done);
+    return done;
+  }
+
   /** A rectangle's rows arrive packed in the request's payload; they wait there for their queue (pending bytes). */
   writeRect(request: RequestOf<'write-rect'>, payload: Uint8Array): void {
     const connection = this.connection;
@@ -204,8 +219,13 @@ export class BulkTransfers {
       throw errors.protocol(
         `a write-rect of ${rect.width} x ${rect.height} x ${rect.depth} bytes carries ${payload.byteLength}`,
       );
+    if (!runsWhole(rect)) checkSpan('writeRect', rect, 'dst', buffer);
     const giveBack = connection.session!.take('pendingBytes', bytes);
-    const done = queue.writeRect(buffer, payload, rect).done;
+    const done = runsWhole(rect)
+      ? queue.writeRect(buffer, payload, rect).done
+      : this.rectInSlices(queue, buffer, packed(rect, 'src'), 'writeRect', (side, part) =>
+          side.writeRect(buffer, payload, part),
+        );
     done.then(giveBack, giveBack);
     connection.reply(request.id, done);
   }
@@ -226,11 +246,15 @@ export class BulkTransfers {
     if (bytes > buffer.byteLength) {
       throw errors.outOfBounds(`a readRect of ${bytes} bytes of rows is more than ${buffer.describe()} holds`);
     }
+    if (!runsWhole(rect)) checkSpan('readRect', rect, 'src', buffer);
     const giveBack = connection.session!.take('pendingBytes', bytes);
     const out = new Uint8Array(bytes);
-    const done = queue.readRect(buffer, out, rect).done;
-    done.then(giveBack, giveBack);
-    connection.reply(request.id, done, undefined, () => out);
+    const done = runsWhole(rect)
+      ? queue.readRect(buffer, out, rect).done
+      : this.rectInSlices(queue, buffer, packed(rect, 'dst'), 'readRect', (side, part) =>
+          side.readRect(buffer, out, part),
+        );
+    connection.reply(request.id, done, undefined, () => out, giveBack);
   }
 
   /** A copy from a buffer here to a buffer of the same client on another proxy, proxy to proxy. */
@@ -280,4 +304,9 @@ export class BulkTransfers {
     this.sideQueues.clear();
     return queues;
   }
+}
+
+/** `rect` with its host side (`side`) laid out packed, as the wire carries its rows. */
+function packed(rect: RectCopy, side: 'src' | 'dst'): RectCopy {
+  return { ...rect, [side]: { offset: 0, rowPitch: rect.width, slicePitch: rect.width * rect.height } };
 }

@@ -34,6 +34,27 @@ import type { Session } from './session.js';
  */
 const MAX_HELD_FRAMES = 4096;
 const MAX_HELD_BYTES = 64 * 1024 * 1024;
+/** Queues refused at creation whose error is kept for the requests that name them. */
+const MAX_QUEUE_REFUSALS = 256;
+
+/**
+ * Bytes of replies waiting to go to a client beyond which its requests are not read until they
+ * have gone (see `stopReading`). A queued reply costs the proxy its bytes and a write request
+ * besides (a few hundred bytes: 30-byte ping replies cost ten times their size), so the mark is
+ * low: a client that never reads holds about this much of the proxy's memory, and the OS's buffers.
+ */
+export const REPLY_BACKLOG_BYTES = 1024 * 1024;
+
+/**
+ * The least a frame in progress must gain per window (or the rest of it, when less is left):
+ * liveness counts bytes, so without it a client trickling a byte a second holds a 64 MiB frame
+ * (and the memory it is buffered in) for ever. The window is a sixth of the peer timeout
+ * (at least 1 s, at most 10 s): 10 s by default, and 16 KiB in 10 s is far below any network.
+ */
+export const MIN_FRAME_PROGRESS_BYTES = 16 * 1024;
+export function frameWindowMs(peerTimeoutMs: number): number {
+  return Math.min(10_000, Math.max(1000, Math.floor(peerTimeoutMs / 6)));
+}
 
 export class ProxyConnection {
   /** The client's session, once logged in (a peer link: the session of the client that granted it). */
@@ -51,12 +72,26 @@ export class ProxyConnection {
   private unanswered = 0;
   /** Closes a connection that has not logged in by then. */
   private readonly loginDeadline: NodeJS.Timeout;
+  /** After login: closes the connection when a frame in progress stops coming (MIN_FRAME_PROGRESS_BYTES). */
+  private progressWatch: NodeJS.Timeout | undefined;
+  /**
+   * While the client does not read its replies (more than REPLY_BACKLOG_BYTES wait to go), its
+   * requests are not read either: what it makes the proxy hold is bounded by that mark, not by
+   * how fast it sends.
+   */
+  private readingPaused = false;
+  /** Gives back the pending bytes counted for the frame being received (its payload is buffered here). */
+  private frameGiveBack: (() => void) | undefined;
+  /** A refused login waits out its delay (the server slows failing logins down): nothing more is read. */
+  refused = false;
   /** For a peer proxy's link: the one buffer of the client's session it may write into. */
   granted: number | undefined;
   get attached(): boolean {
     return this.granted !== undefined;
   }
   readonly queues = new Map<number, Queue>();
+  /** Queues refused at creation, by client id, and why (see refusedQueue). */
+  private readonly queueRefusals = new Map<number, OffloadError>();
   /** The client's id of each of those queues, by the proxy queue's own id (print lines name the latter). */
   readonly clientQueueIds = new Map<number, number>();
   readonly events = new Map<number, Event>();
@@ -78,7 +113,7 @@ export class ProxyConnection {
     private readonly onClosed: () => void = () => {},
   ) {
     transport.onFrame = (frame) => this.onFrame(frame);
-    transport.payloadSink = (meta, length) => this.bulk.chunkTarget(meta, length);
+    transport.payloadSink = (meta, length) => this.payloadTarget(meta, length);
     transport.onClose = () => void this.closed();
     transport.limits = LOGIN_LIMITS;
     // Request 0 is the connection itself: its error says why the proxy closes it.
@@ -99,9 +134,53 @@ export class ProxyConnection {
     return this.session !== undefined || this.loggingIn;
   }
 
-  /** The login was accepted: the login deadline no longer applies. */
+  /** The login was accepted: the login deadline no longer applies, the frame progress rule does. */
   loggedInNow(): void {
     clearTimeout(this.loginDeadline);
+    this.watchProgress();
+  }
+
+  /**
+   * Where a frame's payload lands: in device memory for a streamed write's chunk; else it is
+   * buffered here until the frame is whole, and counted meanwhile as the session's pending bytes
+   * (and the proxy's memory): over the quota, the connection is closed with OUT_OF_MEMORY.
+   */
+  private payloadTarget(meta: Record<string, unknown>, length: number): Uint8Array | undefined {
+    const target = this.bulk.chunkTarget(meta, length);
+    if (target !== undefined || !this.session) return target;
+    try {
+      this.frameGiveBack = this.session.take('pendingBytes', length);
+    } catch (error) {
+      this.refuse(0, error as OffloadError);
+    }
+    return undefined;
+  }
+
+  /** Checks each window that a frame in progress gained MIN_FRAME_PROGRESS_BYTES (or its rest); closes the connection if not. */
+  private watchProgress(): void {
+    const windowMs = frameWindowMs(this.directory.peerTimeoutMs);
+    let frames = -1;
+    let received = 0;
+    this.progressWatch = setInterval(() => {
+      const { transport } = this;
+      const progress = this.readingPaused ? undefined : transport.frameInProgress?.();
+      const count = transport.stats.framesReceived;
+      if (progress && count === frames) {
+        const gained = progress.received - received;
+        if (gained < Math.min(MIN_FRAME_PROGRESS_BYTES, progress.total - received)) {
+          return this.refuse(
+            0,
+            errors.protocol(
+              `a frame of ${progress.total} bytes gained ${gained} bytes in ${windowMs} ms (${progress.received} so far); ` +
+                `a frame must keep coming at ${MIN_FRAME_PROGRESS_BYTES} bytes per ${windowMs} ms at least`,
+            ),
+          );
+        }
+      }
+      frames = count;
+      received = progress?.received ?? 0;
+    }, windowMs);
+    this.progressWatch.unref();
   }
 
   /** A peer link's login: it works in `session`, and may write into its buffer `buffer` only. */
@@ -117,7 +196,9 @@ export class ProxyConnection {
    */
   send(frame: ProxyFrame | ReplyFrame, payload?: Uint8Array): boolean {
     try {
-      return this.transport.send(frame, payload);
+      const room = this.transport.send(frame, payload);
+      if (!room || (this.transport.queuedBytes?.() ?? 0) > REPLY_BACKLOG_BYTES) this.stopReading();
+      return room;
     } catch (error) {
       this.transport.close(
         new OffloadError('PROTOCOL', `a ${quoted(frame.op)} frame could not be sent: ${messageOf(error)}`, {
@@ -126,6 +207,18 @@ export class ProxyConnection {
       );
       return true;
     }
+  }
+
+  /** Stops reading the client's requests until every reply sent so far has gone to the OS. */
+  private stopReading(): void {
+    const { transport } = this;
+    if (this.readingPaused || !transport.pauseReading) return;
+    this.readingPaused = true;
+    transport.pauseReading();
+    void transport.flushed().then(() => {
+      this.readingPaused = false;
+      if (!this.refused) transport.resumeReading?.();
+    });
   }
 
   /** Answers request `id` with `error` and closes the connection. */
@@ -138,18 +231,27 @@ export class ProxyConnection {
   /**
    * Sends the reply of request `id` when `result` settles. The last of the client's requests
    * answered, its next one may follow at once: the transport is told to expect it (TCP polls a
-   * while instead of sleeping).
+   * while instead of sleeping). `gone`: called once the reply has left for the OS (the memory
+   * of its payload is free then), or at once when it failed.
    */
-  reply<T>(id: number, result: Promise<T>, fields?: (value: T) => ReplyBody, payload?: () => Uint8Array): void {
+  reply<T>(
+    id: number,
+    result: Promise<T>,
+    fields?: (value: T) => ReplyBody,
+    payload?: () => Uint8Array,
+    gone?: () => void,
+  ): void {
     this.unanswered++;
     result.then(
       (value) => {
         // No spread for the common reply, which has no fields (a launch's): it is every request's.
         this.send(fields ? { op: 'reply', id, ...fields(value) } : { op: 'reply', id }, payload?.());
+        if (gone) void this.transport.flushed().then(gone);
         this.answered();
       },
       (error: unknown) => {
         this.send({ op: 'reply', id, error: toWireError(error) });
+        gone?.();
         this.answered();
       },
     );
@@ -165,6 +267,10 @@ export class ProxyConnection {
   }
 
   private onFrame(frame: Frame): void {
+    // The frame is whole: its payload is counted from here as its request counts it.
+    this.frameGiveBack?.();
+    this.frameGiveBack = undefined;
+    if (this.refused) return;
     // Chunks feed a write already accepted, in their own order: they never wait.
     if (this.held && frame.meta.op !== 'chunk') {
       this.heldBytes += frame.payload.byteLength;
@@ -289,8 +395,19 @@ export class ProxyConnection {
 
   queue(id: number): Queue {
     const queue = this.queues.get(id);
-    if (!queue) throw errors.invalidArgument(`queue ${id} does not exist on this connection`);
+    if (!queue)
+      throw this.queueRefusals.get(id) ?? errors.invalidArgument(`queue ${id} does not exist on this connection`);
     return queue;
+  }
+
+  /**
+   * Queue `id` was not made (over --quota-queues): requests naming it fail with `error`, not as
+   * naming no queue. The latest MAX_QUEUE_REFUSALS are remembered.
+   */
+  refusedQueue(id: number, error: OffloadError): void {
+    if (this.queueRefusals.size >= MAX_QUEUE_REFUSALS)
+      this.queueRefusals.delete(this.queueRefusals.keys().next().value!);
+    this.queueRefusals.set(id, error);
   }
 
   ownerOnly(what: string): void {
@@ -299,6 +416,9 @@ export class ProxyConnection {
 
   private async closed(): Promise<void> {
     clearTimeout(this.loginDeadline);
+    clearInterval(this.progressWatch);
+    this.frameGiveBack?.();
+    this.frameGiveBack = undefined;
     try {
       await this.release();
     } finally {

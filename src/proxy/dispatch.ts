@@ -14,6 +14,7 @@ import { isKernelOf, kernelKey } from '../protocol/kernel-key.js';
 import type { LoadedKernelInfo, Request, RequestOf } from '../protocol/messages.js';
 import type { ProxyConnection } from './connection.js';
 import { parking } from './parking.js';
+import { checkSpan, inSlices, runsWhole } from './rect-slices.js';
 import type { Session } from './session.js';
 
 /** What a peer link may do: make its own queues and write into the buffer it was granted. */
@@ -65,7 +66,13 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
     case 'queue': {
       if (connection.queues.has(request.queue)) throw errors.invalidArgument(`queue ${request.queue} exists already`);
       const device = connection.device(request.device);
-      session.take('queues');
+      try {
+        session.take('queues');
+      } catch (error) {
+        // Its client learns of it at the queue's first operation: that one fails with this error.
+        connection.refusedQueue(request.queue, error as OffloadError);
+        throw error;
+      }
       const queue = device.queue();
       connection.queues.set(request.queue, queue);
       connection.clientQueueIds.set(queue.id, request.queue);
@@ -156,10 +163,22 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
         src: { offset: request.srcOffset, rowPitch: request.srcRowPitch, slicePitch: request.srcSlicePitch },
         dst: { offset: request.dstOffset, rowPitch: request.dstRowPitch, slicePitch: request.dstSlicePitch },
       };
-      return connection.reply(
-        id,
-        connection.queue(request.queue).copyRect(session.buffer(request.dst), session.buffer(request.src), rect).done,
+      const queue = connection.queue(request.queue);
+      const [dst, src] = [session.buffer(request.dst), session.buffer(request.src)];
+      if (runsWhole(rect)) return connection.reply(id, queue.copyRect(dst, src, rect).done);
+      // Many rows: in slices, so that the proxy's other clients are served meanwhile.
+      checkSpan('copyRect', rect, 'src', src);
+      checkSpan('copyRect', rect, 'dst', dst);
+      const done = inSlices(
+        queue,
+        rect,
+        (side, part) => side.copyRect(dst, src, part),
+        connection.directory.launchTimeoutMs,
+        `a copyRect of ${height * depth} rows`,
       );
+      dst.use(done);
+      src.use(done);
+      return connection.reply(id, done);
     }
     case 'memory-info':
       return connection.reply(id, memoryInfo(connection, request, session), (info) => ({ ...info }));

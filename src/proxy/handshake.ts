@@ -23,7 +23,7 @@ export interface SessionDirectory {
   /**
    * Checks a login from `peer`, by token (compared in constant time) or by write grant: the
    * session a grant belongs to and its buffer, or the error to answer (a wrong token, a grant that
-   * does not exist, too many failures from that address lately).
+   * does not exist). A right token is never refused, however many wrong ones came before.
    */
   login(
     peer: string,
@@ -40,6 +40,8 @@ export interface SessionDirectory {
     traced?: boolean,
   ): Promise<Session>;
   close(session: Session): Promise<void>;
+  /** How long a failed login from `peer` waits before it is answered (failing logins are slowed down, never locked out). */
+  failedLoginDelayMs(peer: string): number;
   /** A new write grant for buffer `buffer` of `session` (kept in session.grants too). */
   grant(session: Session, buffer: number): string;
   revoke(session: Session, buffer: number): void;
@@ -71,7 +73,13 @@ export function hello(connection: ProxyConnection, request: RequestOf<'hello'>):
   const { id, version, token, grant } = request;
   const { transport, directory } = connection;
   const login = directory.login(transport.peer, { token, grant });
-  if (login instanceof OffloadError) return connection.refuse(id, login);
+  if (login instanceof OffloadError) {
+    // Answered late, and nothing more is read meanwhile: a flood of guesses costs its sender time.
+    connection.refused = true;
+    transport.pauseReading?.();
+    setTimeout(() => connection.refuse(id, login), directory.failedLoginDelayMs(transport.peer));
+    return;
+  }
   if (version !== PROTOCOL_VERSION) {
     throw errors.protocol(`protocol version ${version} is not supported; this proxy speaks ${PROTOCOL_VERSION}`);
   }

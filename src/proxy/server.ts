@@ -6,8 +6,10 @@
  * Ownership: the server owns its runtime (start() makes it) and its listener; `shutdown()`
  * closes the listener and every connection, frees every session and shuts the runtime down.
  */
-import { Tracer } from '../runtime/trace.js';
+import { MAX_REMOTE_EVENTS, Tracer } from '../runtime/trace.js';
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { errors, type OffloadError } from '../errors.js';
 import { Offload, type Runtime } from '../api/runtime.js';
 import type { KernelPrint } from '../runtime/options.js';
@@ -47,7 +49,8 @@ export interface ProxyServerOptions {
   runtime?: Omit<RuntimeOptions, 'proxies' | 'token'>;
   /**
    * The longest any client's launch may run, in milliseconds (a client's own limit applies when
-   * it is shorter): one client's endless loop cannot hold a shared device forever.
+   * it is shorter): one client's endless loop cannot hold a shared device forever. Default
+   * DEFAULT_LAUNCH_TIMEOUT_MS; 0: no limit.
    */
   launchTimeoutMs?: number;
   /** Connections served at once (default 256); more are closed at once. At most a quarter of them may be still logging in. */
@@ -68,6 +71,8 @@ export interface ProxyServerOptions {
 }
 
 const DEFAULT_MAX_CONNECTIONS = 256;
+/** A proxy's launch time limit unless told otherwise: two minutes (also what bounds a sliced rectangle copy). */
+export const DEFAULT_LAUNCH_TIMEOUT_MS = 120_000;
 /** The shortest token a proxy accepts: shorter ones can be guessed. */
 export const MIN_TOKEN_BYTES = 16;
 
@@ -80,11 +85,42 @@ export function checkToken(token: string): void {
     );
   }
 }
-/** Failed logins from one address within LOGIN_WINDOW_MS after which it is refused until the window ends. */
-const MAX_FAILED_LOGINS = 10;
-const LOGIN_WINDOW_MS = 60_000;
+/**
+ * Failing logins are slowed down, never locked out: a wrong token (or grant) from an address
+ * is answered FAILURE_DELAY_STEP_MS later for each failure from there within FAILURE_WINDOW_MS,
+ * at most MAX_FAILURE_DELAY_MS. A flood of wrong logins from an address its legitimate clients
+ * share so costs the flood time, and never refuses a right token; guessing a token of 128 bits
+ * or more stays infeasible at any rate.
+ */
+const FAILURE_DELAY_STEP_MS = 100;
+const MAX_FAILURE_DELAY_MS = 3000;
+const FAILURE_WINDOW_MS = 60_000;
 /** Addresses whose failures are remembered at once (the oldest are forgotten first). */
 const MAX_REMEMBERED_ADDRESSES = 10_000;
+
+/**
+ * Files the proxy keeps for itself besides its connections (standard streams, the listener,
+ * worker threads' pipes, files it reads): a connection takes one, and a peer link it opens
+ * another, so --max-connections is fitted to (file limit - FILES_KEPT) / 2.
+ */
+const FILES_KEPT = 64;
+
+/** The soft limit of open files of this process (Linux: /proc/self/limits), or undefined where it cannot be read. */
+export function openFileLimit(): number | undefined {
+  try {
+    const line = /^Max open files\s+(\d+|unlimited)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+    return line && line[1] !== 'unlimited' ? Number(line[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The connections a proxy serves at most: `asked` (default 256), fitted to the file limit. */
+export function fitConnections(asked: number | undefined, fileLimit = openFileLimit()): number {
+  const wanted = asked ?? DEFAULT_MAX_CONNECTIONS;
+  if (fileLimit === undefined) return wanted;
+  return Math.max(1, Math.min(wanted, Math.floor((fileLimit - FILES_KEPT) / 2)));
+}
 
 function digest(text: string): Buffer {
   return createHash('sha256').update(text).digest();
@@ -94,6 +130,8 @@ function digest(text: string): Buffer {
 export interface ProxyStats {
   sessions: number;
   connections: number;
+  /** Connections served at most (--max-connections fitted to the file limit). */
+  maxConnections: number;
   /** Queues clients made (and the proxy's own per-connection queues for chunked transfers), and any queue the runtime holds. */
   queues: number;
   buffers: number;
@@ -108,18 +146,22 @@ export interface ProxyStats {
   /** The JS heap in use, and memory outside it (ArrayBuffers, wasm memories) that V8 tracks. */
   heapUsedBytes: number;
   externalBytes: number;
+  /** The longest the proxy's event loop was held since the last stats (or its start), in ms (a 10 ms resolution). */
+  eventLoopDelayMaxMs: number;
 }
 
 export class ProxyServer implements SessionDirectory {
   private readonly sessions = new Set<Session>();
-  /** Every live write grant, and whose buffer it opens. */
+  /** Every live write grant (by its digest: looking one up says nothing of the grants), and whose buffer it opens. */
   private readonly grants = new Map<string, { session: Session; buffer: number }>();
   private readonly peers: ReadonlySet<string> | 'any';
   private readonly transports = new Set<Transport>();
   private readonly connections = new Set<ProxyConnection>();
   /** Failed logins per address (host, without the port): how many since when. */
   private readonly failures = new Map<string, { count: number; since: number }>();
-  private readonly maxConnections: number;
+  /** Connections served at once: --max-connections fitted to the process's file limit. */
+  readonly maxConnections: number;
+  private readonly loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
   private readonly tokenDigest: Buffer;
   private listener: Listener | undefined;
   private closing: Promise<void> | undefined;
@@ -144,9 +186,11 @@ export class ProxyServer implements SessionDirectory {
     this.peerTimeoutMs = options.peerTimeoutMs ?? peerTimeoutFromEnv(process.env, DEFAULT_CLIENT_TIMEOUT_MS);
     this.quotas = { ...DEFAULT_QUOTAS, ...options.quotas };
     this.memory = new ProxyMemory(options.proxyMemoryBytes ?? defaultProxyMemoryBytes());
-    this.launchTimeoutMs = options.launchTimeoutMs;
+    const limit = options.launchTimeoutMs ?? DEFAULT_LAUNCH_TIMEOUT_MS;
+    this.launchTimeoutMs = limit > 0 ? limit : undefined;
     this.loginTimeoutMs = options.loginTimeoutMs ?? LOGIN_DEADLINE_MS;
-    this.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+    this.maxConnections = fitConnections(options.maxConnections);
+    this.loopDelay.enable();
     // Digests have equal lengths, so timingSafeEqual compares them without leaking the length.
     this.tokenDigest = digest(token);
   }
@@ -198,8 +242,18 @@ export class ProxyServer implements SessionDirectory {
   private accept(transport: Transport): void {
     if (this.closing) return transport.close();
     // Caps, so that neither many clients nor many silent sockets take every file descriptor. A
-    // flood of sockets that never log in pushes out the oldest of them, not the next client.
-    if (this.connections.size >= this.maxConnections) {
+    // flood of sockets that never log in pushes out the oldest of them, never a client that has
+    // logged in nor the next one: at most a quarter of the slots are for connections logging in.
+    // Refused logins waiting out their delay go first: they are closed anyway.
+    const loggingIn = [...this.connections]
+      .filter((connection) => !connection.loggedIn)
+      .sort((a, b) => Number(b.refused) - Number(a.refused));
+    if (
+      loggingIn.length > 0 &&
+      (this.connections.size >= this.maxConnections || loggingIn.length >= Math.max(1, this.maxConnections / 4))
+    )
+      loggingIn[0]!.close(errors.protocol('too many connections are logging in; the oldest is closed'));
+    else if (this.connections.size >= this.maxConnections) {
       const full = errors.protocol(
         `the proxy serves ${this.maxConnections} connections at most (offload proxy --max-connections); try again later`,
       );
@@ -207,9 +261,6 @@ export class ProxyServer implements SessionDirectory {
       transport.send(refusal);
       return transport.close(full);
     }
-    const loggingIn = [...this.connections].filter((connection) => !connection.loggedIn);
-    if (loggingIn.length >= Math.max(1, this.maxConnections / 4))
-      loggingIn[0]!.close(errors.protocol('too many connections are logging in; the oldest is closed'));
     this.transports.add(transport);
     const connection = new ProxyConnection(transport, this.runtime, this, new PeerLinks(this.peerTls), () => {
       this.transports.delete(transport);
@@ -218,17 +269,25 @@ export class ProxyServer implements SessionDirectory {
     this.connections.add(connection);
   }
 
+  /** The longest the event loop was held since the last call (or the start), in ms; starts a new measurement. */
+  takeEventLoopDelay(): number {
+    const max = this.loopDelay.max / 1e6;
+    this.loopDelay.reset();
+    return max;
+  }
+
   /**
    * What the proxy holds now, for operators and leak tests (`kill -USR2` on `offload proxy`
    * prints it): its clients' sessions and what they made, its devices' own counts, its memory.
    */
-  stats(): ProxyStats {
+  stats(eventLoopDelayMaxMs = this.takeEventLoopDelay()): ProxyStats {
     const sessions = [...this.sessions.values()];
     const devices = this.runtime.devices.map((device) => ({ device: device.id, ...device.plugin.census?.() }));
     const count = (of: (session: Session) => number): number => sessions.reduce((sum, session) => sum + of(session), 0);
-    return {
+    const stats: ProxyStats = {
       sessions: sessions.length,
       connections: this.connections.size,
+      maxConnections: this.maxConnections,
       queues: [...this.connections].reduce((sum, connection) => sum + connection.queueCount, this.runtime.queuesHeld),
       buffers: count((session) => session.buffers.size),
       images: count((session) => session.images.size),
@@ -238,31 +297,27 @@ export class ProxyServer implements SessionDirectory {
       ...(({ rss, heapUsed, external }) => ({ rssBytes: rss, heapUsedBytes: heapUsed, externalBytes: external }))(
         process.memoryUsage(),
       ),
+      eventLoopDelayMaxMs,
     };
+    return stats;
   }
 
   login(
     peer: string,
     credentials: { token?: string; grant?: string },
   ): OffloadError | { grant?: { session: Session; buffer: number } } {
-    const address = peer.replace(/:\d+$/, '');
-    const now = Date.now();
-    let failed = this.failures.get(address);
-    if (failed && now - failed.since > LOGIN_WINDOW_MS) {
-      this.failures.delete(address);
-      failed = undefined;
-    }
-    if (failed && failed.count >= MAX_FAILED_LOGINS) {
-      const wait = Math.ceil((failed.since + LOGIN_WINDOW_MS - now) / 1000);
-      return errors.unauthorized(
-        `too many failed logins from ${address} (${failed.count} within ${LOGIN_WINDOW_MS / 1000} s); try again in ${wait} s`,
-      );
-    }
     if (credentials.grant !== undefined) {
-      const grant = this.grants.get(credentials.grant);
+      const grant = this.grants.get(digest(credentials.grant).toString('base64'));
       if (grant) return { grant };
     } else if (credentials.token !== undefined && timingSafeEqual(digest(credentials.token), this.tokenDigest)) {
       return {};
+    }
+    const address = peer.replace(/:\d+$/, '');
+    const now = Date.now();
+    let failed = this.failures.get(address);
+    if (failed && now - failed.since > FAILURE_WINDOW_MS) {
+      this.failures.delete(address);
+      failed = undefined;
     }
     if (!failed) {
       if (this.failures.size >= MAX_REMEMBERED_ADDRESSES) this.failures.delete(this.failures.keys().next().value!);
@@ -274,9 +329,14 @@ export class ProxyServer implements SessionDirectory {
     );
   }
 
+  failedLoginDelayMs(peer: string): number {
+    const failed = this.failures.get(peer.replace(/:\d+$/, ''));
+    return failed ? Math.min(MAX_FAILURE_DELAY_MS, FAILURE_DELAY_STEP_MS * failed.count) : 0;
+  }
+
   grant(session: Session, buffer: number): string {
     const grant = randomBytes(24).toString('base64url');
-    this.grants.set(grant, { session, buffer });
+    this.grants.set(digest(grant).toString('base64'), { session, buffer });
     session.grants.set(buffer, grant);
     return grant;
   }
@@ -285,7 +345,7 @@ export class ProxyServer implements SessionDirectory {
     const grant = session.grants.get(buffer);
     if (grant === undefined) return;
     session.grants.delete(buffer);
-    this.grants.delete(grant);
+    this.grants.delete(digest(grant).toString('base64'));
   }
 
   get peerList(): readonly string[] | 'any' {
@@ -309,7 +369,8 @@ export class ProxyServer implements SessionDirectory {
     hostCall: (call: HostCall) => Promise<number>,
     traced = false,
   ): Promise<Session> {
-    const tracer = traced ? new Tracer(undefined) : undefined;
+    // At most what a client takes of a proxy's trace: a traced session's memory stays bounded.
+    const tracer = traced ? new Tracer(undefined, MAX_REMOTE_EVENTS) : undefined;
     const session = new Session(
       client,
       await this.runtime.createContext({ print, hostCall, tracer }),
@@ -339,6 +400,7 @@ export class ProxyServer implements SessionDirectory {
       await Promise.all([...this.sessions.values()].map((session) => this.close(session)));
       await this.runtime.shutdown();
       this.listener?.end();
+      this.loopDelay.disable();
     })();
     return this.closing;
   }

@@ -130,9 +130,10 @@ export class Session {
     }
     const cost = PROXY_BYTES[what] * amount;
     if (cost > 0 && this.memory.held + cost > this.memory.limit) {
+      // Says nothing of what the other clients hold: only that the proxy as a whole is full.
       throw errors.outOfMemory(
-        `the proxy holds ${this.memory.held} bytes of its own memory for its clients; ${what} of ${amount} would take ${cost} more, ` +
-          `past its limit of ${this.memory.limit} (offload proxy --proxy-memory)`,
+        `${what} of ${amount} would take ${cost} bytes more of the proxy's own memory, which its clients together have filled ` +
+          `past its limit of ${this.memory.limit} (offload proxy --proxy-memory); try again once some is freed`,
       );
     }
     this.usage[what] += amount;

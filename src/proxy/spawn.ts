@@ -33,6 +33,8 @@ export interface SpawnProxyOptions {
   args?: string[];
   /** Where to listen (default `127.0.0.1:0`: any free port). */
   listen?: string;
+  /** A command node runs under, with its arguments (e.g. `['prlimit', '--nofile=200']`); default none. */
+  launcher?: string[];
   timeoutMs?: number;
 }
 
@@ -69,9 +71,11 @@ function started(options: SpawnProxyOptions, tokenFile: string): Promise<Spawned
   const listen = options.listen ?? '127.0.0.1:0';
   // --exit-with-parent: the proxy ends when its standard input closes, which the kernel does when
   // this process ends, however it ends (SIGKILL included), so no proxy outlives its parent.
+  const [command, ...prefix] = [...(options.launcher ?? []), process.execPath];
   const child = spawn(
-    process.execPath,
+    command,
     [
+      ...prefix,
       ...options.cli,
       'proxy',
       '--listen',

@@ -56,10 +56,30 @@ export class Tracer {
   private readonly onExit = () => this.write();
   private readonly clocks: ClockAlignment[] = [];
   private dropped = 0;
+  /** Spans kept, and those not kept because `maxSpans` were kept already. */
+  private spans = 0;
+  private overflow = 0;
 
-  /** `file` undefined: events are only kept (a proxy's, for its client to fetch). */
-  constructor(readonly file: string | undefined) {
+  /**
+   * `file` undefined: events are only kept (a proxy's, for its client to fetch). `maxSpans`: the
+   * spans kept at most (the first ones; later ones are counted as dropped), so that a long-lived
+   * traced session holds bounded memory (a span is a few hundred bytes).
+   */
+  constructor(
+    readonly file: string | undefined,
+    private readonly maxSpans = Infinity,
+  ) {
     if (file !== undefined) process.once('exit', this.onExit);
+  }
+
+  /** Keeps a span, unless `maxSpans` are kept already. */
+  private span(event: TraceEvent): void {
+    if (this.spans >= this.maxSpans) {
+      this.overflow++;
+      return;
+    }
+    this.spans++;
+    this.events.push(event);
   }
 
   /** Microseconds since the epoch on this process's clock (what `ts` holds). */
@@ -118,7 +138,7 @@ export class Tracer {
     const ts = this.now();
     return {
       end: (failed = false) =>
-        this.events.push({
+        this.span({
           name,
           cat: category,
           ph: 'X',
@@ -153,7 +173,7 @@ export class Tracer {
       const end = this.now();
       const start = Math.max(enqueued, this.queueEnds.get(key) ?? 0);
       this.queueEnds.set(key, end);
-      this.events.push({
+      this.span({
         name,
         cat: 'queue',
         ph: 'X',
@@ -188,6 +208,6 @@ export class Tracer {
     const metadata = this.events.filter((event) => event.ph === 'M');
     const spans = this.events.filter((event) => event.ph !== 'M');
     const kept = spans.slice(0, Math.max(0, limit - metadata.length));
-    return { events: [...metadata, ...kept], dropped: spans.length - kept.length };
+    return { events: [...metadata, ...kept], dropped: spans.length - kept.length + this.overflow };
   }
 }

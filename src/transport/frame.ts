@@ -241,6 +241,15 @@ export class FrameDecoder {
     );
   }
 
+  /**
+   * The frame being received, once its prefix is read: its bytes so far (what is buffered
+   * counts) and its whole size; undefined between frames.
+   */
+  progress(): { received: number; total: number } | undefined {
+    if (this.metaLength < 0) return undefined;
+    return { received: this.pending, total: PREFIX_BYTES + this.metaLength + this.payloadLength };
+  }
+
   private readPrefix(prefix: Uint8Array): void {
     const magic = readU32(prefix, 0);
     const compact = magic === COMPACT_MAGIC && this.codec() !== undefined;

@@ -159,6 +159,22 @@ class TcpTransport implements Transport {
     return this.socket.writableLength < HIGH_WATER_BYTES;
   }
 
+  pauseReading(): void {
+    if (!this.isClosed) this.socket.pause();
+  }
+
+  resumeReading(): void {
+    if (!this.isClosed) this.socket.resume();
+  }
+
+  queuedBytes(): number {
+    return this.socket.writableLength;
+  }
+
+  frameInProgress(): { received: number; total: number } | undefined {
+    return this.receiver.progress();
+  }
+
   expectSoon(): void {
     if (!this.isClosed) pollForAWhile();
   }

@@ -48,6 +48,20 @@ export interface Transport {
    * does so for a while (TCP: the poll window, OFFLOAD_POLL_US).
    */
   expectSoon?(): void;
+  /**
+   * Optional: stops reading from the peer until `resumeReading` (its frames wait in the OS's
+   * buffers, and then in the peer's): a proxy whose replies are not being read stops taking
+   * requests until they are. Frames already read are still handed out.
+   */
+  pauseReading?(): void;
+  resumeReading?(): void;
+  /** Optional: bytes sent and not yet handed to the OS (a peer that does not read lets them pile up). */
+  queuedBytes?(): number;
+  /**
+   * Optional: how far the frame being received has come (its bytes so far, of `total`), or
+   * undefined between frames: a receiver can close a peer that trickles a frame.
+   */
+  frameInProgress?(): { received: number; total: number } | undefined;
   /** Optional: where incoming payloads should land (see PayloadSink); set before frames arrive. */
   payloadSink?: PayloadSink;
   /** Optional: the largest frame taken from the peer now (default FRAME_LIMITS); checked per frame. */
@@ -100,6 +114,11 @@ export class FrameReceiver {
     this.decoder.add(bytes);
     this.handOut(borrowed ? bytes.buffer : undefined);
     if (borrowed) this.decoder.ownBuffered();
+  }
+
+  /** See FrameDecoder.progress. */
+  progress(): { received: number; total: number } | undefined {
+    return this.decoder.progress();
   }
 
   /** See FrameDecoder.directTarget: where the next read may land with no copy. */

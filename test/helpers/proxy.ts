@@ -23,6 +23,8 @@ export interface ProxyOptions {
   args?: string[];
   /** Where to listen (default 127.0.0.1, any free port). */
   listen?: string;
+  /** A command the proxy's node runs under (e.g. `['prlimit', '--nofile=200']`). */
+  launcher?: string[];
 }
 
 export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProcess> {
@@ -32,6 +34,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProce
     token,
     args: options.args,
     listen: options.listen,
+    launcher: options.launcher,
     env: {
       ...process.env,
       OFFLOAD_HOST_THREADS: String(options.threads ?? 2),

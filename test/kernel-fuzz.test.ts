@@ -89,59 +89,73 @@ const CORPUS: { name: string; body: string; grid: FuzzKernel['grid']; inputs: In
 
 const skip = await webgpuSkipReason();
 
-describe('the differential kernel fuzzer: generated kernels agree on the host and the WebGPU device', { skip, timeout: 1_500_000 }, () => {
-  let runtime: Runtime;
-  let dir: string;
+describe(
+  'the differential kernel fuzzer: generated kernels agree on the host and the WebGPU device',
+  { skip, timeout: 1_500_000 },
+  () => {
+    let runtime: Runtime;
+    let dir: string;
 
-  before(async () => {
-    runtime = await Offload.init({
-      host: { threads: 2, memoryBytes: 16 * 1024 * 1024 },
-      webgpu: { fallback: true },
-      proxies: [],
+    before(async () => {
+      runtime = await Offload.init({
+        host: { threads: 2, memoryBytes: 16 * 1024 * 1024 },
+        webgpu: { fallback: true },
+        proxies: [],
+      });
+      dir = await fuzzDirectory();
     });
-    dir = await fuzzDirectory();
-  });
 
-  after(async () => {
-    await runtime?.shutdown();
-    if (dir) await rm(dir, { recursive: true, force: true });
-  });
+    after(async () => {
+      await runtime?.shutdown();
+      if (dir) await rm(dir, { recursive: true, force: true });
+    });
 
-  it('keeps every mismatch found agreeing (the corpus)', async () => {
-    const kernels = CORPUS.map((entry) => kernelFromText(entry.name, entry.body, entry.grid));
-    const report = await runBatch(runtime, dir, 'corpus', kernels, (kernel) => CORPUS.find((entry) => entry.name === kernel.name)!.inputs);
-    assert.equal(report.translated, CORPUS.length, `declined: ${[...report.declined.keys()].join('; ')}`);
-    assert.deepEqual(report.mismatches.map(formatMismatch), []);
-  });
-
-  it(`runs ${KERNELS} seeded kernels with 0 mismatches, counting the declined ones`, async () => {
-    const generator = new KernelGenerator(SEED);
-    let generated = 0;
-    let translated = 0;
-    let trapped = 0;
-    const declined = new Map<string, number>();
-    for (let first = 0; first < KERNELS; first += BATCH) {
-      const kernels = Array.from({ length: Math.min(BATCH, KERNELS - first) }, (_, i) => generator.kernel(`k${first + i}`));
-      const report = await runBatch(runtime, dir, `batch${first}`, kernels, (kernel) =>
-        randomInputs(SEED + Number(kernel.name.slice(1))),
+    it('keeps every mismatch found agreeing (the corpus)', async () => {
+      const kernels = CORPUS.map((entry) => kernelFromText(entry.name, entry.body, entry.grid));
+      const report = await runBatch(
+        runtime,
+        dir,
+        'corpus',
+        kernels,
+        (kernel) => CORPUS.find((entry) => entry.name === kernel.name)!.inputs,
       );
-      generated += report.generated;
-      translated += report.translated;
-      trapped += report.trapped;
-      for (const [reason, n] of report.declined) declined.set(reason, (declined.get(reason) ?? 0) + n);
-      if (report.mismatches.length > 0) {
-        const mismatch = report.mismatches[0]!;
-        const kernel = kernels.find((candidate) => candidate.name === mismatch.kernel)!;
-        const small = (await shrink(runtime, dir, kernel, mismatch.inputs, 6)) ?? mismatch;
-        assert.fail(`${report.mismatches.length} mismatch(es) in kernels ${first}..; the first, shrunk:\n${formatMismatch(small)}`);
+      assert.equal(report.translated, CORPUS.length, `declined: ${[...report.declined.keys()].join('; ')}`);
+      assert.deepEqual(report.mismatches.map(formatMismatch), []);
+    });
+
+    it(`runs ${KERNELS} seeded kernels with 0 mismatches, counting the declined ones`, async () => {
+      const generator = new KernelGenerator(SEED);
+      let generated = 0;
+      let translated = 0;
+      let trapped = 0;
+      const declined = new Map<string, number>();
+      for (let first = 0; first < KERNELS; first += BATCH) {
+        const kernels = Array.from({ length: Math.min(BATCH, KERNELS - first) }, (_, i) =>
+          generator.kernel(`k${first + i}`),
+        );
+        const report = await runBatch(runtime, dir, `batch${first}`, kernels, (kernel) =>
+          randomInputs(SEED + Number(kernel.name.slice(1))),
+        );
+        generated += report.generated;
+        translated += report.translated;
+        trapped += report.trapped;
+        for (const [reason, n] of report.declined) declined.set(reason, (declined.get(reason) ?? 0) + n);
+        if (report.mismatches.length > 0) {
+          const mismatch = report.mismatches[0]!;
+          const kernel = kernels.find((candidate) => candidate.name === mismatch.kernel)!;
+          const small = (await shrink(runtime, dir, kernel, mismatch.inputs, 6)) ?? mismatch;
+          assert.fail(
+            `${report.mismatches.length} mismatch(es) in kernels ${first}..; the first, shrunk:\n${formatMismatch(small)}`,
+          );
+        }
       }
-    }
-    const summary = `${generated} generated, ${translated} translated, ${trapped} trapped on the host device; declined: ${
-      [...declined].map(([reason, n]) => `${n} x ${reason}`).join('; ') || 'none'
-    }`;
-    console.log(summary);
-    assert.equal(generated, KERNELS);
-    // The generator keeps to the subset: most kernels translate (a note is a finding to read, not a failure).
-    assert.ok(translated >= KERNELS * 0.9, summary);
-  });
-});
+      const summary = `${generated} generated, ${translated} translated, ${trapped} trapped on the host device; declined: ${
+        [...declined].map(([reason, n]) => `${n} x ${reason}`).join('; ') || 'none'
+      }`;
+      console.log(summary);
+      assert.equal(generated, KERNELS);
+      // The generator keeps to the subset: most kernels translate (a note is a finding to read, not a failure).
+      assert.ok(translated >= KERNELS * 0.9, summary);
+    });
+  },
+);

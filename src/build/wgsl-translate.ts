@@ -54,6 +54,13 @@ interface Value {
   words?: string;
   /** An untyped literal whose type came from its context (it may adopt the other operand's). */
   literal?: SyntaxNode;
+  /** A WGSL constant expression other than a literal (a cast literal): WGSL evaluates it when compiling. */
+  constant?: boolean;
+}
+
+/** Whether WGSL evaluates `value` when compiling (and refuses an overflow or a division by zero there). */
+function isConstant(value: Value): boolean {
+  return value.literal !== undefined || value.constant === true;
 }
 
 /**
@@ -194,7 +201,7 @@ function atRunTime(value: Value): Value {
 
 /** The arguments' code, the first computed at run time when all are constants (WGSL would evaluate, and may refuse, sqrt(-1.0)). */
 function atRunTimeIfConstant(values: Value[]): string[] {
-  const constant = values.every((value) => value.literal !== undefined);
+  const constant = values.every(isConstant);
   return values.map((value, i) => (constant && i === 0 ? atRunTime(value) : value).code);
 }
 
@@ -388,7 +395,13 @@ export function translateKernels(
   const calls = (texts: string[], name: string): boolean => texts.some((text) => text.includes(`${name}(`));
   const called = Object.keys(SUPPORT_FUNCTIONS).filter((name) => calls([...chunks, ...used], name));
   const support = Object.entries(SUPPORT_FUNCTIONS).flatMap(([name, code]) =>
-    called.includes(name) || calls(called.map((caller) => SUPPORT_FUNCTIONS[caller]!), name) ? [code] : [],
+    called.includes(name) ||
+    calls(
+      called.map((caller) => SUPPORT_FUNCTIONS[caller]!),
+      name,
+    )
+      ? [code]
+      : [],
   );
   return { wgsl: [...header, ...support, ...used, ...chunks].join('\n') + '\n', kernels: translated, notes };
 }
@@ -535,7 +548,12 @@ class FunctionTranslator {
     try {
       const text = this.statementAt(node, depth);
       const pad = '  '.repeat(depth);
-      return this.pending.at(-1)!.map((line) => `${pad}${line}\n`).join('') + text;
+      return (
+        this.pending
+          .at(-1)!
+          .map((line) => `${pad}${line}\n`)
+          .join('') + text
+      );
     } finally {
       this.pending.pop();
       this.depth--;
@@ -557,15 +575,11 @@ class FunctionTranslator {
   private hoist(node: SyntaxNode, code: string): void {
     const list = this.pending.at(-1);
     if (list === undefined)
-      return fail(node, 'needs a statement to evaluate lazily where WGSL takes only an expression (a top-level constant)');
+      return fail(
+        node,
+        'needs a statement to evaluate lazily where WGSL takes only an expression (a top-level constant)',
+      );
     list.push(code);
-  }
-
-  /** A fresh WGSL variable holding `value` (evaluated now, before what is translated next). */
-  private spill(node: SyntaxNode, value: Value): Value {
-    const name = `offload_e${this.temps++}`;
-    this.hoist(node, `let ${name} = ${value.code};`);
-    return { code: name, type: value.type, base: value.base };
   }
 
   private statementAt(node: SyntaxNode, depth: number): string {
@@ -603,7 +617,10 @@ class FunctionTranslator {
             ? this.collect(() => this.simpleStatement(node.incrementor as SyntaxNode))
             : undefined;
           if (step !== undefined && step.before.length > 0)
-            fail(node.incrementor as SyntaxNode, 'has a for-loop update that needs statements (a conditional with effects): move it into the body');
+            fail(
+              node.incrementor as SyntaxNode,
+              'has a for-loop update that needs statements (a conditional with effects): move it into the body',
+            );
           // A condition that needs statements first is checked at the top of the body, as WGSL's for does.
           const lazy = test !== undefined && test.before.length > 0;
           const condition = test === undefined || lazy ? '' : test.value;
@@ -767,7 +784,14 @@ class FunctionTranslator {
         if (isAssignment(node.operator as string)) return fail(node, 'uses an assignment inside an expression');
         const mark = this.effects;
         const left = this.expression(node.left as SyntaxNode, context);
-        return this.binary(node, node.operator as string, left, node.right as SyntaxNode, context, this.effects !== mark);
+        return this.binary(
+          node,
+          node.operator as string,
+          left,
+          node.right as SyntaxNode,
+          context,
+          this.effects !== mark,
+        );
       }
       case 'UnaryPrefix':
         return this.prefix(node, context);
@@ -800,10 +824,7 @@ class FunctionTranslator {
     let b = second.value;
     if (a.literal && !b.literal) a = literal(a.literal, b.type);
     if (b.literal && !a.literal) b = literal(b.literal, a.type);
-    if (
-      a.type !== b.type &&
-      !(isInteger(a.type) && isInteger(b.type) && unsignedness(a.type) === unsignedness(b.type))
-    )
+    if (a.type !== b.type && !(isInteger(a.type) && isInteger(b.type) && unsignedness(a.type) === unsignedness(b.type)))
       fail(node, `mixes ${a.type} and ${b.type}`);
     if (a.base !== b.base) fail(node, 'chooses between addresses of different pointers');
     if (this.effects === mark && first.before.length === 0 && second.before.length === 0)
@@ -867,7 +888,8 @@ class FunctionTranslator {
     context?: Ty,
     leftEffects = false,
   ): Value {
-    if (operator === 'Ampersand_Ampersand' || operator === 'Bar_Bar') return this.logical(node, operator, left, rightNode);
+    if (operator === 'Ampersand_Ampersand' || operator === 'Bar_Bar')
+      return this.logical(node, operator, left, rightNode);
     const queued = this.pending.at(-1)?.length ?? 0;
     let right = this.expression(rightNode, left.literal ? context : left.type);
     // The right operand needed statements first: a left operand with effects runs before them, as in wasm.
@@ -940,12 +962,13 @@ class FunctionTranslator {
         "computes an f32 remainder: AssemblyScript's is exact (fmod), WGSL's is x - y * trunc(x / y), which rounds",
       );
     // Two constants: WGSL would evaluate them when compiling and refuse an overflow or a division by zero.
-    if (left.literal && right.literal) left = atRunTime(left);
+    if (isConstant(left) && isConstant(right)) left = atRunTime(left);
     else if (
       (operator === 'Slash' || operator === 'Percent') &&
-      right.literal?.literalKind === 'Integer' &&
-      BigInt(right.literal.value as string) === 0n
+      isConstant(right) &&
+      !(right.literal?.literalKind === 'Integer' && BigInt(right.literal.value as string) !== 0n)
     )
+      // WGSL refuses a constant divisor of 0 (wasm traps when it runs).
       right = atRunTime(right);
     const lw = left.words ?? literalWords(left);
     const rw = right.words ?? literalWords(right);
@@ -976,7 +999,7 @@ class FunctionTranslator {
       case 'Minus': {
         if (operand.k === 'Literal') return literal(operand, context, true);
         let value = this.expression(operand, context);
-        if (value.literal) value = atRunTime(value);
+        if (isConstant(value)) value = atRunTime(value);
         if (value.base !== undefined) fail(node, 'negates an address');
         if (value.type === 'bool') fail(node, 'negates a bool');
         // WGSL has no unary minus on u32; AssemblyScript's wraps.
@@ -1005,7 +1028,8 @@ class FunctionTranslator {
     const small = SMALL_INTEGERS[typeName(node.toType as SyntaxNode)];
     if (small !== undefined) {
       // A cast to i8..u16 wraps to its width; the result computes on as an i32 or u32.
-      const value = this.expression(node.expression as SyntaxNode);
+      let value = this.expression(node.expression as SyntaxNode);
+      if (isConstant(value)) value = atRunTime(value);
       if (!isInteger(value.type) || value.base !== undefined)
         fail(node, `casts a ${value.base ? 'address' : value.type} to a small integer`);
       if (!small.signed)
@@ -1024,7 +1048,7 @@ class FunctionTranslator {
       (value.type === 'u32' && to === 'usize') ||
       (value.type === 'usize' && to === 'u32' && value.base === undefined)
     ) {
-      return { code: value.code, type: to, base: value.base, ...(value.literal ? { literal: value.literal } : {}) };
+      return { code: value.code, type: to, base: value.base, ...(isConstant(value) ? { constant: true } : {}) };
     }
     if (value.base !== undefined)
       return fail(node, `converts an address to ${to} (an address's value differs between devices)`);
@@ -1058,13 +1082,12 @@ class FunctionTranslator {
       return { code: f32Literal(MATHF_CONSTANTS[name]!), type: 'f32' };
     if (object.k === 'Identifier' && !this.lookup(object)) {
       // Constants as their literals (an operation on two of them is computed at run time, as for literals).
-      const integer = (value: string, type: Ty): Value => ({
-        ...literal({ k: 'Literal', literalKind: 'Integer', value, line: node.line } as SyntaxNode, type),
-      });
+      const integer = (value: string, type: Ty): Value =>
+        literal({ k: 'Literal', literalKind: 'Integer', value, line: node.line }, type);
       const float = (value: number): Value => ({
         code: f32Literal(value),
         type: 'f32',
-        literal: { k: 'Literal', literalKind: 'Float', value, line: node.line } as SyntaxNode,
+        literal: { k: 'Literal', literalKind: 'Float', value, line: node.line },
       });
       const limits: Record<string, Value> = {
         'i32.MAX_VALUE': integer('2147483647', 'i32'),
@@ -1487,7 +1510,7 @@ function literal(node: SyntaxNode, context?: Ty, negate = false): Value {
         `uses the float literal ${shown} where AssemblyScript computes in f64 (WGSL has no f64): give it an f32 context, as <f32>${shown}`,
       );
     if (!Number.isFinite(Math.fround(value))) return fail(node, `uses the literal ${value}, which f32 cannot hold`);
-    return { code: f32Literal(value), type: 'f32', literal: node };
+    return { code: f32Literal(value), type: 'f32', literal: negate ? { ...node, value } : node };
   }
   if (kind !== 'Integer')
     return fail(

@@ -150,13 +150,11 @@ export class KernelGenerator {
           const value = type === 'f32' ? this.float() : this.int(type);
           return stmt([value], ([e]) => `  ${name} ${compound} ${e};\n`);
         }
-        case 'store':
-        {
+        case 'store': {
           const at = slot('out', this.pick([0, 1, 2]));
           return stmt([this.int('i32')], ([e]) => `  store<i32>(${at}, ${e});\n`);
         }
-        case 'fstore':
-        {
+        case 'fstore': {
           const at = slot('fo', this.pick([0, 1, 2]));
           return stmt([this.float()], ([e]) => `  store<f32>(${at}, ${e});\n`);
         }
@@ -195,7 +193,8 @@ export class KernelGenerator {
             );
           return stmt(
             [bound, body],
-            ([n, s]) => `  {\n  let ${counter} = 0;\n  do {\n  ${counter}++;\n${s}  } while (${counter} < ((${n}) & 3));\n  }\n`,
+            ([n, s]) =>
+              `  {\n  let ${counter} = 0;\n  do {\n  ${counter}++;\n${s}  } while (${counter} < ((${n}) & 3));\n  }\n`,
           );
         }
         case 'break':
@@ -266,7 +265,9 @@ export class KernelGenerator {
       case 'fconvert':
         return op(type, [this.float(depth + 1, true)], ([e]) => `(<${type}>${e})`);
       case 'builtin': {
-        const name = this.pick(type === 'i32' ? ['clz', 'ctz', 'popcnt', 'abs', 'min', 'max'] : ['clz', 'ctz', 'popcnt', 'min', 'max']);
+        const name = this.pick(
+          type === 'i32' ? ['clz', 'ctz', 'popcnt', 'abs', 'min', 'max'] : ['clz', 'ctz', 'popcnt', 'min', 'max'],
+        );
         if (name === 'min' || name === 'max')
           return op(type, [sub(), sub()], ([l, r]) => `${name}<${type}>(${l}, ${r})`);
         return op(type, [sub()], ([e]) => `${name}<${type}>(${e})`);
@@ -293,7 +294,8 @@ export class KernelGenerator {
 
   private intLeaf(type: 'i32' | 'u32'): Node {
     const choice = this.pick(['literal', 'edge', 'var', 'var', 'param', 'grid', 'counter']);
-    if (choice === 'literal') return leaf(type, `(<${type}>${Math.floor(this.random() * 200) - (type === 'i32' ? 100 : 0)})`);
+    if (choice === 'literal')
+      return leaf(type, `(<${type}>${Math.floor(this.random() * 200) - (type === 'i32' ? 100 : 0)})`);
     if (choice === 'edge') return leaf(type, `(<${type}>${this.pick(type === 'i32' ? INT_EDGES : U32_EDGES)})`);
     if (choice === 'param') return leaf(type, type === 'i32' ? 'a' : 'b');
     if (choice === 'grid') {
@@ -348,12 +350,19 @@ export class KernelGenerator {
         );
       }
       default:
-        return op('f32', [this.int('i32', depth + 1)], ([e]) => `load<f32>(pf + ((<usize>${e} & ${INPUTS - 1}) << 2))`, true);
+        return op(
+          'f32',
+          [this.int('i32', depth + 1)],
+          ([e]) => `load<f32>(pf + ((<usize>${e} & ${INPUTS - 1}) << 2))`,
+          true,
+        );
     }
   }
 
   private floatLeaf(exact = false): Node {
-    const choice = this.pick(exact ? ['literal', 'edge', 'param', 'load'] : ['literal', 'edge', 'var', 'param', 'load']);
+    const choice = this.pick(
+      exact ? ['literal', 'edge', 'param', 'load'] : ['literal', 'edge', 'var', 'param', 'load'],
+    );
     if (choice === 'literal') return leaf('f32', `(<f32>${(Math.floor(this.random() * 64) - 32) / 4})`);
     if (choice === 'edge') return leaf('f32', `(<f32>${this.pick(F32_EDGES)})`);
     if (choice === 'param') return leaf('f32', 'c');
@@ -492,7 +501,13 @@ async function run(
   const sizes = [inputs.pi.byteLength, inputs.pf.byteLength, outInit.byteLength, foInit.byteLength, accInit.byteLength];
   const buffers = await Promise.all(sizes.map((bytes) => device.alloc(bytes)));
   try {
-    const [pi, pf, out, fo, acc] = buffers as [typeof buffers[0], typeof buffers[0], typeof buffers[0], typeof buffers[0], typeof buffers[0]];
+    const [pi, pf, out, fo, acc] = buffers as [
+      (typeof buffers)[0],
+      (typeof buffers)[0],
+      (typeof buffers)[0],
+      (typeof buffers)[0],
+      (typeof buffers)[0],
+    ];
     q.write(pi, inputs.pi);
     q.write(pf, inputs.pf);
     q.write(out, outInit);
@@ -580,18 +595,35 @@ export async function runBatch(
   const translated = new Set(image?.info.kernels?.map((kernel) => kernel.name) ?? []);
   const declined = new Map<string, number>();
   for (const note of built.notes) declined.set(note.reason, (declined.get(note.reason) ?? 0) + 1);
-  const report: BatchReport = { generated: kernels.length, translated: translated.size, declined, trapped: 0, mismatches: [] };
+  const report: BatchReport = {
+    generated: kernels.length,
+    translated: translated.size,
+    declined,
+    trapped: 0,
+    mismatches: [],
+  };
   const library = await runtime.register(built.path);
   const source = fileSource(kernels);
   try {
     // A translation WGSL refuses fails the whole image: that kernel is a mismatch, the others run in a new bundle.
     const first = kernels.find((kernel) => translated.has(kernel.name));
-    const loaded = first && (await gpu.kernel(library, first.name).then(() => '', (error: Error) => error.message));
+    const loaded =
+      first &&
+      (await gpu.kernel(library, first.name).then(
+        () => '',
+        (error: Error) => error.message,
+      ));
     if (first && loaded) {
       const text = new TextDecoder().decode(image!.bytes);
       const culprit = culpritOf(loaded, text) ?? first.name;
       const kernel = kernels.find((candidate) => candidate.name === culprit)!;
-      const rest = await runBatch(runtime, dir, `${label}x`, kernels.filter((candidate) => candidate !== kernel), inputsOf);
+      const rest = await runBatch(
+        runtime,
+        dir,
+        `${label}x`,
+        kernels.filter((candidate) => candidate !== kernel),
+        inputsOf,
+      );
       rest.generated++;
       rest.translated++;
       rest.mismatches.unshift({
@@ -626,7 +658,13 @@ export async function runBatch(
       }
       const differs = 'trap' in got ? `the WebGPU device trapped: ${got.trap}` : difference(expected, got);
       if (differs !== '')
-        report.mismatches.push({ kernel: kernel.name, source: kernelOnly(source, kernel.name), grid: kernel.grid, inputs, difference: differs });
+        report.mismatches.push({
+          kernel: kernel.name,
+          source: kernelOnly(source, kernel.name),
+          grid: kernel.grid,
+          inputs,
+          difference: differs,
+        });
     }
   } finally {
     await library.unregister();
@@ -663,7 +701,11 @@ function smaller(kernel: FuzzKernel): FuzzKernel[] {
       if (kid.kind === 'expr') {
         for (const grand of kid.kids) if (grand.kind === 'expr' && grand.type === kid.type) out.push(withKid(grand));
         if (kid.kids.length > 0 && kid.type !== undefined)
-          out.push(withKid(leaf(kid.type, kid.type === 'bool' ? 'false' : kid.type === 'f32' ? '(<f32>0.0)' : `(<${kid.type}>0)`)));
+          out.push(
+            withKid(
+              leaf(kid.type, kid.type === 'bool' ? 'false' : kid.type === 'f32' ? '(<f32>0.0)' : `(<${kid.type}>0)`),
+            ),
+          );
       }
       visit(kid, withKid);
     });

@@ -269,7 +269,7 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
     await rejectsWith(
       gpu.kernel(library, 'scale_f64'),
       'INCOMPATIBLE_IMAGE',
-      /device \d+ can run \(it runs \[wgsl\]\): kernels\.ts:\d+: kernel 'scale_f64' is not translated to WGSL .*it has parameter 'a' of type f64 \(WGSL has no f64\)/,
+      /device \d+ can run \(it runs \[wgsl\]\): test\/fixtures\/kernels\.ts:\d+: kernel 'scale_f64' is not translated to WGSL .*it has parameter 'a' of type f64 \(WGSL has no f64\)/,
     );
     await rejectsWith(gpu.kernel(library, 'no_such_kernel'), 'NOT_FOUND', /no_such_kernel/);
     await host.kernel(library, 'scale_f64');

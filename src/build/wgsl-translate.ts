@@ -914,7 +914,7 @@ class FunctionTranslator {
       if (left.base !== undefined || right.base !== undefined) fail(node, 'shifts an address');
       // WGSL shifts by a u32; its operands are unary expressions (hence the parentheses everywhere).
       // wasm shifts by the count's low 5 bits, as WGSL does at run time; WGSL refuses a constant count of 32 or more.
-      if (left.literal && right.literal) left = atRunTime(left);
+      if (isConstant(left) && isConstant(right)) left = atRunTime(left);
       // A count the kernel computes is masked too: WGSL refuses 32 or more where it can evaluate it early (from the overrides).
       const amount = right.literal
         ? `${BigInt.asUintN(5, BigInt(right.literal.value as string))}u`

@@ -74,9 +74,23 @@ const CORPUS: { name: string; body: string; grid: FuzzKernel['grid']; inputs: In
   {
     // min/max of a NaN: NaN in wasm, the other operand on lavapipe.
     name: 'nan_min_max',
-    body: '  vf = c - c;\n  vf = vf / vf;\n  vi = Mathf.min(vf, <f32>1.0) != Mathf.min(vf, <f32>1.0) ? 1 : 2;\n  vj = max(vf, <f32>-1.0) == <f32>-1.0 ? 3 : 4;\n',
+    body: '  vf = c - c;\n  vf = vf / vf;\n  vi = <i32>Mathf.min(vf, <f32>1.0);\n  vj = <i32>max(vf, <f32>-1.0);\n',
     grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
     inputs: inputsWith(0, 0, 2),
+  },
+  {
+    // A shift of two cast constants: WGSL evaluated it when compiling and refused the sign change.
+    name: 'constant_cast_shift',
+    body: '  vi = (<i32>-9) << (<i32>31);\n  vj = <i32>(<i8>(<i32>65535));\n',
+    grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
+    inputs: inputsWith(3, 4, 0),
+  },
+  {
+    // A negated f32 literal retyped by its neighbour (select()'s arms) lost its sign.
+    name: 'negative_float_literal',
+    body: '  vf = (b < (<u32>2)) ? (<f32>-5.75) : (<f32>-1.5);\n  vi = max(load<f32>(pf + 8), (<f32>-0.75)) < (<f32>0.0) ? 1 : 2;\n',
+    grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
+    inputs: inputsWith(3, 4, 0),
   },
   {
     // && with an atomic on its right: runs only when the left operand holds.

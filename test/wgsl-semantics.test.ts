@@ -77,6 +77,12 @@ export function float_round(x: f32, y: f32, out: usize): void {
   store<f32>(out, x * y, 4);
   store<f32>(out, x / y, 8);
 }
+// Truthiness of an f32 (neither 0 nor NaN), int to f32, and a transcendental.
+export function float_misc(x: f32, i: i32, out: usize): void {
+  store<i32>(out, x ? 1 : 2);
+  store<f32>(out, <f32>i, 4);
+  store<f32>(out, Mathf.sin(x), 8);
+}
 // Integer division: wasm traps on a zero divisor and on i32.MIN_VALUE / -1.
 export function divide(x: i32, y: i32, out: usize): void {
   store<i32>(out, x / y);
@@ -227,6 +233,20 @@ describe('WGSL semantics: what wasm and the translation compute, row by row', { 
     assert.equal(asF32(tiny.expected[1]!), 2 ** -130);
     assert.ok([0, 2 ** -130].includes(asF32(tiny.got[1]!)), `got ${asF32(tiny.got[1]!)}`);
     assert.equal(f32Bits(2 ** -130), tiny.expected[1]);
+  });
+
+  it('tests an f32 for truth as AssemblyScript does, converts ints to f32 and computes Mathf within rounding', async () => {
+    for (const x of [Number.NaN, 0, -0, 1.5, -2]) {
+      const { expected, got } = await both('float_misc', [x, 5], 3);
+      assert.equal(got[0], expected[0], `truthiness of ${x}`);
+      assert.equal(expected[0], x && !Number.isNaN(x) ? 1 : 2);
+      assert.equal(asF32(got[1]!), 5);
+      if (!Number.isNaN(x)) assert.ok(Math.abs(asF32(got[2]!) - asF32(expected[2]!)) <= 1e-6, `sin(${x})`);
+    }
+    // Above 2^24 an int rounds to an f32 neighbour: to nearest even in wasm, either one in WGSL.
+    const { expected, got } = await both('float_misc', [1, 16777217], 3);
+    assert.equal(asF32(expected[1]!), 16777216);
+    assert.ok([16777216, 16777218].includes(asF32(got[1]!)));
   });
 
   it('traps on an integer division by zero or of i32.MIN_VALUE by -1; the WebGPU device gives x / 0 = x, x % 0 = 0', async () => {

@@ -24,7 +24,8 @@ import {
 import { webgpuSkipReason } from './helpers/webgpu.js';
 
 const SEED = 20261128;
-const KERNELS = 2000;
+/** How many kernels the seeded run generates (OFFLOAD_FUZZ_KERNELS overrides, for a longer or shorter run). */
+const KERNELS = Number(process.env.OFFLOAD_FUZZ_KERNELS ?? 2000);
 const BATCH = 250;
 
 /** Inputs with the scalars given and the arrays of a seed. */

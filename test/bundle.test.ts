@@ -234,6 +234,21 @@ test('an unknown param type is INCOMPATIBLE_IMAGE naming the type, parameter and
   );
 });
 
+test('translation notes round-trip, and a malformed one is INCOMPATIBLE_IMAGE naming it', { timeout: 60_000 }, () => {
+  const note = { kernel: 'sum_i64', file: 'k.ts', line: 3, reason: 'has parameter a of type i64' };
+  assert.deepEqual(decodeBundle(bundleWithManifest((m) => (m.notes = [note]))).manifest.notes, [note]);
+  assertOffloadError(
+    () => decodeBundle(bundleWithManifest((m) => (m.notes = [{ ...note, line: 'three' }]))),
+    'INCOMPATIBLE_IMAGE',
+    /invalid note 0 in manifest/,
+  );
+  assertOffloadError(
+    () => decodeBundle(bundleWithManifest((m) => (m.notes = 'none'))),
+    'INCOMPATIBLE_IMAGE',
+    /invalid field 'notes' in manifest/,
+  );
+});
+
 test('an image range outside the payload is INCOMPATIBLE_IMAGE naming the image', { timeout: 60_000 }, () => {
   const beyond = bundleWithManifest((m) => (m.images[1].offset = 1000));
   assertOffloadError(() => decodeBundle(beyond), 'INCOMPATIBLE_IMAGE', /image 1 lies outside the payload/);

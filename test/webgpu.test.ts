@@ -265,9 +265,32 @@ describe('WebGPU device', { skip, timeout: 120_000 }, () => {
     }
     assert.deepEqual(results[1], results[0]);
     assert.equal(results[0]![8], 4);
-    // A kernel the wgsl image lacks (no f64 in WGSL) is NOT_FOUND on the GPU, there on the host.
-    await rejectsWith(gpu.kernel(library, 'scale_f64'), 'NOT_FOUND', /scale_f64/);
+    // A kernel the build did not translate (no f64 in WGSL) fails on the GPU quoting the build's note; it runs on the host.
+    await rejectsWith(
+      gpu.kernel(library, 'scale_f64'),
+      'INCOMPATIBLE_IMAGE',
+      /device \d+ can run \(it runs \[wgsl\]\): test\/fixtures\/kernels\.ts:\d+: kernel 'scale_f64' is not translated to WGSL .*it has parameter 'a' of type f64 \(WGSL has no f64\)/,
+    );
+    await rejectsWith(gpu.kernel(library, 'no_such_kernel'), 'NOT_FOUND', /no_such_kernel/);
     await host.kernel(library, 'scale_f64');
+    await library.unregister();
+  });
+
+  it("fails a kernel of a bundle with no WGSL image with INCOMPATIBLE_IMAGE quoting the build's note", async () => {
+    const bundle = await buildFiles(dir, {
+      'only_f64.ts': 'export function halve(x: usize): void {\n  store<f64>(x, load<f64>(x) / 2);\n}\n',
+    });
+    const library = await runtime.register(bundle);
+    await rejectsWith(
+      gpu.kernel(library, 'halve'),
+      'INCOMPATIBLE_IMAGE',
+      /only_f64\.ts:2: kernel 'halve' is not translated to WGSL .*: it stores a f64, which WGSL has no type for/,
+    );
+    await rejectsWith(
+      gpu.kernel(library, 'other'),
+      'INCOMPATIBLE_IMAGE',
+      /has no image device \d+ can run: it has \[wasm\]/,
+    );
     await library.unregister();
   });
 

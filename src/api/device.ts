@@ -1,4 +1,5 @@
-import { asOffloadError, errors } from '../errors.js';
+import { OffloadError, asOffloadError, errors } from '../errors.js';
+import { formatTranslationNote } from '../image/manifest.js';
 import {
   MEMORY_KINDS,
   type DeviceInfo,
@@ -91,8 +92,26 @@ export class Device {
     }
     if (typeof name !== 'string')
       throw errors.invalidArgument(`kernel: name must be a string, got ${describe(name)}`, this.id);
-    const image = await this.context.registry.image(library.record, this.plugin, this.id);
+    // A kernel the build could not translate to WGSL: on a device that runs only WGSL, the build's note says why.
+    const note = this.info.imageFormats.includes('wasm')
+      ? undefined
+      : library.record.bundle.manifest.notes?.find((candidate) => candidate.kernel === name);
+    const untranslated = (cause?: unknown): OffloadError =>
+      errors.incompatibleImage(
+        `kernel '${name}' of library '${library.name}' has no image device ${this.id} can run (it runs [${this.info.imageFormats.join(', ')}]): ${formatTranslationNote(note!)}`,
+        this.id,
+        cause,
+      );
+    let image;
+    try {
+      image = await this.context.registry.image(library.record, this.plugin, this.id);
+    } catch (error) {
+      if (note !== undefined && error instanceof OffloadError && error.code === 'INCOMPATIBLE_IMAGE')
+        throw untranslated(error);
+      throw error;
+    }
     const loaded = image.kernels.get(name);
+    if (!loaded && note !== undefined) throw untranslated();
     if (!loaded) {
       const known = [...image.kernels.keys()].join(', ') || 'none';
       throw errors.notFound(`library '${library.name}' has no kernel '${name}' (it has: ${known})`, this.id);

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { OffloadError, errors } from '../errors.js';
 import { BUNDLE_EXTENSION, decodeBundle, encodeBundle } from '../image/bundle.js';
-import type { EntryInfo, ImageInfo, Manifest } from '../image/manifest.js';
+import { formatTranslationNote, type EntryInfo, type ImageInfo, type Manifest } from '../image/manifest.js';
 import {
   ASYNCIFY_EXPORTS,
   BARRIER_IMPORT,
@@ -216,7 +216,7 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
     });
   }
   const bundle = encodeBundle(
-    { name, images: images.map((image) => image.info), entries },
+    { name, images: images.map((image) => image.info), entries, ...(notes.length > 0 ? { notes } : {}) },
     images.map((image) => image.bytes),
   );
   // The manifest as written: encodeBundle places each image (its offset in the payload).
@@ -246,10 +246,8 @@ export async function buildBundle(options: BuildOptions): Promise<BuildResult> {
   return { path: file, manifest, bundle, wrappers, notes };
 }
 
-/** A note as the build prints it: `file:line: kernel 'name' runs on wasm devices only: why`. */
-export function formatNote(note: TranslationNote): string {
-  return `${note.file}:${note.line}: kernel '${note.kernel}' is not translated to WGSL (it runs on wasm devices only): it ${note.reason}`;
-}
+/** A note as the build prints it: `file:line: kernel 'name' is not translated to WGSL (...): it <reason>`. */
+export const formatNote: (note: TranslationNote) => string = formatTranslationNote;
 
 /** Compiles the AssemblyScript sources into the bundle's wasm image. */
 async function buildWasmImage(files: string[], name: string, options: BuildOptions) {

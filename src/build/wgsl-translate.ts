@@ -14,15 +14,10 @@
  * kernel stays on the devices that run wasm.
  */
 import type { ConstantSyntax, FunctionSyntax, KernelSignature, SyntaxNode } from './compiler-job.js';
+import type { TranslationNote } from '../image/manifest.js';
 import { TEAM_MEMORY_OVERRIDE } from './wgsl-kernels.js';
 
-/** Why a kernel stays wasm-only: where (file:line as shown) and what. */
-export interface TranslationNote {
-  kernel: string;
-  file: string;
-  line: number;
-  reason: string;
-}
+export type { TranslationNote };
 
 export interface Translation {
   /** The WGSL module of the translated kernels ('' when none translates). */
@@ -59,6 +54,13 @@ interface Value {
   words?: string;
   /** An untyped literal whose type came from its context (it may adopt the other operand's). */
   literal?: SyntaxNode;
+  /** A WGSL constant expression other than a literal (a cast literal): WGSL evaluates it when compiling. */
+  constant?: boolean;
+}
+
+/** Whether WGSL evaluates `value` when compiling (and refuses an overflow or a division by zero there). */
+function isConstant(value: Value): boolean {
+  return value.literal !== undefined || value.constant === true;
 }
 
 /**
@@ -88,7 +90,8 @@ export const DEVICE_FUNCTIONS: Record<
     type: 'i32',
     args: ['i32'],
     optional: 1,
-    wgsl: ([d]) => `i32(${axis(`vec3u(${TRANSLATED_THREADS_XYZ.join(', ')})`, d)})`,
+    // Computed at run time: an expression of override constants alone is evaluated, and may be refused, when the pipeline is made.
+    wgsl: ([d]) => `offload_i32(i32(${axis(`vec3u(${TRANSLATED_THREADS_XYZ.join(', ')})`, d)}))`,
   },
   barrier: { type: 'void', args: [], wgsl: () => 'workgroupBarrier()' },
   hostCall: { unsupported: 'a GPU cannot wait for the program in the middle of a dispatch' },
@@ -163,6 +166,49 @@ const ATOMIC_RMW: Record<string, string> = {
   xor: 'atomicXor',
   xchg: 'atomicExchange',
 };
+
+/**
+ * WGSL functions that make the translation compute what wasm computes (docs/wgsl-abi.md,
+ * "Semantics"), emitted into a module that calls them.
+ */
+const SUPPORT_FUNCTIONS: Record<string, string> = {
+  // NaN tested on the bits: lavapipe (and other drivers' fast math) fold `x != x` to false.
+  offload_is_nan: 'fn offload_is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }',
+  // AssemblyScript's truthiness of an f32 (neither zero nor NaN), evaluating it once.
+  offload_truthy_f32: 'fn offload_truthy_f32(x: f32) -> bool { return x != 0.0f && !offload_is_nan(x); }',
+  // wasm's f32.min and f32.max: NaN when either is NaN, and -0 below +0 (WGSL leaves both open).
+  offload_min_f32:
+    'fn offload_min_f32(a: f32, b: f32) -> f32 { if (offload_is_nan(a) || offload_is_nan(b)) { return bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b) | 0x7fc00000u); } if (a == b) { return bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b)); } return min(a, b); }',
+  offload_max_f32:
+    'fn offload_max_f32(a: f32, b: f32) -> f32 { if (offload_is_nan(a) || offload_is_nan(b)) { return bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b) | 0x7fc00000u); } if (a == b) { return bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)); } return max(a, b); }',
+  // wasm's saturating i32.trunc_sat_f32_s/u (AssemblyScript's <i32>x, <u32>x): NaN is 0, out of range clamps.
+  offload_f32_to_i32:
+    'fn offload_f32_to_i32(x: f32) -> i32 { if (offload_is_nan(x)) { return 0i; } if (x >= 2147483648.0f) { return 2147483647i; } if (x <= -2147483648.0f) { return i32(-2147483648); } return i32(x); }',
+  offload_f32_to_u32:
+    'fn offload_f32_to_u32(x: f32) -> u32 { if (offload_is_nan(x) || x <= -1.0f) { return 0u; } if (x >= 4294967296.0f) { return 4294967295u; } return u32(x); }',
+  // A value WGSL computes when the kernel runs: an operation on two constants would be evaluated by
+  // the WGSL compiler, which refuses what wasm computes (an overflow wraps, a division by zero traps at run time).
+  offload_i32: 'fn offload_i32(x: i32) -> i32 { return x; }',
+  offload_u32: 'fn offload_u32(x: u32) -> u32 { return x; }',
+  offload_f32: 'fn offload_f32(x: f32) -> f32 { return x; }',
+};
+
+/** A value computed when the kernel runs (see SUPPORT_FUNCTIONS.offload_i32). */
+function atRunTime(value: Value): Value {
+  if (value.type === 'bool' || value.type === 'void') return value;
+  return { code: `offload_${wgslType(value.type)}(${value.code})`, type: value.type };
+}
+
+/** The arguments' code, the first computed at run time when all are constants (WGSL would evaluate, and may refuse, sqrt(-1.0)). */
+function atRunTimeIfConstant(values: Value[]): string[] {
+  const constant = values.every(isConstant);
+  return values.map((value, i) => (constant && i === 0 ? atRunTime(value) : value).code);
+}
+
+/** The WGSL function computing a math builtin on `type`: min and max of f32 as wasm's. */
+function mathName(wgsl: string, type: Ty): string {
+  return type === 'f32' && (wgsl === 'min' || wgsl === 'max') ? `offload_${wgsl}_f32` : wgsl;
+}
 
 /** Sizes and value types of what load<T>/store<T> can move. */
 const MEMORY_TYPES: Record<string, { bytes: 1 | 2 | 4; type: Ty; signed: boolean }> = {
@@ -345,7 +391,19 @@ export function translateKernels(
     if (!options.teamMemoryDeclared) header.push(`override ${TEAM_MEMORY_OVERRIDE}: u32 = 16;`);
     header.push(`var<workgroup> ${TEAM_MEMORY_WORDS}: array<u32, ${TEAM_MEMORY_OVERRIDE} / 4u>;`);
   }
-  return { wgsl: [...header, ...used, ...chunks].join('\n') + '\n', kernels: translated, notes };
+  // The support functions the kernels call, and those these call (offload_is_nan, which comes first).
+  const calls = (texts: string[], name: string): boolean => texts.some((text) => text.includes(`${name}(`));
+  const called = Object.keys(SUPPORT_FUNCTIONS).filter((name) => calls([...chunks, ...used], name));
+  const support = Object.entries(SUPPORT_FUNCTIONS).flatMap(([name, code]) =>
+    called.includes(name) ||
+    calls(
+      called.map((caller) => SUPPORT_FUNCTIONS[caller]!),
+      name,
+    )
+      ? [code]
+      : [],
+  );
+  return { wgsl: [...header, ...support, ...used, ...chunks].join('\n') + '\n', kernels: translated, notes };
 }
 
 /** Translates one function: a kernel (an entry point with its bindings) or a helper (a WGSL function). */
@@ -358,6 +416,17 @@ class FunctionTranslator {
   private depth = 0;
   /** The top-level constants being inlined, innermost last. */
   private readonly inlining: string[] = [];
+  /**
+   * Statements that must run before the expression being translated (a conditional with effects
+   * becomes an `if` that sets a variable): one list per statement or arm being translated, innermost last.
+   */
+  private readonly pending: string[][] = [];
+  /**
+   * How many constructs that have an effect or could trap under wasm (memory accesses, atomics,
+   * calls of kernel functions) were translated so far: an expression is free of them when this
+   * count did not move while translating it.
+   */
+  private effects = 0;
 
   constructor(
     private readonly fn: FunctionSyntax,
@@ -475,11 +544,42 @@ class FunctionTranslator {
   private statement(node: SyntaxNode, depth: number): string {
     if (++this.depth > MAX_DEPTH)
       fail(node, `nests expressions and statements deeper than ${MAX_DEPTH} (WGSL compilers may refuse deeper)`);
+    this.pending.push([]);
     try {
-      return this.statementAt(node, depth);
+      const text = this.statementAt(node, depth);
+      const pad = '  '.repeat(depth);
+      return (
+        this.pending
+          .at(-1)!
+          .map((line) => `${pad}${line}\n`)
+          .join('') + text
+      );
     } finally {
+      this.pending.pop();
       this.depth--;
     }
+  }
+
+  /** Translates with a list of its own for the statements it needs first; returns both. */
+  private collect<T>(translate: () => T): { value: T; before: string[] } {
+    this.pending.push([]);
+    try {
+      const value = translate();
+      return { value, before: this.pending.at(-1)! };
+    } finally {
+      this.pending.pop();
+    }
+  }
+
+  /** Runs `code` before the expression being translated (within the statement that holds it). */
+  private hoist(node: SyntaxNode, code: string): void {
+    const list = this.pending.at(-1);
+    if (list === undefined)
+      return fail(
+        node,
+        'needs a statement to evaluate lazily where WGSL takes only an expression (a top-level constant)',
+      );
+    list.push(code);
   }
 
   private statementAt(node: SyntaxNode, depth: number): string {
@@ -512,16 +612,37 @@ class FunctionTranslator {
             hoisted = (init.declarations as SyntaxNode[]).map((d) => `${pad}  ${this.variable(d)};\n`).join('');
           else if (init?.k === 'Expression') head = this.simpleStatement(init.expression as SyntaxNode);
           else if (init) fail(init, 'has a for-loop initializer WGSL cannot express');
-          const condition = node.condition ? this.condition(node.condition as SyntaxNode) : '';
-          const update = node.incrementor ? this.simpleStatement(node.incrementor as SyntaxNode) : '';
-          const loop = `for (${head}; ${condition}; ${update}) {\n${this.block(node.body as SyntaxNode, depth + (hoisted ? 2 : 1))}`;
+          const test = node.condition ? this.collect(() => this.condition(node.condition as SyntaxNode)) : undefined;
+          const step = node.incrementor
+            ? this.collect(() => this.simpleStatement(node.incrementor as SyntaxNode))
+            : undefined;
+          if (step !== undefined && step.before.length > 0)
+            fail(
+              node.incrementor as SyntaxNode,
+              'has a for-loop update that needs statements (a conditional with effects): move it into the body',
+            );
+          // A condition that needs statements first is checked at the top of the body, as WGSL's for does.
+          const lazy = test !== undefined && test.before.length > 0;
+          const condition = test === undefined || lazy ? '' : test.value;
+          const check = lazy ? `${pad}  ${test.before.join(' ')} if (!(${test.value})) { break; }\n` : '';
+          const update = step?.value ?? '';
+          const loop = `for (${head}; ${condition}; ${update}) {\n${check}${this.block(node.body as SyntaxNode, depth + (hoisted ? 2 : 1))}`;
           return hoisted ? `${pad}{\n${hoisted}${pad}  ${loop}${pad}  }\n${pad}}\n` : `${pad}${loop}${pad}}\n`;
         });
-      case 'While':
-        return `${pad}while (${this.condition(node.condition as SyntaxNode)}) {\n${this.block(node.body as SyntaxNode, depth + 1)}${pad}}\n`;
-      case 'Do':
+      case 'While': {
+        const test = this.collect(() => this.condition(node.condition as SyntaxNode));
+        if (test.before.length === 0)
+          return `${pad}while (${test.value}) {\n${this.block(node.body as SyntaxNode, depth + 1)}${pad}}\n`;
+        // The statements the condition needs run before each check.
+        return `${pad}loop {\n${pad}  ${test.before.join(' ')} if (!(${test.value})) { break; }\n${this.block(node.body as SyntaxNode, depth + 1)}${pad}}\n`;
+      }
+      case 'Do': {
         // `continue` in the body goes to the continuing block, where the condition is checked: as in a do-while.
-        return `${pad}loop {\n${this.block(node.body as SyntaxNode, depth + 1)}${pad}  continuing {\n${pad}    break if !(${this.condition(node.condition as SyntaxNode)});\n${pad}  }\n${pad}}\n`;
+        const body = this.block(node.body as SyntaxNode, depth + 1);
+        const test = this.collect(() => this.condition(node.condition as SyntaxNode));
+        const before = test.before.length > 0 ? `${pad}    ${test.before.join(' ')}\n` : '';
+        return `${pad}loop {\n${body}${pad}  continuing {\n${before}${pad}    break if !(${test.value});\n${pad}  }\n${pad}}\n`;
+      }
       case 'Break':
       case 'Continue':
         if (node.label) fail(node, `uses a labelled ${node.k.toLowerCase()} (WGSL has no labels)`);
@@ -661,12 +782,15 @@ class FunctionTranslator {
         return this.assertion(node);
       case 'Binary': {
         if (isAssignment(node.operator as string)) return fail(node, 'uses an assignment inside an expression');
+        const mark = this.effects;
+        const left = this.expression(node.left as SyntaxNode, context);
         return this.binary(
           node,
           node.operator as string,
-          this.expression(node.left as SyntaxNode, context),
+          left,
           node.right as SyntaxNode,
           context,
+          this.effects !== mark,
         );
       }
       case 'UnaryPrefix':
@@ -676,12 +800,8 @@ class FunctionTranslator {
           node,
           `uses ${node.operator === 'Plus_Plus' ? '++' : '--'} inside an expression; write it as a statement`,
         );
-      case 'Ternary': {
-        const condition = truthy(this.expression(node.condition as SyntaxNode, 'bool'), node);
-        const [a, b] = this.unify(node, node.ifThen as SyntaxNode, node.ifElse as SyntaxNode, context);
-        if (a.base !== b.base) fail(node, 'chooses between addresses of different pointers');
-        return { code: `select(${b.code}, ${a.code}, ${condition})`, type: a.type, base: a.base };
-      }
+      case 'Ternary':
+        return this.conditional(node, context);
       case 'Call':
         return this.call(node, context, statement);
       case 'PropertyAccess':
@@ -689,6 +809,48 @@ class FunctionTranslator {
       default:
         return fail(node, `uses a ${describe(node)} expression, which the WGSL translation does not cover`);
     }
+  }
+
+  /**
+   * `c ? a : b` evaluates one arm, as AssemblyScript does: WGSL's select() (which evaluates both)
+   * only where neither arm has an effect or could trap under wasm, else an `if` that sets a variable.
+   */
+  private conditional(node: SyntaxNode, context: Ty | undefined): Value {
+    const condition = truthy(this.expression(node.condition as SyntaxNode, 'bool'), node);
+    const mark = this.effects;
+    const first = this.collect(() => this.expression(node.ifThen as SyntaxNode, context));
+    let a = first.value;
+    const second = this.collect(() => this.expression(node.ifElse as SyntaxNode, a.literal ? context : a.type));
+    let b = second.value;
+    if (a.literal && !b.literal) a = literal(a.literal, b.type);
+    if (b.literal && !a.literal) b = literal(b.literal, a.type);
+    if (a.type !== b.type && !(isInteger(a.type) && isInteger(b.type) && unsignedness(a.type) === unsignedness(b.type)))
+      fail(node, `mixes ${a.type} and ${b.type}`);
+    if (a.base !== b.base) fail(node, 'chooses between addresses of different pointers');
+    if (this.effects === mark && first.before.length === 0 && second.before.length === 0)
+      return { code: `select(${b.code}, ${a.code}, ${condition})`, type: a.type, base: a.base };
+    if (a.type === 'void') return fail(node, 'chooses between calls without a value');
+    const name = `offload_c${this.temps++}`;
+    const type = wgslType(a.type);
+    this.hoist(
+      node,
+      `var ${name}: ${type}; if (${condition}) { ${[...first.before, `${name} = ${a.code};`].join(' ')} } else { ${[...second.before, `${name} = ${b.code};`].join(' ')} }`,
+    );
+    return { code: name, type: a.type, base: a.base };
+  }
+
+  /**
+   * `a && b` and `a || b`: WGSL's && and || evaluate the right operand only when needed, as
+   * AssemblyScript does; one that needs statements first becomes an `if` around them.
+   */
+  private logical(node: SyntaxNode, operator: string, left: Value, rightNode: SyntaxNode): Value {
+    const test = truthy(left, node);
+    const right = this.collect(() => truthy(this.expression(rightNode, 'bool'), rightNode));
+    if (right.before.length === 0) return { code: `(${test} ${OPERATORS[operator]!} ${right.value})`, type: 'bool' };
+    const name = `offload_c${this.temps++}`;
+    const when = operator === 'Ampersand_Ampersand' ? name : `!${name}`;
+    this.hoist(node, `var ${name} = ${test}; if (${when}) { ${right.before.join(' ')} ${name} = ${right.value}; }`);
+    return { code: name, type: 'bool' };
   }
 
   /** A top-level constant, inlined: its initializer in its own scope (no locals), in its declared type. */
@@ -718,15 +880,28 @@ class FunctionTranslator {
   }
 
   /** Translates `left op right` (left already translated); `right` adopts left's type, or left a literal's. */
-  private binary(node: SyntaxNode, operator: string, left: Value, rightNode: SyntaxNode, context?: Ty): Value {
+  private binary(
+    node: SyntaxNode,
+    operator: string,
+    left: Value,
+    rightNode: SyntaxNode,
+    context?: Ty,
+    leftEffects = false,
+  ): Value {
+    if (operator === 'Ampersand_Ampersand' || operator === 'Bar_Bar')
+      return this.logical(node, operator, left, rightNode);
+    const queued = this.pending.at(-1)?.length ?? 0;
     let right = this.expression(rightNode, left.literal ? context : left.type);
+    // The right operand needed statements first: a left operand with effects runs before them, as in wasm.
+    if (leftEffects && (this.pending.at(-1)?.length ?? 0) > queued) {
+      const name = `offload_e${this.temps++}`;
+      this.pending.at(-1)!.splice(queued, 0, `let ${name} = ${left.code};`);
+      left = { code: name, type: left.type, base: left.base };
+    }
     if (left.literal && !right.literal && left.type !== right.type) left = literal(left.literal, right.type);
     const symbol = OPERATORS[operator];
     if (symbol === undefined)
       return fail(node, `uses the operator ${operator}, which the WGSL translation does not cover`);
-    if (operator === 'Ampersand_Ampersand' || operator === 'Bar_Bar') {
-      return { code: `(${truthy(left, node)} ${symbol} ${truthy(right, node)})`, type: 'bool' };
-    }
     if (left.type === 'f32' || right.type === 'f32' || left.type === 'bool' || right.type === 'bool') {
       if (left.type !== right.type) fail(node, `mixes ${left.type} and ${right.type} in '${symbol}'`);
     }
@@ -738,11 +913,12 @@ class FunctionTranslator {
       if (!isInteger(left.type) || !isInteger(right.type)) fail(node, `shifts a ${left.type} by a ${right.type}`);
       if (left.base !== undefined || right.base !== undefined) fail(node, 'shifts an address');
       // WGSL shifts by a u32; its operands are unary expressions (hence the parentheses everywhere).
+      // wasm shifts by the count's low 5 bits, as WGSL does at run time; WGSL refuses a constant count of 32 or more.
+      if (isConstant(left) && isConstant(right)) left = atRunTime(left);
+      // A count the kernel computes is masked too: WGSL refuses 32 or more where it can evaluate it early (from the overrides).
       const amount = right.literal
-        ? literal(right.literal, 'u32').code
-        : right.type === 'i32'
-          ? `u32(${right.code})`
-          : right.code;
+        ? `${BigInt.asUintN(5, BigInt(right.literal.value as string))}u`
+        : `(${right.type === 'i32' ? `u32(${right.code})` : right.code} & 31u)`;
       if (operator === 'GreaterThan_GreaterThan_GreaterThan' && left.type === 'i32')
         return { code: `bitcast<i32>(bitcast<u32>(${left.code}) >> ${amount})`, type: 'i32' };
       const code = `(${left.code} ${operator === 'LessThan_LessThan' ? '<<' : '>>'} ${amount})`;
@@ -780,6 +956,20 @@ class FunctionTranslator {
       }
     }
     if (COMPARISONS.has(operator)) return { code: `(${left.code} ${symbol} ${right.code})`, type: 'bool' };
+    if (operator === 'Percent' && type === 'f32')
+      fail(
+        node,
+        "computes an f32 remainder: AssemblyScript's is exact (fmod), WGSL's is x - y * trunc(x / y), which rounds",
+      );
+    // Two constants: WGSL would evaluate them when compiling and refuse an overflow or a division by zero.
+    if (isConstant(left) && isConstant(right)) left = atRunTime(left);
+    else if (
+      (operator === 'Slash' || operator === 'Percent') &&
+      isConstant(right) &&
+      !(right.literal?.literalKind === 'Integer' && BigInt(right.literal.value as string) !== 0n)
+    )
+      // WGSL refuses a constant divisor of 0 (wasm traps when it runs).
+      right = atRunTime(right);
     const lw = left.words ?? literalWords(left);
     const rw = right.words ?? literalWords(right);
     const words =
@@ -808,7 +998,8 @@ class FunctionTranslator {
     switch (node.operator) {
       case 'Minus': {
         if (operand.k === 'Literal') return literal(operand, context, true);
-        const value = this.expression(operand, context);
+        let value = this.expression(operand, context);
+        if (isConstant(value)) value = atRunTime(value);
         if (value.base !== undefined) fail(node, 'negates an address');
         if (value.type === 'bool') fail(node, 'negates a bool');
         // WGSL has no unary minus on u32; AssemblyScript's wraps.
@@ -837,7 +1028,8 @@ class FunctionTranslator {
     const small = SMALL_INTEGERS[typeName(node.toType as SyntaxNode)];
     if (small !== undefined) {
       // A cast to i8..u16 wraps to its width; the result computes on as an i32 or u32.
-      const value = this.expression(node.expression as SyntaxNode);
+      let value = this.expression(node.expression as SyntaxNode);
+      if (isConstant(value)) value = atRunTime(value);
       if (!isInteger(value.type) || value.base !== undefined)
         fail(node, `casts a ${value.base ? 'address' : value.type} to a small integer`);
       if (!small.signed)
@@ -856,13 +1048,15 @@ class FunctionTranslator {
       (value.type === 'u32' && to === 'usize') ||
       (value.type === 'usize' && to === 'u32' && value.base === undefined)
     ) {
-      return { code: value.code, type: to, base: value.base };
+      return { code: value.code, type: to, base: value.base, ...(isConstant(value) ? { constant: true } : {}) };
     }
     if (value.base !== undefined)
       return fail(node, `converts an address to ${to} (an address's value differs between devices)`);
     if (to === 'bool') return { code: truthy(value, node), type: 'bool' };
     if (value.type === 'bool') return { code: `select(${zero(to)}, ${one(to)}, ${value.code})`, type: to };
     if (value.type === 'void') return fail(node, 'converts a call without a value');
+    if (value.type === 'f32' && isInteger(to))
+      return { code: `offload_f32_to_${wgslType(to)}(${value.code})`, type: to };
     return { code: `${wgslType(to)}(${value.code})`, type: to };
   }
 
@@ -887,13 +1081,21 @@ class FunctionTranslator {
     if (element === '~lib/math/NativeMathf' && name in MATHF_CONSTANTS)
       return { code: f32Literal(MATHF_CONSTANTS[name]!), type: 'f32' };
     if (object.k === 'Identifier' && !this.lookup(object)) {
+      // Constants as their literals (an operation on two of them is computed at run time, as for literals).
+      const integer = (value: string, type: Ty): Value =>
+        literal({ k: 'Literal', literalKind: 'Integer', value, line: node.line }, type);
+      const float = (value: number): Value => ({
+        code: f32Literal(value),
+        type: 'f32',
+        literal: { k: 'Literal', literalKind: 'Float', value, line: node.line },
+      });
       const limits: Record<string, Value> = {
-        'i32.MAX_VALUE': { code: '2147483647i', type: 'i32' },
-        'i32.MIN_VALUE': { code: 'i32(-2147483648)', type: 'i32' },
-        'u32.MAX_VALUE': { code: '4294967295u', type: 'u32' },
-        'u32.MIN_VALUE': { code: '0u', type: 'u32' },
-        'f32.MAX_VALUE': { code: f32Literal(3.4028234663852886e38), type: 'f32' },
-        'f32.EPSILON': { code: f32Literal(1.1920928955078125e-7), type: 'f32' },
+        'i32.MAX_VALUE': integer('2147483647', 'i32'),
+        'i32.MIN_VALUE': integer('-2147483648', 'i32'),
+        'u32.MAX_VALUE': integer('4294967295', 'u32'),
+        'u32.MIN_VALUE': integer('0', 'u32'),
+        'f32.MAX_VALUE': float(3.4028234663852886e38),
+        'f32.EPSILON': float(1.1920928955078125e-7),
       };
       const found = limits[`${object.text as string}.${name}`];
       if (found) return found;
@@ -916,8 +1118,8 @@ class FunctionTranslator {
       if (element === '~lib/math/NativeMathf') {
         const math = MATHF[name];
         if (!math || math.arity !== args.length) return fail(node, `calls Mathf.${name}, which WGSL has no twin for`);
-        const values = args.map((arg) => this.coerce(this.expression(arg, 'f32'), 'f32', arg).code);
-        return { code: `${math.wgsl}(${values.join(', ')})`, type: 'f32' };
+        const values = args.map((arg) => this.coerce(this.expression(arg, 'f32'), 'f32', arg));
+        return { code: `${mathName(math.wgsl, 'f32')}(${atRunTimeIfConstant(values).join(', ')})`, type: 'f32' };
       }
       if (element === '~lib/math/NativeMath')
         return fail(node, `calls Math.${name}, which computes in f64 (WGSL has no f64): use Mathf.${name}`);
@@ -954,6 +1156,8 @@ class FunctionTranslator {
         `calls '${name}', which is not a function of the kernel sources, the device library or a builtin the translation covers`,
       );
     const fn = this.helper(element!);
+    // A kernel function may store, trap or loop: treated as having an effect.
+    this.effects++;
     const params = fn.params!;
     if (args.length !== params.length)
       fail(
@@ -1001,7 +1205,8 @@ class FunctionTranslator {
     const type = declared ?? values[0]!.type;
     if (!math.types.includes(type) || values.some((value) => value.base !== undefined))
       fail(node, `calls ${name}() on a ${values.some((v) => v.base) ? 'address' : type}`);
-    return { code: `${math.wgsl}(${values.map((value) => this.coerce(value, type, node).code).join(', ')})`, type };
+    const coerced = values.map((value) => this.coerce(value, type, node));
+    return { code: `${mathName(math.wgsl, type)}(${atRunTimeIfConstant(coerced).join(', ')})`, type };
   }
 
   /** The binding and byte offset of an address argument plus a constant offset. */
@@ -1041,6 +1246,7 @@ class FunctionTranslator {
       );
     const isStore = name === 'store';
     const at = this.address(node, args[0]!, args[isStore ? 2 : 1]);
+    this.effects++;
     if (at.param === TEAM_MEMORY_BASE && memoryType.bytes !== 4)
       fail(node, `${name}s a ${declared} in team memory (translated kernels move 4-byte values there)`);
     const atomic = this.memory.atomic.has(at.param);
@@ -1092,6 +1298,7 @@ class FunctionTranslator {
     if (!rmw && !isLoad && !isStore) return fail(node, `calls atomic.${op}, which WGSL has no twin for`);
     const offsetArg = isLoad ? args[1] : args[2];
     const at = this.address(node, args[0]!, offsetArg);
+    this.effects++;
     if (at.param === TEAM_MEMORY_BASE)
       fail(node, `calls atomic.${op} on team memory (translated kernels use atomics on pointer parameters only)`);
     this.memory.atomic.add(at.param);
@@ -1219,8 +1426,7 @@ function truthy(value: Value, node: SyntaxNode): string {
     case 'bool':
       return value.code;
     case 'f32':
-      // AssemblyScript's truthiness of a float: neither zero nor NaN.
-      return `(${value.code} != 0.0f && ${value.code} == ${value.code})`;
+      return `offload_truthy_f32(${value.code})`;
     case 'void':
       return fail(node, 'tests a call without a value');
     default:
@@ -1304,7 +1510,7 @@ function literal(node: SyntaxNode, context?: Ty, negate = false): Value {
         `uses the float literal ${shown} where AssemblyScript computes in f64 (WGSL has no f64): give it an f32 context, as <f32>${shown}`,
       );
     if (!Number.isFinite(Math.fround(value))) return fail(node, `uses the literal ${value}, which f32 cannot hold`);
-    return { code: f32Literal(value), type: 'f32', literal: node };
+    return { code: f32Literal(value), type: 'f32', literal: negate ? { ...node, value } : node };
   }
   if (kind !== 'Integer')
     return fail(

@@ -20,6 +20,7 @@ import {
   type Manifest,
   type ParamInfo,
   type ParamType,
+  type TranslationNote,
   type WgslKernelInfo,
   type WgslParamInfo,
 } from './manifest.js';
@@ -150,7 +151,25 @@ function parseManifest(bytes: Uint8Array): Manifest {
     if (seen.has(entry.name)) throw invalid(`duplicate entry '${entry.name}' in manifest`);
     seen.add(entry.name);
   }
-  return { name, images, entries };
+  const notes = json.notes === undefined ? undefined : parseNotes(json.notes);
+  return { name, images, entries, ...(notes ? { notes } : {}) };
+}
+
+function parseNotes(value: unknown): TranslationNote[] {
+  if (!Array.isArray(value)) throw invalid(`invalid field 'notes' in manifest: expected an array`);
+  return value.map((note: unknown, i: number) => {
+    if (
+      !isRecord(note) ||
+      typeof note.kernel !== 'string' ||
+      typeof note.file !== 'string' ||
+      typeof note.reason !== 'string' ||
+      typeof note.line !== 'number' ||
+      !Number.isSafeInteger(note.line) ||
+      note.line < 0
+    )
+      throw invalid(`invalid note ${i} in manifest: expected { kernel, file, line, reason }`);
+    return { kernel: note.kernel, file: note.file, line: note.line, reason: note.reason };
+  });
 }
 
 function parseImage(value: unknown, k: number): ImageInfo {

@@ -82,6 +82,24 @@ export interface Manifest {
   name: string;
   images: ImageInfo[];
   entries: EntryInfo[];
+  /**
+   * Why each kernel of the wasm image that has no WGSL translation stayed wasm-only (the build's
+   * notes), so that launching it on a device that runs only WGSL says so; absent when none.
+   */
+  notes?: TranslationNote[];
+}
+
+/** Why a kernel stays wasm-only: where (file:line as shown) and what. */
+export interface TranslationNote {
+  kernel: string;
+  file: string;
+  line: number;
+  reason: string;
+}
+
+/** A note as the build prints it: `file:line: kernel 'name' is not translated to WGSL (...): it <reason>`. */
+export function formatTranslationNote(note: TranslationNote): string {
+  return `${note.file}:${note.line}: kernel '${note.kernel}' is not translated to WGSL (it runs on wasm devices only): it ${note.reason}`;
 }
 
 /** A decoded bundle: the manifest plus each image's bytes (views into the bundle). */

@@ -1,0 +1,176 @@
+/**
+ * The differential kernel fuzzer (test/helpers/kernel-fuzz.ts) in CI: a seeded run of 2,000
+ * generated kernels, built in batches (one AssemblyScript compile per batch), each run on the
+ * host device (wasm) and the WebGPU device (its WGSL translation, Dawn on lavapipe) and compared;
+ * then the corpus: every mismatch the fuzzer found, shrunk, kept as a regression case. Declined
+ * kernels are counted, not failed; a mismatch fails with the kernel's source and inputs, shrunk.
+ * `npm run fuzz:kernels -- N [seed]` runs it at any length.
+ */
+import assert from 'node:assert/strict';
+import { rm } from 'node:fs/promises';
+import { after, before, describe, it } from 'node:test';
+import { Offload, type Runtime } from '../src/index.js';
+import {
+  KernelGenerator,
+  formatMismatch,
+  fuzzDirectory,
+  kernelFromText,
+  randomInputs,
+  runBatch,
+  shrink,
+  type FuzzKernel,
+  type Inputs,
+} from './helpers/kernel-fuzz.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
+
+const SEED = 20261128;
+/** How many kernels the seeded run generates (OFFLOAD_FUZZ_KERNELS overrides, for a longer or shorter run). */
+const KERNELS = Number(process.env.OFFLOAD_FUZZ_KERNELS ?? 2000);
+const BATCH = 250;
+
+/** Inputs with the scalars given and the arrays of a seed. */
+const inputsWith = (a: number, b: number, c: number): Inputs => ({ ...randomInputs(7), a, b, c });
+
+/**
+ * Every difference the fuzzer found between the devices, shrunk: the kernel's statements, its
+ * grid and inputs. Each was settled in src/build/wgsl-translate.ts (docs/wgsl-abi.md, "What wasm
+ * computes and what the WGSL computes") and must stay settled.
+ */
+const CORPUS: { name: string; body: string; grid: FuzzKernel['grid']; inputs: Inputs }[] = [
+  {
+    // A conditional whose arm is an atomic became select(), which evaluates both arms.
+    name: 'lazy_atomic_arm',
+    body: '  vi = (a != 0) ? atomic.add<i32>(out + ((<usize>inv * 8 + 6) << 2), 1) : vj;\n',
+    grid: { teams: 3, threads: 4, teamMemoryBytes: 0 },
+    inputs: inputsWith(0, 0, 0),
+  },
+  {
+    // A constant shift count of 32 or more: WGSL refused the module.
+    name: 'shift_constant_count',
+    body: '  vi = vi << 33;\n  vu = vu >>> (<u32>40);\n',
+    grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
+    inputs: inputsWith(-12345, 77, 0),
+  },
+  {
+    // A count computed from numThreads() (an override): refused when the pipeline was made.
+    name: 'shift_override_count',
+    body: '  atomic.or<i32>(acc + 8, (a >> (<i32>(<u8>((<i32>40) | numThreads(1))))));\n',
+    grid: { teams: 3, threads: 4, teamMemoryBytes: 0 },
+    inputs: inputsWith(-704606404, 0, 0),
+  },
+  {
+    // Two constants: WGSL evaluated the overflow when compiling and refused it.
+    name: 'constant_overflow',
+    body: '  vi = (<i32>2147483647) + (<i32>1);\n  vj = -i32.MIN_VALUE;\n  vu = u32.MAX_VALUE * (<u32>3);\n',
+    grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
+    inputs: inputsWith(1, 2, 0),
+  },
+  {
+    // NaN to int: the host saturates to 0, lavapipe gave i32.MIN_VALUE (and folded `x != x` away).
+    name: 'nan_to_int',
+    body: '  vf = c - c;\n  vi = <i32>(vf / vf);\n  vu = <u32>(vf / vf);\n',
+    grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
+    inputs: inputsWith(0, 0, 1.5),
+  },
+  {
+    // min/max of a NaN: NaN in wasm, the other operand on lavapipe.
+    name: 'nan_min_max',
+    body: '  vf = c - c;\n  vf = vf / vf;\n  vi = <i32>Mathf.min(vf, <f32>1.0);\n  vj = <i32>max(vf, <f32>-1.0);\n',
+    grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
+    inputs: inputsWith(0, 0, 2),
+  },
+  {
+    // A shift of two cast constants: WGSL evaluated it when compiling and refused the sign change.
+    name: 'constant_cast_shift',
+    body: '  vi = (<i32>-9) << (<i32>31);\n  vj = <i32>(<i8>(<i32>65535));\n',
+    grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
+    inputs: inputsWith(3, 4, 0),
+  },
+  {
+    // A negated f32 literal retyped by its neighbour (select()'s arms) lost its sign.
+    name: 'negative_float_literal',
+    body: '  vf = (b < (<u32>2)) ? (<f32>-5.75) : (<f32>-1.5);\n  vi = max(load<f32>(pf + 8), (<f32>-0.75)) < (<f32>0.0) ? 1 : 2;\n',
+    grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
+    inputs: inputsWith(3, 4, 0),
+  },
+  {
+    // && with an atomic on its right: runs only when the left operand holds.
+    name: 'lazy_and_atomic',
+    body: '  if (a != 0 && atomic.add<i32>(out + ((<usize>inv * 8 + 7) << 2), 1) == 0) vi = 5;\n  if (a == 0 || atomic.add<i32>(acc, 1) == 0) vj = 6;\n',
+    grid: { teams: [2, 2], threads: [2, 2], teamMemoryBytes: 0 },
+    inputs: inputsWith(0, 0, 0),
+  },
+];
+
+const skip = await webgpuSkipReason();
+
+describe(
+  'the differential kernel fuzzer: generated kernels agree on the host and the WebGPU device',
+  { skip, timeout: 1_500_000 },
+  () => {
+    let runtime: Runtime;
+    let dir: string;
+
+    before(async () => {
+      runtime = await Offload.init({
+        host: { threads: 2, memoryBytes: 16 * 1024 * 1024 },
+        webgpu: { fallback: true },
+        proxies: [],
+      });
+      dir = await fuzzDirectory();
+    });
+
+    after(async () => {
+      await runtime?.shutdown();
+      if (dir) await rm(dir, { recursive: true, force: true });
+    });
+
+    it('keeps every mismatch found agreeing (the corpus)', async () => {
+      const kernels = CORPUS.map((entry) => kernelFromText(entry.name, entry.body, entry.grid));
+      const report = await runBatch(
+        runtime,
+        dir,
+        'corpus',
+        kernels,
+        (kernel) => CORPUS.find((entry) => entry.name === kernel.name)!.inputs,
+      );
+      assert.equal(report.translated, CORPUS.length, `declined: ${[...report.declined.keys()].join('; ')}`);
+      assert.deepEqual(report.mismatches.map(formatMismatch), []);
+    });
+
+    it(`runs ${KERNELS} seeded kernels with 0 mismatches, counting the declined ones`, async () => {
+      const generator = new KernelGenerator(SEED);
+      let generated = 0;
+      let translated = 0;
+      let trapped = 0;
+      const declined = new Map<string, number>();
+      for (let first = 0; first < KERNELS; first += BATCH) {
+        const kernels = Array.from({ length: Math.min(BATCH, KERNELS - first) }, (_, i) =>
+          generator.kernel(`k${first + i}`),
+        );
+        const report = await runBatch(runtime, dir, `batch${first}`, kernels, (kernel) =>
+          randomInputs(SEED + Number(kernel.name.slice(1))),
+        );
+        generated += report.generated;
+        translated += report.translated;
+        trapped += report.trapped;
+        for (const [reason, n] of report.declined) declined.set(reason, (declined.get(reason) ?? 0) + n);
+        if (report.mismatches.length > 0) {
+          const mismatch = report.mismatches[0]!;
+          const kernel = kernels.find((candidate) => candidate.name === mismatch.kernel)!;
+          const small = (await shrink(runtime, dir, kernel, mismatch.inputs, 6)) ?? mismatch;
+          assert.fail(
+            `${report.mismatches.length} mismatch(es) in kernels ${first}..; the first, shrunk:\n${formatMismatch(small)}`,
+          );
+        }
+      }
+      const summary = `${generated} generated, ${translated} translated, ${trapped} trapped on the host device; declined: ${
+        [...declined].map(([reason, n]) => `${n} x ${reason}`).join('; ') || 'none'
+      }`;
+      console.log(summary);
+      assert.equal(generated, KERNELS);
+      // The generator keeps to the subset: most kernels translate (a note is a finding to read, not a failure).
+      assert.ok(translated >= KERNELS * 0.9, summary);
+    });
+  },
+);

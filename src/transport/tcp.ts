@@ -163,6 +163,11 @@ class TcpTransport implements Transport {
     if (!this.isClosed) pollForAWhile();
   }
 
+  hold(held: boolean): void {
+    if (held) this.socket.ref();
+    else this.socket.unref();
+  }
+
   drained(): Promise<void> {
     if (this.isClosed || this.socket.writableLength < HIGH_WATER_BYTES) return Promise.resolve();
     return new Promise((resolve) => {

@@ -76,6 +76,8 @@ export class RemoteConnection {
   /** Where each queue's host calls go, by the queue's id on the proxy. */
   private readonly hostCallListeners = new Map<number, HostCallListener>();
   private nextId = 1;
+  /** Whether the transport keeps the process alive: while requests are pending (see `holdWhileBusy`). */
+  private holding = true;
   private lostError: OffloadError | undefined;
   private readonly lostListeners: ((error: OffloadError) => void)[] = [];
   devices: DeviceInfo[] = [];
@@ -135,6 +137,7 @@ export class RemoteConnection {
       connection.devices = devices;
       connection.peers = peers;
       startHeartbeat(transport, options.peerTimeoutMs ?? peerTimeoutFromEnv());
+      connection.holdWhileBusy();
       return connection;
     } catch (error) {
       transport.close();
@@ -191,6 +194,7 @@ export class RemoteConnection {
     if (this.lostError) return Promise.reject(this.lostError);
     const id = this.nextId++;
     const reply = new Promise<Frame>((resolve, reject) => this.pending.set(id, { resolve, reject, handlers }));
+    if (!this.holding) this.holdWhileBusy();
     try {
       const meta = request as unknown as Record<string, unknown>;
       meta.id = id;
@@ -210,6 +214,7 @@ export class RemoteConnection {
           ),
         );
       this.pending.delete(id);
+      this.holdWhileBusy();
     }
     return reply;
   }
@@ -228,6 +233,18 @@ export class RemoteConnection {
       );
       return true;
     }
+  }
+
+  /**
+   * The connection keeps the process alive only while a request is pending (its reply is work
+   * in flight), as Node's own sockets after `unref()`: a program that is done exits with its
+   * proxies still connected, shut down or not. Heartbeats never hold it (heartbeat.ts).
+   */
+  private holdWhileBusy(): void {
+    const busy = this.pending.size > 0;
+    if (busy === this.holding) return;
+    this.holding = busy;
+    this.transport.hold?.(busy);
   }
 
   drained(): Promise<void> {
@@ -259,6 +276,7 @@ export class RemoteConnection {
       if (!pending) throw errors.protocol(`proxy ${this.address} answered request ${decoded.id}, which is not pending`);
       if (decoded.op === 'reply') {
         this.pending.delete(decoded.id);
+        if (this.pending.size === 0) this.holdWhileBusy();
         if (decoded.error) pending.reject(fromWireError(decoded.error, this.address));
         else pending.resolve(frame);
       } else if (decoded.op === 'ready' && pending.handlers?.onReady) {

@@ -169,6 +169,15 @@ export class Runtime {
     return this.context.hostFunctions;
   }
 
+  /**
+   * What init went on without, one sentence each: an optional proxy (`optionalProxies`, or
+   * `host:port?` in OFFLOAD_PROXIES) that could not be reached or did not answer. Empty when
+   * everything named was found.
+   */
+  get diagnostics(): readonly string[] {
+    return this.plugins.flatMap((plugin) => plugin.diagnostics ?? []);
+  }
+
   /** @internal Contexts made from this runtime and not shut down (diagnostics). */
   get contextCount(): number {
     return this.children.size;
@@ -340,6 +349,11 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   ) {
     throw errors.invalidArgument(
       `Offload.init: options.proxies must be an array of 'host:port' strings, got ${describe(opts.proxies)}`,
+    );
+  }
+  if (opts.optionalProxies !== undefined && typeof opts.optionalProxies !== 'boolean') {
+    throw errors.invalidArgument(
+      `Offload.init: options.optionalProxies must be a boolean, got ${describe(opts.optionalProxies)}`,
     );
   }
   if (opts.token !== undefined && typeof opts.token !== 'string') {

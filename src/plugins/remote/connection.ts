@@ -109,13 +109,16 @@ export class RemoteConnection {
     const connection = new RemoteConnection(transport, address);
     // The hello's reply counts against the same time limit as the connect: a proxy (or anything
     // else on that port) that accepts and never answers is DEVICE_LOST, not a wait for ever.
+    let timedOut = false;
     const silent = setTimeout(
-      () =>
+      () => {
+        timedOut = true;
         transport.close(
           errors.deviceLost(
             `proxy ${address} accepted the connection but did not answer within ${timeoutMs} ms (connectTimeoutMs)`,
           ),
-        ),
+        );
+      },
       Math.max(0, timeoutMs - (Date.now() - started)),
     );
     const onAbort = () => transport.close(abortError(signal!, `connecting to proxy ${address}`));
@@ -141,7 +144,9 @@ export class RemoteConnection {
       return connection;
     } catch (error) {
       transport.close();
-      throw error;
+      throw transport.stats.bytesReceived === 0 && !timedOut && !signal?.aborted
+        ? closedBeforeHello(address, error)
+        : error;
     } finally {
       clearTimeout(silent);
       signal?.removeEventListener('abort', onAbort);
@@ -349,6 +354,20 @@ export class RemoteConnection {
   close(): void {
     this.transport.close();
   }
+}
+
+/**
+ * A peer that hung up on the hello without a byte: a TLS proxy reached in clear text does that
+ * (its handshake fails on our frame), and so does a server of another protocol that waits for
+ * more than it got. Said so, rather than "connection closed".
+ */
+function closedBeforeHello(address: string, error: unknown): unknown {
+  if (!(error instanceof OffloadError) || error.code !== 'DEVICE_LOST') return error;
+  return new OffloadError(
+    'DEVICE_LOST',
+    `proxy ${address} closed the connection without answering the hello (${error.message}): a proxy started with --tls-cert is reached as tls://${address}; is \`offload proxy\` running at ${address}?`,
+    { cause: error },
+  );
 }
 
 /** A trace event as a proxy may send it: a span or a name, with small integer ids. */

@@ -13,11 +13,13 @@
  * listener is removed before writing, so a second Ctrl-C during the write ends the process at
  * once. A program with its own listener decides itself (and the trace is written at its exit).
  */
+import type { Environment } from '../units.js';
 import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 
 /** The signals that write the trace before the process ends (see the header). */
-const INTERRUPTS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
+const INTERRUPTS = ['SIGINT', 'SIGTERM'] as const;
+type Interrupt = (typeof INTERRUPTS)[number];
 
 /** Track id of the mapping spans of a device (queue ids are small integers). */
 const MAPPING_TRACK = 1_000_000;
@@ -37,7 +39,7 @@ export interface Span {
   end(failed?: boolean): void;
 }
 
-export function traceFile(option: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
+export function traceFile(option: string | undefined, env: Environment = process.env): string | undefined {
   const file = option ?? env.OFFLOAD_TRACE;
   return file === undefined || file === '' ? undefined : file;
 }
@@ -65,7 +67,7 @@ export class Tracer {
   private readonly origin = performance.timeOrigin;
   private written = false;
   private readonly onExit = () => this.write();
-  private readonly onSignal = (signal: NodeJS.Signals) => this.interrupted(signal);
+  private readonly onSignal = (signal: Interrupt) => this.interrupted(signal);
   /** Queue operations not yet settled, for a trace written before they do (interrupted). */
   private readonly running = new Set<TraceEvent>();
   private readonly clocks: ClockAlignment[] = [];
@@ -79,7 +81,7 @@ export class Tracer {
   }
 
   /** The first SIGINT or SIGTERM: writes the trace, then ends with the signal unless the program listens to it too. */
-  private interrupted(signal: NodeJS.Signals): void {
+  private interrupted(signal: Interrupt): void {
     for (const other of INTERRUPTS) process.off(other, this.onSignal);
     // The program handles the signal itself: its exit (or shutdown) writes the trace.
     if (process.listenerCount(signal) > 0) return;
@@ -204,7 +206,7 @@ export class Tracer {
    * signal. `interrupt`: the signal that cut the run short; operations still running are written
    * as spans up to now, marked `interrupted`.
    */
-  write(interrupt?: NodeJS.Signals): void {
+  write(interrupt?: Interrupt): void {
     if (this.written || this.file === undefined) return;
     this.written = true;
     process.off('exit', this.onExit);

@@ -216,7 +216,8 @@ export const used = [old.byteLength, map.to(new Float32Array(1))];
     };
     const offload = path.join(project, 'node_modules', '.bin', 'offload');
     assert.match(
-      await sh(offload, ['init']),
+      // --no-install: node_modules here is linked from ours, never installed into.
+      await sh(offload, ['init', '--no-install']),
       /wrote +kernels\/tsconfig\.json[\s\S]*scripts +build:kernels, check:kernels, build, start/,
     );
     // The kernels (and offload-ts/device) type-check under AssemblyScript's settings; the app's tsc never sees them.

@@ -34,12 +34,18 @@ async function silentServer(): Promise<{ address: string; close(): void }> {
 
 /** Runs `body` with what it writes on stderr going to `lines` instead. */
 async function capturingStderr<T>(lines: string[], body: () => Promise<T>): Promise<T> {
-  const original = process.stderr.write;
-  process.stderr.write = ((line: string) => lines.push(line) > 0) as typeof process.stderr.write;
+  const stderr = process.stderr;
+  const original = Object.getOwnPropertyDescriptor(stderr, 'write');
+  Object.defineProperty(stderr, 'write', {
+    configurable: true,
+    writable: true,
+    value: (line: string) => lines.push(line) > 0,
+  });
   try {
     return await body();
   } finally {
-    process.stderr.write = original;
+    if (original) Object.defineProperty(stderr, 'write', original);
+    else delete (stderr as { write?: unknown }).write;
   }
 }
 

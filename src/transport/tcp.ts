@@ -242,7 +242,12 @@ export async function connectTcp(
     socket.once('close', () => signal?.removeEventListener('abort', onAbort));
     socket.once('error', (error: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      if (secure && /before secure TLS connection|WRONG_VERSION_NUMBER|PACKET_LENGTH_TOO_LONG/i.test(`${error.code} ${error.message}`)) {
+      if (
+        secure &&
+        /before secure TLS connection|WRONG_VERSION_NUMBER|PACKET_LENGTH_TOO_LONG/i.test(
+          `${error.code} ${error.message}`,
+        )
+      ) {
         // The handshake met clear text, or a peer that hung up on it: a proxy without TLS.
         reject(
           errors.protocol(
@@ -258,7 +263,9 @@ export async function connectTcp(
       } else {
         const refused = error.code === 'ECONNREFUSED' || error.code === 'EHOSTUNREACH' || error.code === 'ENOTFOUND';
         const lost = asOffloadError(error, `cannot reach ${address}`, { code: 'DEVICE_LOST' });
-        reject(refused ? new OffloadError('DEVICE_LOST', `${lost.message}${runningAt(address)}`, { cause: error }) : lost);
+        reject(
+          refused ? new OffloadError('DEVICE_LOST', `${lost.message}${runningAt(address)}`, { cause: error }) : lost,
+        );
       }
     });
     socket.once(secure ? 'secureConnect' : 'connect', () => {

@@ -1,7 +1,7 @@
 /** offload-ts: an offloading runtime for TypeScript. See README.md and docs/architecture.md. */
 export { Offload, Runtime } from './api/runtime.js';
 export { Device, type AllocOptions } from './api/device.js';
-export { Buffer, DevicePointer, type TypedArrayType } from './api/buffer.js';
+export { DeviceBuffer, Buffer, DevicePointer, type TypedArrayType } from './api/buffer.js';
 export {
   Queue,
   Event,

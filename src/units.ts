@@ -48,3 +48,9 @@ export function formatBytes(bytes: number): string {
   }
   return `${Number(value.toFixed(1))} ${BYTE_UNITS[unit]}`;
 }
+
+/**
+ * Environment variables as the runtime reads them (`process.env` is one). Declared here rather
+ * than as `NodeJS.ProcessEnv` so that the published declarations need no `@types/node`.
+ */
+export type Environment = Readonly<Record<string, string | undefined>>;

@@ -42,12 +42,12 @@ describe('offload command', { timeout: 300_000 }, () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('prints its commands with --help and with no arguments', async () => {
+  it('prints its commands with --help (status 0) and with no arguments (on stderr, status 2)', async () => {
     for (const args of [['--help'], []]) {
-      const { code, stdout } = await offload(args);
-      assert.equal(code, 0);
+      const { code, stdout, stderr } = await offload(args);
+      assert.equal(code, args.length === 0 ? 2 : 0);
       for (const command of ['devices', 'build', 'demo', 'proxy', 'launch', 'bench'])
-        assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
+        assert.match(args.length === 0 ? stderr : stdout, new RegExp(`^  ${command} `, 'm'));
     }
   });
 

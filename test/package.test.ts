@@ -144,6 +144,57 @@ await rt.shutdown();
     assert.doesNotMatch(declarations, /contextCount|mappedRanges/);
   });
 
+  it('compiles a program that uses every exported name without @types/node and without the DOM library', async () => {
+    const bare = path.join(work, 'no-node-types');
+    await install(bare, ['@types']);
+    await writeFile(path.join(bare, 'package.json'), JSON.stringify({ name: 'bare', private: true, type: 'module' }));
+    const index = await readFile(path.join(bare, 'node_modules/offload-ts/dist/index.d.ts'), 'utf8');
+    const values = new Set(
+      Object.keys((await import(path.join(bare, 'node_modules/offload-ts/dist/index.js'))) as object),
+    );
+    const names = [...index.matchAll(/export (type )?\{([^}]*)\}/g)].flatMap((match) =>
+      match[2]!
+        .split(',')
+        .map((name) => name.trim().replace(/^type /, ''))
+        .filter((name) => name !== '')
+        .map((name) => name.split(/\s+as\s+/).pop()!),
+    );
+    assert.ok(names.length > 40 && names.includes('DeviceBuffer') && names.includes('Buffer'), names.join(' '));
+    const imported = names.map((name) => (values.has(name) ? name : `type ${name}`));
+    await writeFile(
+      path.join(bare, 'main.ts'),
+      `import { ${imported.join(', ')} } from 'offload-ts';
+export { ${names.join(', ')} };
+const rt = await Offload.init({ signal: undefined });
+await using buffer: DeviceBuffer = await rt.devices[0]!.alloc(16);
+const old: Buffer = buffer;
+await rt[Symbol.asyncDispose]();
+export const used = [old.byteLength, map.to(new Float32Array(1))];
+`,
+    );
+    await writeFile(
+      path.join(bare, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          lib: ['ES2022'],
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          skipLibCheck: false,
+          noEmit: true,
+          types: [],
+        },
+        files: ['main.ts'],
+      }),
+    );
+    const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    const { stdout } = await exec(process.execPath, [tsc, '-p', 'tsconfig.json', '--pretty', 'false'], {
+      cwd: bare,
+    }).catch((error: { stdout: string }) => error);
+    assert.equal(stdout, '', 'tsc found errors');
+  });
+
   it("sets a project up with 'offload init': kernels checked by AssemblyScript's tsconfig, wrappers that survive tsc --outDir, launch of the .ts app", async () => {
     const project = path.join(work, 'project');
     await mkdir(project);
@@ -165,7 +216,8 @@ await rt.shutdown();
     };
     const offload = path.join(project, 'node_modules', '.bin', 'offload');
     assert.match(
-      await sh(offload, ['init']),
+      // --no-install: node_modules here is linked from ours, never installed into.
+      await sh(offload, ['init', '--no-install']),
       /wrote +kernels\/tsconfig\.json[\s\S]*scripts +build:kernels, check:kernels, build, start/,
     );
     // The kernels (and offload-ts/device) type-check under AssemblyScript's settings; the app's tsc never sees them.

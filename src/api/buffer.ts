@@ -8,7 +8,7 @@ import type { LibraryRecord } from '../runtime/image-registry.js';
  * left at shutdown. Freeing while queued operations still use the buffer is allowed: the buffer
  * is refused by new operations at once and its memory is returned once those operations finish.
  */
-export class Buffer {
+export class DeviceBuffer {
   private isFreed = false;
   private uses = 0;
   private idleWaiters: (() => void)[] = [];
@@ -154,3 +154,11 @@ export class DevicePointer {
     readonly byteOffset: number,
   ) {}
 }
+
+/**
+ * @deprecated Use `DeviceBuffer`: the old name shadows Node's global `Buffer` wherever it is
+ * imported. Kept for one release; the same class.
+ */
+export const Buffer = DeviceBuffer;
+/** @deprecated Use `DeviceBuffer` (see the value `Buffer`). */
+export type Buffer = DeviceBuffer;

@@ -26,8 +26,30 @@ import { Device } from './device.js';
 import { Kernel } from './kernel.js';
 import { Library } from './library.js';
 import { MAX_TIMEOUT_MS, type Grid } from './queue.js';
-import { parseMilliseconds } from '../units.js';
+import { parseMilliseconds, type Environment } from '../units.js';
 import { abortable, abortError, checkSignal } from '../abort.js';
+
+// What the published declarations use of the platform beyond ES2022, declared as Node and the
+// DOM declare it, so that a program type-checks them without @types/node and without the DOM
+// library (both merge with these when present).
+declare global {
+  // `await using` (explicit resource management): Node 20+ has the symbols, lib es2022 does not
+  // declare them (lib esnext.disposable and @types/node do, the same way).
+  interface SymbolConstructor {
+    readonly dispose: unique symbol;
+    readonly asyncDispose: unique symbol;
+  }
+  interface Disposable {
+    [Symbol.dispose](): void;
+  }
+  interface AsyncDisposable {
+    [Symbol.asyncDispose](): PromiseLike<void>;
+  }
+  /** The platform's AbortSignal (Node's, the DOM's): what the runtime reads of one. */
+  interface AbortSignal {
+    readonly aborted: boolean;
+  }
+}
 
 /** Options of `runtime.shutdown()`. */
 export interface ShutdownOptions {
@@ -210,6 +232,15 @@ export class Runtime {
     return this.context.hostFunctions;
   }
 
+  /**
+   * What init went on without, one sentence each: an optional proxy (`optionalProxies`, or
+   * `host:port?` in OFFLOAD_PROXIES) that could not be reached or did not answer. Empty when
+   * everything named was found.
+   */
+  get diagnostics(): readonly string[] {
+    return this.plugins.flatMap((plugin) => plugin.diagnostics ?? []);
+  }
+
   /** @internal Contexts made from this runtime and not shut down (diagnostics). */
   get contextCount(): number {
     return this.children.size;
@@ -363,7 +394,7 @@ function checkPrint(print: unknown, what: string): ((line: KernelPrint) => void)
 }
 
 /** OFFLOAD_LAUNCH_TIMEOUT: the default time limit of launches, in milliseconds. */
-export function launchTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
+export function launchTimeoutFromEnv(env: Environment = process.env): number | undefined {
   const text = env.OFFLOAD_LAUNCH_TIMEOUT;
   return text === undefined || text === '' ? undefined : parseMilliseconds(text, 'OFFLOAD_LAUNCH_TIMEOUT');
 }
@@ -381,6 +412,11 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   ) {
     throw errors.invalidArgument(
       `Offload.init: options.proxies must be an array of 'host:port' strings, got ${describe(opts.proxies)}`,
+    );
+  }
+  if (opts.optionalProxies !== undefined && typeof opts.optionalProxies !== 'boolean') {
+    throw errors.invalidArgument(
+      `Offload.init: options.optionalProxies must be a boolean, got ${describe(opts.optionalProxies)}`,
     );
   }
   if (opts.token !== undefined && typeof opts.token !== 'string') {

@@ -10,8 +10,26 @@ export const KERNELS_DIR = 'kernels';
 export const KERNEL_FILE = `${KERNELS_DIR}/example.ts`;
 export const WRAPPER_OUT = 'build/kernels';
 
+/**
+ * The dev dependencies the scripts need: tsc (check:kernels, build), Node's types for src/, tsx
+ * to run src/main.ts as it is (`offload launch -np 2 src/main.ts`). TypeScript is held to 5.x:
+ * the 7.x that `npm i -D typescript` may bring fails inside AssemblyScript's own std types
+ * (TS2316), which check:kernels reads; 5.9 is what offload-ts is built and tested with.
+ */
+export const DEV_DEPENDENCIES: Record<string, string> = {
+  typescript: '~5.9.3',
+  '@types/node': '^20.19.0',
+  tsx: '^4.20.0',
+};
+
+/** Why TypeScript is pinned, at the top of kernels/tsconfig.json (tsc reads comments there). */
+const PIN_NOTE = `// TypeScript stays at ~5.9 (package.json devDependencies, written by offload init): TypeScript
+// 7.x fails inside AssemblyScript's std types that this check reads (TS2316). Raise it once
+// 'npm run check:kernels' passes with the newer one.
+`;
+
 /** kernels/tsconfig.json: AssemblyScript's settings, and where `offload-ts/device` is. */
-export const KERNELS_TSCONFIG = `${JSON.stringify(
+export const KERNELS_TSCONFIG = `${PIN_NOTE}${JSON.stringify(
   {
     extends: '../node_modules/assemblyscript/std/assembly.json',
     compilerOptions: {

@@ -64,7 +64,12 @@ async function dispatch(name: string, args: string[]): Promise<number> {
 
 async function main(args: string[]): Promise<number> {
   const [name, ...rest] = args;
-  if (name === undefined || name === '--help' || name === '-h' || (name === 'help' && rest.length === 0)) {
+  if (name === undefined) {
+    // No command is a usage error, as for git or npm: the usage, then status 2 for scripts.
+    console.error(HELP);
+    return 2;
+  }
+  if (name === '--help' || name === '-h' || (name === 'help' && rest.length === 0)) {
     console.log(HELP);
     return 0;
   }

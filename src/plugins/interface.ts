@@ -375,6 +375,8 @@ export interface Plugin {
   deinit(): Promise<void>;
   /** Spans its devices recorded in processes of their own (a proxy's), to merge into the program's trace. */
   traces?(): Promise<RemoteTrace[]>;
+  /** What `init()` went on without, one sentence each (an optional proxy that did not answer): `runtime.diagnostics`. */
+  readonly diagnostics?: readonly string[];
 }
 
 /** One proxy's spans for this program, on the proxy's clock, and how that clock relates to ours. */

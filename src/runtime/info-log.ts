@@ -3,14 +3,14 @@
  * written to stderr. Off unless the variable is set to something other than empty, 0, false, off or no.
  */
 import { flagSet } from './debug.js';
-import { formatBytes } from '../units.js';
+import { formatBytes, type Environment } from '../units.js';
 
 export type InfoSink = (line: string) => void;
 
 const hex = (value: number | undefined): string =>
   value === undefined ? '?' : `0x${value.toString(16).padStart(8, '0')}`;
 
-export function infoEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
+export function infoEnabled(env: Environment = process.env): boolean {
   return flagSet(env.OFFLOAD_INFO);
 }
 

@@ -22,6 +22,13 @@ export interface RuntimeOptions {
    */
   proxies?: string[];
   /**
+   * Every proxy is optional: one that cannot be reached, or does not answer within
+   * `connectTimeoutMs`, is left out (said once on stderr and in `runtime.diagnostics`) instead of
+   * failing init. A refused token still fails init. In OFFLOAD_PROXIES, an address ending in `?`
+   * is optional (`gpu-box:7000?`). Default false: a program that names a proxy depends on it.
+   */
+  optionalProxies?: boolean;
+  /**
    * Under mpirun: use the job's proxy ranks (`offload proxy --mpi`) as remote devices, after the
    * named proxies. Default true; false ignores them.
    */

@@ -4,9 +4,22 @@
  * `mapping` track; a span per copy, launch and mapping call, with bytes and kernel names.
  * Queue operations run in order, so an operation's span starts when it was enqueued or when the
  * one before it on its queue ended, whichever is later. Written at shutdown (or at exit).
+ *
+ * Interrupted (SIGINT, SIGTERM) a program would end without 'exit', and the run one most wants
+ * to look at would leave no trace. So while the trace is unwritten, and the program listens to
+ * neither signal itself, the first one writes what is known so far (operations still running end
+ * at the interrupt, marked `interrupted`; the metadata names the signal), then ends the process
+ * with that signal, as if nobody had listened: the shell sees the usual status (130, 143). The
+ * listener is removed before writing, so a second Ctrl-C during the write ends the process at
+ * once. A program with its own listener decides itself (and the trace is written at its exit).
  */
+import type { Environment } from '../units.js';
 import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+
+/** The signals that write the trace before the process ends (see the header). */
+const INTERRUPTS = ['SIGINT', 'SIGTERM'] as const;
+type Interrupt = (typeof INTERRUPTS)[number];
 
 /** Track id of the mapping spans of a device (queue ids are small integers). */
 const MAPPING_TRACK = 1_000_000;
@@ -26,7 +39,7 @@ export interface Span {
   end(failed?: boolean): void;
 }
 
-export function traceFile(option: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
+export function traceFile(option: string | undefined, env: Environment = process.env): string | undefined {
   const file = option ?? env.OFFLOAD_TRACE;
   return file === undefined || file === '' ? undefined : file;
 }
@@ -54,6 +67,9 @@ export class Tracer {
   private readonly origin = performance.timeOrigin;
   private written = false;
   private readonly onExit = () => this.write();
+  private readonly onSignal = (signal: Interrupt) => this.interrupted(signal);
+  /** Queue operations not yet settled, for a trace written before they do (interrupted). */
+  private readonly running = new Set<TraceEvent>();
   private readonly clocks: ClockAlignment[] = [];
   private dropped = 0;
   /** Spans kept, and those not kept because `maxSpans` were kept already. */
@@ -69,7 +85,21 @@ export class Tracer {
     readonly file: string | undefined,
     private readonly maxSpans = Infinity,
   ) {
-    if (file !== undefined) process.once('exit', this.onExit);
+    if (file === undefined) return;
+    process.once('exit', this.onExit);
+    for (const signal of INTERRUPTS) process.on(signal, this.onSignal);
+  }
+
+  /** The first SIGINT or SIGTERM: writes the trace, then ends with the signal unless the program listens to it too. */
+  private interrupted(signal: Interrupt): void {
+    for (const other of INTERRUPTS) process.off(other, this.onSignal);
+    // The program handles the signal itself: its exit (or shutdown) writes the trace.
+    if (process.listenerCount(signal) > 0) return;
+    try {
+      this.write(signal);
+    } finally {
+      process.kill(process.pid, signal);
+    }
   }
 
   /** Keeps a span, unless `maxSpans` are kept already. */
@@ -169,7 +199,11 @@ export class Tracer {
     this.name(device, queue, deviceName, `queue ${queue}`);
     const key = `${device}/${queue}`;
     const enqueued = (this.origin + enqueuedAt) * 1000;
+    // What an interrupted trace shows for the operation if it has not settled by then.
+    const running: TraceEvent = { name, cat: 'queue', ph: 'X', ts: enqueued, pid: device, tid: queue, args };
+    this.running.add(running);
     const finish = (failed: boolean) => () => {
+      this.running.delete(running);
       const end = this.now();
       const start = Math.max(enqueued, this.queueEnds.get(key) ?? 0);
       this.queueEnds.set(key, end);
@@ -187,13 +221,31 @@ export class Tracer {
     done.then(finish(false), finish(true));
   }
 
-  /** Writes the trace file (once). Synchronous so that it also works from the 'exit' event. */
-  write(): void {
+  /**
+   * Writes the trace file (once). Synchronous so that it also works from the 'exit' event and a
+   * signal. `interrupt`: the signal that cut the run short; operations still running are written
+   * as spans up to now, marked `interrupted`.
+   */
+  write(interrupt?: Interrupt): void {
     if (this.written || this.file === undefined) return;
     this.written = true;
     process.off('exit', this.onExit);
+    for (const signal of INTERRUPTS) process.off(signal, this.onSignal);
+    if (interrupt !== undefined) {
+      const now = this.now();
+      for (const event of this.running) {
+        const start = Math.max(event.ts, this.queueEnds.get(`${event.pid}/${event.tid}`) ?? 0);
+        this.events.push({
+          ...event,
+          ts: start,
+          dur: Math.max(0, now - start),
+          args: { ...event.args, interrupted: true },
+        });
+      }
+    }
     const metadata = {
       'offload-ts': {
+        ...(interrupt === undefined ? {} : { interrupted: interrupt }),
         clockAlignment:
           'each proxy: offset = its clock at the hello reply minus the midpoint of that TCP (or MPI) round trip',
         proxies: this.clocks,

@@ -9,6 +9,7 @@
  * transport knows no messages). The decoder checks the magic and both lengths before it buffers
  * anything, so a malformed or oversized frame is a PROTOCOL error at once, never a large allocation.
  */
+import { foreignProtocol } from './foreign-protocol.js';
 import { errors, type OffloadError } from '../errors.js';
 import { copyInto } from '../shared-copy.js';
 
@@ -253,10 +254,12 @@ export class FrameDecoder {
   private readPrefix(prefix: Uint8Array): void {
     const magic = readU32(prefix, 0);
     const compact = magic === COMPACT_MAGIC && this.codec() !== undefined;
-    if (magic !== FRAME_MAGIC && !compact)
+    if (magic !== FRAME_MAGIC && !compact) {
+      const foreign = foreignProtocol(prefix);
       throw errors.protocol(
-        `bad frame magic 0x${magic.toString(16).padStart(8, '0')} (expected 0x${FRAME_MAGIC.toString(16)}${this.codec() ? ` or 0x${COMPACT_MAGIC.toString(16)}` : ''})`,
+        `bad frame magic 0x${magic.toString(16).padStart(8, '0')} (expected 0x${FRAME_MAGIC.toString(16)}${this.codec() ? ` or 0x${COMPACT_MAGIC.toString(16)}` : ''})${foreign ? `: ${foreign}` : ''}`,
       );
+    }
     const metaLength = readU32(prefix, 4);
     // Exact while the high word is below 2^21 (2^53 bytes); any larger is over every limit anyway.
     const high = readU32(prefix, 12);

@@ -6,7 +6,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { abortError } from '../abort.js';
-import { asOffloadError, errors, quoted, type OffloadError } from '../errors.js';
+import { asOffloadError, errors, OffloadError, quoted } from '../errors.js';
 import { encodeHead, type Frame, type MetaCodec, type PayloadSink } from './frame.js';
 import { configurePollWindow, pollForAWhile } from './poll-window.js';
 import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
@@ -179,6 +179,11 @@ class TcpTransport implements Transport {
     if (!this.isClosed) pollForAWhile();
   }
 
+  hold(held: boolean): void {
+    if (held) this.socket.ref();
+    else this.socket.unref();
+  }
+
   drained(): Promise<void> {
     if (this.isClosed || this.socket.writableLength < HIGH_WATER_BYTES) return Promise.resolve();
     return new Promise((resolve) => {
@@ -213,6 +218,12 @@ class TcpTransport implements Transport {
   }
 }
 
+/** The question a connect error ends with: what is most likely missing at `address`. */
+function runningAt(address: string): string {
+  const { host, port } = parseAddress(address);
+  return ` (is \`offload proxy\` running at ${formatAddress({ host, port })}?)`;
+}
+
 /**
  * Connects to `address`; DEVICE_LOST naming it when it cannot be reached in time, UNAUTHORIZED
  * when its TLS certificate is not one the client trusts. Async so a bad address rejects rather
@@ -234,7 +245,7 @@ export async function connectTcp(
       : net.connect({ host, port, onread: reader!.options });
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(errors.deviceLost(`cannot reach ${address}: no connection within ${timeoutMs} ms`));
+      reject(errors.deviceLost(`cannot reach ${address}: no connection within ${timeoutMs} ms${runningAt(address)}`));
     }, timeoutMs);
     const { signal } = options;
     const onAbort = () => {
@@ -247,14 +258,30 @@ export async function connectTcp(
     socket.once('close', () => signal?.removeEventListener('abort', onAbort));
     socket.once('error', (error: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      if (secure && /CERT|SELF_SIGNED|HOSTNAME|ALTNAME|SSL|TLS/i.test(`${error.code} ${error.message}`)) {
+      if (
+        secure &&
+        /before secure TLS connection|WRONG_VERSION_NUMBER|PACKET_LENGTH_TOO_LONG/i.test(
+          `${error.code} ${error.message}`,
+        )
+      ) {
+        // The handshake met clear text, or a peer that hung up on it: a proxy without TLS.
+        reject(
+          errors.protocol(
+            `${address} does not answer in TLS (${error.message}): a proxy started without --tls-cert is reached as host:port, without tls:// or OFFLOAD_TLS_CA`,
+          ),
+        );
+      } else if (secure && /CERT|SELF_SIGNED|HOSTNAME|ALTNAME|SSL|TLS/i.test(`${error.code} ${error.message}`)) {
         reject(
           errors.unauthorized(
             `the TLS connection to ${address} failed: ${error.message} (give the proxy's CA with { tls: { ca } } or OFFLOAD_TLS_CA)`,
           ),
         );
       } else {
-        reject(asOffloadError(error, `cannot reach ${address}`, { code: 'DEVICE_LOST' }));
+        const refused = error.code === 'ECONNREFUSED' || error.code === 'EHOSTUNREACH' || error.code === 'ENOTFOUND';
+        const lost = asOffloadError(error, `cannot reach ${address}`, { code: 'DEVICE_LOST' });
+        reject(
+          refused ? new OffloadError('DEVICE_LOST', `${lost.message}${runningAt(address)}`, { cause: error }) : lost,
+        );
       }
     });
     socket.once(secure ? 'secureConnect' : 'connect', () => {

@@ -62,6 +62,13 @@ export interface Transport {
    * undefined between frames: a receiver can close a peer that trickles a frame.
    */
   frameInProgress?(): { received: number; total: number } | undefined;
+  /**
+   * Optional: whether this transport keeps the process alive (as opened, it does). The owner
+   * lets go while nothing is pending on it (a client between requests) and takes hold again
+   * when work is in flight, as Node's `socket.unref()`/`ref()`: a program whose work is done
+   * exits even with the connection open. A transport without it always holds.
+   */
+  hold?(held: boolean): void;
   /** Optional: where incoming payloads should land (see PayloadSink); set before frames arrive. */
   payloadSink?: PayloadSink;
   /** Optional: the largest frame taken from the peer now (default FRAME_LIMITS); checked per frame. */

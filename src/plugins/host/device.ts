@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { availableParallelism, cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { errors, quoted, type OffloadError } from '../../errors.js';
-import { parseBytes } from '../../units.js';
+import { parseBytes, type Environment } from '../../units.js';
 import { dropped } from '../../runtime/debug.js';
 import { copyInto } from '../../shared-copy.js';
 import {
@@ -80,7 +80,7 @@ export interface HostDeviceOptions {
 /** The largest memory a wasm32 module can address, less one page (V8 refuses a full 4 GiB shared memory on some builds). */
 export const MAX_HOST_MEMORY = 65535 * PAGE_BYTES;
 
-export function defaultHostOptions(env: NodeJS.ProcessEnv = process.env): HostDeviceOptions {
+export function defaultHostOptions(env: Environment = process.env): HostDeviceOptions {
   const threads = env.OFFLOAD_HOST_THREADS === undefined ? availableParallelism() : Number(env.OFFLOAD_HOST_THREADS);
   if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKERS) {
     throw errors.invalidArgument(

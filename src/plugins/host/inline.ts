@@ -21,6 +21,7 @@
  * OFFLOAD_HOST_INLINE=never keeps every launch on the workers; always runs every launch inline
  * (for debugging and measurement: no learning, and time limits are only checked afterwards).
  */
+import type { Environment } from '../../units.js';
 import { errors, quoted } from '../../errors.js';
 import type { CodeShape } from '../../build/wasm-code-shape.js';
 
@@ -42,7 +43,7 @@ const OVER_BUDGET_SKIP = 16;
 /** The most launches a strike sends to the workers. */
 const MAX_SKIP = 1 << 16;
 
-export function inlineMode(env: NodeJS.ProcessEnv = process.env): InlineMode {
+export function inlineMode(env: Environment = process.env): InlineMode {
   const value = env.OFFLOAD_HOST_INLINE ?? 'auto';
   if (!(INLINE_MODES as readonly string[]).includes(value)) {
     throw errors.invalidArgument(`OFFLOAD_HOST_INLINE must be one of ${INLINE_MODES.join(', ')}, not ${quoted(value)}`);

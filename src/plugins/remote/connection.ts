@@ -123,6 +123,8 @@ export class RemoteConnection {
   /** Where each queue's host calls go, by the queue's id on the proxy. */
   private readonly hostCallListeners = new Map<number, HostCallListener>();
   private nextId = 1;
+  /** Whether the transport keeps the process alive: while requests are pending (see `holdWhileBusy`). */
+  private holding = true;
   private lostError: OffloadError | undefined;
   private readonly lostListeners: ((error: OffloadError) => void)[] = [];
   devices: DeviceInfo[] = [];
@@ -206,13 +208,16 @@ export class RemoteConnection {
     const connection = new RemoteConnection(transport, address);
     // The hello's reply counts against the same time limit as the connect: a proxy (or anything
     // else on that port) that accepts and never answers is DEVICE_LOST, not a wait for ever.
+    let timedOut = false;
     const silent = setTimeout(
-      () =>
+      () => {
+        timedOut = true;
         transport.close(
           errors.deviceLost(
             `proxy ${address} accepted the connection but did not answer within ${timeoutMs} ms (connectTimeoutMs)`,
           ),
-        ),
+        );
+      },
       Math.max(0, timeoutMs - (Date.now() - started)),
     );
     const onAbort = () => transport.close(abortError(signal!, `connecting to proxy ${address}`));
@@ -235,10 +240,13 @@ export class RemoteConnection {
       connection.peers = peers;
       startHeartbeat(transport, options.peerTimeoutMs ?? peerTimeoutFromEnv());
       connection.startDeadlines(options.requestTimeoutMs ?? requestTimeoutFromEnv());
+      connection.holdWhileBusy();
       return connection;
     } catch (error) {
       transport.close();
-      throw error;
+      throw transport.stats.bytesReceived === 0 && !timedOut && !signal?.aborted
+        ? closedBeforeHello(address, error)
+        : error;
     } finally {
       clearTimeout(silent);
       signal?.removeEventListener('abort', onAbort);
@@ -312,6 +320,7 @@ export class RemoteConnection {
     if (request.op === 'wait-host' && queue !== undefined) this.park(meta.gate as number, queue);
     if (request.op === 'wait' && queue !== undefined) count(this.waitingQueues, queue, 1);
     if (request.op === 'signal') this.unpark(meta.gate as number);
+    if (!this.holding) this.holdWhileBusy();
     try {
       meta.id = id;
       this.transport.send(meta, payload);
@@ -331,6 +340,7 @@ export class RemoteConnection {
           ),
         );
       this.pending.delete(id);
+      this.holdWhileBusy();
     }
     return reply;
   }
@@ -349,6 +359,18 @@ export class RemoteConnection {
       );
       return true;
     }
+  }
+
+  /**
+   * The connection keeps the process alive only while a request is pending (its reply is work
+   * in flight), as Node's own sockets after `unref()`: a program that is done exits with its
+   * proxies still connected, shut down or not. Heartbeats never hold it (heartbeat.ts).
+   */
+  private holdWhileBusy(): void {
+    const busy = this.pending.size > 0;
+    if (busy === this.holding) return;
+    this.holding = busy;
+    this.transport.hold?.(busy);
   }
 
   drained(): Promise<void> {
@@ -383,6 +405,7 @@ export class RemoteConnection {
       if (decoded.op === 'reply') {
         this.settled(pending);
         this.pending.delete(decoded.id);
+        if (this.pending.size === 0) this.holdWhileBusy();
         if (decoded.error) pending.reject(fromWireError(decoded.error, this.address));
         else pending.resolve(frame);
       } else if (decoded.op === 'ready' && pending.handlers?.onReady) {
@@ -586,4 +609,18 @@ function checkedTraceEvent(value: unknown): TraceEvent | undefined {
     checked.args = kept;
   }
   return checked;
+}
+
+/**
+ * A peer that hung up on the hello without a byte: a TLS proxy reached in clear text does that
+ * (its handshake fails on our frame), and so does a server of another protocol that waits for
+ * more than it got. Said so, rather than "connection closed".
+ */
+function closedBeforeHello(address: string, error: unknown): unknown {
+  if (!(error instanceof OffloadError) || error.code !== 'DEVICE_LOST') return error;
+  return new OffloadError(
+    'DEVICE_LOST',
+    `proxy ${address} closed the connection without answering the hello (${error.message}): a proxy started with --tls-cert is reached as tls://${address}; is \`offload proxy\` running at ${address}?`,
+    { cause: error },
+  );
 }

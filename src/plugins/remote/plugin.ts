@@ -1,9 +1,11 @@
 /**
  * The remote plugin: the devices of every proxy named in `proxies` (or OFFLOAD_PROXIES), in the
  * order given, each proxy's devices in its own order. A proxy that cannot be reached or refuses
- * the token fails Offload.init with that error: a program that names a proxy depends on it.
+ * the token fails Offload.init with that error: a program that names a proxy depends on it,
+ * unless it says the proxy is optional (`optionalProxies`, or `host:port?` in OFFLOAD_PROXIES):
+ * then a proxy that does not answer is left out, said once on stderr and in `diagnostics`.
  */
-import { errors } from '../../errors.js';
+import { errors, messageOf, OffloadError } from '../../errors.js';
 import type { ImageInfo } from '../../image/manifest.js';
 import type { Plugin, PluginDevice, RemoteTrace } from '../interface.js';
 import { registerPlugin } from '../../runtime/plugin-registry.js';
@@ -17,6 +19,10 @@ import { ConnectionState, RemoteDevice } from './device.js';
 export interface RemoteOptions {
   /** Proxy addresses, `host:port`. */
   proxies: string[];
+  /** The proxies that may be left out when they do not answer (a subset of `proxies`). */
+  optional?: ReadonlySet<string>;
+  /** Where the line about a proxy left out goes (default: stderr). */
+  warn?: (line: string) => void;
   token: string;
   /** How long each proxy has to accept the connection and answer its hello. */
   connectTimeoutMs?: number;
@@ -39,7 +45,20 @@ export class RemotePlugin implements Plugin {
   private readonly connections: RemoteConnection[] = [];
   private readonly devices: RemoteDevice[] = [];
 
+  readonly diagnostics: string[] = [];
+
   constructor(private readonly options: RemoteOptions) {}
+
+  /**
+   * Whether init goes on without `address` after `error`: an optional proxy that could not be
+   * reached or did not answer (DEVICE_LOST, TIMEOUT, or PROTOCOL: something else answers there).
+   * A refused token or a malformed address is the program's mistake, and fails init still.
+   */
+  private mayLeaveOut(address: string, error: unknown): boolean {
+    if (!this.options.optional?.has(address)) return false;
+    const code = error instanceof OffloadError ? error.code : undefined;
+    return code === 'DEVICE_LOST' || code === 'TIMEOUT' || code === 'PROTOCOL';
+  }
 
   async init(): Promise<number> {
     const opened = await Promise.allSettled(
@@ -56,12 +75,21 @@ export class RemotePlugin implements Plugin {
         }),
       ),
     );
-    const failure = opened.find((result) => result.status === 'rejected');
+    const failure = opened.find(
+      (result, index): result is PromiseRejectedResult =>
+        result.status === 'rejected' && !this.mayLeaveOut(this.options.proxies[index]!, result.reason),
+    );
     for (const result of opened) if (result.status === 'fulfilled') this.connections.push(result.value);
     if (failure) {
       await this.deinit();
       throw failure.reason;
     }
+    opened.forEach((result, index) => {
+      if (result.status === 'fulfilled') return;
+      const line = `optional proxy ${this.options.proxies[index]!} left out: ${messageOf(result.reason)}`;
+      this.diagnostics.push(line);
+      (this.options.warn ?? warnOnStderr)(line);
+    });
     for (const connection of this.connections) {
       const state = new ConnectionState(connection);
       connection.devices.forEach((info, index) => this.devices.push(new RemoteDevice(state, index, info)));
@@ -77,7 +105,9 @@ export class RemotePlugin implements Plugin {
 
   /** A context: a connection (a session of its own) to each proxy, which keeps the sessions apart. */
   async createContext(): Promise<Plugin> {
-    return new RemotePlugin({ ...this.options, signal: undefined });
+    // Over the proxies init connected to: the context's device ids are the runtime's.
+    const proxies = this.connections.map((connection) => connection.address);
+    return new RemotePlugin({ ...this.options, proxies, optional: undefined, signal: undefined });
   }
 
   isCompatible(image: ImageInfo): boolean {
@@ -101,17 +131,38 @@ export class RemotePlugin implements Plugin {
   }
 }
 
-/** Proxy addresses from options or OFFLOAD_PROXIES (comma- or space-separated). */
+/** Proxy addresses from options or OFFLOAD_PROXIES (comma- or space-separated), without the `?` of optional ones. */
 export function proxyList(option: readonly string[] | undefined, env: NodeJS.ProcessEnv = process.env): string[] {
-  if (option !== undefined) return [...option];
-  return (env.OFFLOAD_PROXIES ?? '').split(/[\s,]+/).filter((address) => address !== '');
+  return proxyEntries(option, false, env).map((entry) => entry.address);
+}
+
+/**
+ * The proxies to connect to and whether each is optional: all of them with `optionalProxies`,
+ * else those written `host:port?` (in OFFLOAD_PROXIES or the option).
+ */
+export function proxyEntries(
+  option: readonly string[] | undefined,
+  allOptional: boolean | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): { address: string; optional: boolean }[] {
+  const list = option ?? (env.OFFLOAD_PROXIES ?? '').split(/[\s,]+/).filter((address) => address !== '');
+  return list.map((text) => {
+    const marked = text.endsWith('?');
+    return { address: marked ? text.slice(0, -1) : text, optional: marked || allOptional === true };
+  });
+}
+
+function warnOnStderr(line: string): void {
+  process.stderr.write(`offload-ts: ${line}\n`);
 }
 
 // Remote devices come after every local one.
 registerPlugin(
   'remote',
   async (options) => {
-    const proxies = proxyList(options.proxies);
+    const entries = proxyEntries(options.proxies, options.optionalProxies);
+    const proxies = entries.map((entry) => entry.address);
+    const optional = new Set(entries.filter((entry) => entry.optional).map((entry) => entry.address));
     let token = options.token ?? process.env.OFFLOAD_TOKEN;
     if (proxies.length > 0 && (token === undefined || token === '')) {
       throw errors.invalidArgument(
@@ -129,6 +180,7 @@ registerPlugin(
     if (proxies.length === 0) return undefined;
     return new RemotePlugin({
       proxies,
+      optional,
       token: token!,
       peerTimeoutMs: options.peerTimeoutMs,
       requestTimeoutMs: options.requestTimeoutMs,

@@ -270,6 +270,17 @@ export class MpiHub {
     this.schedule();
   }
 
+  /** Whether any channel keeps the process alive (Transport.hold). */
+  private channelHolds(): boolean {
+    for (const transport of this.channels.values()) if (transport.held) return true;
+    return false;
+  }
+
+  /** @internal A channel took hold of the process or let go: the timer or the armed thread follows. */
+  holdChanged(): void {
+    if (this.active()) this.schedule();
+  }
+
   /** @internal */
   forget(transport: MpiTransport, tellPeer: boolean): void {
     this.channels.delete(`${transport.rank}/${transport.channel}`);
@@ -293,10 +304,11 @@ export class MpiHub {
    */
   private schedule(): void {
     if (this.finalized) return;
-    // A proxy lives as long as it serves; an application only while it has channels or sends
-    // or still waits to hear what the other ranks are.
+    // A proxy lives as long as it serves; an application only while a channel holds it (one
+    // with requests pending: Transport.hold), sends are in flight, or it still waits to hear
+    // what the other ranks are.
     const holdsProcess =
-      this.role === 'proxy' || this.channels.size > 0 || this.sends.size > 0 || this.roles.size < this.size;
+      this.role === 'proxy' || this.sends.size > 0 || this.roles.size < this.size || this.channelHolds();
     const busy = performance.now() - this.lastTraffic < BUSY_MS;
     if (this.progress === 'thread' && !busy && !this.timer) {
       if (!this.waiting || this.waitingHolds !== holdsProcess) {

@@ -16,6 +16,8 @@ export interface MpiChannelHub {
   post(transport: MpiTransport, bytes: Uint8Array): void;
   forget(transport: MpiTransport, tellPeer: boolean): void;
   expectSoon(): void;
+  /** A channel took hold of the process, or let go (`MpiTransport.held`). */
+  holdChanged(): void;
 }
 
 export class MpiTransport implements Transport {
@@ -25,6 +27,8 @@ export class MpiTransport implements Transport {
   payloadSink?: PayloadSink;
   metaCodec?: MetaCodec;
   inFlight = 0;
+  /** Whether this channel keeps the process alive (Transport.hold; the hub counts the channels that do). */
+  held = true;
   private readonly receiver = new FrameReceiver(this);
   private isClosed = false;
   private drainWaiters: (() => void)[] = [];
@@ -59,6 +63,12 @@ export class MpiTransport implements Transport {
   /** The peer's next frame is expected soon: the hub's next turn polls MPI for it a while (hub.ts). */
   expectSoon(): void {
     if (!this.isClosed) this.hub.expectSoon();
+  }
+
+  hold(held: boolean): void {
+    if (this.held === held) return;
+    this.held = held;
+    if (!this.isClosed) this.hub.holdChanged();
   }
 
   drained(): Promise<void> {

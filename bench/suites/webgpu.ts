@@ -26,7 +26,7 @@ const SAXPY_A = 0.5;
 /** WebGPU launch shape for saxpy: 4 elements per invocation (the kernel strides past teams * threads). */
 const SAXPY_THREADS = 256;
 
-/** The translated kernels against hand-written WGSL, on the same device (issue 17). */
+/** The translated kernels against hand-written WGSL, on the same device. */
 const TRANSLATION_GOAL: Goal = { op: '>=', value: 0.9, note: 'of the hand-written kernel' };
 
 /** XSBench "small": 68 nuclides, 11,303 grid points each, 12 materials of these sizes. */

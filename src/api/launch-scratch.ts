@@ -1,6 +1,6 @@
 /**
  * What a kernel's launches reuse, so that a launch that runs at once (inline on the host
- * device) allocates nothing but its Event (issue 13): the lowered arguments, lent to the plugin
+ * device) allocates nothing but its Event: the lowered arguments, lent to the plugin
  * for the length of its `launch` call, and the lowered grid of the last plain grid given.
  */
 import type { Allocation, Grid as PluginGrid, LaunchArg } from '../plugins/interface.js';

@@ -100,7 +100,7 @@ const COMPLETED_PROMISE = Promise.resolve();
 const noop = (): void => {};
 
 /**
- * The event of a launch: the one object a launch makes (issue 13). The plugin tells it when the
+ * The event of a launch: the one object a launch makes. The plugin tells it when the
  * launch settles (LaunchSettled); its `done` promise is made only when asked for. A launch that
  * was still running when the plugin returned is counted by its queue, its library and its
  * buffers until then (Queue.launch); one that ran at once needed no counting.

@@ -266,7 +266,7 @@ export interface PluginQueue {
   /**
    * Enqueues a launch and tells `settled` once, when it settles (possibly before this returns:
    * an inline launch on an idle queue runs at once). No promise: a launch is the hot path, and
-   * the runtime's event is the one object it makes (issue 13). `args` is the caller's scratch,
+   * the runtime's event is the one object it makes. `args` is the caller's scratch,
    * valid only during this call: a plugin that runs the launch later copies what it needs.
    * `grid` is immutable and may be kept. Failures go to `settled`, never thrown.
    */

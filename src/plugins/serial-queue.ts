@@ -24,8 +24,8 @@ import { dropped } from '../runtime/debug.js';
 const noop = (): void => {};
 
 /**
- * A call a SerialQueue runs in its turn, without a closure or a promise of its own (a launch:
- * issue 13 wants none per launch). `runQueued` reads its words (`queue.word(at + i)`, i below
+ * A call a SerialQueue runs in its turn, without a closure or a promise of its own (a launch
+ * makes none, so that a pipelined launch allocates nothing but its Event). `runQueued` reads its words (`queue.word(at + i)`, i below
  * `count`) before anything else, and returns its result, or a promise of it, or throws; or it
  * returns CALL_PENDING and tells `queue.callSettled` later (possibly before it has returned).
  */

@@ -65,7 +65,7 @@ export interface RuntimeOptions {
    */
   tls?: TlsClientOptions;
 
-  // Cancellation and time limits of init (issue 19).
+  // Cancellation and time limits of init.
   /**
    * How long each proxy has to accept the connection and answer its hello, in milliseconds
    * (default 10000): a proxy that accepts and never answers fails init with DEVICE_LOST after it.

@@ -1,4 +1,4 @@
-/** What a test's code allocates, for the tests of issue 13's allocation-free paths. */
+/** What a test's code allocates, for the tests of the allocation-free launch paths. */
 import { Session } from 'node:inspector/promises';
 
 /** Bytes the program allocates while `run` runs, by V8's sampling heap profiler (every 64 bytes, collected objects included). */

@@ -1,5 +1,5 @@
 /**
- * The launch stress program of issue 12, item 1: a kernel that counts, atomically, how many times
+ * The launch stress program: a kernel that counts, atomically, how many times
  * each team ran; launches with 1-5 teams, every third awaited, the rest pipelined, over one queue
  * or several; then every team's count is compared with what it must be, exactly.
  */

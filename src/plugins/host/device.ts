@@ -952,7 +952,7 @@ class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSettled {
     const hostKernel = kernel as HostKernel;
     const device = this.device;
     const print = this.onPrint;
-    // An idle queue runs an inline launch at once, with no promise, closure or array (issue 13):
+    // An idle queue runs an inline launch at once, with no promise, closure or array:
     // its argument values go into the kernel's own array, free again once the call returns.
     if (this.serial.readyNow() && device.placesInline(hostKernel, grid)) {
       let where: string;

@@ -86,7 +86,7 @@ export interface FlightSettled {
 /**
  * A launch the pool holds until it settles. A class with fixed fields, not a spread of the
  * launch plus closures: this is made once per launch, and the spread cost 6 us of a 40 us launch.
- * It settles by telling its FlightSettled, with no promise or closure of its own (issue 13).
+ * It settles by telling its FlightSettled, with no promise or closure of its own.
  */
 export class Flight implements PoolLaunch {
   readonly name: string;

@@ -105,6 +105,14 @@ const CORPUS: { name: string; body: string; grid: FuzzKernel['grid']; inputs: In
     grid: { teams: [2, 2], threads: [2, 2], teamMemoryBytes: 0 },
     inputs: inputsWith(0, 0, 0),
   },
+  {
+    // `~c` and a conversion of a constant are constants to WGSL too: a signed small cast of one
+    // (a shift left that changes the sign) and a shift of one were refused when compiling.
+    name: 'complemented_constant',
+    body: '  vi = <i32>(<i8>(<i32>(<u8>~(<i32>33))));\n  vj = ~(<i32>-2147483647) << 1;\n  vu = <u32>~(<u32>1) << 31;\n',
+    grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
+    inputs: inputsWith(1, 2, 0),
+  },
 ];
 
 const skip = await webgpuSkipReason();

@@ -64,6 +64,15 @@ function isConstant(value: Value): boolean {
 }
 
 /**
+ * `result`, an operation on `operand` alone, marked as a constant expression when the operand is
+ * one: WGSL evaluates `~c` and `i32(c)` when compiling too, so what is computed from them (a
+ * shift that changes the sign) must still be moved to run time.
+ */
+function keepsConstant(operand: Value, result: Value): Value {
+  return isConstant(operand) ? { ...result, constant: true } : result;
+}
+
+/**
  * How deeply expressions and statements may nest in a translated kernel: WGSL compilers bound
  * nesting (Tint at 127 brace levels), and the translation must load wherever its image does.
  */
@@ -1012,7 +1021,7 @@ class FunctionTranslator {
       case 'Tilde': {
         const value = this.expression(operand, context === 'bool' ? undefined : context);
         if (!isInteger(value.type) || value.base !== undefined) fail(node, `complements a ${value.type}`);
-        return { code: `~${value.code}`, type: value.type };
+        return keepsConstant(value, { code: `~${value.code}`, type: value.type });
       }
       default:
         return fail(
@@ -1057,7 +1066,7 @@ class FunctionTranslator {
     if (value.type === 'void') return fail(node, 'converts a call without a value');
     if (value.type === 'f32' && isInteger(to))
       return { code: `offload_f32_to_${wgslType(to)}(${value.code})`, type: to };
-    return { code: `${wgslType(to)}(${value.code})`, type: to };
+    return keepsConstant(value, { code: `${wgslType(to)}(${value.code})`, type: to });
   }
 
   /** An implicit conversion (an argument, an initializer, an assignment): only between 32-bit integers. */
@@ -1068,7 +1077,7 @@ class FunctionTranslator {
     if (isInteger(value.type) && isInteger(to)) {
       if (value.base !== undefined)
         fail(node, `uses an address as a ${to} (an address's value differs between devices)`);
-      return { code: `${wgslType(to)}(${value.code})`, type: to };
+      return keepsConstant(value, { code: `${wgslType(to)}(${value.code})`, type: to });
     }
     if (value.type === 'bool' && isInteger(to)) return this.convert(value, to, node);
     return fail(node, `uses a ${value.type} where a ${to} is expected`);

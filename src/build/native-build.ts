@@ -261,8 +261,12 @@ async function linkC(
   const wasmFile = path.join(work, 'image.wasm');
   const mapFile = path.join(work, 'image.map');
   const kernels = sources.flatMap((source) => source.kernels.map((kernel) => kernel.entry.name));
+  // The link gets no -O: with one, clang runs binaryen's wasm-opt on the module when one is on
+  // PATH (npm scripts put node_modules/.bin there), which drops the name section the checks
+  // below read. The objects are optimised already; there is no link-time optimisation.
+  const linkFlags = common.filter((flag) => !flag.startsWith('-O'));
   const run = await runTool(clang, [
-    ...common,
+    ...linkFlags,
     '-Wl,--no-entry',
     '-Wl,--import-memory',
     '-Wl,--stack-first',

@@ -113,6 +113,14 @@ const CORPUS: { name: string; body: string; grid: FuzzKernel['grid']; inputs: In
     grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
     inputs: inputsWith(1, 2, 0),
   },
+  {
+    // The host device's inline path ran a one-thread kernel as the last thread of the launch
+    // before it: threadId(2) read that thread's linear id (threadId(0) and (1) hid it).
+    name: 'thread_id_z',
+    body: '  atomic.sub<i32>(acc + 0, (<i32>(<u32>threadId(2))));\n',
+    grid: { teams: 1, threads: 1, teamMemoryBytes: 0 },
+    inputs: inputsWith(1, 2, 0),
+  },
 ];
 
 const skip = await webgpuSkipReason();

@@ -172,6 +172,9 @@ export class KernelEnvironment implements TeamThreadState {
     this.threadDims[0] = threadsX;
     this.threadDims[1] = threadsY;
     this.threadDims[2] = threads / (threadsX * threadsY);
+    // A one-thread launch may call its kernel directly, setting no thread: it is thread 0, not
+    // the last thread of the launch before (which threadId(2) would read back).
+    this.threadId = 0;
     this.teamMemory = scratch;
     this.stacks = scratch + alignScratch(teamBytes);
     this.stackBytes = stackBytes;

@@ -79,6 +79,15 @@ const U32_EDGES = ['0', '1', '2', '31', '32', '4294967295', '2147483648', '65535
 const F32_EDGES = ['0.0', '-0.0', '1.0', '-1.5', '0.5', '3.0', '1e-3', '1e30', '-1e30', '2147483648.0'];
 
 /** Generates kernels from a seed. */
+/**
+ * A comparison's source. A name before `<` and a parenthesis is parsed by AssemblyScript as the
+ * start of type arguments (`vj < (vj | (<i32>-86))` fails with "Type expected"), so the left
+ * operand of `<` and `<=` goes in parentheses.
+ */
+function compare(left: string, symbol: string, right: string): string {
+  return symbol.startsWith('<') ? `((${left}) ${symbol} ${right})` : `(${left} ${symbol} ${right})`;
+}
+
 export class KernelGenerator {
   private readonly random: () => number;
   private depth = 0;
@@ -376,14 +385,12 @@ export class KernelGenerator {
       case 'compare': {
         const type = this.pick(['i32', 'u32'] as const);
         const symbol = this.pick(['<', '<=', '>', '>=', '==', '!=']);
-        return op('bool', [this.int(type, depth + 1), this.int(type, depth + 1)], ([l, r]) => `(${l} ${symbol} ${r})`);
+        return op('bool', [this.int(type, depth + 1), this.int(type, depth + 1)], ([l, r]) => compare(l!, symbol, r!));
       }
       case 'fcompare': {
         const symbol = this.pick(['<', '<=', '>', '>=', '==', '!=']);
-        return op(
-          'bool',
-          [this.float(depth + 1, true), this.float(depth + 1, true)],
-          ([l, r]) => `(${l} ${symbol} ${r})`,
+        return op('bool', [this.float(depth + 1, true), this.float(depth + 1, true)], ([l, r]) =>
+          compare(l!, symbol, r!),
         );
       }
       case 'and':

@@ -43,7 +43,11 @@ describe('layer rules', { timeout: 60_000 }, () => {
     module('api/runtime.ts', 'runtime/trace.ts', 'omp/spread.ts', 'plugins/interface.ts');
     module('api/queue.ts', 'omp/mapper.ts'); // only api/runtime.ts may make the Mapper
     module('omp/spread.ts', 'api/queue.ts', 'type:image/manifest.ts');
-    module('omp/mapper.ts', 'api/queue.ts', 'image/manifest.ts'); // a value of image
+    module('omp/mapper.ts', 'api/queue.ts', 'image/manifest.ts', 'api/internal.ts'); // a value of image
+    module('omp/map.ts', 'api/checks.ts'); // the api's insides only through api/internal.ts
+    module('api/internal.ts', 'api/checks.ts');
+    module('api/checks.ts', 'errors.ts');
+    module('apps/xsbench.ts', 'api/runtime.ts', 'api/internal.ts'); // a program of the public API
     module('image/manifest.ts', 'errors.ts');
     module('transport/tcp.ts', 'api/runtime.ts'); // transport knows nothing of devices
     module('plugins/interface.ts', 'type:runtime/trace.ts');
@@ -63,6 +67,8 @@ describe('layer rules', { timeout: 60_000 }, () => {
       found,
       [
         'api: src/api/queue.ts -> src/omp/mapper.ts',
+        'api-internal-surface-users: src/apps/xsbench.ts -> src/api/internal.ts',
+        'api-public-modules: src/omp/map.ts -> src/api/checks.ts',
         'build: src/build/compile.ts -> src/cli/main.ts',
         'nothing-imports-cli: src/build/compile.ts -> src/cli/main.ts',
         'omp-image-types-only: src/omp/mapper.ts -> src/image/manifest.ts',

@@ -12,11 +12,19 @@ import { errors, OffloadError } from '../errors.js';
 import type { Device } from '../api/device.js';
 import type { Kernel } from '../api/kernel.js';
 import { Buffer, DevicePointer } from '../api/buffer.js';
-import type { Event, Grid, KernelArgument, PointerResolver, Queue } from '../api/queue.js';
+import type { Event, Grid, KernelArgument, Queue } from '../api/queue.js';
 import type { InfoLog } from '../runtime/info-log.js';
 import { dropped } from '../runtime/debug.js';
 import type { Tracer } from '../runtime/trace.js';
-import { checkArgumentCount, checkScalar } from '../api/checks.js';
+import {
+  checkArgumentCount,
+  checkScalar,
+  deviceAddress,
+  hasFailed,
+  isReusable,
+  launchResolving,
+  type PointerResolver,
+} from '../api/internal.js';
 import {
   ENTER_TYPES,
   entersMapping,
@@ -242,10 +250,8 @@ export class Mapper {
 
   private describe(entry: MapEntry, buffer: Buffer | undefined, offset = 0): string {
     const host = `HstPtrBegin=${hostAddress({ buffer: entry.host, byteOffset: entry.begin + offset } as HostView)}`;
-    const target =
-      buffer?.allocation.address === undefined
-        ? ''
-        : ` TgtPtrBegin=0x${(buffer.allocation.address + offset).toString(16)}`;
+    const address = buffer === undefined ? undefined : deviceAddress(buffer);
+    const target = address === undefined ? '' : ` TgtPtrBegin=0x${(address + offset).toString(16)}`;
     return `${host}${target} Size=${entry.end - entry.begin - offset} RefCount=${entry.refCount}${entry.name === undefined ? '' : ` Name=${entry.name}`}`;
   }
 
@@ -354,7 +360,7 @@ export class Mapper {
   ): void {
     this.log(device, () => {
       const host = `HstPtr=${hostAddress(view)}`;
-      const target = `TgtPtr=0x${((buffer.allocation.address ?? 0) + offset).toString(16)}`;
+      const target = `TgtPtr=0x${((deviceAddress(buffer) ?? 0) + offset).toString(16)}`;
       const what = `Size=${view.byteLength}${name === undefined ? '' : ` Name=${name}`}`;
       return direction === 'to'
         ? `copying data from host to device ${host} ${target} ${what}`
@@ -557,8 +563,8 @@ export class Mapper {
   target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[]): Promise<void> {
     const queue = this.lastDevice === device ? this.lastQueue : undefined;
     const event =
-      queue !== undefined && queue.reusable
-        ? queue.launchResolving(kernel, grid, args, this.lastPointers!)
+      queue !== undefined && isReusable(queue)
+        ? launchResolving(queue, kernel, grid, args, this.lastPointers!)
         : this.presentLaunch(device, kernel, grid, args);
     return event === undefined ? this.targetMapping(device, kernel, grid, args) : event.done;
   }
@@ -581,7 +587,7 @@ export class Mapper {
     this.lastDevice = device;
     this.lastQueue = queue;
     this.lastPointers = maps.pointers;
-    return queue.launchResolving(kernel, grid, args, maps.pointers);
+    return launchResolving(queue, kernel, grid, args, maps.pointers);
   }
 
   /**
@@ -593,15 +599,15 @@ export class Mapper {
    */
   private freePresentQueue(device: Device, maps: DeviceMaps): Queue | undefined {
     const queues = maps.present;
-    for (const queue of queues) if (queue.reusable) return queue;
+    for (const queue of queues) if (isReusable(queue)) return queue;
     let queue: Queue;
     try {
       queue = device.queue();
     } catch {
       return undefined;
     }
-    for (const failed of queues.filter((q) => q.failed)) void failed.destroy();
-    maps.present = [...queues.filter((q) => !q.failed), queue];
+    for (const failed of queues.filter(hasFailed)) void failed.destroy();
+    maps.present = [...queues.filter((q) => !hasFailed(q)), queue];
     return queue;
   }
 

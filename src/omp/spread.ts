@@ -26,7 +26,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { Buffer, DevicePointer } from '../api/buffer.js';
-import { describe } from '../api/checks.js';
+import { describe, pluginDevice } from '../api/internal.js';
 import { Device } from '../api/device.js';
 import { Kernel } from '../api/kernel.js';
 import { Library } from '../api/library.js';
@@ -370,7 +370,7 @@ class Worker {
 }
 
 function isLoss(error: unknown, device: Device): boolean {
-  return error instanceof OffloadError && error.code === 'DEVICE_LOST' && device.plugin.lost !== undefined;
+  return error instanceof OffloadError && error.code === 'DEVICE_LOST' && pluginDevice(device).lost !== undefined;
 }
 
 /** The work queue: the range not yet handed out, and chunks put back by lost devices. */

@@ -10,6 +10,7 @@
  */
 import { errors, quoted } from '../errors.js';
 import type { Buffer } from '../api/buffer.js';
+import { describeBuffer, directView, useBuffer } from '../api/internal.js';
 import type { Device } from '../api/device.js';
 import type { Event, Queue, RectCopy } from '../api/queue.js';
 import { MAX_PAYLOAD_BYTES } from '../transport/frame.js';
@@ -73,12 +74,12 @@ export class BulkTransfers {
     this.incoming.set(id, write);
     const done = park(parking(queue), () => {
       // The queue is parked at this write: nothing of it touches the range until the gate opens.
-      write.direct = buffer.directView(offset, bytes);
+      write.direct = directView(buffer, offset, bytes);
       connection.send({ op: 'ready', id });
       return write.landed.promise;
     });
     // The buffer stays allocated while chunks may land in it directly.
-    buffer.use(done);
+    useBuffer(buffer, done);
     connection.reply(
       id,
       done.finally(() => this.incoming.delete(id)),
@@ -135,7 +136,7 @@ export class BulkTransfers {
     if (this.refusedBeyond(id, queue, 'read from', buffer, offset, bytes)) return;
     const done = park(parking(queue), () => this.stream(buffer, offset, bytes, id));
     // The buffer stays allocated while chunks may be sent from it directly.
-    buffer.use(done);
+    useBuffer(buffer, done);
     connection.reply(id, done);
   }
 
@@ -148,7 +149,7 @@ export class BulkTransfers {
    */
   private async stream(buffer: Buffer, offset: number, bytes: number, id: number): Promise<void> {
     const transport = this.connection.transport;
-    const direct = buffer.directView(offset, bytes);
+    const direct = directView(buffer, offset, bytes);
     const chunkAt = direct
       ? (done: number, length: number): Uint8Array => direct.subarray(done, done + length)
       : async (done: number, length: number): Promise<Uint8Array> => {
@@ -179,7 +180,7 @@ export class BulkTransfers {
   ): boolean {
     if (offset + bytes <= buffer.byteLength) return false;
     const beyond = errors.outOfBounds(
-      `${what} ${buffer.describe()}: ${bytes} bytes at offset ${offset} reach byte ${offset + bytes}, beyond its ${buffer.byteLength} bytes`,
+      `${what} ${describeBuffer(buffer)}: ${bytes} bytes at offset ${offset} reach byte ${offset + bytes}, beyond its ${buffer.byteLength} bytes`,
     );
     this.connection.reply(
       id,
@@ -204,7 +205,7 @@ export class BulkTransfers {
   ): Promise<void> {
     const rows = rect.height * (rect.depth ?? 1);
     const done = inSlices(queue, rect, slice, this.connection.directory.launchTimeoutMs, `a ${what} of ${rows} rows`);
-    buffer.use(done);
+    useBuffer(buffer, done);
     return done;
   }
 
@@ -244,7 +245,7 @@ export class BulkTransfers {
     }
     // Rows (pitches at least their width) never hold more than their buffer: nothing is allocated for a rectangle that cannot fit.
     if (bytes > buffer.byteLength) {
-      throw errors.outOfBounds(`a readRect of ${bytes} bytes of rows is more than ${buffer.describe()} holds`);
+      throw errors.outOfBounds(`a readRect of ${bytes} bytes of rows is more than ${describeBuffer(buffer)} holds`);
     }
     if (!runsWhole(rect)) checkSpan('readRect', rect, 'src', buffer);
     const giveBack = connection.session!.take('pendingBytes', bytes);
@@ -278,7 +279,7 @@ export class BulkTransfers {
     }
     if (srcOffset + bytes > src.byteLength) {
       throw errors.outOfBounds(
-        `copy from ${src.describe()}: ${bytes} bytes at offset ${srcOffset} reach beyond its ${src.byteLength} bytes`,
+        `copy from ${describeBuffer(src)}: ${bytes} bytes at offset ${srcOffset} reach beyond its ${src.byteLength} bytes`,
       );
     }
     const readChunk = (done: number, chunk: Uint8Array) =>

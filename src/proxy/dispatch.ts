@@ -7,6 +7,7 @@
  */
 import { errors, OffloadError, quoted } from '../errors.js';
 import type { Event, KernelArgument } from '../api/queue.js';
+import { deviceAddress, pluginEvent, queueId, useBuffer } from '../api/internal.js';
 import type { MemoryInfo } from '../plugins/interface.js';
 import { encodeBundle } from '../image/bundle.js';
 import { deferred } from '../protocol/gate.js';
@@ -75,13 +76,13 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
       }
       const queue = device.queue();
       connection.queues.set(request.queue, queue);
-      connection.clientQueueIds.set(queue.id, request.queue);
+      connection.clientQueueIds.set(queueId(queue), request.queue);
       return connection.reply(id, Promise.resolve());
     }
     case 'queue-destroy': {
       const queue = connection.queue(request.queue);
       connection.queues.delete(request.queue);
-      connection.clientQueueIds.delete(queue.id);
+      connection.clientQueueIds.delete(queueId(queue));
       session.give('queues');
       return connection.reply(id, queue.destroy());
     }
@@ -114,7 +115,7 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
         () => {},
       );
       // A timed event's reply says when this proxy's queue reached it, on this proxy's clock.
-      if (request.timing) return connection.reply(id, event.plugin.timing!.at, (time) => ({ time }));
+      if (request.timing) return connection.reply(id, pluginEvent(event).timing!.at, (time) => ({ time }));
       return connection.reply(id, event.done);
     }
     case 'wait': {
@@ -176,8 +177,8 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
         connection.directory.launchTimeoutMs,
         `a copyRect of ${height * depth} rows`,
       );
-      dst.use(done);
-      src.use(done);
+      useBuffer(dst, done);
+      useBuffer(src, done);
       return connection.reply(id, done);
     }
     case 'memory-info':
@@ -269,7 +270,7 @@ async function alloc(
     const buffer = await device.alloc(request.bytes, { kind: request.kind as never });
     session.buffers.set(bufferId, buffer);
     // The grant goes to the client, which hands it to a proxy it asks to copy here.
-    return { address: buffer.allocation.address ?? 0, grant: connection.directory.grant(session, bufferId) };
+    return { address: deviceAddress(buffer) ?? 0, grant: connection.directory.grant(session, bufferId) };
   } catch (error) {
     for (const give of giveBack) give();
     throw error;
@@ -291,7 +292,7 @@ async function global(
   try {
     const { buffer } = await library.global(device, request.name);
     session.buffers.set(bufferId, buffer);
-    return { bytes: buffer.byteLength, address: buffer.allocation.address ?? 0 };
+    return { bytes: buffer.byteLength, address: deviceAddress(buffer) ?? 0 };
   } catch (error) {
     giveBack();
     throw error;

@@ -1,5 +1,6 @@
 /** A queue of the proxy's runtime as the gate (protocol/gate.ts) parks it. */
-import { Event, type Queue } from '../api/queue.js';
+import type { Queue } from '../api/queue.js';
+import { eventWhen } from '../api/internal.js';
 import type { ParkingQueue } from '../protocol/gate.js';
 
 /**
@@ -11,7 +12,7 @@ export function parking(queue: Queue): ParkingQueue {
     reach: () => queue.record().done,
     stopUntil: (until) => {
       until.catch(() => {});
-      return queue.wait(new Event({ done: until, queue: queue.plugin, query: () => false }, queue.device)).done;
+      return queue.wait(eventWhen(queue, until)).done;
     },
   };
 }

@@ -10,6 +10,7 @@
  */
 import { errors } from '../errors.js';
 import type { Buffer } from '../api/buffer.js';
+import { describeBuffer } from '../api/internal.js';
 import type { Event, Queue, RectCopy } from '../api/queue.js';
 import { park } from '../protocol/gate.js';
 import { parking } from './parking.js';
@@ -75,7 +76,7 @@ export function checkSpan(what: string, rect: RectCopy, side: 'src' | 'dst', buf
   const end = layout.offset + (depth - 1) * layout.slicePitch + (height - 1) * layout.rowPitch + width;
   if (!Number.isSafeInteger(end) || end > buffer.byteLength)
     throw errors.outOfBounds(
-      `${what}: the ${side} side's last row ends at byte ${end}, beyond the ${buffer.byteLength} bytes of ${buffer.describe()}`,
+      `${what}: the ${side} side's last row ends at byte ${end}, beyond the ${buffer.byteLength} bytes of ${describeBuffer(buffer)}`,
       buffer.device.id,
     );
 }

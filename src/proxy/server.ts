@@ -14,6 +14,7 @@ import { errors, type OffloadError } from '../errors.js';
 import { Offload, type Runtime } from '../api/runtime.js';
 import type { KernelPrint } from '../runtime/options.js';
 import type { HostCall } from '../api/host-functions.js';
+import { contextCount, pluginDevice, queuesHeld } from '../api/internal.js';
 import type { RuntimeOptions } from '../runtime/options.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, peerTimeoutFromEnv } from '../transport/heartbeat.js';
 import {
@@ -282,16 +283,16 @@ export class ProxyServer implements SessionDirectory {
    */
   stats(eventLoopDelayMaxMs = this.takeEventLoopDelay()): ProxyStats {
     const sessions = [...this.sessions.values()];
-    const devices = this.runtime.devices.map((device) => ({ device: device.id, ...device.plugin.census?.() }));
+    const devices = this.runtime.devices.map((device) => ({ device: device.id, ...pluginDevice(device).census?.() }));
     const count = (of: (session: Session) => number): number => sessions.reduce((sum, session) => sum + of(session), 0);
     const stats: ProxyStats = {
       sessions: sessions.length,
       connections: this.connections.size,
       maxConnections: this.maxConnections,
-      queues: [...this.connections].reduce((sum, connection) => sum + connection.queueCount, this.runtime.queuesHeld),
+      queues: [...this.connections].reduce((sum, connection) => sum + connection.queueCount, queuesHeld(this.runtime)),
       buffers: count((session) => session.buffers.size),
       images: count((session) => session.images.size),
-      contexts: this.runtime.contextCount,
+      contexts: contextCount(this.runtime),
       proxyMemoryBytes: this.memory.held,
       devices,
       ...(({ rss, heapUsed, external }) => ({ rssBytes: rss, heapUsedBytes: heapUsed, externalBytes: external }))(

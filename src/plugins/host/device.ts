@@ -107,6 +107,10 @@ const teamThreadsRun =
     fn(...values);
 
 /** An argument's value as a kernel takes it: a pointer is its address. */
+/** A queued launch's last word: its idle queue already placed it on the workers. */
+const ON_WORKERS = 1;
+/** A queued launch's last word: the policy places it in its turn. */
+const IN_TURN = 0;
 const argValue = (arg: LaunchArg): number | bigint =>
   arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value;
 
@@ -954,7 +958,10 @@ class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSettled {
     const print = this.onPrint;
     // An idle queue runs an inline launch at once, with no promise, closure or array:
     // its argument values go into the kernel's own array, free again once the call returns.
-    if (this.serial.readyNow() && device.placesInline(hostKernel, grid)) {
+    // Placement is decided once per launch: one an idle queue sends to the workers carries
+    // that answer to its turn (the word after its arguments), where the policy is not asked again.
+    const decided = this.serial.readyNow();
+    if (decided && device.placesInline(hostKernel, grid)) {
       let where: string;
       try {
         this.serial.beginNow();
@@ -979,12 +986,14 @@ class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSettled {
       );
       return;
     }
-    const at = this.serial.enqueueCall(this, hostKernel, grid, settled, args.length);
+    const at = this.serial.enqueueCall(this, hostKernel, grid, settled, args.length + 1);
     for (let i = 0; i < args.length; i++) this.serial.setWord(at + i, argValue(args[i]!));
+    this.serial.setWord(at + args.length, decided ? ON_WORKERS : IN_TURN);
   }
 
   /**
-   * SerialQueue's QueuedCall: a launch in its turn, its argument values in the queue's words.
+   * SerialQueue's QueuedCall: a launch in its turn, its argument values in the queue's words,
+   * then where it was placed when enqueued (ON_WORKERS), or IN_TURN for the policy to say now.
    * On the workers it returns CALL_PENDING, and `flightSettled` tells the queue how it ended.
    */
   runQueued(
@@ -992,11 +1001,12 @@ class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSettled {
     grid: unknown,
     serial: SerialQueue,
     at: number,
-    count: number,
+    words: number,
   ): string | typeof CALL_PENDING {
     const hostKernel = kernel as HostKernel;
     const device = this.device;
-    const inline = device.placesInline(hostKernel, grid as Grid);
+    const count = words - 1;
+    const inline = serial.word(at + count) === IN_TURN && device.placesInline(hostKernel, grid as Grid);
     const values = inline ? hostKernel.inlineValues : new Array<number | bigint>(count);
     for (let i = 0; i < count; i++) values[i] = serial.word(at + i) as number | bigint;
     return device.launch(hostKernel, grid as Grid, values, inline, this.onPrint, this.onHostCall, this);

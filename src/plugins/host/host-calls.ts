@@ -19,7 +19,10 @@
  *      launch completed, so no call is missed. An extra DONE_COUNT only makes main look again.
  *   M4 A worker killed while it waits (its launch timed out) never reads its answer; its
  *      replacement resets STATE to IDLE and numbers its calls on from the old one's. A late
- *      answer to the old call fails its compare-exchange and is dropped; what it wrote first
+ *      answer to the old call finds STATE no longer CALLING with its number and writes
+ *      nothing: it may come after the new call was answered and before the replacement read
+ *      that answer (test/host-call-mailbox.test.ts found the result overwritten there). Killed
+ *      during the answer's turn, its compare-exchange fails and it is dropped; what it wrote
  *      (the result, the message: never the name or arguments, which only a worker writes) is
  *      written again by the answer to the new call before that call's compare-exchange.
  *      Main's answers are whole turns of its one thread, so two never interleave.
@@ -163,15 +166,15 @@ export class HostCallServer {
 
   private answer(worker: number, call: number, box: Mailbox, value: number, failure: string | undefined): void {
     if (this.serving.get(worker) === call) this.serving.delete(worker);
+    const words = this.ring.mailboxWords;
+    const calling = stateWord(call, CALLING);
+    // A late answer (its worker killed, its replacement maybe answered since) writes nothing: M4.
+    if (Atomics.load(words, box.words + M_STATE) !== calling) return;
     this.ring.mailboxFloats[box.floats + M_RESULT] = value;
     if (failure !== undefined) writeText(this.ring, box, M_MESSAGE, M_MESSAGE_LENGTH, box.messageBytes, failure);
-    const words = this.ring.mailboxWords;
     // Fails when the worker was killed (and maybe replaced, calling again) meanwhile: M4.
     const answered = stateWord(call, failure === undefined ? ANSWERED : FAILED);
-    if (
-      Atomics.compareExchange(words, box.words + M_STATE, stateWord(call, CALLING), answered) ===
-      stateWord(call, CALLING)
-    ) {
+    if (Atomics.compareExchange(words, box.words + M_STATE, calling, answered) === calling) {
       Atomics.notify(words, box.words + M_STATE);
     }
   }

@@ -58,6 +58,9 @@ describe('layer rules', { timeout: 60_000 }, () => {
     module('protocol/messages.ts', 'transport/tcp.ts', 'proxy/server.ts');
     module('proxy/server.ts', 'api/runtime.ts', 'plugins/remote/connection.ts', 'plugins/host/device.ts');
     module('plugins/remote/connection.ts');
+    module('proxy/connection.ts', 'type:proxy/handlers.ts'); // a circle, of types too
+    module('proxy/handlers.ts', 'proxy/connection.ts', 'proxy/session.ts');
+    module('proxy/session.ts');
     module('cli/main.ts', 'proxy/server.ts', 'plugins/host/device.ts');
     module('build/compile.ts', 'cli/main.ts');
 
@@ -77,6 +80,7 @@ describe('layer rules', { timeout: 60_000 }, () => {
         'plugins: src/plugins/host/device.ts -> src/api/queue.ts',
         'protocol: src/protocol/messages.ts -> src/proxy/server.ts',
         'proxy: src/proxy/server.ts -> src/plugins/host/device.ts',
+        'proxy-no-circular: src/proxy/connection.ts -> src/proxy/handlers.ts',
         'runtime-names-plugin-types-only: src/runtime/trace.ts -> src/plugins/remote/queue.ts',
         'transport: src/transport/tcp.ts -> src/api/runtime.ts',
       ].sort(),

@@ -1,32 +1,65 @@
 /**
- * One client connection on a proxy: takes its frames in arrival order, decodes each request
- * (protocol/decode-request.ts: a malformed frame closes the connection with PROTOCOL) and hands
- * it on: `hello` to handshake.ts, every other request to dispatch.ts (bulk data to
- * bulk-transfers.ts). Every request gets one `reply`; every failure but PROTOCOL is a coded
- * error in it. The connection keeps what its client named: queues, events, gates, and the host
- * calls it forwards to the client.
+ * One client connection on a proxy, as frames: it takes them in arrival order, decodes each
+ * request (protocol/decode-request.ts: a malformed frame closes the connection with PROTOCOL),
+ * holds later requests behind one that makes an object (`barrier`), and sends each request's
+ * reply, pausing its reading while replies back up. What a request means is its handler's:
+ * the connection is given a `ConnectionHandlers` (handlers.ts makes it from the handler table
+ * and the client's session, client-session.ts) and knows nothing of queues, buffers or sessions.
+ * Every request gets one `reply`; every failure but PROTOCOL is a coded error in it.
  *
- * Ownership: the server makes one per accepted transport; when the transport closes, the
- * connection releases what it holds (its session, unless it is a peer link's) and tells the server.
+ * Ownership: the server makes one per accepted transport (handlers.ts, `serveClient`); when the
+ * transport closes, it tells its handlers (which release what the client held) and then the server.
  */
 import { errors, messageOf, OffloadError, quoted } from '../errors.js';
 import { debug } from '../runtime/debug.js';
-import type { Device } from '../api/device.js';
-import type { Event, Queue } from '../api/queue.js';
-import type { Runtime } from '../api/runtime.js';
-import type { KernelPrint } from '../runtime/options.js';
-import type { HostCall } from '../api/host-functions.js';
-import type { Frame } from '../transport/frame.js';
+import type { Frame, FrameLimits } from '../transport/frame.js';
 import type { Transport } from '../transport/transport.js';
-import { decodeChunk, decodeHostCallResult, decodeRequest, frameOp, requestId } from '../protocol/decode-request.js';
-import type { Deferred } from '../protocol/gate.js';
-import type { ProxyFrame, ReplyBody, ReplyFrame } from '../protocol/messages.js';
+import { decodeChunk, decodeRequest, frameOp, requestId } from '../protocol/decode-request.js';
+import type { ProxyFrame, ReplyBody, ReplyFrame, Request } from '../protocol/messages.js';
 import { toWireError } from '../protocol/wire.js';
-import { BulkTransfers } from './bulk-transfers.js';
-import { dispatch } from './dispatch.js';
-import { hello, LOGIN_LIMITS, type SessionDirectory } from './handshake.js';
-import type { PeerLinks } from './peer-links.js';
-import type { Session } from './session.js';
+
+/**
+ * A handler's answer to one request: the reply goes out when `done` settles, with `fields` of
+ * its value (none: a plain reply), and on failure its error. `payload`: the reply's bytes, made
+ * once `done` has resolved. `gone`: called once the reply has left for the OS (the memory of its
+ * payload is free then), or at once when it failed. `makes`: the request makes an object later
+ * requests may name (a session, image, kernel, buffer): they wait until `done` settles.
+ */
+export interface Reply<T = unknown> {
+  done: Promise<T>;
+  fields?: (value: T) => ReplyBody;
+  payload?: () => Uint8Array;
+  gone?: () => void;
+  makes?: boolean;
+}
+
+/** What a connection hands its frames to (handlers.ts makes it). */
+export interface ConnectionHandlers {
+  /** True once the peer presented the right token (its session may still be in the making). */
+  readonly loggedIn: boolean;
+  /** A decoded request: its reply, or undefined when the handler answers it otherwise (a refused login); throws for an error reply. */
+  request(request: Request, payload: Uint8Array): Reply | undefined;
+  /** A `chunk` of a streamed write: no reply. */
+  chunk(id: number, offset: number, payload: Uint8Array): void;
+  /** An answer of the client's ('host-call-result'), decoded by the handler: no reply. */
+  answer(frame: Frame): void;
+  /** Where a frame's payload lands (see Transport.payloadSink); its bytes may be counted until `frameWhole`. */
+  payloadTarget(meta: Record<string, unknown>, length: number): Uint8Array | undefined;
+  /** The frame whose payload was being received is whole (or the connection closed): what was counted for it is given back. */
+  frameWhole(): void;
+  /** The transport closed: release what the client held. */
+  closed(): Promise<void>;
+}
+
+/**
+ * What a peer may send before it has logged in: one small frame, no payload. Nothing it does
+ * before the token is checked can cost the proxy more than this, or outlive the login deadline.
+ */
+export const LOGIN_LIMITS: FrameLimits = {
+  metaBytes: 4096,
+  payloadBytes: 0,
+  when: "before login (a 'hello' of at most 4 KiB)",
+};
 
 /**
  * Requests (and their bytes) a client may send while one that makes an object is in progress
@@ -34,8 +67,6 @@ import type { Session } from './session.js';
  */
 const MAX_HELD_FRAMES = 4096;
 const MAX_HELD_BYTES = 64 * 1024 * 1024;
-/** Queues refused at creation whose error is kept for the requests that name them. */
-const MAX_QUEUE_REFUSALS = 256;
 
 /**
  * Bytes of replies waiting to go to a client beyond which its requests are not read until they
@@ -57,10 +88,8 @@ export function frameWindowMs(peerTimeoutMs: number): number {
 }
 
 export class ProxyConnection {
-  /** The client's session, once logged in (a peer link: the session of the client that granted it). */
-  session: Session | undefined;
-  /** Set while the session of an accepted hello is being made. */
-  loggingIn = false;
+  /** What the frames are handed to; set once by `serve`, before the first frame can arrive. */
+  private handlers!: ConnectionHandlers;
   /**
    * Requests that arrived while an earlier one that makes an object (the session of `hello`, an
    * image, a kernel, a buffer) was in progress: handled in order once it is done, so that a
@@ -80,58 +109,37 @@ export class ProxyConnection {
    * how fast it sends.
    */
   private readingPaused = false;
-  /** Gives back the pending bytes counted for the frame being received (its payload is buffered here). */
-  private frameGiveBack: (() => void) | undefined;
   /** A refused login waits out its delay (the server slows failing logins down): nothing more is read. */
   refused = false;
-  /** For a peer proxy's link: the one buffer of the client's session it may write into. */
-  granted: number | undefined;
-  get attached(): boolean {
-    return this.granted !== undefined;
-  }
-  readonly queues = new Map<number, Queue>();
-  /** Queues refused at creation, by client id, and why (see refusedQueue). */
-  private readonly queueRefusals = new Map<number, OffloadError>();
-  /** The client's id of each of those queues, by the proxy queue's own id (print lines name the latter). */
-  readonly clientQueueIds = new Map<number, number>();
-  readonly events = new Map<number, Event>();
-  lastEvent = 0;
-  /** Gates of `wait-host` requests, until the client's `signal`. */
-  readonly gates = new Map<number, Deferred>();
-  /** Host calls sent to the client and not answered yet, by call id. */
-  private readonly hostCalls = new Map<number, { resolve: (value: number) => void; reject: (error: Error) => void }>();
-  private nextHostCall = 1;
-  readonly bulk = new BulkTransfers(this);
 
   constructor(
     readonly transport: Transport,
-    /** The proxy's runtime: what the devices are (each session works in a context of it). */
-    readonly runtime: Runtime,
-    readonly directory: SessionDirectory,
-    readonly peers: PeerLinks,
+    /** The login deadline, and the peer timeout its frame progress window follows. */
+    private readonly timing: { loginTimeoutMs: number; peerTimeoutMs: number },
     /** Told once the connection has closed and everything it held is released. */
     private readonly onClosed: () => void = () => {},
   ) {
-    transport.onFrame = (frame) => this.onFrame(frame);
-    transport.payloadSink = (meta, length) => this.payloadTarget(meta, length);
-    transport.onClose = () => void this.closed();
     transport.limits = LOGIN_LIMITS;
     // Request 0 is the connection itself: its error says why the proxy closes it.
     transport.onTooLarge = (error) => this.send({ op: 'reply', id: 0, error: toWireError(error) });
     this.loginDeadline = setTimeout(() => {
-      if (!this.loggedIn) this.refuse(0, errors.protocol(`no login within ${directory.loginTimeoutMs} ms`));
-    }, directory.loginTimeoutMs);
+      if (!this.handlers.loggedIn) this.refuse(0, errors.protocol(`no login within ${timing.loginTimeoutMs} ms`));
+    }, timing.loginTimeoutMs);
     this.loginDeadline.unref();
+  }
+
+  /** Hands this connection's frames to `handlers` from now on (once, right after construction). */
+  serve(handlers: ConnectionHandlers): void {
+    this.handlers = handlers;
+    const { transport } = this;
+    transport.onFrame = (frame) => this.onFrame(frame);
+    transport.payloadSink = (meta, length) => handlers.payloadTarget(meta, length);
+    transport.onClose = () => void this.closed();
   }
 
   /** Closes the connection (the proxy makes room for others). */
   close(reason: OffloadError): void {
     this.refuse(0, reason);
-  }
-
-  /** True once the peer presented the right token (its session may still be in the making). */
-  get loggedIn(): boolean {
-    return this.session !== undefined || this.loggingIn;
   }
 
   /** The login was accepted: the login deadline no longer applies, the frame progress rule does. */
@@ -140,25 +148,9 @@ export class ProxyConnection {
     this.watchProgress();
   }
 
-  /**
-   * Where a frame's payload lands: in device memory for a streamed write's chunk; else it is
-   * buffered here until the frame is whole, and counted meanwhile as the session's pending bytes
-   * (and the proxy's memory): over the quota, the connection is closed with OUT_OF_MEMORY.
-   */
-  private payloadTarget(meta: Record<string, unknown>, length: number): Uint8Array | undefined {
-    const target = this.bulk.chunkTarget(meta, length);
-    if (target !== undefined || !this.session) return target;
-    try {
-      this.frameGiveBack = this.session.take('pendingBytes', length);
-    } catch (error) {
-      this.refuse(0, error as OffloadError);
-    }
-    return undefined;
-  }
-
   /** Checks each window that a frame in progress gained MIN_FRAME_PROGRESS_BYTES (or its rest); closes the connection if not. */
   private watchProgress(): void {
-    const windowMs = frameWindowMs(this.directory.peerTimeoutMs);
+    const windowMs = frameWindowMs(this.timing.peerTimeoutMs);
     let frames = -1;
     let received = 0;
     this.progressWatch = setInterval(() => {
@@ -181,13 +173,6 @@ export class ProxyConnection {
       received = progress?.received ?? 0;
     }, windowMs);
     this.progressWatch.unref();
-  }
-
-  /** A peer link's login: it works in `session`, and may write into its buffer `buffer` only. */
-  attach(session: Session, buffer: number): void {
-    this.session = session;
-    this.granted = buffer;
-    session.attached.add(this.transport);
   }
 
   /**
@@ -229,20 +214,14 @@ export class ProxyConnection {
   }
 
   /**
-   * Sends the reply of request `id` when `result` settles. The last of the client's requests
-   * answered, its next one may follow at once: the transport is told to expect it (TCP polls a
-   * while instead of sleeping). `gone`: called once the reply has left for the OS (the memory
-   * of its payload is free then), or at once when it failed.
+   * Sends the reply of request `id` when its `done` settles (see Reply). The last of the client's
+   * requests answered, its next one may follow at once: the transport is told to expect it (TCP
+   * polls a while instead of sleeping).
    */
-  reply<T>(
-    id: number,
-    result: Promise<T>,
-    fields?: (value: T) => ReplyBody,
-    payload?: () => Uint8Array,
-    gone?: () => void,
-  ): void {
+  private reply<T>(id: number, { done, fields, payload, gone, makes }: Reply<T>): void {
+    if (makes) this.made(done);
     this.unanswered++;
-    result.then(
+    done.then(
       (value) => {
         // No spread for the common reply, which has no fields (a launch's): it is every request's.
         this.send(fields ? { op: 'reply', id, ...fields(value) } : { op: 'reply', id }, payload?.());
@@ -261,15 +240,9 @@ export class ProxyConnection {
     if (--this.unanswered === 0) this.transport.expectSoon?.();
   }
 
-  /** Queues this connection holds (its client's and its own for chunked transfers). */
-  get queueCount(): number {
-    return this.queues.size + this.bulk.queueCount;
-  }
-
   private onFrame(frame: Frame): void {
     // The frame is whole: its payload is counted from here as its request counts it.
-    this.frameGiveBack?.();
-    this.frameGiveBack = undefined;
+    this.handlers.frameWhole();
     if (this.refused) return;
     // Chunks feed a write already accepted, in their own order: they never wait.
     if (this.held && frame.meta.op !== 'chunk') {
@@ -297,16 +270,14 @@ export class ProxyConnection {
     );
   }
 
-  /** `making`, with later requests held until it settles. */
-  made<T>(making: Promise<T>): Promise<T> {
-    // Released a tick after `making` settles: its own reply goes out before the requests held behind it are handled.
+  /** Holds later requests until a tick after `making` settles: its own reply goes out before the requests held behind it are handled. */
+  private made(making: Promise<unknown>): void {
     this.barrier(
       making.then(
         () => {},
         () => {},
       ),
     );
-    return making;
   }
 
   private get holding(): boolean {
@@ -330,119 +301,34 @@ export class ProxyConnection {
     // Read before anything is checked, so that even a malformed request's answer names it.
     const given = frame.meta.id;
     let id = typeof given === 'number' && Number.isSafeInteger(given) && given >= 0 ? given : 0;
+    const { handlers } = this;
     try {
       const op = frameOp(frame);
       if (op === 'chunk') {
         const chunk = decodeChunk(frame);
-        return this.bulk.chunk(chunk.id, chunk.offset, frame.payload);
+        return handlers.chunk(chunk.id, chunk.offset, frame.payload);
       }
       // An answer, not a request: it never waits behind one (a launch may be waiting for it).
-      if (op === 'host-call-result' && this.session) return this.hostCallResult(frame);
+      if (op === 'host-call-result' && handlers.loggedIn) return handlers.answer(frame);
       id = requestId(frame);
-      if (!this.session) {
-        if (op !== 'hello') throw errors.protocol(`the first frame must be 'hello', not ${quoted(op)}`);
-      }
-      const request = decodeRequest(frame);
-      if (request.op === 'hello' && !this.session) return hello(this, request);
-      dispatch(this, request, frame.payload);
+      if (!handlers.loggedIn && op !== 'hello')
+        throw errors.protocol(`the first frame must be 'hello', not ${quoted(op)}`);
+      const reply = handlers.request(decodeRequest(frame), frame.payload);
+      if (reply) this.reply(id, reply);
     } catch (error) {
       if (error instanceof OffloadError && error.code === 'PROTOCOL') this.refuse(id, error);
-      else this.reply(id, Promise.reject(error));
+      else this.reply(id, { done: Promise.reject(error) });
     }
-  }
-
-  /**
-   * Sends a line the client's kernel printed, as it is printed: before the launch's reply, which
-   * goes out only once the launch's event completes. Named by the client's queue id.
-   */
-  forwardPrint(line: KernelPrint): void {
-    const queue = this.clientQueueIds.get(line.queue);
-    if (queue !== undefined) this.send({ op: 'print', queue, kernel: line.kernel, team: line.team, text: line.text });
-  }
-
-  /**
-   * Sends a kernel's host call to the client, whose program runs the function, and resolves
-   * with its answer ('host-call-result'). A call of a queue the client has destroyed, or once
-   * the client is gone, fails; at most one call per worker of the device waits at a time.
-   */
-  forwardHostCall(call: HostCall): Promise<number> {
-    const queue = this.clientQueueIds.get(call.queue);
-    if (queue === undefined || this.transport.closed)
-      return Promise.reject(new Error('the client that launched the kernel is gone'));
-    const id = this.nextHostCall++;
-    return new Promise<number>((resolve, reject) => {
-      this.hostCalls.set(id, { resolve, reject });
-      this.send({ op: 'host-call', call: id, queue, kernel: call.kernel, name: call.name, args: call.args });
-    });
-  }
-
-  /** The client's answer to a host call (an unknown call is a protocol error: the client made it up). */
-  private hostCallResult(frame: Frame): void {
-    const result = decodeHostCallResult(frame);
-    const pending = this.hostCalls.get(result.call);
-    if (pending === undefined)
-      throw errors.protocol(`'host-call-result' for call ${result.call}, which is not waiting`);
-    this.hostCalls.delete(result.call);
-    if (result.error) return pending.reject(new Error(result.error.message));
-    pending.resolve(result.value ?? Number.NaN);
-  }
-
-  device(index: number): Device {
-    const device = this.session!.runtime.devices[index];
-    if (!device) throw errors.notFound(`this proxy has no device ${index}`);
-    return device;
-  }
-
-  queue(id: number): Queue {
-    const queue = this.queues.get(id);
-    if (!queue)
-      throw this.queueRefusals.get(id) ?? errors.invalidArgument(`queue ${id} does not exist on this connection`);
-    return queue;
-  }
-
-  /**
-   * Queue `id` was not made (over --quota-queues): requests naming it fail with `error`, not as
-   * naming no queue. The latest MAX_QUEUE_REFUSALS are remembered.
-   */
-  refusedQueue(id: number, error: OffloadError): void {
-    if (this.queueRefusals.size >= MAX_QUEUE_REFUSALS)
-      this.queueRefusals.delete(this.queueRefusals.keys().next().value!);
-    this.queueRefusals.set(id, error);
-  }
-
-  ownerOnly(what: string): void {
-    if (this.attached) throw errors.unauthorized(`a peer link may not ${what}`);
   }
 
   private async closed(): Promise<void> {
     clearTimeout(this.loginDeadline);
     clearInterval(this.progressWatch);
-    this.frameGiveBack?.();
-    this.frameGiveBack = undefined;
+    this.handlers.frameWhole();
     try {
-      await this.release();
+      await this.handlers.closed();
     } finally {
       this.onClosed();
     }
-  }
-
-  private async release(): Promise<void> {
-    this.peers.close();
-    const session = this.session;
-    this.session = undefined;
-    for (const gate of this.gates.values()) gate.reject(errors.deviceLost('the client connection closed'));
-    for (const call of this.hostCalls.values()) call.reject(new Error('the client connection closed'));
-    this.hostCalls.clear();
-    const sideQueues = this.bulk.release();
-    this.gates.clear();
-    const queues = [...this.queues.values(), ...sideQueues];
-    this.queues.clear();
-    this.clientQueueIds.clear();
-    this.events.clear();
-    // A peer link's queues are its own; the owner's context shutdown (below) drains the rest.
-    if (this.attached) await Promise.all(queues.map((queue) => queue.destroy()));
-    if (!session) return;
-    if (this.attached) session.attached.delete(this.transport);
-    else await this.directory.close(session);
   }
 }

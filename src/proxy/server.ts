@@ -27,7 +27,8 @@ import {
   type TlsServerOptions,
 } from '../transport/connect.js';
 import type { Transport } from '../transport/transport.js';
-import { ProxyConnection } from './connection.js';
+import type { ClientSession } from './client-session.js';
+import { serveClient } from './handlers.js';
 import { LOGIN_DEADLINE_MS, type SessionDirectory } from './handshake.js';
 import type { ReplyFrame } from '../protocol/messages.js';
 import { toWireError } from '../protocol/wire.js';
@@ -157,7 +158,7 @@ export class ProxyServer implements SessionDirectory {
   private readonly grants = new Map<string, { session: Session; buffer: number }>();
   private readonly peers: ReadonlySet<string> | 'any';
   private readonly transports = new Set<Transport>();
-  private readonly connections = new Set<ProxyConnection>();
+  private readonly connections = new Set<ClientSession>();
   /** Failed logins per address (host, without the port): how many since when. */
   private readonly failures = new Map<string, { count: number; since: number }>();
   /** Connections served at once: --max-connections fitted to the process's file limit. */
@@ -248,12 +249,12 @@ export class ProxyServer implements SessionDirectory {
     // Refused logins waiting out their delay go first: they are closed anyway.
     const loggingIn = [...this.connections]
       .filter((connection) => !connection.loggedIn)
-      .sort((a, b) => Number(b.refused) - Number(a.refused));
+      .sort((a, b) => Number(b.connection.refused) - Number(a.connection.refused));
     if (
       loggingIn.length > 0 &&
       (this.connections.size >= this.maxConnections || loggingIn.length >= Math.max(1, this.maxConnections / 4))
     )
-      loggingIn[0]!.close(errors.protocol('too many connections are logging in; the oldest is closed'));
+      loggingIn[0]!.connection.close(errors.protocol('too many connections are logging in; the oldest is closed'));
     else if (this.connections.size >= this.maxConnections) {
       const full = errors.protocol(
         `the proxy serves ${this.maxConnections} connections at most (offload proxy --max-connections); try again later`,
@@ -263,7 +264,7 @@ export class ProxyServer implements SessionDirectory {
       return transport.close(full);
     }
     this.transports.add(transport);
-    const connection = new ProxyConnection(transport, this.runtime, this, new PeerLinks(this.peerTls), () => {
+    const connection = serveClient(transport, this.runtime, this, new PeerLinks(this.peerTls), () => {
       this.transports.delete(transport);
       this.connections.delete(connection);
     });

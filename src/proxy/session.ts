@@ -15,6 +15,9 @@ import type { Kernel } from '../api/kernel.js';
 import type { Library } from '../api/library.js';
 import type { Runtime } from '../api/runtime.js';
 import type { Transport } from '../transport/transport.js';
+import type { OffloadError } from '../errors.js';
+import type { KernelPrint } from '../runtime/options.js';
+import type { HostCall } from '../api/host-functions.js';
 
 /** How long a leaving client's work may still run before its context is stopped anyway. */
 const LEAVING_GRACE_MS = 2000;
@@ -187,4 +190,43 @@ export class Session {
       .shutdown({ graceMs: LEAVING_GRACE_MS })
       .catch(dropped(`proxy session of ${this.client}`, 'shutting its context down'));
   }
+}
+
+/** How a proxy authenticates clients and finds sessions (implemented by ProxyServer). */
+export interface SessionDirectory {
+  /**
+   * Checks a login from `peer`, by token (compared in constant time) or by write grant: the
+   * session a grant belongs to and its buffer, or the error to answer (a wrong token, a grant that
+   * does not exist). A right token is never refused, however many wrong ones came before.
+   */
+  login(
+    peer: string,
+    credentials: { token?: string; grant?: string },
+  ): OffloadError | { grant?: { session: Session; buffer: number } };
+  /**
+   * A new session for `client`, in a context of its own; its kernels' print() lines go to
+   * `print`, their host calls to `hostCall`; `traced`: its work's spans are kept for it.
+   */
+  open(
+    client: string,
+    print: (line: KernelPrint) => void,
+    hostCall: (call: HostCall) => Promise<number>,
+    traced?: boolean,
+  ): Promise<Session>;
+  close(session: Session): Promise<void>;
+  /** How long a failed login from `peer` waits before it is answered (failing logins are slowed down, never locked out). */
+  failedLoginDelayMs(peer: string): number;
+  /** A new write grant for buffer `buffer` of `session` (kept in session.grants too). */
+  grant(session: Session, buffer: number): string;
+  revoke(session: Session, buffer: number): void;
+  /** Whether this proxy may open a peer link to `address` (its --peers, or a rank of its own MPI job). */
+  mayLink(address: string): boolean;
+  /** Its --peers, as the hello reply tells clients (so they stage copies to other proxies themselves). */
+  readonly peerList: readonly string[] | 'any';
+  /** The proxy-wide cap on a launch's run time, if any. */
+  readonly launchTimeoutMs: number | undefined;
+  /** How long a new connection has to log in. */
+  readonly loginTimeoutMs: number;
+  /** A client silent this long is gone (its session ends). */
+  readonly peerTimeoutMs: number;
 }

@@ -15,7 +15,7 @@ import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import { ErrorCode, OffloadError, errors } from '../../src/errors.js';
 import { decodeBundle } from '../../src/image/bundle.js';
-import { ProxyConnection } from '../../src/proxy/connection.js';
+import { serveClient } from '../../src/proxy/handlers.js';
 import { PeerLinks } from '../../src/proxy/peer-links.js';
 import { CHUNK_BYTES, PROTOCOL_VERSION } from '../../src/protocol/wire.js';
 import type { ProxyServer } from '../../src/proxy/server.js';
@@ -368,7 +368,7 @@ export function loopbackTarget(server: ProxyServer): FuzzTarget {
     inProcess: true,
     async connect() {
       const [client, proxySide] = LoopbackTransport.pair();
-      new ProxyConnection(proxySide, server.runtime, server, new PeerLinks());
+      serveClient(proxySide, server.runtime, server, new PeerLinks());
       const link: FuzzLink = {
         onFrame: () => {},
         send: (meta, payload) => void client.send(meta, payload),

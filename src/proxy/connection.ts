@@ -224,6 +224,7 @@ export class ProxyConnection {
   /** Answers request `id` with `error` and closes the connection. */
   refuse(id: number, error: OffloadError): void {
     debug.log('proxy', `closing the connection of ${this.transport.peer}: ${error.code}: ${error.message}`);
+    this.directory.metrics.refused(this.transport.peer, error, this.session);
     this.send({ op: 'reply', id, error: toWireError(error) });
     this.transport.close(error);
   }
@@ -250,6 +251,7 @@ export class ProxyConnection {
         this.answered();
       },
       (error: unknown) => {
+        this.directory.metrics.refused(this.transport.peer, error, this.session);
         this.send({ op: 'reply', id, error: toWireError(error) });
         gone?.();
         this.answered();

@@ -31,6 +31,7 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
       `a peer link may only write into the buffer it was granted, not ${quoted(request.op)} there`,
     );
   }
+  connection.directory.metrics.request(session, request);
   switch (request.op) {
     case 'hello':
       // Once logged in, a second hello is no request at all.
@@ -101,7 +102,7 @@ export function dispatch(connection: ProxyConnection, request: Request, payload:
     case 'send-peer':
       return connection.bulk.sendPeer(request);
     case 'launch':
-      return connection.reply(id, launch(connection, request, session).done);
+      return connection.reply(id, connection.directory.metrics.launch(session, launch(connection, request, session)));
     case 'record': {
       if (request.event <= connection.lastEvent)
         throw errors.protocol(`event ids must increase: ${request.event} after ${connection.lastEvent}`);

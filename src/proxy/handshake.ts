@@ -17,6 +17,7 @@ import { compactMeta } from '../protocol/compact.js';
 import { PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { ProxyConnection } from './connection.js';
 import type { Session } from './session.js';
+import type { ProxyMetrics } from './metrics.js';
 
 /** How a proxy authenticates clients and finds sessions (implemented by ProxyServer). */
 export interface SessionDirectory {
@@ -55,6 +56,8 @@ export interface SessionDirectory {
   readonly loginTimeoutMs: number;
   /** A client silent this long is gone (its session ends). */
   readonly peerTimeoutMs: number;
+  /** What the proxy counts (logins, refusals, launches) for its operators. */
+  readonly metrics: ProxyMetrics;
 }
 
 /**
@@ -85,6 +88,7 @@ export function hello(connection: ProxyConnection, request: RequestOf<'hello'>):
   }
   // Logged in: frames as large as any client's from now on, and a heartbeat both ways.
   connection.loggedInNow();
+  directory.metrics.loggedIn(connection, login.grant ? 'peer-link' : 'client');
   transport.limits = undefined;
   // The client offered the compact form: it is spoken both ways from the welcome on.
   if (request.compact === true) transport.metaCodec = compactMeta;

@@ -75,7 +75,7 @@ Options:
   --log-format <f>      human (default) or json: one JSON object per line on stderr
                         for each connection, login, refusal (with its reason), session
                         end (with what it held), device lost, and shutdown
-  --log-level <l>       debug, info, warn or error (default: info with json; warn with
+  --log-level <l>       debug, info, warn or error (default: info with json; error with
                         human, so that the default output stays as it was)
   --exit-with-parent    Also stop (as on SIGTERM) when standard input closes: the
                         parent that started the proxy with a pipe there has ended,

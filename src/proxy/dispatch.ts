@@ -211,7 +211,7 @@ async function register(
     { name: request.name, images: [{ ...request.info, offset: 0, size: 0 }], entries: [...request.entries] },
     [payload],
   );
-  const giveBack = [session.take('images'), session.take('imageBytes', payload.byteLength)];
+  const giveBack = session.takeAll(['images', 1], ['imageBytes', payload.byteLength]);
   try {
     session.images.set(imageId, await session.runtime.register(bundle));
     session.imageBytes.set(imageId, payload.byteLength);
@@ -265,7 +265,7 @@ async function alloc(
   const bufferId = request.buffer;
   if (session.buffers.has(bufferId)) throw errors.protocol(`buffer ${bufferId} exists already`);
   const device = connection.device(request.device);
-  const giveBack = [session.take('buffers'), session.take('memoryBytes', request.bytes)];
+  const giveBack = session.takeAll(['buffers', 1], ['memoryBytes', request.bytes]);
   try {
     const buffer = await device.alloc(request.bytes, { kind: request.kind as never });
     session.buffers.set(bufferId, buffer);

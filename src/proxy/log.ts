@@ -21,7 +21,7 @@ export type LogFields = Record<string, string | number | boolean | undefined | R
 export interface ProxyLogOptions {
   format?: LogFormat;
   /**
-   * The least level written. Default: `info` in the json format; `warn` in the human format,
+   * The least level written. Default: `info` in the json format; `error` in the human format,
    * so that a proxy started without log options prints what it always printed.
    */
   level?: LogLevel;
@@ -42,7 +42,7 @@ export class ProxyLog {
     this.format = options.format ?? 'human';
     if (!LOG_FORMATS.includes(this.format))
       throw errors.invalidArgument(`the log format must be one of ${LOG_FORMATS.join(', ')}, got '${this.format}'`);
-    this.level = options.level ?? (this.format === 'json' ? 'info' : 'warn');
+    this.level = options.level ?? (this.format === 'json' ? 'info' : 'error');
     if (!LOG_LEVELS.includes(this.level))
       throw errors.invalidArgument(`the log level must be one of ${LOG_LEVELS.join(', ')}, got '${this.level}'`);
     this.least = LOG_LEVELS.indexOf(this.level);

@@ -4,10 +4,10 @@
 // and the structured logs of --log-format json. The dashboard page: test/proxy-dashboard.test.ts;
 // the endpoint under the hostile-client suite: test/hostile-clients.test.ts.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Offload, OffloadError, type Runtime } from '../src/index.js';
 import { ProxyLog } from '../src/proxy/log.js';
@@ -278,6 +278,145 @@ describe('offload proxy --metrics', { timeout: 120_000 }, () => {
         await endpoint.close();
         await server.shutdown();
       }
+    }
+  });
+});
+
+/** Median of launch round trips of an empty kernel (enqueue to completion, seen by the client) for `ms` ms, in ms. */
+async function launchMedianMs(runtime: Runtime, ms: number): Promise<number> {
+  const device = runtime.devices[0]!;
+  const empty = await device.kernel(await runtime.register(await fixtureBundle()), 'empty');
+  const queue = device.queue();
+  const times: number[] = [];
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    const start = performance.now();
+    await queue.launch(empty, { teams: 1 }, []).done;
+    times.push(performance.now() - start);
+  }
+  await queue.destroy();
+  times.sort((a, b) => a - b);
+  return times[Math.floor(times.length / 2)]!;
+}
+
+/**
+ * A flood of GET /metrics from `clients` loops of another process (so that the client's own event
+ * loop is not the one flooded). Resolves once the requests are coming; stop() says how many it made.
+ */
+async function flood(url: string, clients: number): Promise<{ stop(): Promise<number> }> {
+  const script = `
+    let count = 0, going = true;
+    process.stdin.on('data', () => { going = false; });
+    const loop = async () => { while (going) { await (await fetch(process.argv[1] + '/metrics')).text(); if (count++ === 0) process.stdout.write('going\\n'); } };
+    Promise.all(Array.from({ length: Number(process.argv[2]) }, loop)).then(() => { process.stdout.write(String(count)); process.exit(0); });
+  `;
+  const child = spawn(process.execPath, ['-e', script, url, String(clients)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  await new Promise<void>((resolve) =>
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.startsWith('going\n')) resolve();
+    }),
+  );
+  return {
+    stop: () =>
+      new Promise((resolve) => {
+        child.once('exit', () => resolve(Number(out.slice('going\n'.length))));
+        child.stdin.write('stop\n');
+      }),
+  };
+}
+
+describe('the metrics endpoint under load, and the event log', { timeout: 120_000 }, () => {
+  it("a flood of /metrics requests does not slow a client's launches", async (t: TestContext) => {
+    const proxy = await startProxy({ args: ['--metrics', '127.0.0.1:0'] });
+    const runtime = await client(proxy.address, proxy.token);
+    try {
+      const url = metricsUrl(proxy.output());
+      await launchMedianMs(runtime, 300); // warm up: the image loads, the paths get compiled
+      const quiet = await launchMedianMs(runtime, 2000);
+      const quietDelay = (await scrape(url)).value('offload_event_loop_delay_max_seconds')!;
+      const load = await flood(url, 16);
+      const started = Date.now();
+      const flooded = await launchMedianMs(runtime, 2000);
+      const seconds = (Date.now() - started) / 1000;
+      const floodDelay = (await scrape(url)).value('offload_event_loop_delay_max_seconds')!;
+      const scrapes = await load.stop();
+      const line =
+        `launch round trip median: ${quiet.toFixed(3)} ms quiet, ${flooded.toFixed(3)} ms under ` +
+        `${Math.round(scrapes / seconds)} scrapes/s (${scrapes} in ${seconds.toFixed(1)} s); ` +
+        `proxy event-loop delay max ${(quietDelay * 1000).toFixed(0)} ms quiet, ${(floodDelay * 1000).toFixed(0)} ms flooded`;
+      t.diagnostic(line);
+      assert.ok(scrapes > 100, `the flood made only ${scrapes} requests`);
+      // Not a timing test: a bound only a proxy that stalls for its scrapers breaks.
+      assert.ok(flooded < quiet * 10 + 20, line);
+    } finally {
+      await runtime.shutdown();
+      await proxy.stop();
+    }
+  });
+
+  it('--log-format json writes one JSON object per event: connections, logins, refusals with reason, sessions with what they held, shutdown', async () => {
+    const proxy = await startProxy({ args: ['--log-format', 'json', '--log-level', 'debug'] });
+    let stopped = false;
+    try {
+      const runtime = await client(proxy.address, proxy.token);
+      await runtime.devices[0]!.alloc(4096);
+      await runtime.shutdown();
+      await wrongLogin(proxy.address);
+      await proxy.stop();
+      stopped = true;
+      const events = proxy
+        .output()
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+      for (const event of events) {
+        assert.ok(['debug', 'info', 'warn', 'error'].includes(event.level as string), JSON.stringify(event));
+        assert.ok(!Number.isNaN(Date.parse(event.time as string)), JSON.stringify(event));
+        assert.equal(typeof event.msg, 'string');
+      }
+      const named = (name: string) => events.filter((event) => event.event === name);
+      assert.equal(named('listening').length, 1);
+      assert.equal(named('connection').length, 2);
+      assert.deepEqual(
+        named('login').map((event) => event.as),
+        ['client'],
+      );
+      const [end] = named('session-end');
+      assert.equal(end?.tenant, 1);
+      assert.deepEqual((end?.held as Record<string, number>).buffers, 1);
+      assert.deepEqual((end?.held as Record<string, number>).memoryBytes, 4096);
+      const [refusal] = named('refusal');
+      assert.equal(refusal?.level, 'warn');
+      assert.equal(refusal?.reason, 'login');
+      assert.equal(refusal?.code, 'UNAUTHORIZED');
+      assert.ok(!JSON.stringify(events).includes(proxy.token), 'the token is logged');
+      assert.ok(!JSON.stringify(events).includes('not-the-token'), 'a wrong token is logged');
+      assert.deepEqual(
+        events.slice(-2).map((event) => event.event),
+        ['shutdown', 'stopped'],
+      );
+    } finally {
+      if (!stopped) await proxy.stop();
+    }
+  });
+
+  it('refuses an unknown --log-format or --log-level, naming the choices', async () => {
+    for (const [option, value, choices] of [
+      ['--log-format', 'xml', 'human, json'],
+      ['--log-level', 'loud', 'debug, info, warn, error'],
+    ] as const) {
+      const result = await new Promise<{ code: number; stderr: string }>((resolve) =>
+        execFile(
+          process.execPath,
+          ['--import', 'tsx', path.join(root, 'src/cli/main.ts'), 'proxy', '--listen', '127.0.0.1:0', option, value],
+          { cwd: root, env: { ...process.env, OFFLOAD_TOKEN: randomBytes(16).toString('hex') }, timeout: 60_000 },
+          (error, _stdout, stderr) => resolve({ code: typeof error?.code === 'number' ? error.code : 0, stderr }),
+        ),
+      );
+      assert.equal(result.code, 2);
+      assert.ok(result.stderr.includes(`${option} must be one of ${choices}, got '${value}'`), result.stderr);
     }
   });
 });

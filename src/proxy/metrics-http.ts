@@ -129,6 +129,8 @@ export class MetricsEndpoint {
       case '/':
       case '/index.html':
         return this.send(response, 200, 'text/html; charset=utf-8', DASHBOARD_HTML);
+      case '/favicon.ico':
+        return this.send(response, 204, 'image/x-icon', '');
       case '/dashboard.js':
         return this.send(response, 200, 'text/javascript; charset=utf-8', DASHBOARD_SCRIPT);
       default:

@@ -21,12 +21,13 @@ export const DASHBOARD_HTML = `<!doctype html>
   header h1 { font-size: 18px; margin: 0; }
   #status.ready { color: var(--ok); } #status.unready { color: var(--bad); }
   main { display: grid; grid-template-columns: repeat(auto-fit, minmax(460px, 1fr)); gap: 16px; padding: 16px 20px; }
-  section { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; }
+  section { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; min-width: 0; overflow-x: auto; }
   h2 { font-size: 14px; margin: 0 0 8px; color: var(--muted); text-transform: uppercase; letter-spacing: .04em; }
   table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
   th, td { text-align: left; padding: 4px 6px; border-bottom: 1px solid var(--line); white-space: nowrap; }
   td.num, th.num { text-align: right; }
-  .bar { position: relative; height: 10px; width: 120px; background: #eef0f5; border-radius: 5px; display: inline-block; vertical-align: middle; }
+  td.detail { white-space: normal; }
+  .bar { position: relative; height: 10px; width: 64px; background: #eef0f5; border-radius: 5px; display: inline-block; vertical-align: middle; }
   .bar > span { position: absolute; left: 0; top: 0; bottom: 0; background: var(--accent); border-radius: 5px; }
   .down { color: var(--bad); font-weight: 600; }
   .muted { color: var(--muted); }
@@ -157,7 +158,7 @@ export const DASHBOARD_SCRIPT = `'use strict';
       cell(tr, r.reason);
       cell(tr, r.code);
       cell(tr, r.tenant === undefined ? '' : '#' + r.tenant);
-      cell(tr, r.message ? r.message.slice(0, 160) : '', 'muted');
+      cell(tr, r.message ? r.message.slice(0, 160) : '', 'muted detail');
     });
   }
   function poll() {

@@ -67,9 +67,10 @@ Options:
   Operating it:
   --metrics <host:port> Serve GET /metrics (Prometheus), /healthz, /readyz and a live
                         dashboard at / over HTTP there (port 0: any free port; printed
-                        as 'metrics on <url>'); loopback only unless --tls-cert (then
-                        HTTPS) or --metrics-insecure. Read-only, no token: it never shows
-                        a token or a buffer's bytes, and clients by number only
+                        as 'metrics on <url>'); loopback only (plain HTTP) unless
+                        --tls-cert (then HTTPS with that certificate) or --metrics-insecure
+                        (plain HTTP anywhere). Read-only, no token: it never shows a token
+                        or a buffer's bytes, and clients by number only
   --metrics-names       Show clients' addresses and refusals' messages there too
   --metrics-insecure    Serve metrics on a non-loopback address without TLS
   --log-format <f>      human (default) or json: one JSON object per line on stderr
@@ -201,7 +202,13 @@ export async function run(args: string[]): Promise<number> {
   }
 
   const server = await ProxyServer.start({ listen: values.listen, token, tls, peerTls, ...limits });
-  const endpoint = await serveMetrics(server, values.metrics, { tls, insecure: values['metrics-insecure'] });
+  // Loopback: plain HTTP (nothing outside sees it). Elsewhere HTTPS with the proxy's certificate, unless --metrics-insecure.
+  const metricsTls =
+    values.metrics === undefined || isLocalOnly(values.metrics) || values['metrics-insecure'] ? undefined : tls;
+  const endpoint = await serveMetrics(server, values.metrics, {
+    tls: metricsTls,
+    insecure: values['metrics-insecure'],
+  });
   announce(server, endpoint);
   await signalled(values['exit-with-parent'] === true);
   await stop(server, endpoint);

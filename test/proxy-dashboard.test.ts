@@ -56,16 +56,29 @@ describe('the proxy dashboard', { timeout: 120_000, skip: missing }, () => {
       page.on('console', (message) => {
         if (message.type() === 'error') errors.push(message.text());
       });
-      const opened = Date.now();
+      // When the session's row first shows launches, on the page's clock (0: the navigation's
+      // start), as a reader would see it: not counting the test's own round trips to the browser.
+      await page.addInitScript(() => {
+        const watch = setInterval(() => {
+          const cell = document.querySelector('#sessions tr[data-tenant="1"] td.launches');
+          if (Number(cell?.textContent ?? 0) > 0) {
+            (window as unknown as { shownAt: number }).shownAt = performance.now();
+            clearInterval(watch);
+          }
+        }, 5);
+      });
+      // The browser's own start (its first renderer) is not the page's doing: it comes first.
+      await page.goto('about:blank');
       await page.goto(endpoint.url);
       const row = page.locator('#sessions tr[data-tenant="1"]');
-      await row.waitFor({ timeout: 2000 });
-      await page.waitForFunction(
-        () => Number(document.querySelector('#sessions tr[data-tenant="1"] td.launches')?.textContent ?? 0) > 0,
-        undefined,
-        { timeout: 2000 - (Date.now() - opened) },
+      await page.waitForFunction(() => (window as unknown as { shownAt?: number }).shownAt !== undefined, undefined, {
+        timeout: 10_000,
+      });
+      const shownAfterMs = await page.evaluate(() => (window as unknown as { shownAt: number }).shownAt);
+      assert.ok(
+        shownAfterMs < 2000,
+        `the session and its launches showed ${shownAfterMs} ms after the page was asked for`,
       );
-      const shownAfterMs = Date.now() - opened;
       assert.match((await row.textContent()) ?? '', /#1 127\.0\.0\.1:\d+/);
       // It follows: the launch count shown grows, the device's too, the status says ready.
       const first = Number(await row.locator('td.launches').textContent());
@@ -91,7 +104,9 @@ describe('the proxy dashboard', { timeout: 120_000, skip: missing }, () => {
       assert.ok((await stat(shot)).size > 10_000);
       const keep = process.env.OFFLOAD_DASHBOARD_SCREENSHOT;
       if (keep) await copyFile(shot, keep);
-      t.diagnostic(`the session and its launches showed ${shownAfterMs} ms after the page opened; screenshot: ${shot}`);
+      t.diagnostic(
+        `the session and its launches showed ${shownAfterMs.toFixed(0)} ms after the page was asked for; screenshot: ${shot}`,
+      );
     } finally {
       launching = false;
       await loop.catch(() => {});

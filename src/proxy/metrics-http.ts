@@ -18,7 +18,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { errors } from '../errors.js';
 import { formatAddress, isLoopback, parseAddress, type TlsServerOptions } from '../transport/tcp.js';
-import { DASHBOARD_HTML, DASHBOARD_SCRIPT } from './dashboard/page.js';
+import { DASHBOARD_SCRIPT, dashboardPage } from './dashboard/page.js';
 import type { ProxyMetrics } from './metrics.js';
 import { formatPrometheus, PROMETHEUS_CONTENT_TYPE } from './prometheus.js';
 
@@ -128,7 +128,7 @@ export class MetricsEndpoint {
         return this.stream(request, response);
       case '/':
       case '/index.html':
-        return this.send(response, 200, 'text/html; charset=utf-8', DASHBOARD_HTML);
+        return this.send(response, 200, 'text/html; charset=utf-8', dashboardPage(this.metrics.state()));
       case '/favicon.ico':
         return this.send(response, 204, 'image/x-icon', '');
       case '/dashboard.js':

@@ -4,11 +4,12 @@
  * with what they hold, launches per second and their latency over the last five minutes as
  * charts, and recent refusals with their reasons. The script follows `/events` (server-sent
  * events, one snapshot a second) and falls back to polling `/state` where a stream cannot stay
- * open. It builds the page with DOM calls and `textContent` only: nothing it shows is ever
+ * open; the page itself carries the figures of the moment it was served, so it shows them at once. It builds the page with DOM calls and `textContent` only: nothing it shows is ever
  * parsed as HTML.
  */
 
-export const DASHBOARD_HTML = `<!doctype html>
+/** The page, with the figures of the moment it is served in place of `__STATE__` (see dashboardPage). */
+const DASHBOARD_HTML = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -46,10 +47,19 @@ export const DASHBOARD_HTML = `<!doctype html>
   <section><h2>Launch latency, mean and max (5 min)</h2><svg id="latency" viewBox="0 0 600 120" preserveAspectRatio="none"></svg><div class="muted" id="latency-label"></div></section>
   <section><h2>Recent refusals</h2><table id="refusals"><thead><tr><th>when</th><th>reason</th><th>code</th><th>tenant</th><th>detail</th></tr></thead><tbody></tbody></table></section>
 </main>
+<script type="application/json" id="initial-state">__STATE__</script>
 <script src="/dashboard.js"></script>
 </body>
 </html>
 `;
+
+/**
+ * The page with `state` in it, as JSON in a data block (a script element of type
+ * application/json, which runs nothing), its `<` escaped so that no string in it ends the element.
+ */
+export function dashboardPage(state: unknown): string {
+  return DASHBOARD_HTML.replace('__STATE__', () => JSON.stringify(state).replace(/</g, '\\u003c'));
+}
 
 export const DASHBOARD_SCRIPT = `'use strict';
 (function () {
@@ -167,6 +177,9 @@ export const DASHBOARD_SCRIPT = `'use strict';
       $('status').className = 'unready';
     }).then(function () { setTimeout(poll, 1000); });
   }
+  // The figures of the moment the page was served: shown before the stream's first event.
+  var initial = $('initial-state');
+  if (initial && initial.textContent) render(JSON.parse(initial.textContent));
   if (typeof EventSource === 'function') {
     var events = new EventSource('/events');
     var opened = false;

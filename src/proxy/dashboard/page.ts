@@ -23,6 +23,7 @@ const DASHBOARD_HTML = `<!doctype html>
   #status.ready { color: var(--ok); } #status.unready { color: var(--bad); }
   main { display: grid; grid-template-columns: repeat(auto-fit, minmax(460px, 1fr)); gap: 16px; padding: 16px 20px; }
   section { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; min-width: 0; overflow-x: auto; }
+  section.wide { grid-column: 1 / -1; }
   h2 { font-size: 14px; margin: 0 0 8px; color: var(--muted); text-transform: uppercase; letter-spacing: .04em; }
   table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
   th, td { text-align: left; padding: 4px 6px; border-bottom: 1px solid var(--line); white-space: nowrap; }
@@ -40,12 +41,12 @@ const DASHBOARD_HTML = `<!doctype html>
 <body>
 <header><h1>offload proxy</h1><span id="status">connecting…</span><span id="updated" class="muted"></span></header>
 <main>
-  <section><h2>Proxy</h2><div class="kv" id="summary"></div></section>
-  <section><h2>Devices</h2><table id="devices"><thead><tr><th>device</th><th>state</th><th class="num">launches</th><th class="num">in queue</th><th>memory held</th><th class="num">in / out</th></tr></thead><tbody></tbody></table></section>
-  <section><h2>Sessions</h2><table id="sessions"><thead><tr><th>tenant</th><th class="num">buffers</th><th class="num">memory</th><th class="num">queues</th><th class="num">images</th><th class="num">launches</th><th class="num">refusals</th><th class="num">age</th></tr></thead><tbody></tbody></table></section>
+  <section class="wide"><h2>Proxy</h2><div class="kv" id="summary"></div></section>
+  <section class="wide"><h2>Devices</h2><table id="devices"><thead><tr><th>device</th><th>state</th><th class="num">launches</th><th class="num">in queue</th><th>memory held</th><th class="num">in / out</th></tr></thead><tbody></tbody></table></section>
+  <section class="wide"><h2>Sessions</h2><table id="sessions"><thead><tr><th>tenant</th><th class="num">buffers</th><th class="num">memory</th><th class="num">queues</th><th class="num">images</th><th class="num">launches</th><th class="num">refusals</th><th class="num">age</th></tr></thead><tbody></tbody></table></section>
   <section><h2>Launches per second (5 min)</h2><svg id="rate" viewBox="0 0 600 120" preserveAspectRatio="none"></svg><div class="muted" id="rate-label"></div></section>
   <section><h2>Launch latency, mean and max (5 min)</h2><svg id="latency" viewBox="0 0 600 120" preserveAspectRatio="none"></svg><div class="muted" id="latency-label"></div></section>
-  <section><h2>Recent refusals</h2><table id="refusals"><thead><tr><th>when</th><th>reason</th><th>code</th><th>tenant</th><th>detail</th></tr></thead><tbody></tbody></table></section>
+  <section class="wide"><h2>Recent refusals</h2><table id="refusals"><thead><tr><th>when</th><th>reason</th><th>code</th><th>tenant</th><th>detail</th></tr></thead><tbody></tbody></table></section>
 </main>
 <script type="application/json" id="initial-state">__STATE__</script>
 <script src="/dashboard.js"></script>

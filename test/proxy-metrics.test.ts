@@ -188,7 +188,7 @@ describe('offload proxy --metrics', { timeout: 120_000 }, () => {
       const after = await scrapeUntil(endpoint.url, (s) => s.value('offload_device_up', { device: '0' }) === 0);
       assert.equal(after.value('offload_ready'), 0);
       // The loss is logged once, as an error event.
-      const deadline = Date.now() + 3000;
+      const deadline = Date.now() + 15_000;
       while (!lines.some((line) => line.includes('"device-lost"')) && Date.now() < deadline)
         await new Promise((resolve) => setTimeout(resolve, 50));
       const lost = lines

@@ -19,7 +19,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { errors } from '../errors.js';
 import { formatAddress, isLoopback, parseAddress, type TlsServerOptions } from '../transport/tcp.js';
 import { DASHBOARD_SCRIPT, dashboardPage } from './dashboard/page.js';
-import type { ProxyMetrics } from './metrics.js';
+import type { MetricsState, ProxyMetrics } from './metrics.js';
 import { formatPrometheus, PROMETHEUS_CONTENT_TYPE } from './prometheus.js';
 
 export interface MetricsEndpointOptions {
@@ -53,6 +53,7 @@ export class MetricsEndpoint {
   private readonly sockets = new Set<Socket>();
   private readonly streams = new Set<ServerResponse>();
   private pushTimer: NodeJS.Timeout | undefined;
+  private rendered: { state: MetricsState; text: string } | undefined;
 
   private constructor(
     private readonly http: Server,
@@ -110,7 +111,7 @@ export class MetricsEndpoint {
     }
     switch (path) {
       case '/metrics':
-        return this.send(response, 200, PROMETHEUS_CONTENT_TYPE, formatPrometheus(this.metrics.state()));
+        return this.send(response, 200, PROMETHEUS_CONTENT_TYPE, this.exposition());
       case '/healthz':
         return this.send(response, 200, 'text/plain; charset=utf-8', 'ok\n');
       case '/readyz': {
@@ -141,6 +142,13 @@ export class MetricsEndpoint {
           'not found: try /, /metrics, /healthz or /readyz\n',
         );
     }
+  }
+
+  /** /metrics's text, made once per snapshot (readers in a flood share it as they share the snapshot). */
+  private exposition(): string {
+    const state = this.metrics.state();
+    if (this.rendered?.state !== state) this.rendered = { state, text: formatPrometheus(state) };
+    return this.rendered.text;
   }
 
   private send(

@@ -50,7 +50,11 @@ export async function scrape(url: string): Promise<Scrape> {
 }
 
 /** Scrapes until `ready(scrape)` holds (the endpoint caches a snapshot a quarter of a second), at most `timeoutMs`. */
-export async function scrapeUntil(url: string, ready: (scrape: Scrape) => boolean, timeoutMs = 5000): Promise<Scrape> {
+export async function scrapeUntil(
+  url: string,
+  ready: (scrape: Scrape) => boolean,
+  timeoutMs = 20_000,
+): Promise<Scrape> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const result = await scrape(url);

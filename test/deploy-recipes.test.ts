@@ -129,8 +129,8 @@ describe('deployment recipes (docs/deploy)', { timeout: 300_000 }, () => {
 
   it('the Kubernetes manifest: probes on /healthz and /readyz, the scrape annotation on the metrics port, args that serve them', async () => {
     const manifest = await readFile(path.join(deploy, 'kubernetes.yaml'), 'utf8');
-    assert.match(manifest, /prometheus\.io\/scrape: "true"/);
-    assert.match(manifest, /prometheus\.io\/port: "9464"/);
+    assert.match(manifest, /prometheus\.io\/scrape: 'true'/);
+    assert.match(manifest, /prometheus\.io\/port: '9464'/);
     assert.match(manifest, /prometheus\.io\/path: \/metrics/);
     assert.match(manifest, /livenessProbe:\n\s+httpGet: \{ path: \/healthz, port: metrics \}/);
     assert.match(manifest, /readinessProbe:.*\n\s+httpGet: \{ path: \/readyz, port: metrics \}/);

@@ -19,6 +19,7 @@ export { OffloadError, ErrorCode } from './errors.js';
 export type { DeviceCapabilities, DeviceInfo, MemoryInfo, MemoryKind } from './plugins/interface.js';
 export type { KernelPrint, RuntimeOptions } from './runtime/options.js';
 export type { ContextOptions } from './api/runtime.js';
+export type { DeviceMetrics, RuntimeMetrics } from './runtime/device-counters.js';
 export { HostFunctions, type HostCall, type HostFunction } from './api/host-functions.js';
 export type { GridSize } from './api/grid.js';
 export { map, type MapSpec, type MapType, type MapBuilder, type HostView } from './omp/map.js';

@@ -25,6 +25,7 @@ import {
   type ProxyProcess,
 } from './helpers/proxy.js';
 import { RawClient } from './helpers/raw-client.js';
+import { metricsUrl, scrape } from './helpers/metrics.js';
 
 const MiB = 1024 * 1024;
 /** What no reply may exceed, whatever it answers: a few KiB. */
@@ -59,7 +60,16 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
     proxy = await startProxy({
       threads: 2,
       memory: '64M',
-      args: ['--login-timeout', '2000', '--max-connections', '48', '--quota-buffers', '3000'],
+      args: [
+        '--login-timeout',
+        '2000',
+        '--max-connections',
+        '48',
+        '--quota-buffers',
+        '3000',
+        '--metrics',
+        '127.0.0.1:0',
+      ],
     });
     bystander = await client(proxy);
     kept = await bystander.devices[0]!.alloc(4096);
@@ -358,6 +368,46 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
       );
       assert.deepEqual([...new Set(chunks[0]!.payload.subarray(0, 64))], [0x77]);
       assert.deepEqual([...new Set(chunks[0]!.payload.subarray(64))], [0]);
+    } finally {
+      raw.close();
+    }
+    await served(proxy);
+    await bystanderIntact();
+  });
+
+  it('the metrics endpoint, read after every attack above and during one, shows no token, no buffer bytes, no client', async () => {
+    const url = metricsUrl(proxy.output());
+    const marker = 'BUFFER-CONTENT-MARKER-7c1e';
+    const raw = await RawClient.open(proxy.address);
+    try {
+      assert.equal((await raw.login(proxy.token)).error, undefined);
+      raw.send({ op: 'alloc', id: 2, device: 0, buffer: 1, bytes: 256, kind: 'device' });
+      raw.send({ op: 'queue', id: 3, queue: 1, device: 0 });
+      raw.send(
+        { op: 'write', id: 4, queue: 1, buffer: 1, offset: 0, bytes: 64 },
+        new TextEncoder().encode(marker.padEnd(64)),
+      );
+      for (let id = 2; id <= 4; id++) assert.equal(await raw.error(id), undefined, `request ${id}`);
+      // A wrong token carrying the marker, and an op named with it.
+      const guess = await RawClient.open(proxy.address);
+      guess.send({ op: 'hello', id: 1, version: PROTOCOL_VERSION, token: `${marker}-token` });
+      raw.send({ op: marker, id: 5 });
+      await Promise.all([guess.closed, raw.closed]);
+      const pages = await Promise.all(
+        ['/metrics', '/state', '/', '/dashboard.js', '/readyz', '/healthz'].map(async (page) => {
+          const response = await fetch(`${url}${page}`);
+          return response.text();
+        }),
+      );
+      const everything = pages.join('\n');
+      assert.ok(!everything.includes(proxy.token), 'the token shows');
+      assert.ok(!everything.includes(marker), "a buffer's bytes, a guessed token or a client's op show");
+      assert.ok(!everything.includes('\\\\\\\\'), "an attack's backslashes show");
+      assert.doesNotMatch(everything.replace(url, ''), /127\.0\.0\.1/, "a client's address shows");
+      // The attacks are counted, by reason.
+      const scraped = await scrape(url);
+      assert.ok(scraped.value('offload_refusals_total', { reason: 'bad_frame' })! >= 1, scraped.text);
+      assert.ok(scraped.value('offload_refusals_total', { reason: 'login' })! >= 1, scraped.text);
     } finally {
       raw.close();
     }

@@ -465,6 +465,11 @@ export class Queue {
     return new Event(operationEvent(this, done), this.device);
   }
 
+  /** @internal Operations enqueued and not settled yet (runtime.metrics()'s queue depth). */
+  get depth(): number {
+    return this.pending;
+  }
+
   /** @internal Counts an operation as pending (the runtime's shutdown waits for busy queues only). */
   began(): void {
     if (this.pending++ === 0) this.device.context.busy.add(this);
@@ -829,7 +834,7 @@ export class Queue {
       event = new LaunchEvent(this, kernel, lowered);
     }
     const context = this.device.context;
-    if (context.info.enabled || context.tracer) event.started = performance.now();
+    if (context.info.timed || context.tracer) event.started = performance.now();
     try {
       this.plugin.launch(kernel.loaded, lowered, asLaunchArgs(slots), event);
     } catch (error) {
@@ -873,6 +878,11 @@ export class Queue {
     } else if (failed) {
       this.failing = true;
     }
+    this.device.context.info.counters.launched(
+      this.device.id,
+      failed,
+      event.started >= 0 ? performance.now() - event.started : undefined,
+    );
     if (event.started >= 0 && this.device.context.info.enabled) {
       const grid = event.grid;
       this.device.context.info.launch(

@@ -23,6 +23,8 @@ import { traceFile, Tracer } from '../runtime/trace.js';
 import { checkInteger, checkOptions, describe } from './checks.js';
 import { RuntimeContext } from './context.js';
 import { Device } from './device.js';
+import { runtimeMetrics } from './metrics.js';
+import type { RuntimeMetrics } from '../runtime/device-counters.js';
 import { Kernel } from './kernel.js';
 import { Library } from './library.js';
 import { MAX_TIMEOUT_MS, type Grid } from './queue.js';
@@ -254,6 +256,16 @@ export class Runtime {
   /** @internal The mapping table of a device (tests and diagnostics). */
   mappedRanges(device: Device): number {
     return this.mapper.table(this.ownDevice(device, 'mappedRanges')).size;
+  }
+
+  /**
+   * What this runtime's devices have done and hold now: launches by outcome and their time,
+   * bytes copied in and out, memory held against each device's size, operations in flight (the
+   * figures a proxy serves at /metrics, for the program's own devices; a remote device as this
+   * program sees it). Launch time counts from the first call on. `offload devices --watch` prints it.
+   */
+  metrics(): RuntimeMetrics {
+    return runtimeMetrics(this.context, this.devices);
   }
 
   /** The device with id `id` (its index in `devices`). Throws NOT_FOUND. */

@@ -4,12 +4,14 @@ import { Offload } from '../api/runtime.js';
 import type { DeviceInfo } from '../plugins/interface.js';
 import { webgpuUnavailable } from '../plugins/webgpu/adapter.js';
 import { table } from './format.js';
-import { formatBytes } from '../units.js';
+import { formatBytes, parseCount, parseMilliseconds } from '../units.js';
+import type { Runtime } from '../api/runtime.js';
 import { readToken } from './token.js';
 
 export const summary = 'List the devices the runtime finds, with their properties';
 
 const HELP = `Usage: offload devices [--json] [--proxies <host:port,...>] [--token-file <file>]
+       offload devices --watch [--interval <ms>] [--count <n>] [--proxies ...]
 
 ${summary}: local devices first (the host
 device, then a WebGPU device when Dawn finds an adapter; OFFLOAD_WEBGPU=fallback also
@@ -20,6 +22,11 @@ Options:
   --json                 Print a JSON array of { id, ...info } instead of a table
   --proxies <list>       Comma-separated proxy addresses
   --token-file <file>    File holding the proxies' token (default: OFFLOAD_TOKEN)
+  --watch                Print each device's figures live (runtime.metrics(), and the
+                         memory free on it now: a proxy's shrinks as its other clients
+                         allocate) until Ctrl-C; redrawn in place on a terminal
+  --interval <ms>        How often --watch prints (default 1000)
+  --count <n>            Stop --watch after n prints
   -h, --help             Show this help`;
 
 /** Table rows: a property's label and how to show it. */
@@ -44,6 +51,9 @@ export async function run(args: string[]): Promise<number> {
       json: { type: 'boolean' },
       proxies: { type: 'string' },
       'token-file': { type: 'string' },
+      watch: { type: 'boolean' },
+      interval: { type: 'string' },
+      count: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -53,7 +63,17 @@ export async function run(args: string[]): Promise<number> {
   }
   const proxies =
     values.proxies === undefined ? undefined : values.proxies.split(',').filter((address) => address !== '');
+  const interval = values.interval === undefined ? 1000 : parseMilliseconds(values.interval, '--interval');
+  const count = values.count === undefined ? Infinity : parseCount(values.count, '--count', 1, 2 ** 31);
   const runtime = await Offload.init({ proxies, token: await readToken(values['token-file']) });
+  if (values.watch) {
+    try {
+      await watch(runtime, interval, count);
+      return 0;
+    } finally {
+      await runtime.shutdown();
+    }
+  }
   try {
     const infos = runtime.devices.map((device) => ({ id: device.id, ...device.info }));
     if (values.json) {
@@ -74,5 +94,51 @@ export async function run(args: string[]): Promise<number> {
     return 0;
   } finally {
     await runtime.shutdown();
+  }
+}
+
+/** Prints the devices' figures every `interval` ms, `count` times at most, until SIGINT or SIGTERM. */
+async function watch(runtime: Runtime, interval: number, count: number): Promise<void> {
+  let stopped = false;
+  const stop = (): void => {
+    stopped = true;
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  const terminal = process.stdout.isTTY === true;
+  try {
+    for (let printed = 0; printed < count && !stopped; printed++) {
+      if (printed > 0) await new Promise((resolve) => setTimeout(resolve, interval));
+      const metrics = runtime.metrics();
+      const free = await Promise.all(
+        runtime.devices.map((device) =>
+          device.memoryInfo().then(
+            (info) => formatBytes(info.freeBytes),
+            () => '?',
+          ),
+        ),
+      );
+      const header = ['device', 'name', 'state', 'free', 'held', 'launches', 'failed', 'in queue', 'in / out'];
+      const rows = metrics.devices.map((device, index) => [
+        String(device.device),
+        device.name,
+        device.up ? 'up' : 'lost',
+        `${free[index]} of ${formatBytes(device.memoryLimitBytes)}`,
+        formatBytes(device.memoryHeldBytes),
+        String(device.launches.ok),
+        String(device.launches.failed),
+        String(device.queueDepth),
+        `${formatBytes(device.bytesIn)} / ${formatBytes(device.bytesOut)}`,
+      ]);
+      const lines = [
+        `offload devices --watch  ${new Date(metrics.time).toISOString()}`,
+        ...table([header, ...rows], 2),
+      ];
+      // On a terminal the table is redrawn in place; into a pipe or file, each print follows the last.
+      process.stdout.write(terminal ? `\x1b[H\x1b[2J${lines.join('\n')}\n` : `${lines.join('\n')}\n\n`);
+    }
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
   }
 }

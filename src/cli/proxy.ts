@@ -4,6 +4,9 @@ import { launchTimeoutFromEnv } from '../api/runtime.js';
 import { formatBytes, parseBytes, parseCount, parseMilliseconds } from '../units.js';
 import { collectGarbage } from '../plugins/host/garbage.js';
 import { ProxyServer } from '../proxy/server.js';
+import { LOG_FORMATS, LOG_LEVELS, ProxyLog, type LogFormat, type LogLevel } from '../proxy/log.js';
+import { ProxyMetrics } from '../proxy/metrics.js';
+import { MetricsEndpoint, type MetricsEndpointOptions } from '../proxy/metrics-http.js';
 import { readPem, tlsFromEnv } from '../transport/tls-files.js';
 import { defaultToken, isLocalOnly } from '../transport/connect.js';
 import { usageError } from './format.js';
@@ -61,6 +64,20 @@ Options:
   --mpi                 Serve the application ranks of this MPI job instead, e.g.
                         mpirun -np 2 offload proxy --mpi : -np 1 node app.js
                         (exits when every application rank has finished)
+  Operating it:
+  --metrics <host:port> Serve GET /metrics (Prometheus), /healthz, /readyz and a live
+                        dashboard at / over HTTP there (port 0: any free port; printed
+                        as 'metrics on <url>'); loopback only (plain HTTP) unless
+                        --tls-cert (then HTTPS with that certificate) or --metrics-insecure
+                        (plain HTTP anywhere). Read-only, no token: it never shows a token
+                        or a buffer's bytes, and clients by number only
+  --metrics-names       Show clients' addresses and refusals' messages there too
+  --metrics-insecure    Serve metrics on a non-loopback address without TLS
+  --log-format <f>      human (default) or json: one JSON object per line on stderr
+                        for each connection, login, refusal (with its reason), session
+                        end (with what it held), device lost, and shutdown
+  --log-level <l>       debug, info, warn or error (default: info with json; error with
+                        human, so that the default output stays as it was)
   --exit-with-parent    Also stop (as on SIGTERM) when standard input closes: the
                         parent that started the proxy with a pipe there has ended,
                         by whatever signal (launch, demo, bench and the tests do this)
@@ -90,6 +107,11 @@ export async function run(args: string[]): Promise<number> {
       'quota-pending': { type: 'string' },
       mpi: { type: 'boolean' },
       'exit-with-parent': { type: 'boolean' },
+      metrics: { type: 'string' },
+      'metrics-names': { type: 'boolean' },
+      'metrics-insecure': { type: 'boolean' },
+      'log-format': { type: 'string' },
+      'log-level': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -109,7 +131,16 @@ export async function run(args: string[]): Promise<number> {
     return typeof text === 'string' ? parse(text, `--${name}`) : undefined;
   };
   const count = (text: string, name: string) => parseCount(text, name, 1, 2 ** 31);
+  const format = values['log-format'] ?? 'human';
+  if (!(LOG_FORMATS as readonly string[]).includes(format))
+    return usageError('proxy', `--log-format must be one of ${LOG_FORMATS.join(', ')}, got '${format}'`);
+  const level = values['log-level'];
+  if (level !== undefined && !(LOG_LEVELS as readonly string[]).includes(level))
+    return usageError('proxy', `--log-level must be one of ${LOG_LEVELS.join(', ')}, got '${level}'`);
+  const log = new ProxyLog({ format: format as LogFormat, level: level as LogLevel | undefined });
+  const metrics = new ProxyMetrics({ names: values['metrics-names'] === true, log });
   const limits = {
+    metrics,
     launchTimeoutMs,
     maxConnections: option('max-connections', count),
     loginTimeoutMs: option('login-timeout', parseMilliseconds),
@@ -131,9 +162,10 @@ export async function run(args: string[]): Promise<number> {
     if (values.listen !== undefined) return usageError('proxy', '--mpi and --listen exclude each other');
     const token = (await readToken(values['token-file'])) ?? defaultToken('mpi')!;
     const server = await ProxyServer.start({ listen: 'mpi', token, ...limits });
-    announce(server);
+    const endpoint = await serveMetrics(server, values.metrics, { insecure: values['metrics-insecure'] });
+    announce(server, endpoint);
     await Promise.race([server.finished, signalled()]);
-    await stop(server);
+    await stop(server, endpoint);
     return 0;
   }
   if (values.listen === undefined) return usageError('proxy', 'the address is required: --listen <host:port>');
@@ -161,11 +193,41 @@ export async function run(args: string[]): Promise<number> {
     );
   }
 
+  if (values.metrics !== undefined && !tls && !values['metrics-insecure'] && !isLocalOnly(values.metrics)) {
+    return usageError(
+      'proxy',
+      `serving metrics on ${values.metrics} would show the proxy's figures to anyone who can reach it, in clear; ` +
+        'give --tls-cert and --tls-key, or --metrics-insecure to accept that',
+    );
+  }
+
   const server = await ProxyServer.start({ listen: values.listen, token, tls, peerTls, ...limits });
-  announce(server);
+  // Loopback: plain HTTP (nothing outside sees it). Elsewhere HTTPS with the proxy's certificate, unless --metrics-insecure.
+  const metricsTls =
+    values.metrics === undefined || isLocalOnly(values.metrics) || values['metrics-insecure'] ? undefined : tls;
+  const endpoint = await serveMetrics(server, values.metrics, {
+    tls: metricsTls,
+    insecure: values['metrics-insecure'],
+  });
+  announce(server, endpoint);
   await signalled(values['exit-with-parent'] === true);
-  await stop(server);
+  await stop(server, endpoint);
   return 0;
+}
+
+/** Starts the metrics endpoint when --metrics names an address (the proxy is shut down if it cannot listen). */
+async function serveMetrics(
+  server: ProxyServer,
+  listen: string | undefined,
+  options: Omit<MetricsEndpointOptions, 'listen'>,
+): Promise<MetricsEndpoint | undefined> {
+  if (listen === undefined) return undefined;
+  try {
+    return await MetricsEndpoint.start(server.metrics, { listen, ...options });
+  } catch (error) {
+    await server.shutdown();
+    throw error;
+  }
 }
 
 /**
@@ -175,13 +237,24 @@ export async function run(args: string[]): Promise<number> {
  */
 const STOP_GRACE_MS = 10_000;
 
-async function stop(server: ProxyServer): Promise<void> {
+async function stop(server: ProxyServer, endpoint: MetricsEndpoint | undefined): Promise<void> {
+  const { log } = server.metrics;
+  log?.event('info', 'shutdown', `shutting down (${server.clients} clients connected)`, { clients: server.clients });
+  await endpoint?.close();
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<'late'>((resolve) => {
     timer = setTimeout(() => resolve('late'), STOP_GRACE_MS);
   });
   const how = await Promise.race([server.shutdown().then(() => 'done' as const), late]);
   clearTimeout(timer);
+  log?.event(
+    how === 'late' ? 'error' : 'info',
+    'stopped',
+    how === 'late' ? 'devices did not stop in time' : 'stopped',
+    {
+      clean: how !== 'late',
+    },
+  );
   if (how === 'late') {
     console.error(`offload proxy: its devices did not stop within ${STOP_GRACE_MS} ms of the signal; exiting anyway`);
     process.exit(1);
@@ -197,7 +270,7 @@ function reportOnSignal(server: ProxyServer): void {
   });
 }
 
-function announce(server: ProxyServer): void {
+function announce(server: ProxyServer, endpoint: MetricsEndpoint | undefined): void {
   reportOnSignal(server);
   for (const device of server.runtime.devices) {
     const { info } = device;
@@ -205,7 +278,13 @@ function announce(server: ProxyServer): void {
       `serving device ${device.id}: ${info.name} (${info.plugin}, ${info.kind}, ${formatBytes(info.memoryBytes)}, ${info.imageFormats.join('/')})`,
     );
   }
+  if (endpoint) console.log(`metrics on ${endpoint.url}`);
   console.log(`listening on ${server.address}`);
+  server.metrics.log?.event('info', 'listening', `listening on ${server.address}`, {
+    address: server.address,
+    devices: server.runtime.devices.length,
+    ...(endpoint ? { metrics: endpoint.url } : {}),
+  });
 }
 
 /** Resolves on SIGINT or SIGTERM, or (`withParent`) when standard input ends or fails. */

@@ -20,7 +20,8 @@ import { decodeHostCallResult } from '../protocol/decode-request.js';
 import type { Deferred } from '../protocol/gate.js';
 import type { ProxyConnection } from './connection.js';
 import type { PeerLinks } from './peer-links.js';
-import type { Session, SessionDirectory } from './session.js';
+import type { Session } from './session.js';
+import type { ServingDirectory } from './metrics.js';
 
 /** Queues refused at creation whose error is kept for the requests that name them. */
 const MAX_QUEUE_REFUSALS = 256;
@@ -69,7 +70,7 @@ export class ClientSession {
     readonly connection: ProxyConnection,
     /** The proxy's runtime: what the devices are (each session works in a context of it). */
     readonly runtime: Runtime,
-    readonly directory: SessionDirectory,
+    readonly directory: ServingDirectory,
     readonly peers: PeerLinks,
   ) {}
 

@@ -49,6 +49,8 @@ export interface ConnectionHandlers {
   frameWhole(): void;
   /** The transport closed: release what the client held. */
   closed(): Promise<void>;
+  /** A request was refused (or the connection closed) with `error`: counted for the proxy's operators. */
+  refused(error: unknown): void;
 }
 
 /**
@@ -209,6 +211,7 @@ export class ProxyConnection {
   /** Answers request `id` with `error` and closes the connection. */
   refuse(id: number, error: OffloadError): void {
     debug.log('proxy', `closing the connection of ${this.transport.peer}: ${error.code}: ${error.message}`);
+    this.handlers.refused(error);
     this.send({ op: 'reply', id, error: toWireError(error) });
     this.transport.close(error);
   }
@@ -229,6 +232,7 @@ export class ProxyConnection {
         this.answered();
       },
       (error: unknown) => {
+        this.handlers.refused(error);
         this.send({ op: 'reply', id, error: toWireError(error) });
         gone?.();
         this.answered();

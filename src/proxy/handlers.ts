@@ -28,7 +28,8 @@ import { hello } from './handshake.js';
 import { parking } from './parking.js';
 import type { PeerLinks } from './peer-links.js';
 import { checkSpan, inSlices, runsWhole } from './rect-slices.js';
-import type { Session, SessionDirectory } from './session.js';
+import type { Session } from './session.js';
+import type { ServingDirectory } from './metrics.js';
 
 /** A request's handler: its reply, or undefined when it answers by itself (hello); throws for an error reply. */
 type Handler<Op extends Request['op']> = (
@@ -114,7 +115,8 @@ export const handlers: HandlerTable = {
     return replyWhen(event.done);
   },
   'send-peer': bulk.sendPeer,
-  launch: (client, request) => replyWhen(launch(client, request, client.session!).done),
+  launch: (client, request) =>
+    replyWhen(client.directory.metrics.launch(client.session!, launch(client, request, client.session!))),
   record: (client, request) => {
     if (request.event <= client.lastEvent)
       throw errors.protocol(`event ids must increase: ${request.event} after ${client.lastEvent}`);
@@ -211,6 +213,7 @@ function handle(client: ClientSession, request: Request, payload: Uint8Array): R
       `a peer link may only write into the buffer it was granted, not ${quoted(request.op)} there`,
     );
   }
+  if (client.session) client.directory.metrics.request(client.session, request);
   return (handlers[request.op] as Handler<Request['op']>)(client, request, payload);
 }
 
@@ -222,7 +225,7 @@ function handle(client: ClientSession, request: Request, payload: Uint8Array): R
 export function serveClient(
   transport: Transport,
   runtime: Runtime,
-  directory: SessionDirectory,
+  directory: ServingDirectory,
   peers: PeerLinks,
   onClosed?: () => void,
 ): ClientSession {
@@ -238,6 +241,7 @@ export function serveClient(
     payloadTarget: (meta, length) => client.payloadTarget(meta, length),
     frameWhole: () => client.frameWhole(),
     closed: () => client.release(),
+    refused: (error) => directory.metrics.refused(transport.peer, error, client.session),
   });
   return client;
 }
@@ -257,7 +261,7 @@ async function register(
     { name: request.name, images: [{ ...request.info, offset: 0, size: 0 }], entries: [...request.entries] },
     [payload],
   );
-  const giveBack = [session.take('images'), session.take('imageBytes', payload.byteLength)];
+  const giveBack = session.takeAll(['images', 1], ['imageBytes', payload.byteLength]);
   try {
     session.images.set(imageId, await session.runtime.register(bundle));
     session.imageBytes.set(imageId, payload.byteLength);
@@ -307,7 +311,7 @@ async function alloc(
   const bufferId = request.buffer;
   if (session.buffers.has(bufferId)) throw errors.protocol(`buffer ${bufferId} exists already`);
   const device = client.device(request.device);
-  const giveBack = [session.take('buffers'), session.take('memoryBytes', request.bytes)];
+  const giveBack = session.takeAll(['buffers', 1], ['memoryBytes', request.bytes]);
   try {
     const buffer = await device.alloc(request.bytes, { kind: request.kind as never });
     session.buffers.set(bufferId, buffer);

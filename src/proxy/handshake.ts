@@ -40,6 +40,7 @@ export function hello(client: ClientSession, request: RequestOf<'hello'>): undef
   }
   // Logged in: frames as large as any client's from now on, and a heartbeat both ways.
   connection.loggedInNow();
+  directory.metrics.loggedIn(client, login.grant ? 'peer-link' : 'client');
   transport.limits = undefined;
   // The client offered the compact form: it is spoken both ways from the welcome on.
   if (request.compact === true) transport.metaCodec = compactMeta;

@@ -33,6 +33,7 @@ import { LOGIN_DEADLINE_MS, type SessionDirectory } from './handshake.js';
 import type { ReplyFrame } from '../protocol/messages.js';
 import { toWireError } from '../protocol/wire.js';
 import { PeerLinks } from './peer-links.js';
+import { ProxyMetrics } from './metrics.js';
 import { DEFAULT_QUOTAS, defaultProxyMemoryBytes, ProxyMemory, Session, type SessionQuotas } from './session.js';
 
 export interface ProxyServerOptions {
@@ -70,6 +71,8 @@ export interface ProxyServerOptions {
    * 'any'. Default none (copies then go through the client); ranks of the same MPI job always.
    */
   peers?: readonly string[] | 'any';
+  /** What the proxy counts for /metrics and logs (default: a recorder of its own, logging nothing). */
+  metrics?: ProxyMetrics;
 }
 
 const DEFAULT_MAX_CONNECTIONS = 256;
@@ -181,8 +184,11 @@ export class ProxyServer implements SessionDirectory {
       | 'peerTimeoutMs'
       | 'peers'
       | 'peerTls'
+      | 'metrics'
     >,
   ) {
+    this.metrics = options.metrics ?? new ProxyMetrics();
+    this.metrics.start(this);
     this.peerTls = options.peerTls;
     this.peers = options.peers === 'any' ? 'any' : new Set((options.peers ?? []).map(canonicalAddress));
     this.peerTimeoutMs = options.peerTimeoutMs ?? peerTimeoutFromEnv(process.env, DEFAULT_CLIENT_TIMEOUT_MS);
@@ -231,6 +237,7 @@ export class ProxyServer implements SessionDirectory {
   readonly quotas: SessionQuotas;
   private readonly memory: ProxyMemory;
   readonly peerTimeoutMs: number;
+  readonly metrics: ProxyMetrics;
   private readonly peerTls: TlsClientOptions | undefined;
 
   /**
@@ -261,14 +268,17 @@ export class ProxyServer implements SessionDirectory {
       );
       const refusal: ReplyFrame = { op: 'reply', id: 0, error: toWireError(full) };
       transport.send(refusal);
+      this.metrics.refused(transport.peer, full);
       return transport.close(full);
     }
     this.transports.add(transport);
     const connection = serveClient(transport, this.runtime, this, new PeerLinks(this.peerTls), () => {
       this.transports.delete(transport);
       this.connections.delete(connection);
+      this.metrics.connectionClosed(connection);
     });
     this.connections.add(connection);
+    this.metrics.connectionOpened(connection);
   }
 
   /** The longest the event loop was held since the last call (or the start), in ms; starts a new measurement. */
@@ -385,11 +395,13 @@ export class ProxyServer implements SessionDirectory {
       throw errors.deviceLost('the proxy is shutting down');
     }
     this.sessions.add(session);
+    this.metrics.sessionOpened(session);
     return session;
   }
 
   async close(session: Session): Promise<void> {
     this.sessions.delete(session);
+    this.metrics.sessionClosed(session);
     for (const buffer of [...session.grants.keys()]) this.revoke(session, buffer);
     await session.release();
   }
@@ -403,6 +415,7 @@ export class ProxyServer implements SessionDirectory {
       await this.runtime.shutdown();
       this.listener?.end();
       this.loopDelay.disable();
+      this.metrics.stop();
     })();
     return this.closing;
   }

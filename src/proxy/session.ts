@@ -152,6 +152,21 @@ export class Session {
     };
   }
 
+  /**
+   * Takes each of `items` (see take), all or none: when one is over its limit, those taken
+   * before it are given back and its error is thrown. Returns what gives each back.
+   */
+  takeAll(...items: [what: keyof SessionQuotas, amount: number][]): (() => void)[] {
+    const taken: (() => void)[] = [];
+    try {
+      for (const [what, amount] of items) taken.push(this.take(what, amount));
+    } catch (error) {
+      for (const give of taken) give();
+      throw error;
+    }
+    return taken;
+  }
+
   /** Gives back `amount` of `what` taken before (see take). */
   give(what: keyof SessionQuotas, amount = 1): void {
     this.usage[what] -= amount;

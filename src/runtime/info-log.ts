@@ -4,6 +4,7 @@
  */
 import { flagSet } from './debug.js';
 import { formatBytes, type Environment } from '../units.js';
+import { DeviceCounters } from './device-counters.js';
 
 export type InfoSink = (line: string) => void;
 
@@ -22,6 +23,9 @@ export interface DeviceSpan {
 }
 
 export class InfoLog {
+  /** Every allocation, copy and launch told to the log is counted here, printed or not (runtime.metrics()). */
+  readonly counters = new DeviceCounters();
+
   constructor(
     readonly enabled: boolean,
     private readonly sink: InfoSink = (line) => process.stderr.write(`${line}\n`),
@@ -44,17 +48,25 @@ export class InfoLog {
     this.line(device, `unloaded image of '${bundle}'`);
   }
 
+  /** Whether launches are timed from enqueue: for OFFLOAD_INFO's lines, or once metrics are asked for. */
+  get timed(): boolean {
+    return this.enabled || this.counters.timed;
+  }
+
   alloc(device: number, kind: string, bytes: number, address: number | undefined): void {
+    this.counters.allocated(device, bytes);
     if (!this.enabled) return;
     this.line(device, `allocated ${bytes} bytes of ${kind} memory at ${hex(address)}`);
   }
 
   free(device: number, bytes: number, address: number | undefined): void {
+    this.counters.freed(device, bytes);
     if (!this.enabled) return;
     this.line(device, `freed ${bytes} bytes at ${hex(address)}`);
   }
 
   copyToDevice(queue: number, dst: DeviceSpan, bytes: number): void {
+    this.counters.copied(dst.device, 'in', bytes);
     if (!this.enabled) return;
     this.line(
       dst.device,
@@ -63,6 +75,7 @@ export class InfoLog {
   }
 
   copyFromDevice(queue: number, src: DeviceSpan, bytes: number): void {
+    this.counters.copied(src.device, 'out', bytes);
     if (!this.enabled) return;
     this.line(
       src.device,
@@ -71,6 +84,8 @@ export class InfoLog {
   }
 
   copyDeviceToDevice(queue: number, src: DeviceSpan, dst: DeviceSpan, bytes: number): void {
+    this.counters.copied(src.device, 'out', bytes);
+    this.counters.copied(dst.device, 'in', bytes);
     if (!this.enabled) return;
     this.line(
       src.device,

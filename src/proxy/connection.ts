@@ -18,6 +18,7 @@ import type { KernelPrint } from '../runtime/options.js';
 import type { HostCall } from '../api/host-functions.js';
 import type { Frame } from '../transport/frame.js';
 import type { Transport } from '../transport/transport.js';
+import { reportPollingTo } from '../transport/poll-window.js';
 import { decodeChunk, decodeHostCallResult, decodeRequest, frameOp, requestId } from '../protocol/decode-request.js';
 import type { Deferred } from '../protocol/gate.js';
 import type { ProxyFrame, ReplyBody, ReplyFrame } from '../protocol/messages.js';
@@ -113,6 +114,8 @@ export class ProxyConnection {
     private readonly onClosed: () => void = () => {},
   ) {
     transport.onFrame = (frame) => this.onFrame(frame);
+    // What the polling policy chooses, and each change of mind, under OFFLOAD_DEBUG.
+    reportPollingTo((line) => debug.log('proxy polling', line));
     transport.payloadSink = (meta, length) => this.payloadTarget(meta, length);
     transport.onClose = () => void this.closed();
     transport.limits = LOGIN_LIMITS;

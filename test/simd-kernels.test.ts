@@ -8,7 +8,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { decodeBundle } from '../src/image/bundle.js';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildBundle } from '../src/build/compile.js';
 import { Offload, type Device, type Library, type Runtime } from '../src/index.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 import { seededRandom } from './helpers/random.js';
@@ -48,6 +51,45 @@ describe('SIMD kernels of the demo on the host device', { timeout: 120_000 }, ()
         ['matmul_simd', 'calls f32x4.splat, 128-bit SIMD (WGSL has no v128: a kernel using SIMD stays wasm-only)'],
       ],
     );
+  });
+
+  it('a kernel that calls only the helpers is noted by the helper it calls, and runs on the host device', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'offload-simd-helpers-'));
+    try {
+      const source = join(dir, 'helpers.ts');
+      await writeFile(
+        source,
+        [
+          'import { loadF32x4, storeF32x4, teamId, numTeams } from "offload-ts/device";',
+          '/** y[i..i+3] = x[i..i+3] for every group of four below n, by team. */',
+          'export function copy4(n: i32, x: usize, y: usize): void {',
+          '  for (let i = teamId() * 4; i + 4 <= n; i += numTeams() * 4) storeF32x4(y, i, loadF32x4(x, i));',
+          '}',
+          '',
+        ].join('\n'),
+      );
+      const built = await buildBundle({ sources: [source], output: join(dir, 'helpers') });
+      assert.deepEqual(
+        built.notes.map((note) => [note.kernel, note.reason]),
+        [['copy4', 'calls storeF32x4(): 128-bit SIMD (WGSL has no v128: a kernel using SIMD stays wasm-only)']],
+      );
+      const helpers = await runtime.register(built.path);
+      const kernel = await device.kernel(helpers, 'copy4');
+      const x = Float32Array.from({ length: 40 }, (_, i) => i * 0.5 - 3);
+      const queue = device.queue();
+      const [xBuf, yBuf] = [await device.alloc(160), await device.alloc(160)];
+      queue.write(xBuf, x);
+      queue.fill(yBuf, 0);
+      queue.launch(kernel, { teams: 3 }, [38, xBuf, yBuf]);
+      const y = new Float32Array(40);
+      queue.read(yBuf, y);
+      await queue.finish();
+      await Promise.all([xBuf.free(), yBuf.free()]);
+      // Groups of four below 38: elements 0 to 35.
+      assert.deepEqual([...y], [...x.slice(0, 36), 0, 0, 0, 0]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   /** Runs `name` with `args` (buffers filled from `inputs`) and reads back buffer `result`. */

@@ -18,10 +18,11 @@
  * so a channel's frames arrive in order; a payload whose frame's sink gave a view (a write's
  * chunk, into device memory) is received straight into it. Progress is polled from the event loop
  * at every setImmediate while traffic is recent (while the rank has sends in flight, or a channel
- * expects a frame soon, a turn keeps polling for up to 300 us, BURST_US; nothing blocks longer).
- * A channel expects one when it awaits the reply to its one request, or has answered every
- * request of its client (Transport.expectSoon; for the window of the polling policy, poll-policy.ts, as TCP's event loop
- * keeps turning for it): the frame is seen as it arrives, not at the next turn. When the rank
+ * expects a frame soon, a turn keeps polling for up to 300 us, BURST_US; nothing blocks longer;
+ * without sends in flight only while the polling policy would spin, poll-policy.ts). A channel
+ * expects one when it awaits the reply to its one request, or has answered every request of its
+ * client (Transport.expectSoon; for the policy's window, as TCP's event loop keeps turning for
+ * it): the frame is seen as it arrives, not at the next turn. When the rank
  * goes quiet, the addon's progress thread watches MPI instead and wakes the event loop when a
  * message arrives or a send completes (OFFLOAD_MPI_PROGRESS=thread, the default): a request
  * after a pause is seen at the thread's next look (at most 100 us later) and a wake of the event

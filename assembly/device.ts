@@ -86,3 +86,62 @@ export declare function print(message: string, n?: i32, a0?: f64, a1?: f64, a2?:
 // @ts-ignore: decorator
 @external("offload", "host_call")
 export declare function hostCall(name: string, n?: i32, a0?: f64, a1?: f64, a2?: f64, a3?: f64, a4?: f64, a5?: f64): f64;
+
+/*
+ * SIMD: four lanes at a time. offload build enables wasm's 128-bit SIMD, which V8 runs as
+ * SSE/AVX instructions: a kernel that computes four f32 (or i32) at once with AssemblyScript's
+ * f32x4/i32x4 operations does about four times the work per instruction. These helpers read a
+ * kernel's vectors as elements of its arrays: `loadF32x4(x, i)` is x[i], x[i + 1], x[i + 2] and
+ * x[i + 3] (any i; no alignment needed). They are inlined: no call out of the kernel. A kernel
+ * using SIMD runs on wasm devices (the host device, a proxy's); offload build notes that it
+ * stays wasm-only for WebGPU.
+ */
+
+/** The four f32 elements of `base` from element `index` on, as lanes 0 to 3. */
+// @ts-ignore: decorator
+@inline export function loadF32x4(base: usize, index: i32): v128 {
+  return v128.load(base + (<usize>index << 2));
+}
+
+/** Stores the four f32 lanes of `value` as elements `index` to `index + 3` of `base`. */
+// @ts-ignore: decorator
+@inline export function storeF32x4(base: usize, index: i32, value: v128): void {
+  v128.store(base + (<usize>index << 2), value);
+}
+
+/** The four i32 (or u32) elements of `base` from element `index` on, as lanes 0 to 3. */
+// @ts-ignore: decorator
+@inline export function loadI32x4(base: usize, index: i32): v128 {
+  return v128.load(base + (<usize>index << 2));
+}
+
+/** Stores the four i32 (or u32) lanes of `value` as elements `index` to `index + 3` of `base`. */
+// @ts-ignore: decorator
+@inline export function storeI32x4(base: usize, index: i32, value: v128): void {
+  v128.store(base + (<usize>index << 2), value);
+}
+
+/** The i32 lanes first, first + 1, first + 2, first + 3: the indices of four neighbouring elements. */
+// @ts-ignore: decorator
+@inline export function laneIndices(first: i32): v128 {
+  return i32x4.add(i32x4.splat(first), i32x4(0, 1, 2, 3));
+}
+
+/** Whether any lane of `mask` (a comparison's result, e.g. f32x4.le) is true. */
+// @ts-ignore: decorator
+@inline export function anyLane(mask: v128): bool {
+  return v128.any_true(mask);
+}
+
+/** `counts` (i32 lanes) plus 1 in each lane where `mask` (a comparison's result) is true. */
+// @ts-ignore: decorator
+@inline export function countWhere(counts: v128, mask: v128): v128 {
+  // A true lane of a mask is all ones: -1 as an i32.
+  return i32x4.sub(counts, mask);
+}
+
+/** Each lane of `then` where `mask` is true, of `otherwise` where it is false. */
+// @ts-ignore: decorator
+@inline export function selectLanes(then: v128, otherwise: v128, mask: v128): v128 {
+  return v128.bitselect(then, otherwise, mask);
+}

@@ -1,6 +1,6 @@
 /** The machine a bench run measured, printed above its figures. */
 import { readFileSync } from 'node:fs';
-import { availableParallelism, cpus, release, totalmem, type } from 'node:os';
+import { availableParallelism, cpus, loadavg, release, totalmem, type } from 'node:os';
 import { collectsBetweenRuns } from './measure.js';
 import { runtimeSource } from './offload.js';
 
@@ -20,6 +20,8 @@ export interface Machine {
   env: Record<(typeof SETTINGS)[number], string | null>;
   /** How an idle CPU waits (Linux cpuidle driver; a VM guest's halt polling decides how long a wake-up takes). */
   idle: string;
+  /** The load averages (1, 5, 15 minutes) when the run started: what else ran beside it. */
+  load: string;
   /** Whether a run's large garbage is collected before the next one (node --expose-gc; bench/measure.ts). */
   heapCollected: boolean;
 }
@@ -56,6 +58,14 @@ export function describeMachine(): Machine {
     runtime: runtimeSource(),
     env: Object.fromEntries(SETTINGS.map((name) => [name, process.env[name] ?? null])) as Machine['env'],
     idle: describeIdle(),
+    load: describeLoad(),
     heapCollected: collectsBetweenRuns,
   };
+}
+
+/** The 1, 5 and 15-minute load averages, e.g. `2.03 2.17 2.40`. */
+export function describeLoad(): string {
+  return loadavg()
+    .map((value) => value.toFixed(2))
+    .join(' ');
 }

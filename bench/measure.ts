@@ -6,6 +6,8 @@ export interface Plan {
   warmup: number;
   repetitions: number;
   quick: boolean;
+  /** `--busy`: suites that can also measure their launch and transfer rows beside a CPU hog (bench/hog.ts) do. */
+  busy?: boolean;
 }
 
 /** One side of a comparison: `run()` does `count` units of work (bytes, launches) once. */

@@ -9,6 +9,8 @@ export interface Report {
   machine: Machine;
   plan: Plan;
   suites: { name: string; description: string; rows: Row[] }[];
+  /** The load averages when the run ended (machine.load: when it started). */
+  loadAfter?: string;
 }
 
 /** A series' repetitions in the row's unit (see Unit). */
@@ -26,6 +28,8 @@ function values(series: Series, unit: Unit): number[] {
       return series.seconds.map((s) => series.count / s / 1e6);
     case 'us':
       return series.seconds.map((s) => (s / series.count) * 1e6);
+    case '% of a core':
+      return series.seconds.map((s) => (s / series.count) * 100);
   }
 }
 
@@ -95,6 +99,8 @@ function formatValue(series: Series, unit: Unit): string {
     case 'us':
       // Two decimals below 10 us: an inline launch takes 0.4 us, and 0.4 against 0.5 hid a 5 % step.
       return `${median.toFixed(median < 10 ? 2 : 1)} us`;
+    case '% of a core':
+      return `${median.toFixed(2)} % of a core`;
   }
 }
 
@@ -117,15 +123,20 @@ function formatGoal(
   return `${op} ${goal.value}${absolute}${note}${verdict === undefined ? '' : verdict ? ': met' : ': missed'}`;
 }
 
-function formatMachine({ machine, plan }: Report): string[] {
+function formatMachine(report: Report): string[] {
+  const { machine, plan } = report;
   const setting = (name: keyof Machine['env'], fallback: string) =>
     `${name}=${machine.env[name] ?? `unset (${fallback})`}`;
   return [
     `- CPU: ${machine.cpu}, ${machine.cores} cores (availableParallelism ${machine.availableParallelism}), ${machine.memoryGiB} GiB RAM`,
     `- ${machine.os}, Node ${machine.node}; the runtime measured: ${machine.runtime}`,
-    `- ${setting('OFFLOAD_HOST_THREADS', `${machine.availableParallelism} workers`)}, ${setting('OFFLOAD_HOST_SPIN_US', '50 us')}, ${setting('OFFLOAD_POLL_US', '50 us')}`,
+    `- ${setting('OFFLOAD_HOST_THREADS', `${machine.availableParallelism} workers`)}, ${setting('OFFLOAD_HOST_SPIN_US', '50 us')}, ${setting('OFFLOAD_POLL_US', 'adaptive, up to 50 us')}`,
     `- ${plan.quick ? 'quick run: ' : ''}${plan.warmup} warm-up + ${plan.repetitions} timed repetitions of each contender, alternating${machine.heapCollected ? ", a run's garbage over 16 MiB collected before the next" : ' (garbage not collected between runs: node without --expose-gc)'}; medians shown (\`--json\` adds min/max)`,
     `- idle CPUs: ${machine.idle}`,
+    `- load average (1, 5, 15 min): ${machine.load} at the start${report.loadAfter ? `, ${report.loadAfter} at the end` : ''}`,
+    ...(plan.busy
+      ? ['- `--busy`: rows marked "under the hog" ran beside one busy process per core, their baselines too']
+      : []),
   ];
 }
 

@@ -4,9 +4,11 @@ import type { Plan, Series } from './measure.js';
 /**
  * How a row's figures are expressed. Rates divide a series' count by its time (GB/s counts
  * bytes, 10^9 per GB; Mpixels 10^6 pixels; launches, lookups and teams one each); `us` divides its time
- * by its count (microseconds per operation).
+ * by its count (microseconds per operation); `% of a core` is CPU seconds (the series' times) per
+ * wall-clock second (its count).
  */
-export type Unit = 'GB/s' | 'launches/s' | 'lookups/s' | 'teams/s' | 'Mpixels/s' | 'Melements/s' | 'calls/s' | 'us';
+export type Unit =
+  'GB/s' | 'launches/s' | 'lookups/s' | 'teams/s' | 'Mpixels/s' | 'Melements/s' | 'calls/s' | 'us' | '% of a core';
 
 /** A target for a row's ratio. `~` means "close to", which gets no verdict. */
 export interface Goal {

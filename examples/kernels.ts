@@ -5,6 +5,7 @@
 // floating point type WGSL has. Each team takes one contiguous block and its threads stride
 // through it: one thread per team on the host, a workgroup of them on a GPU.
 import { barrier, numTeams, numThreads, teamId, teamMemory, threadId } from "offload-ts/device";
+import { anyLane, countWhere, laneIndices, loadF32x4, selectLanes, storeF32x4, storeI32x4 } from "offload-ts/device";
 
 /**
  * y[i] = a * x[i] + y[i] for i < n, over f32 vectors. With one thread per team (the host device)
@@ -113,4 +114,157 @@ export function transpose_naive(width: i32, height: i32, input: usize, output: u
   const x = teamId(0) * tile + threadId(0);
   const y = teamId(1) * tile + threadId(1);
   if (x < width && y < height) store<f32>(output + (<usize>(x * height + y) << 2), load<f32>(input + (<usize>(y * width + x) << 2)));
+}
+
+/**
+ * mandelbrot four pixels at a time (wasm SIMD: four f32 lanes): the same counts as mandelbrot,
+ * bit for bit. A lane that has left the disc keeps its count and its z (selectLanes) while its
+ * neighbours iterate on; the loop ends when no lane is inside or at maxIter. A thread takes
+ * groups of four neighbouring pixels of a row. Wasm devices only (WGSL has no v128).
+ */
+export function mandelbrot_simd(width: i32, height: i32, maxIter: i32, x0: f32, y0: f32, dx: f32, out: usize): void {
+  const teams = numTeams();
+  const threads = numThreads();
+  const thread = threadId();
+  const four = f32x4.splat(4.0);
+  const two = f32x4.splat(2.0);
+  const left = f32x4.splat(x0);
+  const step = f32x4.splat(dx);
+  for (let row = teamId(); row < height; row += teams) {
+    const cy = f32x4.splat(y0 + <f32>row * dx);
+    const rowStart = out + ((<usize>row * <usize>width) << 2);
+    for (let col = thread * 4; col < width; col += threads * 4) {
+      // x0 + col * dx per lane, as mandelbrot computes it.
+      const cx = f32x4.add(left, f32x4.mul(f32x4.convert_i32x4_s(laneIndices(col)), step));
+      let zx = f32x4.splat(0.0);
+      let zy = f32x4.splat(0.0);
+      let counts = i32x4.splat(0);
+      for (let iter = 0; iter < maxIter; iter++) {
+        const xx = f32x4.mul(zx, zx);
+        const yy = f32x4.mul(zy, zy);
+        const inside = f32x4.le(f32x4.add(xx, yy), four);
+        if (!anyLane(inside)) break;
+        counts = countWhere(counts, inside);
+        const t = f32x4.add(f32x4.sub(xx, yy), cx);
+        zy = selectLanes(f32x4.add(f32x4.mul(f32x4.mul(two, zx), zy), cy), zy, inside);
+        zx = selectLanes(t, zx, inside);
+      }
+      if (col + 4 <= width) {
+        storeI32x4(rowStart, col, counts);
+      } else {
+        // The row's last pixels: as many lanes as are left.
+        const at = rowStart + (<usize>col << 2);
+        store<i32>(at, i32x4.extract_lane(counts, 0));
+        if (col + 1 < width) store<i32>(at, i32x4.extract_lane(counts, 1), 4);
+        if (col + 2 < width) store<i32>(at, i32x4.extract_lane(counts, 2), 8);
+      }
+    }
+  }
+}
+
+/**
+ * c = a * b for n x n f32 matrices, row-major. Row i of c by team i mod numTeams, its columns
+ * over the team's threads; each element sums a[i][k] * b[k][j] for k = 0, 1, ... in f32, in that
+ * order (rows of b along the columns of c: both read along rows). Four steps of k at a time, the
+ * sum kept in a register between them (the same additions in the same order).
+ */
+export function matmul(n: i32, a: usize, b: usize, c: usize): void {
+  const teams = numTeams();
+  const threads = numThreads();
+  const thread = threadId();
+  const rowBytes = <usize>n << 2;
+  for (let i = teamId(); i < n; i += teams) {
+    const aRow = a + <usize>i * rowBytes;
+    const cRow = c + <usize>i * rowBytes;
+    for (let j = thread; j < n; j += threads) store<f32>(cRow + (<usize>j << 2), 0.0);
+    let k = 0;
+    for (; k + 4 <= n; k += 4) {
+      const at = aRow + (<usize>k << 2);
+      const a0 = load<f32>(at);
+      const a1 = load<f32>(at, 4);
+      const a2 = load<f32>(at, 8);
+      const a3 = load<f32>(at, 12);
+      const b0 = b + <usize>k * rowBytes;
+      for (let j = thread; j < n; j += threads) {
+        const col = <usize>j << 2;
+        let sum = load<f32>(cRow + col) + a0 * load<f32>(b0 + col);
+        sum = sum + a1 * load<f32>(b0 + rowBytes + col);
+        sum = sum + a2 * load<f32>(b0 + 2 * rowBytes + col);
+        store<f32>(cRow + col, sum + a3 * load<f32>(b0 + 3 * rowBytes + col));
+      }
+    }
+    for (; k < n; k++) {
+      const aik = load<f32>(aRow + (<usize>k << 2));
+      const bRow = b + <usize>k * rowBytes;
+      for (let j = thread; j < n; j += threads) {
+        const col = <usize>j << 2;
+        store<f32>(cRow + col, load<f32>(cRow + col) + aik * load<f32>(bRow + col));
+      }
+    }
+  }
+}
+
+/**
+ * matmul four columns at a time (wasm SIMD): the same sums in the same order, so the same c bit
+ * for bit. A thread takes groups of four columns; thread 0 also the last n mod 4. Wasm devices
+ * only (WGSL has no v128).
+ */
+export function matmul_simd(n: i32, a: usize, b: usize, c: usize): void {
+  const teams = numTeams();
+  const threads = numThreads();
+  const thread = threadId();
+  const rowBytes = <usize>n << 2;
+  const full = n & ~3;
+  const zero = f32x4.splat(0.0);
+  for (let i = teamId(); i < n; i += teams) {
+    const aRow = a + <usize>i * rowBytes;
+    const cRow = c + <usize>i * rowBytes;
+    for (let j = thread * 4; j < full; j += threads * 4) storeF32x4(cRow, j, zero);
+    if (thread == 0) for (let j = full; j < n; j++) store<f32>(cRow + (<usize>j << 2), 0.0);
+    let k = 0;
+    for (; k + 4 <= n; k += 4) {
+      const at = aRow + (<usize>k << 2);
+      const a0 = load<f32>(at);
+      const a1 = load<f32>(at, 4);
+      const a2 = load<f32>(at, 8);
+      const a3 = load<f32>(at, 12);
+      const l0 = f32x4.splat(a0);
+      const l1 = f32x4.splat(a1);
+      const l2 = f32x4.splat(a2);
+      const l3 = f32x4.splat(a3);
+      const b0 = b + <usize>k * rowBytes;
+      const b1 = b0 + rowBytes;
+      const b2 = b1 + rowBytes;
+      const b3 = b2 + rowBytes;
+      for (let j = thread * 4; j < full; j += threads * 4) {
+        let sum = f32x4.add(loadF32x4(cRow, j), f32x4.mul(l0, loadF32x4(b0, j)));
+        sum = f32x4.add(sum, f32x4.mul(l1, loadF32x4(b1, j)));
+        sum = f32x4.add(sum, f32x4.mul(l2, loadF32x4(b2, j)));
+        storeF32x4(cRow, j, f32x4.add(sum, f32x4.mul(l3, loadF32x4(b3, j))));
+      }
+      if (thread == 0) {
+        for (let j = full; j < n; j++) {
+          const col = <usize>j << 2;
+          let sum = load<f32>(cRow + col) + a0 * load<f32>(b0 + col);
+          sum = sum + a1 * load<f32>(b1 + col);
+          sum = sum + a2 * load<f32>(b2 + col);
+          store<f32>(cRow + col, sum + a3 * load<f32>(b3 + col));
+        }
+      }
+    }
+    for (; k < n; k++) {
+      const aik = load<f32>(aRow + (<usize>k << 2));
+      const lanes = f32x4.splat(aik);
+      const bRow = b + <usize>k * rowBytes;
+      for (let j = thread * 4; j < full; j += threads * 4) {
+        storeF32x4(cRow, j, f32x4.add(loadF32x4(cRow, j), f32x4.mul(lanes, loadF32x4(bRow, j))));
+      }
+      if (thread == 0) {
+        for (let j = full; j < n; j++) {
+          const col = <usize>j << 2;
+          store<f32>(cRow + col, load<f32>(cRow + col) + aik * load<f32>(bRow + col));
+        }
+      }
+    }
+  }
 }

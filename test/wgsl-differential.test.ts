@@ -94,6 +94,13 @@ const CASES: Case[] = [
     args: () => [64, 48, 200, -2.2, -1.125, 3 / 64, { data: new Int32Array(64 * 48) }],
     compare: mostCounts,
   },
+  {
+    source: 'examples/kernels.ts',
+    kernel: 'matmul',
+    teams: 5,
+    threads: 8,
+    args: (r) => [29, { data: floats(r, 29 * 29, 1) }, { data: floats(r, 29 * 29, 1) }, { data: zeros(29 * 29) }],
+  },
   // bench/webgpu/kernels.ts
   {
     source: 'bench/webgpu/kernels.ts',

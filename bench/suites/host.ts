@@ -11,6 +11,7 @@ import { AtomicsRoundTrip } from '../atomics-round-trip.js';
 import { benchBundle } from '../kernel-bundle.js';
 import { instantiateOnMainThread } from '../main-thread-image.js';
 import { measure, type Plan } from '../measure.js';
+import { simdRows } from '../simd.js';
 import type { Row, Suite } from '../suite.js';
 
 const MiB = 1024 * 1024;
@@ -348,12 +349,14 @@ export const hostSuite: Suite = {
       const saxpyRow = await saxpy(setup);
       progress('host: mandelbrot');
       const mandelbrotRow = await mandelbrot(setup);
+      const simdRowsMeasured = await simdRows(setup, progress);
       progress('host: transpose through team memory, host calls');
       return [
         ...copyRows,
         ...launchRows,
         saxpyRow,
         mandelbrotRow,
+        ...simdRowsMeasured,
         await teamMemoryTranspose(setup),
         await hostCalls(setup, runtime),
       ];

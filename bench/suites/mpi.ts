@@ -5,6 +5,7 @@
  * (bench/peers/mpi-pingpong.c, the transport's physical limit here), a ping-pong from Node
  * through the same addon (bench/mpi-node-pingpong.ts: what a runtime over it could reach) and
  * the same client over TCP. Each side reports medians of its own repetitions; the suite runs each once.
+ * With `--busy`, the launch and write rows again beside a CPU hog, and ten jobs in a row under it.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -15,6 +16,7 @@ import { spawnProxy } from '../../src/proxy/spawn.js';
 import { mpiUnavailable } from '../../src/transport/mpi/addon.js';
 import type { Series } from '../measure.js';
 import type { Row, Suite } from '../suite.js';
+import { startHog } from '../hog.js';
 
 /** A proxy takes tokens of 16 bytes or more. */
 const BENCH_TOKEN = 'offload-bench-token-0123456789';
@@ -49,6 +51,94 @@ function run(command: string, args: string[], what: string, extraEnv: NodeJS.Pro
   return jsonLine(result.stdout, what);
 }
 
+/** The Node ping-pong through the addon (bench/mpi-node-pingpong.ts) under mpirun: its medians. */
+function nodePingPongFigures(): { spin_rtt_us: number; event_loop_rtt_us: number } {
+  const node = spawnSync('mpirun', ['--oversubscribe', '-np', '2', process.execPath, '--import', 'tsx', nodePingPong], {
+    encoding: 'utf8',
+    env,
+    timeout: 300_000,
+  });
+  if (node.status !== 0)
+    throw new Error(`the Node MPI ping-pong failed (${node.status}):\n${node.stdout}\n${node.stderr}`);
+  const nodeLine = node.stdout.split('\n').find((line) => line.startsWith('{'));
+  if (!nodeLine) throw new Error(`the Node MPI ping-pong printed no result:\n${node.stdout}`);
+  return JSON.parse(nodeLine) as { spin_rtt_us: number; event_loop_rtt_us: number };
+}
+
+/** One proxy rank and one client rank (bench/remote-client.ts with `clientArgs`) under one mpirun. */
+function clientJob(...clientArgs: string[]): string[] {
+  return [
+    '--oversubscribe',
+    '-np',
+    '1',
+    process.execPath,
+    cli,
+    'proxy',
+    '--mpi',
+    ':',
+    '-np',
+    '1',
+    process.execPath,
+    '--import',
+    'tsx',
+    client,
+    ...clientArgs,
+  ];
+}
+
+/**
+ * `--busy`: beside a CPU hog (a busy process per core, bench/hog.ts), the launch round trip and
+ * the 64 MiB write over MPI against the Node ping-pong and the C peer, all under the same hog;
+ * then ten jobs one after the other, each its own median round trip, against the fastest.
+ */
+async function underHog(pingpong: string, progress: (line: string) => void, quick: boolean): Promise<Row[]> {
+  const hog = await startHog();
+  const note = ` (under the hog: ${hog.pids.length} busy processes)`;
+  try {
+    progress(`mpi: under a CPU hog (pids ${hog.pids.join(', ')})`);
+    const raw = run('mpirun', ['--oversubscribe', '-np', '2', pingpong], 'the MPI ping-pong');
+    const node = nodePingPongFigures();
+    const overMpi = run('mpirun', clientJob(), 'the MPI client');
+    const runs: number[] = [];
+    progress('mpi: MPI jobs one after the other under the hog');
+    for (let i = 0; i < (quick ? 3 : 10); i++)
+      runs.push(run('mpirun', clientJob('--launches-only'), 'the MPI client (launches)').rtt_us);
+    return [
+      {
+        name: `MPI: empty launch round trip vs Node MPI ping-pong (a poll per event-loop turn)${note}`,
+        unit: 'us',
+        offload: rtt(`await queue.launch(empty).done on a proxy rank, 1000 in a row (median of 7)${note}`, overMpi),
+        baseline: {
+          label: `16-byte ping-pong through the addon from Node, polling once per event-loop turn, same mpirun${note}`,
+          count: 1,
+          seconds: [node.event_loop_rtt_us / 1e6],
+        },
+        goal: { op: '<=', value: 1.5 },
+      },
+      {
+        name: `MPI: 64 MiB write vs C MPI 64 MiB in 1 MiB messages${note}`,
+        unit: 'GB/s',
+        offload: write(`queue.write(64 MiB) to a proxy rank + done (median of 7, after 7 untimed)${note}`, overMpi),
+        baseline: write(`64 x 1 MiB MPI_Send + ack, C, same mpirun (median of 7, after 7 untimed)${note}`, raw),
+        goal: { op: '>=', value: 0.7 },
+      },
+      {
+        name: `MPI: launch round trip, ${runs.length} jobs one after the other: median vs fastest${note}`,
+        unit: 'us',
+        offload: {
+          label: `each job's median of 7 x 1,000 awaited empty launches (bench/remote-client.ts --launches-only): ${runs.map((r) => r.toFixed(1)).join(', ')} us`,
+          count: 1,
+          seconds: runs.map((r) => r / 1e6),
+        },
+        baseline: { label: 'the fastest of those jobs', count: 1, seconds: [Math.min(...runs) / 1e6] },
+        goal: { op: '<=', value: 1.5, note: 'no bimodal latency' },
+      },
+    ];
+  } finally {
+    await hog.stop();
+  }
+}
+
 const rtt = (label: string, f: Figures): Series => ({ label, count: 1, seconds: [f.rtt_us / 1e6] });
 const pauseRtt = (label: string, f: Pick<Figures, 'pause_rtt_us'>): Series => ({
   label,
@@ -60,7 +150,7 @@ const write = (label: string, f: Figures): Series => ({ label, count: 64 * MiB, 
 export const mpiSuite: Suite = {
   name: 'mpi',
   description: 'a remote device over the MPI transport against a C MPI ping-pong and against TCP',
-  async run(_plan, progress) {
+  async run(plan, progress) {
     const missing = mpiUnavailable() ?? (existsSync(cli) ? undefined : 'no dist/ build (npm run build)');
     if (missing) {
       progress(`mpi: skipped: ${missing}`);
@@ -74,34 +164,7 @@ export const mpiSuite: Suite = {
       const raw = run('mpirun', ['--oversubscribe', '-np', '2', pingpong], 'the MPI ping-pong');
       const rawHuge = run('mpirun', ['--oversubscribe', '-np', '2', pingpong, '--huge-pages'], 'the MPI ping-pong');
       progress('mpi: Node ping-pong under mpirun (the addon, no runtime)');
-      const node = spawnSync(
-        'mpirun',
-        ['--oversubscribe', '-np', '2', process.execPath, '--import', 'tsx', nodePingPong],
-        { encoding: 'utf8', env, timeout: 300_000 },
-      );
-      if (node.status !== 0)
-        throw new Error(`the Node MPI ping-pong failed (${node.status}):\n${node.stdout}\n${node.stderr}`);
-      const nodeLine = node.stdout.split('\n').find((line) => line.startsWith('{'));
-      if (!nodeLine) throw new Error(`the Node MPI ping-pong printed no result:\n${node.stdout}`);
-      const nodeFigures = JSON.parse(nodeLine) as { spin_rtt_us: number; event_loop_rtt_us: number };
-      // One proxy rank and one client rank under one mpirun.
-      const clientJob = (...clientArgs: string[]): string[] => [
-        '--oversubscribe',
-        '-np',
-        '1',
-        process.execPath,
-        cli,
-        'proxy',
-        '--mpi',
-        ':',
-        '-np',
-        '1',
-        process.execPath,
-        '--import',
-        'tsx',
-        client,
-        ...clientArgs,
-      ];
+      const nodeFigures = nodePingPongFigures();
       progress('mpi: offload-ts over MPI');
       const overMpi = run('mpirun', clientJob(), 'the MPI client');
       progress('mpi: offload-ts over MPI, launches after pauses with OFFLOAD_MPI_PROGRESS=poll');
@@ -197,6 +260,7 @@ export const mpiSuite: Suite = {
           baseline: write('the same client over TCP to an offload proxy', overTcp),
         },
       ];
+      if (plan.busy) rows.push(...(await underHog(pingpong, progress, plan.quick)));
       return rows;
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -1,7 +1,10 @@
 /**
  * A remote host device served by a real `offload proxy` child process on 127.0.0.1, against a
  * bare TCP socket to another Node process (bench/raw-tcp.ts): bulk transfers, launch round
- * trips, pipelined launches; and a launch-heavy loop over one proxy against two.
+ * trips, pipelined launches; and a launch-heavy loop over one proxy against two. The CPU an
+ * idle proxy takes with clients connected, and one serving 200 launches a second. With `--busy`
+ * the transfer and launch rows again beside a CPU hog (bench/hog.ts), their baselines too, and
+ * ten client processes one after the other under it: is latency the same from run to run?
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -14,6 +17,10 @@ import { measure, withMoreRepetitions, type Plan } from '../measure.js';
 import { RawTcpPeer } from '../raw-tcp.js';
 import { pollMicros } from '../../src/transport/poll-window.js';
 import type { Row, Suite } from '../suite.js';
+import { execFile } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { SpawnedProxy } from '../../src/proxy/spawn.js';
+import { cpuSeconds, startHog, type Hog } from '../hog.js';
 
 const MiB = 1024 * 1024;
 const COPY_BYTES = 64 * MiB;
@@ -217,6 +224,116 @@ async function scaling(one: Runtime, two: Runtime, plan: Plan): Promise<Row> {
   };
 }
 
+/** How long each CPU figure of the proxy is watched, in seconds (/proc counts in 10 ms ticks). */
+const CPU_WINDOW_S = 6;
+/** The launch rate of the proxy-CPU row. */
+const LAUNCHES_PER_S = 200;
+
+/** The CPU the proxy process takes, idle with clients connected and serving LAUNCHES_PER_S launches a second. */
+async function proxyCpu(proxy: SpawnedProxy, device: Device, empty: Kernel): Promise<Row[]> {
+  const pid = proxy.child.pid;
+  if (pid === undefined || cpuSeconds(pid) === undefined) return [];
+  const watch = async (during: () => Promise<void>): Promise<{ cpu: number; wall: number }> => {
+    const cpu = cpuSeconds(pid)!;
+    const start = performance.now();
+    await during();
+    return { cpu: cpuSeconds(pid)! - cpu, wall: (performance.now() - start) / 1000 };
+  };
+  // Whatever the launches before left running settles first.
+  await sleep(1000);
+  const idle = await watch(() => sleep(CPU_WINDOW_S * 1000));
+  const queue = device.queue();
+  const launches = LAUNCHES_PER_S * CPU_WINDOW_S;
+  const serving = await watch(async () => {
+    const start = performance.now();
+    for (let i = 0; i < launches; i++) {
+      await queue.launch(empty, { teams: 1 }, []).done;
+      const next = start + ((i + 1) * 1000) / LAUNCHES_PER_S;
+      const wait = next - performance.now();
+      if (wait > 0) await sleep(wait);
+    }
+  });
+  const cpuSeries = (label: string, figure: { cpu: number; wall: number }) => ({
+    label,
+    count: figure.wall,
+    seconds: [figure.cpu],
+  });
+  const percent = (figure: { cpu: number; wall: number }) => (figure.cpu / figure.wall) * 100;
+  return [
+    {
+      name: 'idle proxy with clients connected: its CPU',
+      unit: '% of a core',
+      offload: cpuSeries(
+        `the proxy process's user + system time (/proc) over ${CPU_WINDOW_S} s, a runtime connected (its heartbeats), nothing sent`,
+        idle,
+      ),
+      goal: `under 1 %: ${percent(idle) < 1 ? 'met' : 'missed'}`,
+    },
+    {
+      name: `proxy serving ${LAUNCHES_PER_S} launches a second: its CPU`,
+      unit: '% of a core',
+      offload: cpuSeries(
+        `the proxy process's user + system time (/proc) over ${launches} empty launches, one every ${1000 / LAUNCHES_PER_S} ms (${(launches / serving.wall).toFixed(0)}/s reached)`,
+        serving,
+      ),
+      goal: `under 10 %: ${percent(serving) < 10 ? 'met' : 'missed'}`,
+    },
+  ];
+}
+
+/** Rows measured beside the hog: named so, their labels too. */
+function underHog(rows: Row[], hog: Hog): Row[] {
+  const note = ` (under the hog: ${hog.pids.length} busy processes)`;
+  const mark = <T extends { label: string }>(series: T): T => ({ ...series, label: `${series.label}${note}` });
+  return rows.map((row) => ({
+    ...row,
+    name: `${row.name}${note}`,
+    offload: mark(row.offload),
+    baseline: row.baseline && mark(row.baseline),
+  }));
+}
+
+/** Runs bench/remote-client.ts --launches-only against `address`; its median launch round trip in us. */
+function clientRun(address: string, token: string): Promise<number> {
+  const client = fileURLToPath(new URL('../remote-client.ts', import.meta.url));
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', client, '--launches-only'],
+      {
+        encoding: 'utf8',
+        timeout: 300_000,
+        env: { ...process.env, OFFLOAD_PROXIES: address, OFFLOAD_TOKEN: token, OFFLOAD_WEBGPU: 'off' },
+      },
+      (error, stdout, stderr) => {
+        const line = stdout.split('\n').find((l) => l.startsWith('{'));
+        if (error || !line)
+          reject(new Error(`the remote client failed: ${error?.message ?? ''}\n${stdout}\n${stderr}`));
+        else resolve((JSON.parse(line) as { rtt_us: number }).rtt_us);
+      },
+    );
+  });
+}
+
+/** Ten client processes one after the other, each its own median round trip: their median against their fastest. */
+async function separateRuns(address: string, token: string, plan: Plan, hog: Hog): Promise<Row> {
+  const runs = plan.quick ? 3 : 10;
+  const rtts: number[] = [];
+  for (let i = 0; i < runs; i++) rtts.push(await clientRun(address, token));
+  const fastest = Math.min(...rtts);
+  return {
+    name: `remote launch round trip, ${runs} client processes one after the other: median vs fastest (under the hog: ${hog.pids.length} busy processes)`,
+    unit: 'us',
+    offload: {
+      label: `each run's median of 7 x 1,000 awaited empty launches after 10,000 untimed (bench/remote-client.ts --launches-only): ${rtts.map((r) => r.toFixed(1)).join(', ')} us`,
+      count: 1,
+      seconds: rtts.map((r) => r / 1e6),
+    },
+    baseline: { label: 'the fastest of those runs', count: 1, seconds: [fastest / 1e6] },
+    goal: { op: '<=', value: 1.5, note: 'no bimodal latency' },
+  };
+}
+
 export const remoteSuite: Suite = {
   name: 'remote',
   description: 'a remote host device behind a real proxy process against bare TCP between two Node processes',
@@ -249,7 +366,22 @@ export const remoteSuite: Suite = {
       progress('remote: launch round trips and pipelined launches');
       const launchRows = await launches(device, empty, raw, polling, plan);
       progress('remote: launch-heavy loop over one and two proxies');
-      return [...copyRows, ...launchRows, await scaling(single, pair, plan)];
+      const rows = [...copyRows, ...launchRows, await scaling(single, pair, plan)];
+      progress(`remote: the proxy's CPU, idle with clients connected and at ${LAUNCHES_PER_S} launches/s`);
+      rows.push(...(await proxyCpu(proxies[0]!, device, empty)));
+      if (plan.busy) {
+        const hog = await startHog();
+        progress(`remote: under a CPU hog (pids ${hog.pids.join(', ')})`);
+        try {
+          rows.push(...underHog(await transfers(device, raw, plan), hog));
+          rows.push(...underHog(await launches(device, empty, raw, polling, plan), hog));
+          progress('remote: client processes one after the other under the hog');
+          rows.push(await separateRuns(proxies[0]!.address, token, plan, hog));
+        } finally {
+          await hog.stop();
+        }
+      }
+      return rows;
     } finally {
       for (const runtime of runtimes) await runtime.shutdown();
       await raw.close();

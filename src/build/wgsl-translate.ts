@@ -1447,6 +1447,22 @@ function truthy(value: Value, node: SyntaxNode): string {
 const SIMD_TYPES = new Set(['v128', 'i8x16', 'i16x8', 'i32x4', 'i64x2', 'f32x4', 'f64x2']);
 const NO_V128 = ' (WGSL has no v128: a kernel using SIMD stays wasm-only)';
 
+/*
+ * The device library's SIMD helpers (assembly/device.ts: four-lane loads and stores, lane
+ * indices, masks) work on v128 values: a kernel calling one stays wasm-only, with a note naming it.
+ */
+const DEVICE_SIMD_HELPERS = [
+  'loadF32x4',
+  'storeF32x4',
+  'loadI32x4',
+  'storeI32x4',
+  'laneIndices',
+  'anyLane',
+  'countWhere',
+  'selectLanes',
+];
+for (const name of DEVICE_SIMD_HELPERS) DEVICE_FUNCTIONS[name] = { unsupported: `128-bit SIMD${NO_V128}` };
+
 /** Why a type the subset lacks is not in WGSL, for the note ('' when the subset simply leaves it out). */
 function whyNot(name: string): string {
   if (name === 'f64' || name === 'i64' || name === 'u64') return ` (WGSL has no ${name})`;

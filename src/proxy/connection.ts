@@ -14,6 +14,7 @@ import { errors, messageOf, OffloadError, quoted } from '../errors.js';
 import { debug } from '../runtime/debug.js';
 import type { Frame, FrameLimits } from '../transport/frame.js';
 import type { Transport } from '../transport/transport.js';
+import { reportPollingTo } from '../transport/poll-window.js';
 import { decodeChunk, decodeRequest, frameOp, requestId } from '../protocol/decode-request.js';
 import type { ProxyFrame, ReplyBody, ReplyFrame, Request } from '../protocol/messages.js';
 import { toWireError } from '../protocol/wire.js';
@@ -122,6 +123,8 @@ export class ProxyConnection {
     private readonly onClosed: () => void = () => {},
   ) {
     transport.limits = LOGIN_LIMITS;
+    // What the polling policy chooses, and each change of mind, under OFFLOAD_DEBUG.
+    reportPollingTo((line) => debug.log('proxy polling', line));
     // Request 0 is the connection itself: its error says why the proxy closes it.
     transport.onTooLarge = (error) => this.send({ op: 'reply', id: 0, error: toWireError(error) });
     this.loginDeadline = setTimeout(() => {

@@ -2,8 +2,11 @@
  * The event loop's polling window. When the peer's next frame over TCP is expected soon (a
  * client awaits the reply to its one request in flight; a proxy has answered every request of a
  * client, whose next one may follow at once), this thread's event loop keeps turning (one
- * setImmediate after another: each turn an epoll_wait that does not block) for OFFLOAD_POLL_US
- * microseconds before it may sleep. A frame that comes within the window is read at once.
+ * setImmediate after another: each turn an epoll_wait that does not block) for a window before
+ * it may sleep, and stops as soon as bytes come. A frame that comes within the window is read at
+ * once. How long the window is, if there is one at all, is the policy's (poll-policy.ts: only
+ * while the machine has a core to spare and spins find what they wait for); OFFLOAD_POLL_US
+ * overrides it, and OFFLOAD_DEBUG says what it chose whenever that changes.
  * Without the window each message wakes a sleeping thread, and on a VM whose idle vCPUs halt
  * that is an interrupt, a VM exit and an entry: a remote launch round trip on a local proxy cost
  * 73-94 us there, and 17-30 us with a window of 50 us on both sides (bench/README.md). The price
@@ -13,8 +16,11 @@
  * sleep for the same reason (OFFLOAD_HOST_SPIN_US), and the MPI hub polls its own way
  * (mpi/hub.ts).
  */
+import { readFileSync } from 'node:fs';
+import { availableParallelism, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { errors, quoted } from '../errors.js';
+import { PollPolicy } from './poll-policy.js';
 
 export const DEFAULT_POLL_US = 50;
 const MAX_POLL_US = 100_000;
@@ -31,27 +37,103 @@ export function pollMicros(env: NodeJS.ProcessEnv = process.env): number {
   return value;
 }
 
-/** The window of this thread (set by the transports as they open, from the environment), in milliseconds. */
-let windowMs = DEFAULT_POLL_US / 1000;
+/** OFFLOAD_POLL_US when set (an override of the policy), else undefined; INVALID_ARGUMENT as pollMicros. */
+export function pollOverride(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const value = pollMicros(env);
+  return env.OFFLOAD_POLL_US === undefined || env.OFFLOAD_POLL_US === '' ? undefined : value;
+}
+
+/** Where the policies' changes of mind go (OFFLOAD_DEBUG, set by the layers that log). */
+let reporter: ((line: string) => void) | undefined;
+
+/** Sends each change of a polling policy's choice, in words, to `sink` (the runtime's debug log). */
+export function reportPollingTo(sink: (line: string) => void): void {
+  reporter = sink;
+}
+
+/** Tells the reporter what `policy` does now, if that changed; `who` names the thread's transport. */
+export function reportPolicy(who: string, policy: PollPolicy): void {
+  if (!reporter) return;
+  const change = policy.changed();
+  if (change !== undefined) reporter(`${who}: ${change}`);
+}
+
+/** How often the machine's load is sampled while frames are expected, in milliseconds. */
+const LOAD_SAMPLE_MS = 50;
+
+/**
+ * Runnable threads on the machine besides the caller: Linux's count of running tasks
+ * (/proc/loadavg's fourth field, at this instant) less this one; elsewhere the 1-minute load
+ * average less one.
+ */
+export function othersRunnable(): number {
+  try {
+    const fields = readFileSync('/proc/loadavg', 'latin1').split(' ');
+    const running = Number(fields[3]?.split('/')[0]);
+    if (Number.isFinite(running)) return running - 1;
+  } catch {
+    // not Linux: the load average below
+  }
+  return loadavg()[0]! - 1;
+}
+
+/** Feeds `policy` a load sample when the last one is older than LOAD_SAMPLE_MS; `now` is performance.now(). */
+export function sampleLoad(policy: PollPolicy, now: number, state: { sampledAt: number }): void {
+  if (policy.overrideUs !== undefined || now - state.sampledAt < LOAD_SAMPLE_MS) return;
+  state.sampledAt = now;
+  policy.observeLoad(othersRunnable());
+}
+
+/** This thread's policy (made by the transports as they open, from the environment). */
+let policy = new PollPolicy({ cores: availableParallelism() });
+const load = { sampledAt: -Infinity };
 /** Until when (performance.now()) the loop keeps turning, and whether a turn is scheduled. */
 let pollUntil = 0;
 let turning = false;
+/** When the frame expected last was expected (performance.now()), while it has not come. */
+let expectedAt: number | undefined;
 
 function turn(): void {
   if (performance.now() < pollUntil) setImmediate(turn);
   else turning = false;
 }
 
-/** Sets this thread's window from the environment; throws INVALID_ARGUMENT for a bad OFFLOAD_POLL_US. */
+/** Sets this thread's policy from the environment; throws INVALID_ARGUMENT for a bad OFFLOAD_POLL_US. */
 export function configurePollWindow(env: NodeJS.ProcessEnv = process.env): void {
-  windowMs = pollMicros(env) / 1000;
+  const overrideUs = pollOverride(env);
+  if (overrideUs === policy.overrideUs) return;
+  policy = new PollPolicy({ cores: availableParallelism(), overrideUs });
 }
 
-/** A frame is expected soon: the loop keeps turning for the window from now. */
+/** This thread's policy (diagnostics and tests). */
+export function pollPolicy(): PollPolicy {
+  return policy;
+}
+
+/** A frame is expected soon: the loop keeps turning for the window the policy gives from now. */
 export function pollForAWhile(): void {
-  if (windowMs === 0) return;
-  pollUntil = performance.now() + windowMs;
+  const now = performance.now();
+  sampleLoad(policy, now, load);
+  const windowUs = policy.window();
+  reportPolicy('TCP', policy);
+  expectedAt = now;
+  if (windowUs === 0) return;
+  pollUntil = now + windowUs / 1000;
   if (turning) return;
   turning = true;
   setImmediate(turn);
+}
+
+/**
+ * Bytes came from a peer: the frame expected (if one was) is here. The loop stops turning: what
+ * follows is work (the proxy runs the request; the client hands the reply on), and the core is
+ * the workers' or the peer's until a frame is expected again.
+ */
+export function frameArrived(): void {
+  if (expectedAt === undefined) return;
+  const now = performance.now();
+  policy.arrived((now - expectedAt) * 1000);
+  expectedAt = undefined;
+  pollUntil = 0;
+  reportPolicy('TCP', policy);
 }

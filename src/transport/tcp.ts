@@ -8,7 +8,7 @@ import tls from 'node:tls';
 import { abortError } from '../abort.js';
 import { asOffloadError, errors, OffloadError, quoted } from '../errors.js';
 import { encodeHead, type Frame, type MetaCodec, type PayloadSink } from './frame.js';
-import { configurePollWindow, pollForAWhile } from './poll-window.js';
+import { configurePollWindow, frameArrived, pollForAWhile } from './poll-window.js';
 import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
 
 /** Above this many queued bytes `send` returns false (bulk senders then await `drained()`). */
@@ -96,6 +96,7 @@ class SocketReader {
     },
     // True: go on reading (false would pause the socket).
     callback: (length: number, buffer: Uint8Array): boolean => {
+      frameArrived();
       if (buffer === this.direct) this.receiver!.landed(length);
       else if (this.receiver) this.receiver.receive(buffer.subarray(0, length), true);
       else this.early.push(buffer.slice(0, length));
@@ -128,9 +129,10 @@ class TcpTransport implements Transport {
     socket.setKeepAlive(true, 1000);
     if (reader) reader.attach(this.receiver);
     else
-      socket.on('data', (chunk: Buffer) =>
-        this.receiver.receive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length)),
-      );
+      socket.on('data', (chunk: Buffer) => {
+        frameArrived();
+        this.receiver.receive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length));
+      });
     socket.on('error', (error) =>
       this.close(asOffloadError(error, `connection to ${peer} failed`, { code: 'DEVICE_LOST' })),
     );

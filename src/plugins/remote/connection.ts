@@ -26,6 +26,8 @@ import {
 import { abortError } from '../../abort.js';
 import type { Frame } from '../../transport/frame.js';
 import { peerTimeoutFromEnv, startHeartbeat } from '../../transport/heartbeat.js';
+import { reportPollingTo } from '../../transport/poll-window.js';
+import { debug } from '../../runtime/debug.js';
 import type { Connector, Transport } from '../../transport/transport.js';
 import { fromWireError, PROTOCOL_VERSION } from '../../protocol/wire.js';
 import type { ClientNote, OutgoingRequest, ProxyFrames, Requests } from '../../protocol/messages.js';
@@ -149,6 +151,8 @@ export class RemoteConnection {
     readonly address: string,
   ) {
     transport.onFrame = (frame) => this.onFrame(frame);
+    // What the polling policy chooses, and each change of mind, under OFFLOAD_DEBUG.
+    reportPollingTo((line) => debug.log('client polling', line));
     // Offered in the hello; taken back if the proxy's welcome does not take it (an older proxy).
     transport.metaCodec = compactMeta;
     transport.payloadSink = (meta, length) => {

@@ -18,10 +18,11 @@
  * so a channel's frames arrive in order; a payload whose frame's sink gave a view (a write's
  * chunk, into device memory) is received straight into it. Progress is polled from the event loop
  * at every setImmediate while traffic is recent (while the rank has sends in flight, or a channel
- * expects a frame soon, a turn keeps polling for up to 300 us, BURST_US; nothing blocks longer).
- * A channel expects one when it awaits the reply to its one request, or has answered every
- * request of its client (Transport.expectSoon; for up to OFFLOAD_POLL_US, as TCP's event loop
- * keeps turning for it): the frame is seen as it arrives, not at the next turn. When the rank
+ * expects a frame soon, a turn keeps polling for up to 300 us, BURST_US; nothing blocks longer;
+ * without sends in flight only while the polling policy would spin, poll-policy.ts). A channel
+ * expects one when it awaits the reply to its one request, or has answered every request of its
+ * client (Transport.expectSoon; for the policy's window, as TCP's event loop keeps turning for
+ * it): the frame is seen as it arrives, not at the next turn. When the rank
  * goes quiet, the addon's progress thread watches MPI instead and wakes the event loop when a
  * message arrives or a send completes (OFFLOAD_MPI_PROGRESS=thread, the default): a request
  * after a pause is seen at the thread's next look (at most 100 us later) and a wake of the event
@@ -30,12 +31,13 @@
  * bytes sent twice before go from huge pages (OFFLOAD_MPI_HUGE_PAGES; offload_mpi.c).
  */
 import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { asOffloadError, errors, OffloadError, quoted } from '../../errors.js';
 import { encodeFrame, FrameDecoder } from '../frame.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, heartbeatInterval, peerTimeoutFromEnv } from '../heartbeat.js';
-import { pollMicros } from '../poll-window.js';
+import { PollPolicy } from '../poll-policy.js';
+import { pollOverride, reportPolicy, sampleLoad } from '../poll-window.js';
 import type { Transport } from '../transport.js';
 import { loadMpiAddon, mpiUnavailable, type MpiAddon } from './addon.js';
 import { MpiTransport } from './transport.js';
@@ -100,8 +102,11 @@ export class MpiHub {
   private expectUntil = 0;
   /** Messages that came while expected, within the window (diagnostics). */
   private expectedArrivals = 0;
-  /** How long it may: OFFLOAD_POLL_US, the window TCP's event loop keeps turning for the same frames. */
-  private readonly expectMs = pollMicros() / 1000;
+  /** How long it may: the same policy as TCP's event loop for the same frames (OFFLOAD_POLL_US overrides it). */
+  private readonly polling = new PollPolicy({ cores: availableParallelism(), overrideUs: pollOverride() });
+  private readonly loadSample = { sampledAt: -Infinity };
+  /** When a channel last expected a frame (performance.now()), until one comes. */
+  private expectedAt: number | undefined;
   private failure: OffloadError | undefined;
   private finalized = false;
   /** Each other rank's process, as its `role` message said: a rank taken as gone on this host is ended at finalize. */
@@ -263,11 +268,27 @@ export class MpiHub {
    * 22 us for a Node ping-pong polling once a turn (bench/README.md).
    */
   expectSoon(): void {
-    if (this.expectMs === 0 || !this.active()) return;
+    if (!this.active()) return;
+    const now = performance.now();
+    sampleLoad(this.polling, now, this.loadSample);
+    const windowUs = this.polling.window();
+    reportPolicy('MPI', this.polling);
+    this.expectedAt = now;
+    if (windowUs === 0) return;
     // Traffic now: the hub polls from the event loop's turns, not through the progress thread.
-    this.lastTraffic = performance.now();
-    this.expectUntil = this.lastTraffic + this.expectMs;
+    this.lastTraffic = now;
+    this.expectUntil = now + windowUs / 1000;
     this.schedule();
+  }
+
+  /**
+   * Whether the event loop polls at every turn after traffic (for BUSY_MS): while sends are in
+   * flight, and otherwise only while the polling policy would spin (OFFLOAD_POLL_US set keeps it
+   * as it was); a crowded machine or a peer that answers late gets the progress thread at once.
+   */
+  private pollsWhileBusy(): boolean {
+    if (this.sends.size > 0 || this.polling.overrideUs !== undefined) return true;
+    return this.polling.mode === 'spin';
   }
 
   /** Whether any channel keeps the process alive (Transport.hold). */
@@ -309,7 +330,7 @@ export class MpiHub {
     // what the other ranks are.
     const holdsProcess =
       this.role === 'proxy' || this.sends.size > 0 || this.roles.size < this.size || this.channelHolds();
-    const busy = performance.now() - this.lastTraffic < BUSY_MS;
+    const busy = performance.now() - this.lastTraffic < BUSY_MS && this.pollsWhileBusy();
     if (this.progress === 'thread' && !busy && !this.timer) {
       if (!this.waiting || this.waitingHolds !== holdsProcess) {
         this.waiting = true;
@@ -399,8 +420,14 @@ export class MpiHub {
         received = true;
         // What was expected came (or something else did, which the event loop handles first);
         // cleared before the message is handed on, whose handling may expect the next one.
-        if (this.expectUntil > 0 && performance.now() < this.expectUntil) this.expectedArrivals++;
+        const now = performance.now();
+        if (this.expectUntil > 0 && now < this.expectUntil) this.expectedArrivals++;
         this.expectUntil = 0;
+        if (this.expectedAt !== undefined) {
+          this.polling.arrived((now - this.expectedAt) * 1000);
+          this.expectedAt = undefined;
+          reportPolicy('MPI', this.polling);
+        }
         this.heardAt.set(source, Date.now());
         const channel = tag === CONTROL_TAG ? undefined : this.channels.get(`${source}/${tag}`);
         const into = channel?.directTarget(bytes);

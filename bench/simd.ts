@@ -1,0 +1,232 @@
+/**
+ * The host device's SIMD kernels (examples/kernels.ts: mandelbrot_simd and matmul_simd, four f32
+ * lanes of wasm SIMD) against their scalar versions on the same workers, against the same loops
+ * in plain TypeScript on the main thread, and against C vectorised for this CPU with OpenMP on as
+ * many threads as the device has workers (bench/peers/simd-kernels.c, `gcc -O3 -march=native
+ * -fopenmp`: the physical limit here). Rows of `npm run bench -- host`.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Device, Library, Queue } from '../src/index.js';
+import { measure, type Plan, type Series } from './measure.js';
+import type { Row } from './suite.js';
+
+const [WIDTH, HEIGHT, MAX_ITER, X0, Y0] = [1024, 768, 256, -2.2, -1.125];
+const DX = 3 / WIDTH;
+const N = 512;
+const peerSource = fileURLToPath(new URL('peers/simd-kernels.c', import.meta.url));
+
+export interface SimdSetup {
+  device: Device;
+  queue: Queue;
+  library: Library;
+  plan: Plan;
+}
+
+/** mandelbrot in plain TypeScript, f32 as the kernel computes (Math.fround after every operation). */
+function mandelbrotTs(out: Uint32Array): void {
+  const f = Math.fround;
+  const [x0, y0, dx] = [f(X0), f(Y0), f(DX)];
+  for (let row = 0; row < HEIGHT; row++) {
+    const cy = f(y0 + f(row * dx));
+    for (let col = 0; col < WIDTH; col++) {
+      const cx = f(x0 + f(col * dx));
+      let zx = 0;
+      let zy = 0;
+      let iter = 0;
+      while (iter < MAX_ITER && f(f(zx * zx) + f(zy * zy)) <= 4) {
+        const t = f(f(f(zx * zx) - f(zy * zy)) + cx);
+        zy = f(f(f(2 * zx) * zy) + cy);
+        zx = t;
+        iter++;
+      }
+      out[row * WIDTH + col] = iter;
+    }
+  }
+}
+
+/** c = a * b in plain TypeScript over Float32Arrays, in the kernels' i-k-j order. */
+function matmulTs(a: Float32Array, b: Float32Array, c: Float32Array): void {
+  c.fill(0);
+  for (let i = 0; i < N; i++) {
+    for (let k = 0; k < N; k++) {
+      const aik = a[i * N + k]!;
+      const bRow = k * N;
+      const cRow = i * N;
+      for (let j = 0; j < N; j++) c[cRow + j] = Math.fround(c[cRow + j]! + Math.fround(aik * b[bRow + j]!));
+    }
+  }
+}
+
+/** The C peer's medians on `threads` threads, or why there are none. */
+function cPeer(threads: number, repetitions: number): { mandelbrot_s: number; matmul_s: number } | string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'offload-bench-simd-'));
+  try {
+    const binary = path.join(dir, 'simd-kernels');
+    try {
+      execFileSync('gcc', ['-O3', '-march=native', '-fopenmp', peerSource, '-o', binary], { stdio: 'pipe' });
+    } catch (error) {
+      return `gcc -O3 -march=native -fopenmp failed: ${(error as Error).message.split('\n')[0]}`;
+    }
+    const result = spawnSync(binary, [WIDTH, HEIGHT, MAX_ITER, N, repetitions].map(String), {
+      encoding: 'utf8',
+      env: { ...process.env, OMP_NUM_THREADS: String(threads), OMP_PROC_BIND: 'false' },
+      timeout: 300_000,
+    });
+    if (result.status !== 0) return `the C peer failed (${result.status}): ${result.stderr}`;
+    return JSON.parse(result.stdout.trim()) as { mandelbrot_s: number; matmul_s: number };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function simdRows(
+  { device, queue, library, plan }: SimdSetup,
+  progress: (line: string) => void,
+): Promise<Row[]> {
+  const workers = device.info.computeUnits;
+  const pixels = WIDTH * HEIGHT;
+  const [mandelbrot, mandelbrotSimd] = [
+    await device.kernel(library, 'mandelbrot'),
+    await device.kernel(library, 'mandelbrot_simd'),
+  ];
+  const [matmul, matmulSimd] = [await device.kernel(library, 'matmul'), await device.kernel(library, 'matmul_simd')];
+  const teams = 16 * workers;
+  const [counts, countsSimd] = [await device.alloc(pixels * 4), await device.alloc(pixels * 4)];
+  const a = Float32Array.from({ length: N * N }, (_, i) => (i % 1000) / 1000);
+  const b = Float32Array.from({ length: N * N }, (_, i) => ((i * 7) % 1000) / 1000 - 0.5);
+  const matrixBytes = N * N * 4;
+  const [aBuf, bBuf, cBuf, cSimdBuf] = [
+    await device.alloc(matrixBytes),
+    await device.alloc(matrixBytes),
+    await device.alloc(matrixBytes),
+    await device.alloc(matrixBytes),
+  ];
+  queue.write(aBuf, a);
+  queue.write(bBuf, b);
+  await queue.finish();
+  const tsCounts = new Uint32Array(pixels);
+  const tsC = new Float32Array(N * N);
+  const mandelbrotArgs = [WIDTH, HEIGHT, MAX_ITER, X0, Y0, DX];
+  progress('host: SIMD mandelbrot against the scalar kernel and plain TypeScript');
+  const [scalarM, simdM, tsM] = await measure(plan, [
+    {
+      label: `await queue.launch(mandelbrot, { teams: ${teams} }, [...]).done: the scalar kernel, ${WIDTH} x ${HEIGHT} pixels, ${MAX_ITER} iterations at most`,
+      count: pixels,
+      run: async () => void (await queue.launch(mandelbrot, { teams }, [...mandelbrotArgs, counts]).done),
+    },
+    {
+      label: `await queue.launch(mandelbrot_simd, { teams: ${teams} }, [...]).done: four pixels per f32x4`,
+      count: pixels,
+      run: async () => void (await queue.launch(mandelbrotSimd, { teams }, [...mandelbrotArgs, countsSimd]).done),
+    },
+    {
+      label: 'the same loop in plain TypeScript (Math.fround) on the main thread',
+      count: pixels,
+      run: () => mandelbrotTs(tsCounts),
+    },
+  ]);
+  progress('host: SIMD matmul against the scalar kernel and plain TypeScript');
+  const madds = N * N * N;
+  const [scalarMm, simdMm, tsMm] = await measure(plan, [
+    {
+      label: `await queue.launch(matmul, { teams: ${teams} }, [${N}, a, b, c]).done: the scalar kernel, ${N} x ${N} f32 (count: multiply-adds)`,
+      count: madds,
+      run: async () => void (await queue.launch(matmul, { teams }, [N, aBuf, bBuf, cBuf]).done),
+    },
+    {
+      label: `await queue.launch(matmul_simd, { teams: ${teams} }, [${N}, a, b, c]).done: four columns per f32x4`,
+      count: madds,
+      run: async () => void (await queue.launch(matmulSimd, { teams }, [N, aBuf, bBuf, cSimdBuf]).done),
+    },
+    {
+      label: 'the same i-k-j loop in plain TypeScript over Float32Arrays on the main thread',
+      count: madds,
+      run: () => matmulTs(a, b, tsC),
+    },
+  ]);
+  // The SIMD kernels must have computed what the scalar ones did, bit for bit.
+  const [m1, m2, c1, c2] = [
+    new Uint32Array(pixels),
+    new Uint32Array(pixels),
+    new Float32Array(N * N),
+    new Float32Array(N * N),
+  ];
+  queue.read(counts, m1);
+  queue.read(countsSimd, m2);
+  queue.read(cBuf, c1);
+  queue.read(cSimdBuf, c2);
+  await queue.finish();
+  await Promise.all([counts, countsSimd, aBuf, bBuf, cBuf, cSimdBuf].map((buffer) => buffer.free()));
+  const badPixel = m1.findIndex((count, i) => count !== m2[i]);
+  if (badPixel >= 0) throw new Error(`mandelbrot_simd and mandelbrot disagree at pixel ${badPixel}`);
+  const badElement = c1.findIndex((value, i) => value !== c2[i]);
+  if (badElement >= 0) throw new Error(`matmul_simd and matmul disagree at element ${badElement}`);
+
+  progress(`host: the C peers (gcc -O3 -march=native -fopenmp, ${workers} threads)`);
+  const peer = cPeer(workers, plan.repetitions);
+  const goal = { op: '>=', value: 2.5 } as const;
+  const rows: Row[] = [
+    {
+      name: `mandelbrot ${WIDTH} x ${HEIGHT}: SIMD kernel vs the scalar kernel, ${teams} teams on ${workers} workers`,
+      unit: 'Mpixels/s',
+      offload: simdM!,
+      baseline: scalarM!,
+      goal,
+    },
+    {
+      name: `mandelbrot ${WIDTH} x ${HEIGHT}: SIMD kernel on ${workers} workers vs plain TypeScript on the main thread`,
+      unit: 'Mpixels/s',
+      offload: simdM!,
+      baseline: tsM!,
+      goal: 'none: what offloading with SIMD gains over the loop in TypeScript',
+    },
+    {
+      name: `matmul ${N} x ${N} f32: SIMD kernel vs the scalar kernel, ${teams} teams on ${workers} workers`,
+      unit: 'Melements/s',
+      offload: simdMm!,
+      baseline: scalarMm!,
+      goal,
+    },
+    {
+      name: `matmul ${N} x ${N} f32: SIMD kernel on ${workers} workers vs plain TypeScript on the main thread`,
+      unit: 'Melements/s',
+      offload: simdMm!,
+      baseline: tsMm!,
+      goal: 'none: what offloading with SIMD gains over the loop in TypeScript',
+    },
+  ];
+  if (typeof peer === 'string') {
+    progress(`host: no C peer rows: ${peer}`);
+    return rows;
+  }
+  const cSeries = (label: string, count: number, seconds: number): Series => ({ label, count, seconds: [seconds] });
+  rows.push(
+    {
+      name: `mandelbrot ${WIDTH} x ${HEIGHT}: SIMD kernel vs C (-O3 -march=native -fopenmp), ${workers} workers vs ${workers} threads`,
+      unit: 'Mpixels/s',
+      offload: simdM!,
+      baseline: cSeries(
+        `bench/peers/simd-kernels.c, eight f32 lanes per vector (AVX2), OMP_NUM_THREADS=${workers} (median of ${plan.repetitions})`,
+        pixels,
+        peer.mandelbrot_s,
+      ),
+      goal: { op: '>=', value: 0.6 },
+    },
+    {
+      name: `matmul ${N} x ${N} f32: SIMD kernel vs C (-O3 -march=native -fopenmp), ${workers} workers vs ${workers} threads`,
+      unit: 'Melements/s',
+      offload: simdMm!,
+      baseline: cSeries(
+        `bench/peers/simd-kernels.c, the i-k-j loop vectorised by gcc, OMP_NUM_THREADS=${workers} (median of ${plan.repetitions})`,
+        madds,
+        peer.matmul_s,
+      ),
+      goal: { op: '>=', value: 0.6 },
+    },
+  );
+  return rows;
+}

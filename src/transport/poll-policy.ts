@@ -1,0 +1,172 @@
+/**
+ * When a thread that expects its peer's next frame soon should spin for it (keep its event loop
+ * turning, or poll MPI in a loop) and when it should sleep. Spinning saves the wake-up of a
+ * sleeping thread (on a VM whose idle vCPUs halt: an interrupt, a VM exit and an entry, 30-70
+ * us), but only while the frame comes within the spin and while the spinning thread takes the
+ * core from nobody: a client spinning 50 us after each request on the core its proxy needs made
+ * a remote launch 115 us instead of 28 us (bench/README.md). So the policy spins only when
+ *   - the machine has a core to spare: the runnable threads besides this one (Linux's
+ *     /proc/loadavg, sampled and smoothed; elsewhere the 1-minute load average) fit in the
+ *     other cores;
+ *   - spins pay: after three spins in a row that found nothing (the peer computes longer than
+ *     the spin, or the client pauses) it backs off, spinning only on every 2nd, 4th, ... 64th
+ *     expected frame to see whether replies come quickly again (one that does restores it);
+ *   - a wake-up costs more than a few microseconds: now and then (one expected frame in 32) it
+ *     sleeps instead, and when frames slept for come as soon as spun-for ones do (bare metal with
+ *     a cheap wake-up), spinning buys nothing and stops, spinning for one frame in 16 to see.
+ * OFFLOAD_POLL_US set overrides all of it: that window after every expected frame, 0 never.
+ * Deterministic: the caller feeds it loads and arrival times (test/poll-policy.test.ts).
+ */
+
+/** The longest spin the policy chooses by itself, in microseconds (OFFLOAD_POLL_US's default). */
+export const AUTO_POLL_US = 50;
+/** Spins in a row that found nothing before the policy backs off. */
+const MISSES_TO_BACK_OFF = 3;
+/** At most one expected frame in 2^this is spun for while backed off. */
+const MAX_BACKOFF = 6;
+/** One expected frame in this many is slept for, to measure what a wake-up costs. */
+const SLEEP_SAMPLE_EVERY = 32;
+/** One expected frame in this many is spun for while wake-ups are cheap (are they still?). */
+const CHEAP_WAKE_PROBE_EVERY = 16;
+/** A wake-up adding less than this to a reply's arrival is cheaper than any spin. */
+const CHEAP_WAKE_US = 5;
+/** Weight of a new load sample in the smoothed load (about the last five samples count). */
+const LOAD_WEIGHT = 0.2;
+/** Crowded above cores - 1 + this, uncrowded again below cores - 1 - this (no flapping). */
+const LOAD_HYSTERESIS = 0.25;
+/** Weight of a new arrival in the running figures of frames spun for and slept for. */
+const GAP_WEIGHT = 0.25;
+
+export type PollMode = 'override' | 'spin' | 'crowded' | 'backed-off' | 'cheap-wake';
+
+export interface PollPolicyOptions {
+  /** The cores this process may run on. */
+  cores: number;
+  /** OFFLOAD_POLL_US when set: the window, always. */
+  overrideUs?: number;
+  /** The longest spin chosen by itself (AUTO_POLL_US). */
+  maxUs?: number;
+}
+
+export class PollPolicy {
+  readonly cores: number;
+  readonly overrideUs: number | undefined;
+  readonly maxUs: number;
+  /** Runnable threads besides this one, smoothed; undefined before the first sample. */
+  private others: number | undefined;
+  private crowded = false;
+  private misses = 0;
+  private backoff = 0;
+  private sinceProbe = 0;
+  private expected = 0;
+  /** The window the last expected frame got (what `arrived` judges). */
+  private lastWindowUs = 0;
+  /** Running figures of how long after being expected a frame came: spun for, and slept for. */
+  private spunGapUs: number | undefined;
+  private sleptGapUs: number | undefined;
+  private lastMode: PollMode | undefined;
+
+  constructor(options: PollPolicyOptions) {
+    this.cores = Math.max(1, Math.floor(options.cores));
+    this.overrideUs = options.overrideUs;
+    this.maxUs = options.maxUs ?? AUTO_POLL_US;
+  }
+
+  /** A sample of the machine: runnable threads besides this one (a fraction for a load average). */
+  observeLoad(others: number): void {
+    if (!Number.isFinite(others)) return;
+    const sample = Math.max(0, others);
+    this.others = this.others === undefined ? sample : this.others + LOAD_WEIGHT * (sample - this.others);
+    const spare = this.cores - 1;
+    if (this.crowded && this.others < spare - LOAD_HYSTERESIS) this.crowded = false;
+    else if (!this.crowded && this.others > spare + LOAD_HYSTERESIS) this.crowded = true;
+  }
+
+  /** A frame is expected now: how many microseconds to spin for it (0: sleep). */
+  window(): number {
+    this.lastWindowUs = this.choose();
+    return this.lastWindowUs;
+  }
+
+  private choose(): number {
+    if (this.overrideUs !== undefined) return this.overrideUs;
+    if (this.crowded) return 0;
+    this.expected++;
+    if (this.backoff > 0 || this.wakeIsCheap()) {
+      // A probe now and then: do spins pay again?
+      if (++this.sinceProbe < (this.backoff > 0 ? 2 ** this.backoff : CHEAP_WAKE_PROBE_EVERY)) return 0;
+      this.sinceProbe = 0;
+      return this.maxUs;
+    }
+    // Now and then a frame slept for, to know what a wake-up costs here.
+    return this.expected % SLEEP_SAMPLE_EVERY === 0 ? 0 : this.maxUs;
+  }
+
+  /** The frame expected last came `gapUs` microseconds after it was expected. */
+  arrived(gapUs: number): void {
+    if (this.overrideUs !== undefined || !(gapUs >= 0)) return;
+    if (this.lastWindowUs === 0) {
+      // Slept for: a figure of what a wake-up adds (a reply the peer took long over says nothing).
+      if (!this.crowded && gapUs <= 20 * this.maxUs) this.sleptGapUs = blend(this.sleptGapUs, gapUs);
+      return;
+    }
+    if (gapUs <= this.lastWindowUs) {
+      this.misses = 0;
+      this.backoff = 0;
+      this.sinceProbe = 0;
+      this.spunGapUs = blend(this.spunGapUs, gapUs);
+      return;
+    }
+    // The spin found nothing; a probe that finds nothing backs off further at once.
+    if (this.backoff > 0 || ++this.misses >= MISSES_TO_BACK_OFF) {
+      this.misses = 0;
+      this.backoff = Math.min(MAX_BACKOFF, this.backoff + 1);
+    }
+  }
+
+  private wakeIsCheap(): boolean {
+    return (
+      this.spunGapUs !== undefined && this.sleptGapUs !== undefined && this.sleptGapUs - this.spunGapUs < CHEAP_WAKE_US
+    );
+  }
+
+  /** What the policy does now and why. */
+  get mode(): PollMode {
+    if (this.overrideUs !== undefined) return 'override';
+    if (this.crowded) return 'crowded';
+    if (this.backoff > 0) return 'backed-off';
+    if (this.wakeIsCheap()) return 'cheap-wake';
+    return 'spin';
+  }
+
+  /** The mode in words, for OFFLOAD_DEBUG. */
+  describe(): string {
+    const load = this.others === undefined ? 'not sampled yet' : this.others.toFixed(2);
+    switch (this.mode) {
+      case 'override':
+        return this.overrideUs === 0
+          ? 'OFFLOAD_POLL_US=0: sleeps as soon as nothing is ready'
+          : `OFFLOAD_POLL_US=${this.overrideUs}: spins ${this.overrideUs} us for every frame expected`;
+      case 'crowded':
+        return `sleeps: ${load} runnable threads besides this one do not fit in the other ${this.cores - 1} of ${this.cores} cores`;
+      case 'backed-off':
+        return `sleeps: spins found nothing (the peer takes longer than ${this.maxUs} us); spins for one expected frame in ${2 ** this.backoff}`;
+      case 'cheap-wake':
+        return `sleeps: a wake-up adds ${(this.sleptGapUs! - this.spunGapUs!).toFixed(1)} us to a reply, less than a spin saves`;
+      case 'spin':
+        return `spins up to ${this.maxUs} us for every frame expected (${load} runnable threads besides this one, ${this.cores} cores)`;
+    }
+  }
+
+  /** The mode's description when the mode changed since the last call, else undefined. */
+  changed(): string | undefined {
+    const mode = this.mode;
+    if (mode === this.lastMode) return undefined;
+    this.lastMode = mode;
+    return this.describe();
+  }
+}
+
+function blend(figure: number | undefined, sample: number): number {
+  return figure === undefined ? sample : figure + GAP_WEIGHT * (sample - figure);
+}

@@ -1,0 +1,166 @@
+/**
+ * The polling policy (src/transport/poll-policy.ts), fed loads and arrival times: it spins while
+ * the machine has a core to spare and spins find their frame, sleeps on a crowded machine, backs
+ * off after spins that found nothing and comes back when a probe finds one, stops when a wake-up
+ * costs nothing, and OFFLOAD_POLL_US overrides all of it; each change is said once, in words.
+ * Then the same policy in a process: a client on a crowded machine sleeps and says so under
+ * OFFLOAD_DEBUG.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { AUTO_POLL_US, PollPolicy } from '../src/transport/poll-policy.js';
+import { pollOverride } from '../src/transport/poll-window.js';
+
+/**
+ * The windows of `count` expected frames, each arriving `gapUs` after it was expected (a
+ * function: of the window it got; a frame slept for comes a wake-up later).
+ */
+function windows(policy: PollPolicy, count: number, gapUs: number | ((windowUs: number) => number)): number[] {
+  const seen: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const windowUs = policy.window();
+    seen.push(windowUs);
+    policy.arrived(typeof gapUs === 'number' ? gapUs : gapUs(windowUs));
+  }
+  return seen;
+}
+
+/** A peer that answers in 12 us, seen 70 us later by a thread that slept (a VM's wake-up). */
+const quickPeer = (windowUs: number): number => (windowUs > 0 ? 12 : 82);
+
+describe('the polling policy', { timeout: 30_000 }, () => {
+  it('spins on a machine with a core to spare while frames come within the spin', () => {
+    const policy = new PollPolicy({ cores: 2 });
+    policy.observeLoad(0.5);
+    const seen = windows(policy, 64, quickPeer);
+    // Every 32nd expected frame is slept for, to learn what a wake-up costs.
+    assert.deepEqual(
+      seen.map((w, i) => (i % 32 === 31 ? w === 0 : w === AUTO_POLL_US)),
+      seen.map(() => true),
+    );
+    assert.equal(policy.mode, 'spin');
+    assert.match(policy.describe(), /spins up to 50 us for every frame expected \(0\.50 runnable threads besides/);
+  });
+
+  it('sleeps while the other runnable threads do not fit in the other cores, and spins again when they do', () => {
+    const policy = new PollPolicy({ cores: 2 });
+    policy.observeLoad(0.2);
+    assert.equal(policy.changed()?.startsWith('spins'), true);
+    assert.equal(policy.changed(), undefined, 'a mode is said once');
+    // One busy process per core, smoothed in over a few samples.
+    for (let i = 0; i < 10; i++) policy.observeLoad(2);
+    assert.equal(policy.mode, 'crowded');
+    assert.deepEqual(windows(policy, 5, 10), [0, 0, 0, 0, 0]);
+    assert.match(
+      policy.changed()!,
+      /sleeps: 1\.\d\d runnable threads besides this one do not fit in the other 1 of 2 cores/,
+    );
+    // Hysteresis: just under one other thread is not enough to spin again; well under is.
+    for (let i = 0; i < 20; i++) policy.observeLoad(0.9);
+    assert.equal(policy.mode, 'crowded');
+    for (let i = 0; i < 20; i++) policy.observeLoad(0.3);
+    assert.equal(policy.mode, 'spin');
+    // One core: anything else runnable takes it.
+    const single = new PollPolicy({ cores: 1 });
+    single.observeLoad(1);
+    assert.equal(single.window(), 0);
+    single.observeLoad(Number.NaN); // ignored
+    assert.equal(single.mode, 'crowded');
+  });
+
+  it('backs off after three spins that found nothing, probing ever more rarely; a probe that finds its frame restores it', () => {
+    const policy = new PollPolicy({ cores: 4 });
+    policy.observeLoad(0);
+    // The peer computes for 2 ms per request: spins find nothing.
+    const seen = windows(policy, 3 + 2 + 4 + 8 + 16 + 32 + 64 + 64, 2000);
+    assert.deepEqual(seen.slice(0, 3), [50, 50, 50]);
+    assert.equal(policy.mode, 'backed-off');
+    // After the third miss: a probe at the 2nd, then 4th, 8th, ... 64th expected frame, then every 64th.
+    const probes = seen.flatMap((w, i) => (w > 0 && i >= 3 ? [i - 3] : []));
+    assert.deepEqual(probes, [1, 5, 13, 29, 61, 125, 189]);
+    assert.match(
+      policy.describe(),
+      /sleeps: spins found nothing \(the peer takes longer than 50 us\); spins for one expected frame in 64/,
+    );
+    // The peer answers quickly again: the next probe finds it, and spinning resumes.
+    const back = windows(policy, 100, quickPeer);
+    const firstSpin = back.indexOf(50);
+    assert.ok(firstSpin >= 0 && firstSpin < 64, String(firstSpin));
+    // Spinning from there on, but for the one frame in 32 slept for.
+    assert.ok(back.slice(firstSpin, firstSpin + 20).filter((w) => w === 50).length >= 19, String(back));
+    assert.equal(policy.mode, 'spin');
+  });
+
+  it('a miss now and then does not back off', () => {
+    const policy = new PollPolicy({ cores: 2 });
+    policy.observeLoad(0);
+    for (let i = 0; i < 50; i++) {
+      const windowUs = policy.window();
+      policy.arrived(windowUs === 0 ? 82 : i % 3 === 2 ? 500 : 10);
+    }
+    assert.equal(policy.mode, 'spin');
+  });
+
+  it('stops spinning where a wake-up adds almost nothing to a reply, and keeps spinning where it adds much', () => {
+    const cheap = new PollPolicy({ cores: 2 });
+    const dear = new PollPolicy({ cores: 2 });
+    for (const [policy, sleptUs] of [
+      [cheap, 12],
+      [dear, 70],
+    ] as const) {
+      policy.observeLoad(0);
+      for (let i = 0; i < 40; i++) {
+        // Frames spun for come after 10 us; slept for, after the wake-up too.
+        policy.arrived(policy.window() > 0 ? 10 : sleptUs);
+      }
+    }
+    assert.equal(cheap.mode, 'cheap-wake');
+    assert.match(cheap.describe(), /a wake-up adds 2\.0 us to a reply, less than a spin saves/);
+    // Probes every 16th frame.
+    const probes = windows(cheap, 32, 10).flatMap((w, i) => (w > 0 ? [i] : []));
+    assert.equal(probes.length, 2, String(probes));
+    assert.equal(probes[1]! - probes[0]!, 16);
+    assert.equal(dear.mode, 'spin');
+  });
+
+  it('OFFLOAD_POLL_US overrides everything: that window always, 0 never; unset or empty leaves the policy', () => {
+    const fixed = new PollPolicy({ cores: 1, overrideUs: 80 });
+    fixed.observeLoad(10);
+    assert.deepEqual(windows(fixed, 10, 5000), Array(10).fill(80));
+    assert.equal(fixed.mode, 'override');
+    assert.equal(fixed.describe(), 'OFFLOAD_POLL_US=80: spins 80 us for every frame expected');
+    const off = new PollPolicy({ cores: 8, overrideUs: 0 });
+    assert.deepEqual(windows(off, 3, 1), [0, 0, 0]);
+    assert.equal(off.describe(), 'OFFLOAD_POLL_US=0: sleeps as soon as nothing is ready');
+    assert.equal(pollOverride({}), undefined);
+    assert.equal(pollOverride({ OFFLOAD_POLL_US: '' }), undefined);
+    assert.equal(pollOverride({ OFFLOAD_POLL_US: '0' }), 0);
+    assert.equal(pollOverride({ OFFLOAD_POLL_US: '25' }), 25);
+    assert.throws(() => pollOverride({ OFFLOAD_POLL_US: 'fast' }), /OFFLOAD_POLL_US must be a number/);
+  });
+
+  it('a client says under OFFLOAD_DEBUG what its polling chose', () => {
+    // A real client and proxy in one process, over 127.0.0.1; OFFLOAD_POLL_US=0 makes the choice
+    // the same on any machine.
+    const script = `
+      import { Offload } from './src/index.js';
+      import { startProxy } from './test/helpers/proxy.js';
+      const proxy = await startProxy({ threads: 1 });
+      const runtime = await Offload.init({ host: false, webgpu: false, proxies: [proxy.address], token: proxy.token });
+      await runtime.shutdown();
+      await proxy.stop();
+    `;
+    const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: new URL('..', import.meta.url),
+      encoding: 'utf8',
+      env: { ...process.env, OFFLOAD_DEBUG: '1', OFFLOAD_POLL_US: '0', OFFLOAD_PROXIES: '' },
+      timeout: 25_000,
+    });
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(
+      result.stderr,
+      /offload-ts debug: (client|proxy) polling: TCP: OFFLOAD_POLL_US=0: sleeps as soon as nothing is ready/,
+    );
+  });
+});

@@ -86,3 +86,96 @@ export declare function print(message: string, n?: i32, a0?: f64, a1?: f64, a2?:
 // @ts-ignore: decorator
 @external("offload", "host_call")
 export declare function hostCall(name: string, n?: i32, a0?: f64, a1?: f64, a2?: f64, a3?: f64, a4?: f64, a5?: f64): f64;
+
+/*
+ * Typed element access. A kernel parameter declared `ptr<T>` is a device pointer (a byte offset,
+ * passed as a Buffer or `buffer.at(offset)` as any pointer) to elements of type T, indexed in
+ * elements: `x[i]` reads element i (bytes i * sizeof<T>() from the pointer), `x[i] = v` writes
+ * it. The accesses inline to the same load<T>/store<T> as the byte arithmetic written by hand.
+ * T is one of i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 (the build refuses others).
+ */
+
+/** A device pointer to elements of type T, indexed in elements. */
+// @ts-ignore: decorator
+@final @unmanaged
+export class ptr<T> {
+  /** Element `index`: the T at byte `index * sizeof<T>()` from this pointer. */
+  // @ts-ignore: decorator
+  @inline @operator("[]")
+  get(index: i32): T {
+    return load<T>(changetype<usize>(this) + (<usize>index << alignof<T>()));
+  }
+
+  /** Writes `value` to element `index`. */
+  // @ts-ignore: decorator
+  @inline @operator("[]=")
+  set(index: i32, value: T): void {
+    store<T>(changetype<usize>(this) + (<usize>index << alignof<T>()), value);
+  }
+
+  /** The address `byteOffset` bytes from this pointer, for load<U>/store<U> where byte addressing is wanted. */
+  // @ts-ignore: decorator
+  @inline
+  at(byteOffset: usize): usize {
+    return changetype<usize>(this) + byteOffset;
+  }
+
+  /** This pointer's address (a byte offset into device memory), as a usize. */
+  // @ts-ignore: decorator
+  @inline
+  get address(): usize {
+    return changetype<usize>(this);
+  }
+}
+
+/*
+ * Per-item kernels. A kernel whose first parameter is declared `i: item` is the body for one item
+ * of a 1-, 2- or 3-D range: the program launches it with `{ items: n }` or `{ items: [x, y] }` /
+ * `[x, y, z]` and does not pass the item. `i` is the item's x; itemId(d) and itemCount(d) give
+ * every dimension. The build wraps the body in the loop the device wants (a contiguous block per
+ * team on the host device, one invocation per item on a GPU).
+ */
+
+/** The type of a per-item kernel's first parameter: the item's index along x. */
+export type item = i32;
+
+// The item being run and the range's sizes, set by the loop the build generates around a
+// per-item kernel's body (the optimiser drops what the body never reads).
+let itemX: i32 = 0;
+let itemY: i32 = 0;
+let itemZ: i32 = 0;
+let countX: i32 = 1;
+let countY: i32 = 1;
+let countZ: i32 = 1;
+
+/** Index of this item along dimension `d` (0 = x, the kernel's `i`; 1 = y; 2 = z), in [0, itemCount(d)). */
+// @ts-ignore: decorator
+@inline
+export function itemId(d: i32 = 0): i32 {
+  return d == 0 ? itemX : d == 1 ? itemY : d == 2 ? itemZ : 0;
+}
+
+/** Number of items of the launch along dimension `d` (1 past the launch's dimensions). */
+// @ts-ignore: decorator
+@inline
+export function itemCount(d: i32 = 0): i32 {
+  return d == 0 ? countX : d == 1 ? countY : d == 2 ? countZ : 1;
+}
+
+/** @internal Called by the generated loop: the range's sizes. */
+// @ts-ignore: decorator
+@inline
+export function offload_item_counts(x: i32, y: i32, z: i32): void {
+  countX = x;
+  countY = y;
+  countZ = z;
+}
+
+/** @internal Called by the generated loop before each item's body. */
+// @ts-ignore: decorator
+@inline
+export function offload_item(x: i32, y: i32, z: i32): void {
+  itemX = x;
+  itemY = y;
+  itemZ = z;
+}

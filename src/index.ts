@@ -7,6 +7,8 @@ export {
   Event,
   type CopyOptions,
   type Grid,
+  type ItemsGrid,
+  type LaunchGrid,
   type KernelArgument,
   type RecordOptions,
   type RectCopy,

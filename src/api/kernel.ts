@@ -1,4 +1,4 @@
-import type { ImageFormat, ParamInfo } from '../image/manifest.js';
+import { isPerItem, type ImageFormat, type ParamInfo } from '../image/manifest.js';
 import type { LoadedKernel } from '../plugins/interface.js';
 import type { Device } from './device.js';
 import type { Library } from './library.js';
@@ -27,7 +27,14 @@ export class Kernel {
     /** @internal */ readonly loaded: LoadedKernel,
   ) {
     this.scratch = new LaunchScratch(loaded.params);
+    this.perItem = isPerItem(loaded.params);
   }
+
+  /**
+   * Whether it is a per-item kernel (its source's first parameter is `i: item`): launched with
+   * `{ items }`, its last three parameters (the item counts) are passed by the launch.
+   */
+  readonly perItem: boolean;
 
   /** @internal What its launches reuse (Queue.launch). */
   readonly scratch: LaunchScratch;

@@ -43,6 +43,11 @@ export interface KernelSignature {
   returnType: string;
   /** Parameters from this index on are optional. */
   requiredParameters: number;
+  /**
+   * A per-item kernel (its source's first parameter was `i: item`): the build generated this
+   * function around the body, which it renamed; `body` is the body function's internal name.
+   */
+  perItem?: { body: string };
 }
 
 /** A syntax tree node as the worker sends it: its NodeKind name, line and fields (see compiler-worker.js). */

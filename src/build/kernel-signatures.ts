@@ -4,7 +4,7 @@
  * usize (device pointer) parameters.
  */
 import { errors } from '../errors.js';
-import type { EntryInfo, ParamInfo, ParamType } from '../image/manifest.js';
+import { ITEM_COUNT_PARAMS, type EntryInfo, type ParamInfo, type ParamType } from '../image/manifest.js';
 import type { KernelSignature } from './compiler-job.js';
 
 /** AssemblyScript types a kernel parameter may have, and how they travel (usize is a device pointer). */
@@ -23,6 +23,17 @@ const PARAM_TYPE_OF = new Map<string, ParamType>([
   ['f64', 'f64'],
   ['usize', 'ptr'],
 ]);
+
+/** The resolved type of a typed device pointer (`ptr<T>` of the device library) and its element type. */
+const TYPED_POINTER = /^~lib\/offload-ts\/device\/ptr<(.+)>$/;
+/** Element types a `ptr<T>` may have: the types load<T>/store<T> move. */
+export const POINTER_ELEMENT_TYPES = ['i8', 'u8', 'i16', 'u16', 'i32', 'u32', 'i64', 'u64', 'f32', 'f64'] as const;
+
+/** The element type of a resolved `ptr<T>` type name, or undefined when `type` is no typed pointer. */
+export function pointerElementOf(type: string): string | undefined {
+  return TYPED_POINTER.exec(type)?.[1];
+}
+
 
 /**
  * The manifest entries of `kernels`, in order. Signatures the compiler could not resolve are
@@ -51,11 +62,19 @@ export function kernelEntries(kernels: KernelSignature[], displayPath: (source: 
     const before = problems.length;
     const params: ParamInfo[] = [];
     kernel.params.forEach(({ name, type, declared }, i) => {
-      const paramType = PARAM_TYPE_OF.get(type);
-      if (paramType === undefined) {
+      const element = pointerElementOf(type);
+      const paramType = element === undefined ? PARAM_TYPE_OF.get(type) : 'ptr';
+      if (element !== undefined && !(POINTER_ELEMENT_TYPES as readonly string[]).includes(element)) {
+        problems.push(
+          `${where}: parameter '${name}' has type '${declared}', a pointer to elements a kernel cannot load or store ` +
+            `(write ptr<T> with T one of ${POINTER_ELEMENT_TYPES.join(', ')}, or usize for a pointer addressed in bytes)`,
+        );
+      } else if (ITEM_COUNT_PARAMS.some((reserved) => reserved === name) && !kernel.perItem) {
+        problems.push(`${where}: parameter '${name}' is named like the item counts the build adds to per-item kernels; rename it`);
+      } else if (paramType === undefined) {
         problems.push(
           `${where}: parameter '${name}' has type '${declared}', which a kernel cannot take ` +
-            `(use i8..i64, u8..u64, bool, f32, f64, or usize for a device pointer)`,
+            `(use i8..i64, u8..u64, bool, f32, f64, ptr<T> or usize for a device pointer)`,
         );
       } else if (i >= kernel.requiredParameters) {
         problems.push(`${where}: parameter '${name}' is optional; kernel parameters must all be required`);

@@ -29,7 +29,10 @@ export function itemDims(items: unknown, what: string, device?: number): Dims {
   let dims: Dims;
   if (Array.isArray(items)) {
     if (items.length < 1 || items.length > 3)
-      throw errors.invalidArgument(`${what} must be a number or 1 to 3 dimensions, got ${items.length} ${hint}`, device);
+      throw errors.invalidArgument(
+        `${what} must be a number or 1 to 3 dimensions, got ${items.length} ${hint}`,
+        device,
+      );
     dims = [1, 1, 1];
     items.forEach((value: unknown, axis) => {
       dims[axis] = checkCount(value, `${what}[${axis}] (${AXES[axis]})`, hint, device);
@@ -48,7 +51,10 @@ export function itemDims(items: unknown, what: string, device?: number): Dims {
 
 function checkCount(value: unknown, what: string, hint: string, device: number | undefined): number {
   if (typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= MAX_ITEMS) return value;
-  const why = value === 0 ? 'is 0: a launch runs at least one item; skip the launch for an empty range' : `must be an integer from 1 to 2^31 - 1, got ${describe(value)}`;
+  const why =
+    value === 0
+      ? 'is 0: a launch runs at least one item; skip the launch for an empty range'
+      : `must be an integer from 1 to 2^31 - 1, got ${describe(value)}`;
   throw errors.invalidArgument(`${what} ${why} ${hint}`, device);
 }
 
@@ -65,10 +71,19 @@ export interface SuggestedGrid {
  * GPU_ITEM_THREADS threads per team and enough teams for one invocation per item, along y too
  * when x would exceed the device's teams per dimension.
  */
-export function itemsGrid(dims: Dims, format: ImageFormat, info: DeviceInfo, what: string, device?: number): SuggestedGrid {
+export function itemsGrid(
+  dims: Dims,
+  format: ImageFormat,
+  info: DeviceInfo,
+  what: string,
+  device?: number,
+): SuggestedGrid {
   const total = dims[0] * dims[1] * dims[2];
   if (format === 'wasm') {
-    const teams = Math.max(1, Math.min(total, HOST_TEAMS_PER_UNIT * info.computeUnits, info.maxTeams, info.maxTeamDims[0]));
+    const teams = Math.max(
+      1,
+      Math.min(total, HOST_TEAMS_PER_UNIT * info.computeUnits, info.maxTeams, info.maxTeamDims[0]),
+    );
     return { teams, threads: 1 };
   }
   const threads = Math.min(GPU_ITEM_THREADS, info.maxThreadsPerTeam, info.maxThreadDims[0]);

@@ -832,7 +832,12 @@ export class Queue {
         const items = lowerItemsLaunch(kernel, grid, args, this.device.info, this.device.id);
         grid = items.grid as Grid;
         args = items.args as KernelArgument[];
-      } else if (kernel instanceof Kernel && kernel.perItem && Array.isArray(args) && args.length === kernel.params.length - 3) {
+      } else if (
+        kernel instanceof Kernel &&
+        kernel.perItem &&
+        Array.isArray(args) &&
+        args.length === kernel.params.length - 3
+      ) {
         throw teamsLaunchOfPerItem(kernel, this.device.id);
       }
       lowered = this.launchGrid(kernel, grid);

@@ -55,6 +55,7 @@ const ITEM_COUNTS = ['offload_items_x', 'offload_items_y', 'offload_items_z'];
  * messages keep their lines), and the generated kernels are appended after the last line.
  */
 function withItemLoops(text, file) {
+  // `file` as asc names it: relative to the base directory, as internal names are.
   const parser = new Parser();
   parser.parseFile(text, file, true);
   const source = parser.sources[0];
@@ -82,7 +83,7 @@ function withItemLoops(text, file) {
   if (kernels.length === 0) return text;
   let out = text;
   for (const edit of edits.sort((a, b) => b.start - a.start)) out = out.slice(0, edit.start) + edit.text + out.slice(edit.end);
-  const internal = path.relative(job.baseDir, file).split(path.sep).join('/').replace(/\.ts$/, '');
+  const internal = file.split(path.sep).join('/').replace(/\.ts$/, '');
   for (const kernel of kernels) perItem.set(kernel.name, `${internal}/${kernel.name}${ITEM_BODY_SUFFIX}`);
   return `${out}\n${itemLoopSource(kernels)}`;
 }

@@ -34,7 +34,6 @@ export function pointerElementOf(type: string): string | undefined {
   return TYPED_POINTER.exec(type)?.[1];
 }
 
-
 /**
  * The manifest entries of `kernels`, in order. Signatures the compiler could not resolve are
  * skipped (the compiler reports those itself).
@@ -70,7 +69,9 @@ export function kernelEntries(kernels: KernelSignature[], displayPath: (source: 
             `(write ptr<T> with T one of ${POINTER_ELEMENT_TYPES.join(', ')}, or usize for a pointer addressed in bytes)`,
         );
       } else if (ITEM_COUNT_PARAMS.some((reserved) => reserved === name) && !kernel.perItem) {
-        problems.push(`${where}: parameter '${name}' is named like the item counts the build adds to per-item kernels; rename it`);
+        problems.push(
+          `${where}: parameter '${name}' is named like the item counts the build adds to per-item kernels; rename it`,
+        );
       } else if (paramType === undefined) {
         problems.push(
           `${where}: parameter '${name}' has type '${declared}', which a kernel cannot take ` +

@@ -11,10 +11,11 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { buildBundle } from '../src/build/compile.js';
 import { decodeBundle } from '../src/image/bundle.js';
-import { Offload, type Device, type Library, type Runtime } from '../src/index.js';
+import { Offload, OffloadError, type Device, type Library, type Runtime } from '../src/index.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 import { startProxy, type ProxyProcess } from './helpers/proxy.js';
+import { typeCheck } from './helpers/typecheck.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
 
 const gpuSkip = await webgpuSkipReason();
@@ -149,6 +150,50 @@ describe('per-item kernels and typed pointers', { timeout: 180_000 }, () => {
   });
 });
 
+describe('grids chosen by the device', { timeout: 180_000 }, () => {
+  it('suggestGrid gives the grid of a { items } launch, stated in OFFLOAD_INFO', async () => {
+    const lines: string[] = [];
+    const runtime = await Offload.init({
+      host: { threads: 2, memoryBytes: 16 * 1024 * 1024 },
+      webgpu: gpuSkip === undefined ? { fallback: true } : false,
+      proxies: [],
+      info: (line) => lines.push(line),
+    });
+    try {
+      const library = await runtime.register(await fixtureBundle(SOURCE));
+      const host = runtime.devices.find((device) => device.info.plugin === 'host')!;
+      const saxpy = await host.kernel(library, 'saxpy');
+      assert.deepEqual(host.suggestGrid(saxpy, { items: 1_000_000 }), { teams: 32, threads: 1 });
+      assert.deepEqual(host.suggestGrid(saxpy, { items: [5, 2] }), { teams: 10, threads: 1 });
+      assert.ok(
+        lines.some((line) => /suggestGrid 'saxpy' \(wasm\): 1000000 x 1 x 1 items -> teams 32, threads 1/.test(line)),
+        lines.join('\n'),
+      );
+      assert.throws(
+        () => host.suggestGrid(saxpy, { items: 0 }),
+        (error: unknown) =>
+          error instanceof OffloadError && error.code === 'INVALID_ARGUMENT' && /is 0/.test(error.message),
+      );
+      assert.throws(
+        () => host.suggestGrid(saxpy, { items: 4, teamMemoryBytes: host.info.maxTeamMemoryBytes + 1 }),
+        (error: unknown) => error instanceof OffloadError && /maxTeamMemoryBytes/.test(error.message),
+      );
+      const gpu = runtime.devices.find((device) => device.info.plugin === 'webgpu');
+      if (gpu !== undefined) {
+        const onGpu = await gpu.kernel(library, 'saxpy');
+        assert.deepEqual(gpu.suggestGrid(onGpu, { items: 1000 }), { teams: 16, threads: 64 });
+        const wide = gpu.info.maxTeamDims[0] * 64 + 1;
+        assert.deepEqual(gpu.suggestGrid(onGpu, { items: wide }), {
+          teams: [gpu.info.maxTeamDims[0], 2, 1],
+          threads: 64,
+        });
+      }
+    } finally {
+      await runtime.shutdown();
+    }
+  });
+});
+
 describe('per-item kernels behind a proxy', { timeout: 180_000 }, () => {
   let proxy: ProxyProcess;
   let runtime: Runtime;
@@ -226,6 +271,31 @@ export function bytesU16(i: item, x: usize, y: usize): void { store<i64>(y + (<u
     } finally {
       module.dispose();
     }
+  });
+
+  it('types the wrapper of a per-item kernel with { items } and without the item counts', async () => {
+    // The wrappers of the previous test's build, out.js and out.d.ts.
+    await writeFile(join(dir, 'package.json'), JSON.stringify({ type: 'module' }));
+    await writeFile(
+      join(dir, 'use.ts'),
+      `import { Offload } from 'offload-ts';
+import { load } from './out.js';
+const runtime = await Offload.init();
+const k = await load(runtime);
+const device = runtime.device(0);
+const x = await device.alloc(16);
+await k.typedF32(device, { items: 4 }, 2, x, x);
+await k.typedF32(device, { items: [2, 2] }, 2, x, x);
+await k.typedF32(device, { teams: 4 }, 2, x, x);
+await k.typedF32(device, { items: 4 }, 2, x, x, 4, 1, 1);
+`,
+    );
+    const errors = await typeCheck(dir, 'use.ts');
+    assert.deepEqual(
+      errors.map((line) => /^use\.ts\((\d+),\d+\): error (TS\d+)/.exec(line)?.slice(1, 3).join(' ') ?? line),
+      ['9 TS2561', '10 TS2554'],
+      errors.join('\n'),
+    );
   });
 
   it('refuses ptr<T> of a type a kernel cannot load or store, naming what to write', async () => {

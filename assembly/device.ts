@@ -103,6 +103,7 @@ export class ptr<T> {
   // @ts-ignore: decorator
   @inline @operator("[]")
   get(index: i32): T {
+    if (isDefined(OFFLOAD_CHECKED)) offload_check(changetype<usize>(this), index, alignof<T>());
     return load<T>(changetype<usize>(this) + (<usize>index << alignof<T>()));
   }
 
@@ -110,6 +111,7 @@ export class ptr<T> {
   // @ts-ignore: decorator
   @inline @operator("[]=")
   set(index: i32, value: T): void {
+    if (isDefined(OFFLOAD_CHECKED)) offload_check(changetype<usize>(this), index, alignof<T>());
     store<T>(changetype<usize>(this) + (<usize>index << alignof<T>()), value);
   }
 
@@ -178,4 +180,58 @@ export function offload_item(x: i32, y: i32, z: i32): void {
   itemX = x;
   itemY = y;
   itemZ = z;
+}
+
+/*
+ * Bounds-checked builds (`offload build --checked`, which defines OFFLOAD_CHECKED): the generated
+ * kernel registers each ptr<T> parameter's address and the bytes its buffer has from there (the
+ * launch passes them), and every x[i] checks i against them. An access outside fails the launch
+ * (KERNEL_TRAP) naming the kernel, the parameter, the index and the buffer's length.
+ */
+
+/** Fails the launch: `where` names the kernel and parameter. */
+// @ts-ignore: decorator
+@external("offload", "out_of_bounds")
+declare function offload_out_of_bounds(where: usize, index: i32, elements: i32): void;
+
+// Up to eight typed pointers of the running kernel: address, bytes from it, and its name.
+let boundCount: i32 = 0;
+let base0: usize = 0; let bytes0: u32 = 0; let name0: usize = 0;
+let base1: usize = 0; let bytes1: u32 = 0; let name1: usize = 0;
+let base2: usize = 0; let bytes2: u32 = 0; let name2: usize = 0;
+let base3: usize = 0; let bytes3: u32 = 0; let name3: usize = 0;
+let base4: usize = 0; let bytes4: u32 = 0; let name4: usize = 0;
+let base5: usize = 0; let bytes5: u32 = 0; let name5: usize = 0;
+let base6: usize = 0; let bytes6: u32 = 0; let name6: usize = 0;
+let base7: usize = 0; let bytes7: u32 = 0; let name7: usize = 0;
+
+/** @internal Called by a checked build's generated kernel: typed pointer `k` (0..7) of the launch. */
+export function offload_bound(k: i32, base: usize, bytes: i32, name: string): void {
+  const at = changetype<usize>(name);
+  if (k == 0) { base0 = base; bytes0 = <u32>bytes; name0 = at; }
+  else if (k == 1) { base1 = base; bytes1 = <u32>bytes; name1 = at; }
+  else if (k == 2) { base2 = base; bytes2 = <u32>bytes; name2 = at; }
+  else if (k == 3) { base3 = base; bytes3 = <u32>bytes; name3 = at; }
+  else if (k == 4) { base4 = base; bytes4 = <u32>bytes; name4 = at; }
+  else if (k == 5) { base5 = base; bytes5 = <u32>bytes; name5 = at; }
+  else if (k == 6) { base6 = base; bytes6 = <u32>bytes; name6 = at; }
+  else if (k == 7) { base7 = base; bytes7 = <u32>bytes; name7 = at; }
+  boundCount = k + 1;
+}
+
+/** @internal Element `index` (of 1 << shift bytes) at `base`: within the buffer registered for base, or the launch fails. */
+export function offload_check(base: usize, index: i32, shift: i32): void {
+  let bytes: u32 = 0;
+  let name: usize = 0;
+  if (boundCount > 0 && base == base0) { bytes = bytes0; name = name0; }
+  else if (boundCount > 1 && base == base1) { bytes = bytes1; name = name1; }
+  else if (boundCount > 2 && base == base2) { bytes = bytes2; name = name2; }
+  else if (boundCount > 3 && base == base3) { bytes = bytes3; name = name3; }
+  else if (boundCount > 4 && base == base4) { bytes = bytes4; name = name4; }
+  else if (boundCount > 5 && base == base5) { bytes = bytes5; name = name5; }
+  else if (boundCount > 6 && base == base6) { bytes = bytes6; name = name6; }
+  else if (boundCount > 7 && base == base7) { bytes = bytes7; name = name7; }
+  else return; // an address the kernel made itself (changetype): not a parameter's
+  const elements = bytes >> <u32>shift;
+  if (<u32>index >= elements) offload_out_of_bounds(name, index, <i32>elements);
 }

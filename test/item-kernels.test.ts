@@ -150,6 +150,75 @@ describe('per-item kernels and typed pointers', { timeout: 180_000 }, () => {
   });
 });
 
+describe('bounds-checked builds (offload build --checked)', { timeout: 240_000 }, () => {
+  let dir: string;
+  let checkedPath: string;
+  let runtime: Runtime;
+  let proxy: ProxyProcess;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'offload-checked-'));
+    checkedPath = (await buildBundle({ sources: [SOURCE], output: join(dir, 'checked'), checked: true })).path;
+    proxy = await startProxy({ threads: 1, memory: '64M' });
+    runtime = await Offload.init({
+      host: { threads: 2, memoryBytes: 16 * 1024 * 1024 },
+      webgpu: gpuSkip === undefined ? { fallback: true } : false,
+      proxies: [proxy.address],
+      token: proxy.token,
+    });
+  });
+
+  after(async () => {
+    await runtime?.shutdown();
+    await proxy?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('adds a byte length per ptr<T> parameter that the launch passes, hidden from the program', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const { manifest } = decodeBundle(new Uint8Array(await readFile(checkedPath)));
+    const saxpy = manifest.entries.find((entry) => entry.name === 'saxpy')!;
+    assert.deepEqual(
+      saxpy.params.map((param) => param.name),
+      ['a', 'x', 'y', 'offload_bytes_x', 'offload_bytes_y', 'offload_items_x', 'offload_items_y', 'offload_items_z'],
+    );
+    assert.equal(manifest.notes, undefined, 'every kernel still translates to WGSL');
+  });
+
+  it('runs correct kernels as before, on every device, remote ones included', async () => {
+    const library = await runtime.register(checkedPath);
+    for (const device of runtime.devices) await checkItemKernels(device, library);
+  });
+
+  it("fails an off-by-one store with KERNEL_TRAP naming the kernel, the parameter, the index and the buffer's length", async () => {
+    const library = await runtime.register(checkedPath);
+    for (const device of runtime.devices.filter((candidate) => candidate.info.imageFormats.includes('wasm'))) {
+      const y = await device.alloc(100 * 4);
+      const shifted = await device.kernel(library, 'shifted');
+      await rejectsWith(
+        device.queue().launch(shifted, { items: 100 }, [y]).done,
+        'KERNEL_TRAP',
+        /kernel 'shifted': parameter 'y' \(ptr<f32>\): index 100 is outside its buffer of 100 elements/,
+      );
+      // A pointer into a buffer has the bytes from it; a kernel written for teams is checked too.
+      const iota = await device.kernel(library, 'iota');
+      await rejectsWith(
+        device.queue().launch(iota, { teams: 2 }, [100, 0, y.at(8)]).done,
+        'KERNEL_TRAP',
+        /kernel 'iota': parameter 'out' \(ptr<i32>\): index 98 is outside its buffer of 98 elements/,
+      );
+      // The device goes on.
+      const q = device.queue();
+      q.launch(iota, { teams: 2 }, [98, 1, y.at(8)]);
+      const got = new Int32Array(98);
+      q.read(y, got, { offset: 8 });
+      await q.finish();
+      assert.equal(got[97], 98);
+      await y.free();
+    }
+  });
+});
+
 describe('grids chosen by the device', { timeout: 180_000 }, () => {
   it('suggestGrid gives the grid of a { items } launch, stated in OFFLOAD_INFO', async () => {
     const lines: string[] = [];

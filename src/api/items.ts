@@ -129,6 +129,49 @@ export function lowerItemsLaunch(
   return { grid: lowered, args: [...args, ...dims] };
 }
 
+/**
+ * The grid and arguments of a launch of a kernel with parameters the launch passes (item counts,
+ * pointer lengths; Kernel.ownParams), given the program's: `{ items }` lowered to a grid, and
+ * the arguments completed (lengths as 0 here, set from the pointers once checked, by
+ * setPointerLengths). Arguments already complete (a proxy's, or a program's own) stay as given.
+ */
+export function completeLaunch(
+  kernel: {
+    name: string;
+    params: readonly { name: string; type: string }[];
+    loaded: { format: ImageFormat };
+    perItem: boolean;
+    ownParams: number;
+    pointerLengths: readonly (readonly [number, number])[];
+  },
+  grid: Record<string, unknown>,
+  args: readonly unknown[],
+  info: DeviceInfo,
+  device: number,
+): { grid: Record<string, unknown>; args: readonly unknown[] } {
+  if (grid.items !== undefined) {
+    const lowered = lowerItemsLaunch(kernel, grid, args, info, device);
+    const counts = lowered.args.slice(args.length);
+    if (args.length !== kernel.ownParams) return { grid: lowered.grid, args: lowered.args };
+    return { grid: lowered.grid, args: [...args, ...kernel.pointerLengths.map(() => 0), ...counts] };
+  }
+  if (!Array.isArray(args) || args.length !== kernel.ownParams || kernel.ownParams === kernel.params.length)
+    return { grid, args };
+  if (kernel.perItem) throw teamsLaunchOfPerItem(kernel, device);
+  return { grid, args: [...args, ...kernel.pointerLengths.map(() => 0)] };
+}
+
+/** Sets each pointer length of a checked kernel's lowered arguments to the bytes of its pointer's buffer from the pointer. */
+export function setPointerLengths(
+  slots: readonly { value?: number | bigint; buffer?: { byteLength: number }; offset?: number }[],
+  lengths: readonly (readonly [number, number])[],
+): void {
+  for (const [length, pointer] of lengths) {
+    const slot = slots[pointer]!;
+    slots[length]!.value = Math.min(MAX_ITEMS, (slot.buffer?.byteLength ?? 0) - (slot.offset ?? 0));
+  }
+}
+
 /** Why a per-item kernel cannot take a `{ teams }` launch with only its own arguments. */
 export function teamsLaunchOfPerItem(kernel: { name: string; params: readonly { name: string }[] }, device: number) {
   const own = kernel.params.slice(0, -3).map((param) => param.name);

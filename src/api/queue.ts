@@ -20,7 +20,7 @@ import {
 import type { Device } from './device.js';
 import { type GridSize, lowerGrid } from './grid.js';
 import { Kernel } from './kernel.js';
-import { lowerItemsLaunch, teamsLaunchOfPerItem } from './items.js';
+import { completeLaunch, setPointerLengths } from './items.js';
 import { dropped } from '../runtime/debug.js';
 import { rectBytes } from '../plugins/interface.js';
 
@@ -827,18 +827,16 @@ export class Queue {
     let slots: LoweredArg[] | undefined;
     try {
       this.device.checkUsable();
-      // A per-item launch becomes an ordinary one: a grid for this device, the item counts as arguments.
-      if (isOptionsObject(grid) && grid.items !== undefined && kernel instanceof Kernel) {
-        const items = lowerItemsLaunch(kernel, grid, args, this.device.info, this.device.id);
-        grid = items.grid as Grid;
-        args = items.args as KernelArgument[];
-      } else if (
+      // A per-item launch becomes an ordinary one (a grid for this device, the item counts as
+      // arguments), and a checked kernel's pointer lengths are added (src/api/items.ts).
+      if (
         kernel instanceof Kernel &&
-        kernel.perItem &&
-        Array.isArray(args) &&
-        args.length === kernel.params.length - 3
+        isOptionsObject(grid) &&
+        (kernel.ownParams !== kernel.params.length || grid.items !== undefined)
       ) {
-        throw teamsLaunchOfPerItem(kernel, this.device.id);
+        const complete = completeLaunch(kernel, grid, args, this.device.info, this.device.id);
+        grid = complete.grid as unknown as Grid;
+        args = complete.args as KernelArgument[];
       }
       lowered = this.launchGrid(kernel, grid);
       slots = kernel.scratch.take();
@@ -846,6 +844,7 @@ export class Queue {
         kernel.scratch.give(slots);
         return undefined;
       }
+      if (kernel.pointerLengths.length > 0) setPointerLengths(slots, kernel.pointerLengths);
     } catch (error) {
       if (slots) kernel.scratch.give(slots);
       if (resolver !== undefined) return undefined; // its caller's general path reports

@@ -34,27 +34,42 @@ const DIAGNOSTIC_ERROR = 3;
 const job = workerData;
 /** Text of every user source served to the compiler, by absolute path. */
 const texts = new Map(Object.entries(job.sources));
-/** Per-item kernels by export name: the internal name of the function that holds their body. */
-const perItem = new Map();
+/**
+ * Kernels the build generated around a body (per-item kernels, and in a checked build every kernel
+ * with a ptr<T> parameter), by export name: `{ body, perItem, lengths }` (see KernelSignature.wrapped).
+ */
+const wrapped = new Map();
 
 /** The type name a per-item kernel's first parameter is declared with (assembly/device.ts). */
 const ITEM_TYPE = 'item';
-/** What the build names a per-item kernel's body: `<kernel>__item`. */
+/** The device library's typed pointer (assembly/device.ts). */
+const POINTER_TYPE = 'ptr';
+/** What the build names a kernel's body: `<kernel>__item` (per-item) or `<kernel>__checked`. */
 const ITEM_BODY_SUFFIX = '__item';
-/** The parameters the build appends to a per-item kernel (kernel-signatures.ts, ITEM_COUNT_PARAMS). */
+const CHECKED_BODY_SUFFIX = '__checked';
+/** The parameters the build appends to a per-item kernel (src/image/manifest.ts, ITEM_COUNT_PARAMS). */
 const ITEM_COUNTS = ['offload_items_x', 'offload_items_y', 'offload_items_z'];
+/** What a checked build appends per ptr<T> parameter: the bytes of its buffer from it (src/image/manifest.ts). */
+const BYTES_PREFIX = 'offload_bytes_';
+/** Typed pointers a checked kernel registers (assembly/device.ts keeps eight). */
+const MAX_CHECKED_POINTERS = 8;
 
 /**
- * Per-item kernels (docs/kernels.md): an exported function of an entry file whose first parameter
- * is declared `name: item` becomes its body, `@inline function <kernel>__item(...)`, and the
- * kernel becomes a generated function that takes the other parameters and the item counts, and
- * runs the body for its invocation's items: with one thread per team (the host device) a
- * contiguous block of them per team, in a tight loop around the inlined body, so that it compiles
- * to what a hand-written block loop does; else one item per invocation, striding by the grid.
+ * Kernels the build writes around the source's (docs/kernels.md). The source's exported function
+ * becomes the body, `@inline function <kernel>__item(...)` (or `__checked`), and the kernel is a
+ * generated function of the same name:
+ * - a per-item kernel (first parameter declared `name: item`) takes the other parameters and the
+ *   item counts, and runs the body for its invocation's items: with one thread per team (the
+ *   host device) a contiguous block of them per team, in a tight loop around the inlined body,
+ *   so that it compiles to what a hand-written block loop does; else one item per invocation,
+ *   striding by the grid;
+ * - in a checked build (`offload build --checked`), a kernel with ptr<T> parameters also takes,
+ *   before any item counts, the bytes each one's buffer has from it (`offload_bytes_<name>`,
+ *   passed by the launch), and registers them for the checks of x[i] (assembly/device.ts).
  * The source is edited where the parser says the declaration is, on the same line (so that
  * messages keep their lines), and the generated kernels are appended after the last line.
  */
-function withItemLoops(text, file) {
+function withGeneratedKernels(text, file) {
   // `file` as asc names it: relative to the base directory, as internal names are.
   const parser = new Parser();
   parser.parseFile(text, file, true);
@@ -62,45 +77,65 @@ function withItemLoops(text, file) {
   if (source === undefined) return text;
   const edits = [];
   const kernels = [];
+  const named = (type, name) => type?.kind === NodeKind.NamedType && type.name.identifier.text === name && type.name.next === null;
   for (const statement of source.statements) {
     if (statement.kind !== NodeKind.FunctionDeclaration || !statement.is(CommonFlags.Export)) continue;
-    const params = statement.signature.parameters;
-    const first = params[0]?.type;
-    if (first?.kind !== NodeKind.NamedType || first.name.identifier.text !== ITEM_TYPE || first.name.next !== null)
-      continue;
     if (statement.body === null || statement.typeParameters?.length) continue; // the compiler reports these
+    const params = statement.signature.parameters;
+    const perItem = named(params[0]?.type, ITEM_TYPE);
+    const own = (perItem ? params.slice(1) : params).map((param) => ({
+      name: param.name.text,
+      type: text.slice(param.type.range.start, param.type.range.end),
+      pointer: named(param.type, POINTER_TYPE) && param.type.typeArguments?.length === 1,
+    }));
+    const pointers = job.checked ? own.filter((param) => param.pointer).slice(0, MAX_CHECKED_POINTERS) : [];
+    if (!perItem && pointers.length === 0) continue;
     const start = statement.range.start;
     if (text.slice(start, start + 6) !== 'export') continue;
     const name = statement.name.text;
+    const body = `${name}${perItem ? ITEM_BODY_SUFFIX : CHECKED_BODY_SUFFIX}`;
     edits.push({ start, end: start + 6, text: '@inline' });
-    edits.push({ start: statement.name.range.start, end: statement.name.range.end, text: `${name}${ITEM_BODY_SUFFIX}` });
-    kernels.push({
-      name,
-      item: params[0].name.text,
-      params: params.slice(1).map((param) => ({ name: param.name.text, type: text.slice(param.type.range.start, param.type.range.end) })),
-    });
+    edits.push({ start: statement.name.range.start, end: statement.name.range.end, text: body });
+    kernels.push({ name, body, perItem, params: own, pointers });
   }
   if (kernels.length === 0) return text;
   let out = text;
   for (const edit of edits.sort((a, b) => b.start - a.start)) out = out.slice(0, edit.start) + edit.text + out.slice(edit.end);
   const internal = file.split(path.sep).join('/').replace(/\.ts$/, '');
-  for (const kernel of kernels) perItem.set(kernel.name, `${internal}/${kernel.name}${ITEM_BODY_SUFFIX}`);
-  return `${out}\n${itemLoopSource(kernels)}`;
+  for (const kernel of kernels)
+    wrapped.set(kernel.name, {
+      body: `${internal}/${kernel.body}`,
+      perItem: kernel.perItem,
+      lengths: kernel.pointers.map((param) => param.name),
+    });
+  return `${out}\n${generatedSource(kernels)}`;
 }
 
-/** The generated kernels of withItemLoops, one per per-item kernel. */
-function itemLoopSource(kernels) {
+/** The generated kernels of withGeneratedKernels. */
+function generatedSource(kernels) {
   const lines = [
-    '// Generated by offload build: the loops that run the per-item kernels of this file over their items.',
-    'import { numTeams as offload_numTeams, numThreads as offload_numThreads, teamId as offload_teamId, threadId as offload_threadId, offload_item_counts, offload_item } from "offload-ts/device";',
+    '// Generated by offload build (docs/kernels.md): the kernels around the bodies of this file.',
+    'import { numTeams as offload_numTeams, numThreads as offload_numThreads, teamId as offload_teamId, threadId as offload_threadId, offload_item_counts, offload_item, offload_bound } from "offload-ts/device";',
   ];
-  for (const { name, params } of kernels) {
+  for (const { name, body, perItem, params, pointers } of kernels) {
     const [nx, ny, nz] = ITEM_COUNTS;
-    const declared = [...params.map((p) => `${p.name}: ${p.type}`), ...ITEM_COUNTS.map((count) => `${count}: i32`)];
+    const declared = [
+      ...params.map((p) => `${p.name}: ${p.type}`),
+      ...pointers.map((p) => `${BYTES_PREFIX}${p.name}: i32`),
+      ...(perItem ? ITEM_COUNTS.map((count) => `${count}: i32`) : []),
+    ];
     const args = params.map((p) => p.name).join(', ');
-    const call = (x) => `${name}${ITEM_BODY_SUFFIX}(${[x, ...(args === '' ? [] : [args])].join(', ')});`;
+    lines.push(`export function ${name}(${declared.join(', ')}): void {`);
+    pointers.forEach((p, k) => {
+      const where = JSON.stringify(`kernel '${name}': parameter '${p.name}' (${p.type})`);
+      lines.push(`  offload_bound(${k}, changetype<usize>(${p.name}), ${BYTES_PREFIX}${p.name}, ${where});`);
+    });
+    if (!perItem) {
+      lines.push(`  ${body}(${args});`, '}');
+      continue;
+    }
+    const call = (x) => `${body}(${[x, ...(args === '' ? [] : [args])].join(', ')});`;
     lines.push(
-      `export function ${name}(${declared.join(', ')}): void {`,
       `  offload_item_counts(${nx}, ${ny}, ${nz});`,
       `  const offload_total = <u32>${nx} * <u32>${ny} * <u32>${nz};`,
       '  const offload_threads = <u32>offload_numThreads();',
@@ -285,7 +320,7 @@ function signatureOf(program, name, prototype) {
     type: type.toString(),
     declared: nodes[i]?.type.range.toString() ?? type.toString(),
   }));
-  const body = perItem.get(name);
+  const generated = wrapped.get(name);
   return {
     name,
     source,
@@ -294,7 +329,7 @@ function signatureOf(program, name, prototype) {
     params,
     returnType: returnType.toString(),
     requiredParameters,
-    ...(body === undefined ? {} : { perItem: { body } }),
+    ...(generated === undefined ? {} : { wrapped: generated }),
   };
 }
 
@@ -307,7 +342,7 @@ async function readSource(filename, baseDir) {
   if (known !== undefined) {
     if (!(file in job.sources)) return known;
     // An entry file: its per-item kernels get their loops (messages then read the edited text).
-    const edited = withItemLoops(known, filename);
+    const edited = withGeneratedKernels(known, filename);
     texts.set(file, edited);
     return edited;
   }

@@ -4,7 +4,7 @@
  * usize (device pointer) parameters.
  */
 import { errors } from '../errors.js';
-import { ITEM_COUNT_PARAMS, type EntryInfo, type ParamInfo, type ParamType } from '../image/manifest.js';
+import type { EntryInfo, ParamInfo, ParamType } from '../image/manifest.js';
 import type { KernelSignature } from './compiler-job.js';
 
 /** AssemblyScript types a kernel parameter may have, and how they travel (usize is a device pointer). */
@@ -68,9 +68,9 @@ export function kernelEntries(kernels: KernelSignature[], displayPath: (source: 
           `${where}: parameter '${name}' has type '${declared}', a pointer to elements a kernel cannot load or store ` +
             `(write ptr<T> with T one of ${POINTER_ELEMENT_TYPES.join(', ')}, or usize for a pointer addressed in bytes)`,
         );
-      } else if (ITEM_COUNT_PARAMS.some((reserved) => reserved === name) && !kernel.perItem) {
+      } else if (name.startsWith('offload_') && kernel.wrapped === undefined) {
         problems.push(
-          `${where}: parameter '${name}' is named like the item counts the build adds to per-item kernels; rename it`,
+          `${where}: parameter '${name}' starts with 'offload_', which names the parameters the build adds (item counts, pointer lengths); rename it`,
         );
       } else if (paramType === undefined) {
         problems.push(

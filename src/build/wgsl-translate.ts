@@ -16,7 +16,7 @@
 import type { ConstantSyntax, FunctionSyntax, KernelSignature, SyntaxNode } from './compiler-job.js';
 import type { TranslationNote } from '../image/manifest.js';
 import { TEAM_MEMORY_OVERRIDE } from './wgsl-kernels.js';
-import { ITEM_COUNT_PARAMS } from '../image/manifest.js';
+import { ITEM_COUNT_PARAMS, POINTER_BYTES_PREFIX } from '../image/manifest.js';
 
 export type { TranslationNote };
 
@@ -368,7 +368,7 @@ export function translateKernels(
   for (const kernel of kernels) {
     if (skip.has(kernel.name)) continue;
     // A per-item kernel: its body (the function the build renamed) is the entry point's, once per item.
-    const body = kernel.perItem === undefined ? undefined : byInternal.get(kernel.perItem.body);
+    const body = kernel.wrapped === undefined ? undefined : byInternal.get(kernel.wrapped.body);
     const fn =
       body !== undefined
         ? { ...body, name: kernel.name }
@@ -395,10 +395,12 @@ export function translateKernels(
     try {
       const use: MemoryUse = { written: new Set(), atomic: new Set(), raw: new Set() };
       const helperCall = (name: string): FunctionSyntax => helper(name, [fn.internalName]);
-      const role = body !== undefined ? 'items' : 'kernel';
+      const role = kernel.wrapped?.perItem ? 'items' : 'kernel';
+      // Checked builds' pointer lengths: taken (the signature stays the wasm one's), not checked (WGSL clamps).
+      const lengths = (kernel.wrapped?.lengths ?? []).map((name) => `${POINTER_BYTES_PREFIX}${name}`);
       // The first pass learns which bindings are written and which need atomics; the second emits with that.
-      new FunctionTranslator(fn, role, byInternal, constants, helperCall, use).translate();
-      chunks.push(new FunctionTranslator(fn, role, byInternal, constants, helperCall, use).translate());
+      new FunctionTranslator(fn, role, byInternal, constants, helperCall, use, lengths).translate();
+      chunks.push(new FunctionTranslator(fn, role, byInternal, constants, helperCall, use, lengths).translate());
       translated.push(kernel.name);
     } catch (error) {
       // Source nested deeper than the translator's recursion reaches stays wasm-only too.
@@ -469,6 +471,8 @@ class FunctionTranslator {
     private readonly constants: Map<string, ConstantSyntax>,
     private readonly helper: (internalName: string) => FunctionSyntax,
     private readonly memory: MemoryUse,
+    /** Parameters (i32) the entry point takes after its own and before any item counts. */
+    private readonly extraParams: readonly string[] = [],
   ) {
     this.returnType = role !== 'helper' ? 'void' : typeOf(fn.returnType!, fn, 'a result');
     this.pointers.set(TEAM_MEMORY_BASE, TEAM_MEMORY_WORDS);
@@ -500,9 +504,11 @@ class FunctionTranslator {
     let binding = 1;
     const items = this.role === 'items';
     // A per-item kernel takes its body's parameters but the item, and then the item counts.
-    const entryParams = items
-      ? [...params.slice(1), ...ITEM_COUNT_NAMES.map((name) => ({ name, type: 'i32' }))]
-      : params;
+    const entryParams = [
+      ...(items ? params.slice(1) : params),
+      ...this.extraParams.map((name) => ({ name, type: 'i32' })),
+      ...(items ? ITEM_COUNT_NAMES.map((name) => ({ name, type: 'i32' })) : []),
+    ];
     for (const param of entryParams) {
       const element = TYPED_POINTER.exec(param.type)?.[1];
       if (element !== undefined) {

@@ -4,7 +4,7 @@
  * kernel's arguments after its manifest signature.
  */
 import { errors } from '../errors.js';
-import { isPerItem, type EntryInfo, type Manifest, type ParamType } from '../image/manifest.js';
+import { isLaunchParam, isPerItem, type EntryInfo, type Manifest, type ParamType } from '../image/manifest.js';
 
 /** Members of the wrapper object besides the kernels; `then` would make it a thenable, which `await load()` would call. */
 const OWN_MEMBERS = new Set(['library', 'unload', 'then']);
@@ -85,7 +85,7 @@ export function wrapperTypes(manifest: Manifest): string {
   const members = kernelsOf(manifest).map((entry) => {
     // A per-item kernel takes `{ items }`; the launch passes its item counts, its last three parameters.
     const perItem = isPerItem(entry.params);
-    const own = perItem ? { ...entry, params: entry.params.slice(0, -3) } : entry;
+    const own = { ...entry, params: entry.params.filter((param) => !isLaunchParam(param.name)) };
     const params = [
       'device: Device',
       `grid: ${perItem ? 'ItemsGrid' : 'Grid'}`,

@@ -360,9 +360,11 @@ function mandelbrotPlain(
  * `{ items }`, the device choosing the teams) against examples/kernels.ts's hand-written block
  * kernels on the same data, and mandelbrot against plain TypeScript on the main thread.
  */
-async function perItem({ device, queue, library, plan }: Setup): Promise<Row[]> {
+async function perItem({ device, queue, library, plan }: Setup, runtime: Runtime): Promise<Row[]> {
+  const checkedLibrary = await runtime.register(await benchBundle(true));
   const workers = device.info.computeUnits;
   const [saxpyBlock, saxpyItems] = [await device.kernel(library, 'saxpy'), await device.kernel(library, 'saxpy_items')];
+  const saxpyChecked = await device.kernel(checkedLibrary, 'saxpy_items');
   const n = SAXPY_N;
   const teams = 8 * workers;
   const [x, y] = [await device.alloc(n * 4), await device.alloc(n * 4)];
@@ -372,7 +374,7 @@ async function perItem({ device, queue, library, plan }: Setup): Promise<Row[]> 
   );
   queue.write(y, new Float32Array(n).fill(1));
   await queue.finish();
-  const [items, block] = await measure(plan, [
+  const [items, block, checkedSaxpy] = await measure(plan, [
     {
       label: 'await queue.launch(saxpy_items, { items: n }, [a, x, y]).done: y[i] = a * x[i] + y[i] per item',
       count: 12 * n,
@@ -385,6 +387,13 @@ async function perItem({ device, queue, library, plan }: Setup): Promise<Row[]> 
       count: 12 * n,
       run: async () => {
         await queue.launch(saxpyBlock, { teams }, [n, 0.5, x, y]).done;
+      },
+    },
+    {
+      label: 'the same saxpy_items launch, built with offload build --checked (every x[i] checked)',
+      count: 12 * n,
+      run: async () => {
+        await queue.launch(saxpyChecked, { items: n }, [0.5, x, y]).done;
       },
     },
   ]);
@@ -400,7 +409,8 @@ async function perItem({ device, queue, library, plan }: Setup): Promise<Row[]> 
   const mandelTeams = 16 * workers;
   const [outItems, outBlock] = [await device.alloc(pixels * 4), await device.alloc(pixels * 4)];
   const plainOut = new Uint32Array(pixels);
-  const [mItems, mBlock, mPlain] = await measure(plan, [
+  const mandelChecked = await device.kernel(checkedLibrary, 'mandelbrot_items');
+  const [mItems, mBlock, mPlain, mChecked] = await measure(plan, [
     {
       label: `await queue.launch(mandelbrot_items, { items: [${width}, ${height}] }, [...]).done: one pixel per item`,
       count: pixels,
@@ -420,6 +430,13 @@ async function perItem({ device, queue, library, plan }: Setup): Promise<Row[]> 
       count: pixels,
       run: () => mandelbrotPlain(width, height, maxIter, x0, y0, dx, plainOut),
     },
+    {
+      label: 'the same mandelbrot_items launch, built with offload build --checked',
+      count: pixels,
+      run: async () => {
+        await queue.launch(mandelChecked, { items: [width, height] }, [maxIter, x0, y0, dx, outItems]).done;
+      },
+    },
   ]);
   const [a, b] = [new Uint32Array(pixels), new Uint32Array(pixels)];
   queue.read(outItems, a);
@@ -428,6 +445,7 @@ async function perItem({ device, queue, library, plan }: Setup): Promise<Row[]> 
   const differs = a.findIndex((count, i) => count !== b[i]);
   if (differs >= 0) throw new Error(`mandelbrot_items: differs from mandelbrot at pixel ${differs}`);
   await Promise.all([outItems.free(), outBlock.free()]);
+  await checkedLibrary.unregister();
   return [
     {
       name: `per-item saxpy over 2^24 f32 ({ items }) vs the hand-written block kernel, ${workers} workers`,
@@ -449,6 +467,20 @@ async function perItem({ device, queue, library, plan }: Setup): Promise<Row[]> 
       offload: mItems!,
       baseline: mPlain!,
       goal: { op: '>=', value: 1.8, note: 'on 2 workers' },
+    },
+    {
+      name: 'per-item saxpy built with --checked vs unchecked (the cost of bounds checks)',
+      unit: 'GB/s',
+      offload: checkedSaxpy!,
+      baseline: items!,
+      goal: 'none: the cost of --checked (docs/kernels.md)',
+    },
+    {
+      name: 'per-item mandelbrot built with --checked vs unchecked',
+      unit: 'Mpixels/s',
+      offload: mChecked!,
+      baseline: mItems!,
+      goal: 'none: the cost of --checked (docs/kernels.md)',
     },
   ];
 }
@@ -478,7 +510,7 @@ export const hostSuite: Suite = {
       progress('host: mandelbrot');
       const mandelbrotRow = await mandelbrot(setup);
       progress('host: per-item saxpy and mandelbrot');
-      const perItemRows = await perItem(setup);
+      const perItemRows = await perItem(setup, runtime);
       progress('host: transpose through team memory, host calls');
       return [
         ...copyRows,

@@ -103,6 +103,7 @@ export class ptr<T> {
   // @ts-ignore: decorator
   @inline @operator("[]")
   get(index: i32): T {
+    // @ts-ignore: OFFLOAD_CHECKED is defined by `offload build --checked` (asc --use), unknown to tsc
     if (isDefined(OFFLOAD_CHECKED)) offload_check(changetype<usize>(this), index, alignof<T>());
     return load<T>(changetype<usize>(this) + (<usize>index << alignof<T>()));
   }
@@ -111,6 +112,7 @@ export class ptr<T> {
   // @ts-ignore: decorator
   @inline @operator("[]=")
   set(index: i32, value: T): void {
+    // @ts-ignore: OFFLOAD_CHECKED is defined by `offload build --checked` (asc --use), unknown to tsc
     if (isDefined(OFFLOAD_CHECKED)) offload_check(changetype<usize>(this), index, alignof<T>());
     store<T>(changetype<usize>(this) + (<usize>index << alignof<T>()), value);
   }

@@ -19,11 +19,8 @@ const ASC = 'assemblyscript/asc';
 const BINARYEN = 'assemblyscript/binaryen';
 const COMPILER = 'assemblyscript';
 const TRANSFORM = 'assemblyscript/transform';
-const [{ default: asc }, { CommonFlags, ElementKind, NodeKind, Parser, SourceKind, Token }, { Transform }] = await Promise.all([
-  import(ASC),
-  import(COMPILER),
-  import(TRANSFORM),
-]);
+const [{ default: asc }, { CommonFlags, ElementKind, NodeKind, Parser, SourceKind, Token }, { Transform }] =
+  await Promise.all([import(ASC), import(COMPILER), import(TRANSFORM)]);
 
 /** asc resolves a package import `offload-ts/device` to `<dir>/node_modules/offload-ts/device.ts`. */
 const DEVICE_REQUEST = /(^|\/)node_modules\/offload-ts\/device\.ts$/;
@@ -77,7 +74,8 @@ function withGeneratedKernels(text, file) {
   if (source === undefined) return text;
   const edits = [];
   const kernels = [];
-  const named = (type, name) => type?.kind === NodeKind.NamedType && type.name.identifier.text === name && type.name.next === null;
+  const named = (type, name) =>
+    type?.kind === NodeKind.NamedType && type.name.identifier.text === name && type.name.next === null;
   for (const statement of source.statements) {
     if (statement.kind !== NodeKind.FunctionDeclaration || !statement.is(CommonFlags.Export)) continue;
     if (statement.body === null || statement.typeParameters?.length) continue; // the compiler reports these
@@ -100,7 +98,8 @@ function withGeneratedKernels(text, file) {
   }
   if (kernels.length === 0) return text;
   let out = text;
-  for (const edit of edits.sort((a, b) => b.start - a.start)) out = out.slice(0, edit.start) + edit.text + out.slice(edit.end);
+  for (const edit of edits.sort((a, b) => b.start - a.start))
+    out = out.slice(0, edit.start) + edit.text + out.slice(edit.end);
   const internal = file.split(path.sep).join('/').replace(/\.ts$/, '');
   for (const kernel of kernels)
     wrapped.set(kernel.name, {

@@ -150,7 +150,9 @@ describe('per-item kernels and typed pointers', { timeout: 180_000 }, () => {
   });
 });
 
-describe('bounds-checked builds (offload build --checked)', { timeout: 240_000 }, () => {
+// One proxy (serving its host device and, where there is an adapter, its GPU) for the per-item
+// kernels behind a proxy and the checked builds on every device.
+describe('behind a proxy, and bounds-checked builds (offload build --checked)', { timeout: 300_000 }, () => {
   let dir: string;
   let checkedPath: string;
   let runtime: Runtime;
@@ -159,7 +161,7 @@ describe('bounds-checked builds (offload build --checked)', { timeout: 240_000 }
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'offload-checked-'));
     checkedPath = (await buildBundle({ sources: [SOURCE], output: join(dir, 'checked'), checked: true })).path;
-    proxy = await startProxy({ threads: 1, memory: '64M' });
+    proxy = await startProxy({ threads: 1, memory: '64M', webgpu: gpuSkip === undefined ? 'fallback' : 'off' });
     runtime = await Offload.init({
       host: { threads: 2, memoryBytes: 16 * 1024 * 1024 },
       webgpu: gpuSkip === undefined ? { fallback: true } : false,
@@ -172,6 +174,14 @@ describe('bounds-checked builds (offload build --checked)', { timeout: 240_000 }
     await runtime?.shutdown();
     await proxy?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("runs { items } launches on the proxy's host device and, where there is an adapter, its GPU", async () => {
+    const library = await runtime.register(await fixtureBundle(SOURCE));
+    const remote = runtime.devices.filter((device) => device.info.plugin === 'remote');
+    assert.ok(remote.some((device) => device.info.kind === 'cpu'));
+    if (gpuSkip === undefined) assert.ok(remote.some((device) => device.info.kind === 'gpu'));
+    for (const device of remote) await checkItemKernels(device, library);
   });
 
   it('adds a byte length per ptr<T> parameter that the launch passes, hidden from the program', async () => {
@@ -263,36 +273,7 @@ describe('grids chosen by the device', { timeout: 180_000 }, () => {
   });
 });
 
-describe('per-item kernels behind a proxy', { timeout: 180_000 }, () => {
-  let proxy: ProxyProcess;
-  let runtime: Runtime;
-  let library: Library;
-
-  before(async () => {
-    proxy = await startProxy({ threads: 2, memory: '64M', webgpu: gpuSkip === undefined ? 'fallback' : 'off' });
-    runtime = await Offload.init({
-      host: { threads: 1, memoryBytes: 16 * 1024 * 1024 },
-      webgpu: false,
-      proxies: [proxy.address],
-      token: proxy.token,
-    });
-    library = await runtime.register(await fixtureBundle(SOURCE));
-  });
-
-  after(async () => {
-    await runtime?.shutdown();
-    await proxy?.stop();
-  });
-
-  it("runs { items } launches on the proxy's host device and, where there is an adapter, its GPU", async () => {
-    const remote = runtime.devices.filter((device) => device.info.plugin === 'remote');
-    assert.ok(remote.some((device) => device.info.kind === 'cpu'));
-    if (gpuSkip === undefined) assert.ok(remote.some((device) => device.info.kind === 'gpu'));
-    for (const device of remote) await checkItemKernels(device, library);
-  });
-});
-
-describe('typed element access in wasm', { timeout: 120_000 }, () => {
+describe('typed element access in wasm', { timeout: 300_000 }, () => {
   let dir: string;
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'offload-items-'));

@@ -145,3 +145,154 @@ export declare function hostCall(name: string, n?: i32, a0?: f64, a1?: f64, a2?:
 @inline export function selectLanes(then: v128, otherwise: v128, mask: v128): v128 {
   return v128.bitselect(then, otherwise, mask);
 }
+
+/*
+ * Typed element access. A kernel parameter declared `ptr<T>` is a device pointer (a byte offset,
+ * passed as a Buffer or `buffer.at(offset)` as any pointer) to elements of type T, indexed in
+ * elements: `x[i]` reads element i (bytes i * sizeof<T>() from the pointer), `x[i] = v` writes
+ * it. The accesses inline to the same load<T>/store<T> as the byte arithmetic written by hand.
+ * T is one of i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 (the build refuses others).
+ */
+
+/** A device pointer to elements of type T, indexed in elements. */
+// @ts-ignore: decorator
+@final @unmanaged
+export class ptr<T> {
+  /** Element `index`: the T at byte `index * sizeof<T>()` from this pointer. */
+  // @ts-ignore: decorator
+  @inline @operator("[]")
+  get(index: i32): T {
+    // @ts-ignore: OFFLOAD_CHECKED is defined by `offload build --checked` (asc --use), unknown to tsc
+    if (isDefined(OFFLOAD_CHECKED)) offload_check(changetype<usize>(this), index, alignof<T>());
+    return load<T>(changetype<usize>(this) + (<usize>index << alignof<T>()));
+  }
+
+  /** Writes `value` to element `index`. */
+  // @ts-ignore: decorator
+  @inline @operator("[]=")
+  set(index: i32, value: T): void {
+    // @ts-ignore: OFFLOAD_CHECKED is defined by `offload build --checked` (asc --use), unknown to tsc
+    if (isDefined(OFFLOAD_CHECKED)) offload_check(changetype<usize>(this), index, alignof<T>());
+    store<T>(changetype<usize>(this) + (<usize>index << alignof<T>()), value);
+  }
+
+  /** The address `byteOffset` bytes from this pointer, for load<U>/store<U> where byte addressing is wanted. */
+  // @ts-ignore: decorator
+  @inline
+  at(byteOffset: usize): usize {
+    return changetype<usize>(this) + byteOffset;
+  }
+
+  /** This pointer's address (a byte offset into device memory), as a usize. */
+  // @ts-ignore: decorator
+  @inline
+  get address(): usize {
+    return changetype<usize>(this);
+  }
+}
+
+/*
+ * Per-item kernels. A kernel whose first parameter is declared `i: item` is the body for one item
+ * of a 1-, 2- or 3-D range: the program launches it with `{ items: n }` or `{ items: [x, y] }` /
+ * `[x, y, z]` and does not pass the item. `i` is the item's x; itemId(d) and itemCount(d) give
+ * every dimension. The build wraps the body in the loop the device wants (a contiguous block per
+ * team on the host device, one invocation per item on a GPU).
+ */
+
+/** The type of a per-item kernel's first parameter: the item's index along x. */
+export type item = i32;
+
+// The item being run and the range's sizes, set by the loop the build generates around a
+// per-item kernel's body (the optimiser drops what the body never reads).
+let itemX: i32 = 0;
+let itemY: i32 = 0;
+let itemZ: i32 = 0;
+let countX: i32 = 1;
+let countY: i32 = 1;
+let countZ: i32 = 1;
+
+/** Index of this item along dimension `d` (0 = x, the kernel's `i`; 1 = y; 2 = z), in [0, itemCount(d)). */
+// @ts-ignore: decorator
+@inline
+export function itemId(d: i32 = 0): i32 {
+  return d == 0 ? itemX : d == 1 ? itemY : d == 2 ? itemZ : 0;
+}
+
+/** Number of items of the launch along dimension `d` (1 past the launch's dimensions). */
+// @ts-ignore: decorator
+@inline
+export function itemCount(d: i32 = 0): i32 {
+  return d == 0 ? countX : d == 1 ? countY : d == 2 ? countZ : 1;
+}
+
+/** @internal Called by the generated loop: the range's sizes. */
+// @ts-ignore: decorator
+@inline
+export function offload_item_counts(x: i32, y: i32, z: i32): void {
+  countX = x;
+  countY = y;
+  countZ = z;
+}
+
+/** @internal Called by the generated loop before each item's body. */
+// @ts-ignore: decorator
+@inline
+export function offload_item(x: i32, y: i32, z: i32): void {
+  itemX = x;
+  itemY = y;
+  itemZ = z;
+}
+
+/*
+ * Bounds-checked builds (`offload build --checked`, which defines OFFLOAD_CHECKED): the generated
+ * kernel registers each ptr<T> parameter's address and the bytes its buffer has from there (the
+ * launch passes them), and every x[i] checks i against them. An access outside fails the launch
+ * (KERNEL_TRAP) naming the kernel, the parameter, the index and the buffer's length.
+ */
+
+/** Fails the launch: `where` names the kernel and parameter. */
+// @ts-ignore: decorator
+@external("offload", "out_of_bounds")
+declare function offload_out_of_bounds(where: usize, index: i32, elements: i32): void;
+
+// Up to eight typed pointers of the running kernel: address, bytes from it, and its name.
+let boundCount: i32 = 0;
+let base0: usize = 0; let bytes0: u32 = 0; let name0: usize = 0;
+let base1: usize = 0; let bytes1: u32 = 0; let name1: usize = 0;
+let base2: usize = 0; let bytes2: u32 = 0; let name2: usize = 0;
+let base3: usize = 0; let bytes3: u32 = 0; let name3: usize = 0;
+let base4: usize = 0; let bytes4: u32 = 0; let name4: usize = 0;
+let base5: usize = 0; let bytes5: u32 = 0; let name5: usize = 0;
+let base6: usize = 0; let bytes6: u32 = 0; let name6: usize = 0;
+let base7: usize = 0; let bytes7: u32 = 0; let name7: usize = 0;
+
+/** @internal Called by a checked build's generated kernel: typed pointer `k` (0..7) of the launch. */
+export function offload_bound(k: i32, base: usize, bytes: i32, name: string): void {
+  const at = changetype<usize>(name);
+  if (k == 0) { base0 = base; bytes0 = <u32>bytes; name0 = at; }
+  else if (k == 1) { base1 = base; bytes1 = <u32>bytes; name1 = at; }
+  else if (k == 2) { base2 = base; bytes2 = <u32>bytes; name2 = at; }
+  else if (k == 3) { base3 = base; bytes3 = <u32>bytes; name3 = at; }
+  else if (k == 4) { base4 = base; bytes4 = <u32>bytes; name4 = at; }
+  else if (k == 5) { base5 = base; bytes5 = <u32>bytes; name5 = at; }
+  else if (k == 6) { base6 = base; bytes6 = <u32>bytes; name6 = at; }
+  else if (k == 7) { base7 = base; bytes7 = <u32>bytes; name7 = at; }
+  boundCount = k + 1;
+}
+
+/** @internal Element `index` (of 1 << shift bytes) at `base`: within the buffer registered for base, or the launch fails. */
+export function offload_check(base: usize, index: i32, shift: i32): void {
+  let bytes: u32 = 0;
+  let name: usize = 0;
+  if (boundCount > 0 && base == base0) { bytes = bytes0; name = name0; }
+  else if (boundCount > 1 && base == base1) { bytes = bytes1; name = name1; }
+  else if (boundCount > 2 && base == base2) { bytes = bytes2; name = name2; }
+  else if (boundCount > 3 && base == base3) { bytes = bytes3; name = name3; }
+  else if (boundCount > 4 && base == base4) { bytes = bytes4; name = name4; }
+  else if (boundCount > 5 && base == base5) { bytes = bytes5; name = name5; }
+  else if (boundCount > 6 && base == base6) { bytes = bytes6; name = name6; }
+  else if (boundCount > 7 && base == base7) { bytes = bytes7; name = name7; }
+  else return; // an address the kernel made itself (changetype): not a parameter's
+  const elements = bytes >> <u32>shift;
+  if (<u32>index >= elements) offload_out_of_bounds(name, index, <i32>elements);
+}

@@ -9,10 +9,11 @@ import { cachedBundle } from '../src/cli/kernel-cache.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-/** Path of the bench bundle. */
-export async function benchBundle(): Promise<string> {
+/** Path of the bench bundle; `checked`: built with bounds checks (offload build --checked). */
+export async function benchBundle(checked = false): Promise<string> {
   const bundle = await cachedBundle([join(root, 'bench/kernels.ts'), join(root, 'examples/kernels.ts')], {
     label: 'offload-bench-kernels',
+    checked,
   });
   return bundle.path;
 }

@@ -7,6 +7,8 @@ export {
   Event,
   type CopyOptions,
   type Grid,
+  type ItemsGrid,
+  type LaunchGrid,
   type KernelArgument,
   type RecordOptions,
   type RectCopy,
@@ -14,6 +16,7 @@ export {
   type WaitOptions,
 } from './api/queue.js';
 export { Kernel, type KernelInfo } from './api/kernel.js';
+export type { SuggestedGrid } from './api/items.js';
 export { Library } from './api/library.js';
 export { OffloadError, ErrorCode } from './errors.js';
 export type { DeviceCapabilities, DeviceInfo, MemoryInfo, MemoryKind } from './plugins/interface.js';

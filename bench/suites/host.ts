@@ -325,6 +325,167 @@ async function hostCalls({ device, queue, library, plan }: Setup, runtime: Runti
   };
 }
 
+/**
+ * mandelbrot as a program would write it without offload-ts: plain TypeScript on the main
+ * thread, in JavaScript numbers (f64), row by row.
+ */
+function mandelbrotPlain(
+  width: number,
+  height: number,
+  maxIter: number,
+  x0: number,
+  y0: number,
+  dx: number,
+  out: Uint32Array,
+): void {
+  for (let row = 0; row < height; row++) {
+    const cy = y0 + row * dx;
+    for (let col = 0; col < width; col++) {
+      const cx = x0 + col * dx;
+      let zx = 0;
+      let zy = 0;
+      let iter = 0;
+      while (iter < maxIter && zx * zx + zy * zy <= 4) {
+        const t = zx * zx - zy * zy + cx;
+        zy = 2 * zx * zy + cy;
+        zx = t;
+        iter++;
+      }
+      out[row * width + col] = iter;
+    }
+  }
+}
+
+/**
+ * Per-item kernels (bench/kernels.ts: the body for one element or pixel, launched with
+ * `{ items }`, the device choosing the teams) against examples/kernels.ts's hand-written block
+ * kernels on the same data, and mandelbrot against plain TypeScript on the main thread.
+ */
+async function perItem({ device, queue, library, plan }: Setup, runtime: Runtime): Promise<Row[]> {
+  const checkedLibrary = await runtime.register(await benchBundle(true));
+  const workers = device.info.computeUnits;
+  const [saxpyBlock, saxpyItems] = [await device.kernel(library, 'saxpy'), await device.kernel(library, 'saxpy_items')];
+  const saxpyChecked = await device.kernel(checkedLibrary, 'saxpy_items');
+  const n = SAXPY_N;
+  const teams = 8 * workers;
+  const [x, y] = [await device.alloc(n * 4), await device.alloc(n * 4)];
+  queue.write(
+    x,
+    Float32Array.from({ length: n }, (_, i) => (i % 1000) / 1000),
+  );
+  queue.write(y, new Float32Array(n).fill(1));
+  await queue.finish();
+  const [items, block, checkedSaxpy] = await measure(plan, [
+    {
+      label: 'await queue.launch(saxpy_items, { items: n }, [a, x, y]).done: y[i] = a * x[i] + y[i] per item',
+      count: 12 * n,
+      run: async () => {
+        await queue.launch(saxpyItems, { items: n }, [0.5, x, y]).done;
+      },
+    },
+    {
+      label: `await queue.launch(saxpy, { teams: ${teams} }, [n, a, x, y]).done: examples/kernels.ts's hand-written block loop`,
+      count: 12 * n,
+      run: async () => {
+        await queue.launch(saxpyBlock, { teams }, [n, 0.5, x, y]).done;
+      },
+    },
+    {
+      label: 'the same saxpy_items launch, built with offload build --checked (every x[i] checked)',
+      count: 12 * n,
+      run: async () => {
+        await queue.launch(saxpyChecked, { items: n }, [0.5, x, y]).done;
+      },
+    },
+  ]);
+  await Promise.all([x.free(), y.free()]);
+
+  const [mandelBlock, mandelItems] = [
+    await device.kernel(library, 'mandelbrot'),
+    await device.kernel(library, 'mandelbrot_items'),
+  ];
+  const [width, height, maxIter, x0, y0] = [1024, 768, 256, -2.2, -1.125];
+  const dx = 3 / width;
+  const pixels = width * height;
+  const mandelTeams = 16 * workers;
+  const [outItems, outBlock] = [await device.alloc(pixels * 4), await device.alloc(pixels * 4)];
+  const plainOut = new Uint32Array(pixels);
+  const mandelChecked = await device.kernel(checkedLibrary, 'mandelbrot_items');
+  const [mItems, mBlock, mPlain, mChecked] = await measure(plan, [
+    {
+      label: `await queue.launch(mandelbrot_items, { items: [${width}, ${height}] }, [...]).done: one pixel per item`,
+      count: pixels,
+      run: async () => {
+        await queue.launch(mandelItems, { items: [width, height] }, [maxIter, x0, y0, dx, outItems]).done;
+      },
+    },
+    {
+      label: `await queue.launch(mandelbrot, { teams: ${mandelTeams} }, [...]).done: examples/kernels.ts's rows per team`,
+      count: pixels,
+      run: async () => {
+        await queue.launch(mandelBlock, { teams: mandelTeams }, [width, height, maxIter, x0, y0, dx, outBlock]).done;
+      },
+    },
+    {
+      label: 'mandelbrot in plain TypeScript (f64 numbers, a Uint32Array) on the main thread',
+      count: pixels,
+      run: () => mandelbrotPlain(width, height, maxIter, x0, y0, dx, plainOut),
+    },
+    {
+      label: 'the same mandelbrot_items launch, built with offload build --checked',
+      count: pixels,
+      run: async () => {
+        await queue.launch(mandelChecked, { items: [width, height] }, [maxIter, x0, y0, dx, outItems]).done;
+      },
+    },
+  ]);
+  const [a, b] = [new Uint32Array(pixels), new Uint32Array(pixels)];
+  queue.read(outItems, a);
+  queue.read(outBlock, b);
+  await queue.finish();
+  const differs = a.findIndex((count, i) => count !== b[i]);
+  if (differs >= 0) throw new Error(`mandelbrot_items: differs from mandelbrot at pixel ${differs}`);
+  await Promise.all([outItems.free(), outBlock.free()]);
+  await checkedLibrary.unregister();
+  return [
+    {
+      name: `per-item saxpy over 2^24 f32 ({ items }) vs the hand-written block kernel, ${workers} workers`,
+      unit: 'GB/s',
+      offload: items!,
+      baseline: block!,
+      goal: { op: '>=', value: 0.95 },
+    },
+    {
+      name: `per-item mandelbrot ${width} x ${height} ({ items: [x, y] }) vs the hand-written kernel, ${workers} workers`,
+      unit: 'Mpixels/s',
+      offload: mItems!,
+      baseline: mBlock!,
+      goal: { op: '>=', value: 0.95 },
+    },
+    {
+      name: `per-item mandelbrot ${width} x ${height} on ${workers} workers vs plain TypeScript on the main thread`,
+      unit: 'Mpixels/s',
+      offload: mItems!,
+      baseline: mPlain!,
+      goal: { op: '>=', value: 1.8, note: 'on 2 workers' },
+    },
+    {
+      name: 'per-item saxpy built with --checked vs unchecked (the cost of bounds checks)',
+      unit: 'GB/s',
+      offload: checkedSaxpy!,
+      baseline: items!,
+      goal: 'none: the cost of --checked (docs/kernels.md)',
+    },
+    {
+      name: 'per-item mandelbrot built with --checked vs unchecked',
+      unit: 'Mpixels/s',
+      offload: mChecked!,
+      baseline: mItems!,
+      goal: 'none: the cost of --checked (docs/kernels.md)',
+    },
+  ];
+}
+
 export const hostSuite: Suite = {
   name: 'host',
   description: 'the host device against raw TypedArray.set, Atomics round trips and the main thread',
@@ -350,6 +511,8 @@ export const hostSuite: Suite = {
       progress('host: mandelbrot');
       const mandelbrotRow = await mandelbrot(setup);
       const simdRowsMeasured = await simdRows(setup, progress);
+      progress('host: per-item saxpy and mandelbrot');
+      const perItemRows = await perItem(setup, runtime);
       progress('host: transpose through team memory, host calls');
       return [
         ...copyRows,
@@ -357,6 +520,7 @@ export const hostSuite: Suite = {
         saxpyRow,
         mandelbrotRow,
         ...simdRowsMeasured,
+        ...perItemRows,
         await teamMemoryTranspose(setup),
         await hostCalls(setup, runtime),
       ];

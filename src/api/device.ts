@@ -11,6 +11,15 @@ import { Buffer } from './buffer.js';
 import { checkOptions, checkSize, describe } from './checks.js';
 import type { RuntimeContext } from './context.js';
 import { Kernel } from './kernel.js';
+import type { GridSize } from './grid.js';
+import {
+  checkTeamMemory,
+  GPU_ITEM_THREADS,
+  HOST_TEAMS_PER_UNIT,
+  itemDims,
+  itemsGrid,
+  type SuggestedGrid,
+} from './items.js';
 import { Library } from './library.js';
 import { Queue } from './queue.js';
 
@@ -76,6 +85,40 @@ export class Device {
     if (this.plugin.lost) return; // the device is gone; so is its memory
     await this.plugin.free(buffer.allocation);
     this.context.info.free(this.id, buffer.byteLength, buffer.allocation.address);
+  }
+
+  /**
+   * The teams and threads this device would run `options.items` items of `kernel` with
+   * (liboffload's olCalculateOptimalOccupancy): what a `{ items }` launch of a per-item kernel
+   * uses, and a grid for an explicit `{ teams, threads }` launch of a kernel written for teams.
+   * On the host device 16 teams per worker of one thread, each running one contiguous block; on a
+   * GPU teams of 64 threads, one item per thread, `[x, y, 1]` teams when x would pass
+   * `info.maxTeamDims`. OFFLOAD_INFO prints the choice.
+   * @throws OffloadError INVALID_ARGUMENT for an items count of 0, past 2^31 - 1, or team memory
+   *   past `info.maxTeamMemoryBytes`.
+   */
+  suggestGrid(kernel: Kernel, options: { items: GridSize; teamMemoryBytes?: number }): SuggestedGrid {
+    this.checkUsable();
+    if (!(kernel instanceof Kernel) || kernel.device !== this)
+      throw errors.invalidArgument(
+        `suggestGrid: kernel must be a Kernel of device ${this.id}, got ${describe(kernel)}`,
+        this.id,
+      );
+    const shape = checkOptions(options, 'suggestGrid: options');
+    const what = `suggestGrid for '${kernel.name}': options.items`;
+    const dims = itemDims(shape.items, what, this.id);
+    const teamMemoryBytes = checkTeamMemory(
+      shape.teamMemoryBytes,
+      'suggestGrid: options.teamMemoryBytes',
+      this.info,
+      this.id,
+    );
+    const grid = itemsGrid(dims, kernel.loaded.format, this.info, what, this.id);
+    this.context.info.suggestedGrid(
+      this.id,
+      `suggestGrid '${kernel.name}' (${kernel.loaded.format}): ${dims.join(' x ')} items${teamMemoryBytes > 0 ? `, ${teamMemoryBytes} bytes of team memory` : ''} -> teams ${Array.isArray(grid.teams) ? grid.teams.join(' x ') : grid.teams}, threads ${grid.threads} (${kernel.loaded.format === 'wasm' ? `${HOST_TEAMS_PER_UNIT} teams per compute unit, a contiguous block each` : `${GPU_ITEM_THREADS} threads a team, one item per thread`})`,
+    );
+    return grid;
   }
 
   /** The kernel `name` of `library`, loading the library's image on this device on first use. */

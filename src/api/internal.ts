@@ -13,7 +13,7 @@ import type { PluginDevice, PluginEvent, PluginQueue } from '../plugins/interfac
 import type { DeviceBuffer } from './buffer.js';
 import type { Device } from './device.js';
 import type { Kernel } from './kernel.js';
-import { Event, type Grid, type PointerResolver, type Queue } from './queue.js';
+import { Event, type LaunchGrid as Grid, type PointerResolver, type Queue } from './queue.js';
 import type { Runtime } from './runtime.js';
 
 export { checkArgumentCount, checkScalar, describe } from './checks.js';

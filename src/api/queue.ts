@@ -20,6 +20,7 @@ import {
 import type { Device } from './device.js';
 import { type GridSize, lowerGrid } from './grid.js';
 import { Kernel } from './kernel.js';
+import { completeLaunch, setPointerLengths } from './items.js';
 import { dropped } from '../runtime/debug.js';
 import { rectBytes } from '../plugins/interface.js';
 
@@ -380,6 +381,20 @@ export interface Grid {
   timeoutMs?: number;
 }
 
+/**
+ * The grid of a per-item kernel's launch (its first parameter is `i: item`): the items, and the
+ * device picks the teams (`device.suggestGrid` says which).
+ */
+export interface ItemsGrid {
+  /** Number of items (1 to 2^31 - 1), or items along [x, y] or [x, y, z] (their product too). */
+  items: GridSize;
+  /** As Grid.timeoutMs. */
+  timeoutMs?: number;
+}
+
+/** What `queue.launch` takes: teams for a kernel written for teams, items for a per-item one. */
+export type LaunchGrid = Grid | ItemsGrid;
+
 /** The longest time limit a launch takes (about 24 days, what a Node timer can wait). */
 export const MAX_TIMEOUT_MS = MAX_MILLISECONDS;
 
@@ -652,7 +667,7 @@ export class Queue {
    * registered, the grid within the device's limits) and the grid lowered, with its time limit.
    * A plain grid (numbers only) equal to the kernel's last one gets the same lowered grid again.
    */
-  private launchGrid(kernel: Kernel, grid: Grid): PluginGrid {
+  private launchGrid(kernel: Kernel, grid: LaunchGrid): PluginGrid {
     const device = this.device.id;
     if (!(kernel instanceof Kernel))
       throw errors.invalidArgument(`launch: kernel must be a Kernel, got ${describe(kernel)}`, device);
@@ -782,7 +797,7 @@ export class Queue {
    * A launch the device runs at once (inline on the host device) allocates its Event and nothing
    * else: its arguments are lowered into the kernel's own slots, and nothing needs counting.
    */
-  launch(kernel: Kernel, grid: Grid, args: readonly KernelArgument[] = []): Event {
+  launch(kernel: Kernel, grid: LaunchGrid, args: readonly KernelArgument[] = []): Event {
     return this.launchWith(kernel, grid, args, undefined)!;
   }
 
@@ -797,13 +812,18 @@ export class Queue {
    * that settled within the launch call (an inline run) is renewed for the queue's next
    * resolving launch, so that a loop of them makes no object at all.
    */
-  launchResolving(kernel: Kernel, grid: Grid, args: readonly unknown[], resolver: PointerResolver): Event | undefined {
+  launchResolving(
+    kernel: Kernel,
+    grid: LaunchGrid,
+    args: readonly unknown[],
+    resolver: PointerResolver,
+  ): Event | undefined {
     return this.launchWith(kernel, grid, args as readonly KernelArgument[], resolver);
   }
 
   private launchWith(
     kernel: Kernel,
-    grid: Grid,
+    grid: LaunchGrid,
     args: readonly KernelArgument[],
     resolver: PointerResolver | undefined,
   ): Event | undefined {
@@ -812,12 +832,24 @@ export class Queue {
     let slots: LoweredArg[] | undefined;
     try {
       this.device.checkUsable();
+      // A per-item launch becomes an ordinary one (a grid for this device, the item counts as
+      // arguments), and a checked kernel's pointer lengths are added (src/api/items.ts).
+      if (
+        kernel instanceof Kernel &&
+        isOptionsObject(grid) &&
+        (kernel.ownParams !== kernel.params.length || grid.items !== undefined)
+      ) {
+        const complete = completeLaunch(kernel, grid, args, this.device.info, this.device.id);
+        grid = complete.grid as unknown as Grid;
+        args = complete.args as KernelArgument[];
+      }
       lowered = this.launchGrid(kernel, grid);
       slots = kernel.scratch.take();
       if (!this.launchArgs(kernel, args, slots, resolver)) {
         kernel.scratch.give(slots);
         return undefined;
       }
+      if (kernel.pointerLengths.length > 0) setPointerLengths(slots, kernel.pointerLengths);
     } catch (error) {
       if (slots) kernel.scratch.give(slots);
       if (resolver !== undefined) return undefined; // its caller's general path reports

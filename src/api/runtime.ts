@@ -27,7 +27,7 @@ import { runtimeMetrics } from './metrics.js';
 import type { RuntimeMetrics } from '../runtime/device-counters.js';
 import { Kernel } from './kernel.js';
 import { Library } from './library.js';
-import { MAX_TIMEOUT_MS, type Grid } from './queue.js';
+import { MAX_TIMEOUT_MS, type LaunchGrid } from './queue.js';
 import { parseMilliseconds, type Environment } from '../units.js';
 import { abortable, abortError, checkSignal } from '../abort.js';
 
@@ -182,7 +182,7 @@ export class Runtime {
    * the device pointer of its range, mapped around the launch) or a plain kernel argument.
    * Resolves when the kernel and the copies back have completed.
    */
-  target(device: Device, kernel: Kernel, grid: Grid, args: readonly TargetArgument[] = []): Promise<void> {
+  target(device: Device, kernel: Kernel, grid: LaunchGrid, args: readonly TargetArgument[] = []): Promise<void> {
     // Not async, so that V8 inlines it into a loop of calls: the mapper's promise is returned as
     // it is. The mapper never throws, and checks the device and kernel (checkTarget).
     return this.mapper.target(device, kernel, grid, args);

@@ -67,6 +67,13 @@ export interface BuildOptions {
    * DEFAULT_COMPILE_TIMEOUT_MS, 5 minutes): past it the build fails with TIMEOUT.
    */
   timeoutMs?: number;
+  /**
+   * Bounds-checked kernels (default false): every `ptr<T>` access checks its index against the
+   * buffer passed for that parameter, and one outside fails the launch with KERNEL_TRAP naming
+   * the kernel, the parameter, the index and the buffer's length (docs/kernels.md). On the host
+   * device; the WGSL translation takes the lengths but does not check (WebGPU clamps instead).
+   */
+  checked?: boolean;
 }
 
 export interface BuildResult {
@@ -343,6 +350,8 @@ function checkOptions(options: BuildOptions): void {
     throw errors.invalidArgument('options.optimize must be a boolean');
   if (debug !== undefined && typeof debug !== 'boolean')
     throw errors.invalidArgument('options.debug must be a boolean');
+  if (options.checked !== undefined && typeof options.checked !== 'boolean')
+    throw errors.invalidArgument('options.checked must be a boolean');
   if (wgsl !== undefined && wgsl !== 'auto' && wgsl !== 'require' && wgsl !== 'off') {
     throw errors.invalidArgument(`options.wgsl must be 'auto', 'require' or 'off', got ${JSON.stringify(wgsl)}`);
   }
@@ -408,6 +417,8 @@ async function compileImage(sources: SourceSet, staticBase: number, options: Bui
     '--noColors',
     ...(options.optimize === false ? [] : ['-O3']),
     ...(options.debug === true ? ['--debug'] : []),
+    // assembly/device.ts checks ptr<T> accesses where this constant is defined.
+    ...(options.checked === true ? ['--use', 'OFFLOAD_CHECKED=1'] : []),
   ];
   const output = await runCompiler(
     {
@@ -419,6 +430,7 @@ async function compileImage(sources: SourceSet, staticBase: number, options: Bui
       watFile: WAT_FILE,
       barrierImport: { module: DEVICE_IMPORT_MODULE, name: BARRIER_IMPORT },
       optimize: options.optimize !== false,
+      checked: options.checked === true,
     },
     sources.entries.join(', '),
     options.timeoutMs,

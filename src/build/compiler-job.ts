@@ -24,6 +24,8 @@ export interface CompileJob {
   barrierImport: { module: string; name: string };
   /** Optimize again after asyncify (the build's -O3). */
   optimize: boolean;
+  /** A bounds-checked build (`offload build --checked`): every ptr<T> access checks its index. */
+  checked: boolean;
 }
 
 /** An exported function of an entry file, as the compiler resolved it. */
@@ -43,6 +45,13 @@ export interface KernelSignature {
   returnType: string;
   /** Parameters from this index on are optional. */
   requiredParameters: number;
+  /**
+   * A kernel the build generated around the source's function (docs/kernels.md), which it
+   * renamed to `body` (its internal name): a per-item kernel (the source's first parameter was
+   * `i: item`), and in a checked build one with ptr<T> parameters, whose byte lengths (of the
+   * parameters named in `lengths`, `offload_bytes_<name>`) it takes before any item counts.
+   */
+  wrapped?: { body: string; perItem: boolean; lengths: string[] };
 }
 
 /** A syntax tree node as the worker sends it: its NodeKind name, line and fields (see compiler-worker.js). */

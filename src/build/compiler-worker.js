@@ -19,11 +19,8 @@ const ASC = 'assemblyscript/asc';
 const BINARYEN = 'assemblyscript/binaryen';
 const COMPILER = 'assemblyscript';
 const TRANSFORM = 'assemblyscript/transform';
-const [{ default: asc }, { CommonFlags, ElementKind, NodeKind, SourceKind, Token }, { Transform }] = await Promise.all([
-  import(ASC),
-  import(COMPILER),
-  import(TRANSFORM),
-]);
+const [{ default: asc }, { CommonFlags, ElementKind, NodeKind, Parser, SourceKind, Token }, { Transform }] =
+  await Promise.all([import(ASC), import(COMPILER), import(TRANSFORM)]);
 
 /** asc resolves a package import `offload-ts/device` to `<dir>/node_modules/offload-ts/device.ts`. */
 const DEVICE_REQUEST = /(^|\/)node_modules\/offload-ts\/device\.ts$/;
@@ -34,6 +31,141 @@ const DIAGNOSTIC_ERROR = 3;
 const job = workerData;
 /** Text of every user source served to the compiler, by absolute path. */
 const texts = new Map(Object.entries(job.sources));
+/**
+ * Kernels the build generated around a body (per-item kernels, and in a checked build every kernel
+ * with a ptr<T> parameter), by export name: `{ body, perItem, lengths }` (see KernelSignature.wrapped).
+ */
+const wrapped = new Map();
+
+/** The type name a per-item kernel's first parameter is declared with (assembly/device.ts). */
+const ITEM_TYPE = 'item';
+/** The device library's typed pointer (assembly/device.ts). */
+const POINTER_TYPE = 'ptr';
+/** What the build names a kernel's body: `<kernel>__item` (per-item) or `<kernel>__checked`. */
+const ITEM_BODY_SUFFIX = '__item';
+const CHECKED_BODY_SUFFIX = '__checked';
+/** The parameters the build appends to a per-item kernel (src/image/manifest.ts, ITEM_COUNT_PARAMS). */
+const ITEM_COUNTS = ['offload_items_x', 'offload_items_y', 'offload_items_z'];
+/** What a checked build appends per ptr<T> parameter: the bytes of its buffer from it (src/image/manifest.ts). */
+const BYTES_PREFIX = 'offload_bytes_';
+/** Typed pointers a checked kernel registers (assembly/device.ts keeps eight). */
+const MAX_CHECKED_POINTERS = 8;
+
+/**
+ * Kernels the build writes around the source's (docs/kernels.md). The source's exported function
+ * becomes the body, `@inline function <kernel>__item(...)` (or `__checked`), and the kernel is a
+ * generated function of the same name:
+ * - a per-item kernel (first parameter declared `name: item`) takes the other parameters and the
+ *   item counts, and runs the body for its invocation's items: with one thread per team (the
+ *   host device) a contiguous block of them per team, in a tight loop around the inlined body,
+ *   so that it compiles to what a hand-written block loop does; else one item per invocation,
+ *   striding by the grid;
+ * - in a checked build (`offload build --checked`), a kernel with ptr<T> parameters also takes,
+ *   before any item counts, the bytes each one's buffer has from it (`offload_bytes_<name>`,
+ *   passed by the launch), and registers them for the checks of x[i] (assembly/device.ts).
+ * The source is edited where the parser says the declaration is, on the same line (so that
+ * messages keep their lines), and the generated kernels are appended after the last line.
+ */
+function withGeneratedKernels(text, file) {
+  // `file` as asc names it: relative to the base directory, as internal names are.
+  const parser = new Parser();
+  parser.parseFile(text, file, true);
+  const source = parser.sources[0];
+  if (source === undefined) return text;
+  const edits = [];
+  const kernels = [];
+  const named = (type, name) =>
+    type?.kind === NodeKind.NamedType && type.name.identifier.text === name && type.name.next === null;
+  for (const statement of source.statements) {
+    if (statement.kind !== NodeKind.FunctionDeclaration || !statement.is(CommonFlags.Export)) continue;
+    if (statement.body === null || statement.typeParameters?.length) continue; // the compiler reports these
+    const params = statement.signature.parameters;
+    const perItem = named(params[0]?.type, ITEM_TYPE);
+    const own = (perItem ? params.slice(1) : params).map((param) => ({
+      name: param.name.text,
+      type: text.slice(param.type.range.start, param.type.range.end),
+      pointer: named(param.type, POINTER_TYPE) && param.type.typeArguments?.length === 1,
+    }));
+    const pointers = job.checked ? own.filter((param) => param.pointer).slice(0, MAX_CHECKED_POINTERS) : [];
+    if (!perItem && pointers.length === 0) continue;
+    const start = statement.range.start;
+    if (text.slice(start, start + 6) !== 'export') continue;
+    const name = statement.name.text;
+    const body = `${name}${perItem ? ITEM_BODY_SUFFIX : CHECKED_BODY_SUFFIX}`;
+    edits.push({ start, end: start + 6, text: '@inline' });
+    edits.push({ start: statement.name.range.start, end: statement.name.range.end, text: body });
+    kernels.push({ name, body, perItem, params: own, pointers });
+  }
+  if (kernels.length === 0) return text;
+  let out = text;
+  for (const edit of edits.sort((a, b) => b.start - a.start))
+    out = out.slice(0, edit.start) + edit.text + out.slice(edit.end);
+  const internal = file.split(path.sep).join('/').replace(/\.ts$/, '');
+  for (const kernel of kernels)
+    wrapped.set(kernel.name, {
+      body: `${internal}/${kernel.body}`,
+      perItem: kernel.perItem,
+      lengths: kernel.pointers.map((param) => param.name),
+    });
+  return `${out}\n${generatedSource(kernels)}`;
+}
+
+/** The generated kernels of withGeneratedKernels. */
+function generatedSource(kernels) {
+  const lines = [
+    '// Generated by offload build (docs/kernels.md): the kernels around the bodies of this file.',
+    'import { numTeams as offload_numTeams, numThreads as offload_numThreads, teamId as offload_teamId, threadId as offload_threadId, offload_item_counts, offload_item, offload_bound } from "offload-ts/device";',
+  ];
+  for (const { name, body, perItem, params, pointers } of kernels) {
+    const [nx, ny, nz] = ITEM_COUNTS;
+    const declared = [
+      ...params.map((p) => `${p.name}: ${p.type}`),
+      ...pointers.map((p) => `${BYTES_PREFIX}${p.name}: i32`),
+      ...(perItem ? ITEM_COUNTS.map((count) => `${count}: i32`) : []),
+    ];
+    const args = params.map((p) => p.name).join(', ');
+    lines.push(`export function ${name}(${declared.join(', ')}): void {`);
+    pointers.forEach((p, k) => {
+      const where = JSON.stringify(`kernel '${name}': parameter '${p.name}' (${p.type})`);
+      lines.push(`  offload_bound(${k}, changetype<usize>(${p.name}), ${BYTES_PREFIX}${p.name}, ${where});`);
+    });
+    if (!perItem) {
+      lines.push(`  ${body}(${args});`, '}');
+      continue;
+    }
+    const call = (x) => `${body}(${[x, ...(args === '' ? [] : [args])].join(', ')});`;
+    lines.push(
+      `  offload_item_counts(${nx}, ${ny}, ${nz});`,
+      `  const offload_total = <u32>${nx} * <u32>${ny} * <u32>${nz};`,
+      '  const offload_threads = <u32>offload_numThreads();',
+      '  let offload_k = <u32>offload_teamId() * offload_threads + <u32>offload_threadId();',
+      '  let offload_end = offload_total;',
+      '  let offload_step = <u32>offload_numTeams() * offload_threads;',
+      '  if (offload_threads == 1) {',
+      '    const offload_teams = <u32>offload_numTeams();',
+      '    const offload_block = offload_total / offload_teams + <u32>(offload_total % offload_teams != 0);',
+      '    offload_k = <u32>offload_teamId() * offload_block;',
+      '    offload_end = min(offload_total, offload_k + offload_block);',
+      '    offload_step = 1;',
+      '  }',
+      `  if (${ny} == 1 && ${nz} == 1) {`,
+      '    for (; offload_k < offload_end; offload_k += offload_step) {',
+      '      offload_item(<i32>offload_k, 0, 0);',
+      `      ${call('<i32>offload_k')}`,
+      '    }',
+      '  } else {',
+      '    for (; offload_k < offload_end; offload_k += offload_step) {',
+      `      const offload_rest = offload_k / <u32>${nx};`,
+      `      const offload_x = <i32>(offload_k % <u32>${nx});`,
+      `      offload_item(offload_x, <i32>(offload_rest % <u32>${ny}), <i32>(offload_rest / <u32>${ny}));`,
+      `      ${call('offload_x')}`,
+      '    }',
+      '  }',
+      '}',
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
 
 /** Collects the raw signature of every exported function of the user entry files, and every user function's syntax tree. */
 class KernelSignatureCollector extends Transform {
@@ -187,7 +319,17 @@ function signatureOf(program, name, prototype) {
     type: type.toString(),
     declared: nodes[i]?.type.range.toString() ?? type.toString(),
   }));
-  return { name, source, generic, resolved: true, params, returnType: returnType.toString(), requiredParameters };
+  const generated = wrapped.get(name);
+  return {
+    name,
+    source,
+    generic,
+    resolved: true,
+    params,
+    returnType: returnType.toString(),
+    requiredParameters,
+    ...(generated === undefined ? {} : { wrapped: generated }),
+  };
 }
 
 async function readSource(filename, baseDir) {
@@ -196,7 +338,13 @@ async function readSource(filename, baseDir) {
   if (DEVICE_REQUEST.test(filename.replace(/\\/g, '/'))) return job.deviceText;
   const file = path.resolve(baseDir, filename);
   const known = texts.get(file);
-  if (known !== undefined) return known;
+  if (known !== undefined) {
+    if (!(file in job.sources)) return known;
+    // An entry file: its per-item kernels get their loops (messages then read the edited text).
+    const edited = withGeneratedKernels(known, filename);
+    texts.set(file, edited);
+    return edited;
+  }
   try {
     const text = await readFile(file, 'utf8');
     texts.set(file, text);

@@ -24,6 +24,16 @@ const PARAM_TYPE_OF = new Map<string, ParamType>([
   ['usize', 'ptr'],
 ]);
 
+/** The resolved type of a typed device pointer (`ptr<T>` of the device library) and its element type. */
+const TYPED_POINTER = /^~lib\/offload-ts\/device\/ptr<(.+)>$/;
+/** Element types a `ptr<T>` may have: the types load<T>/store<T> move. */
+export const POINTER_ELEMENT_TYPES = ['i8', 'u8', 'i16', 'u16', 'i32', 'u32', 'i64', 'u64', 'f32', 'f64'] as const;
+
+/** The element type of a resolved `ptr<T>` type name, or undefined when `type` is no typed pointer. */
+export function pointerElementOf(type: string): string | undefined {
+  return TYPED_POINTER.exec(type)?.[1];
+}
+
 /**
  * The manifest entries of `kernels`, in order. Signatures the compiler could not resolve are
  * skipped (the compiler reports those itself).
@@ -51,11 +61,21 @@ export function kernelEntries(kernels: KernelSignature[], displayPath: (source: 
     const before = problems.length;
     const params: ParamInfo[] = [];
     kernel.params.forEach(({ name, type, declared }, i) => {
-      const paramType = PARAM_TYPE_OF.get(type);
-      if (paramType === undefined) {
+      const element = pointerElementOf(type);
+      const paramType = element === undefined ? PARAM_TYPE_OF.get(type) : 'ptr';
+      if (element !== undefined && !(POINTER_ELEMENT_TYPES as readonly string[]).includes(element)) {
+        problems.push(
+          `${where}: parameter '${name}' has type '${declared}', a pointer to elements a kernel cannot load or store ` +
+            `(write ptr<T> with T one of ${POINTER_ELEMENT_TYPES.join(', ')}, or usize for a pointer addressed in bytes)`,
+        );
+      } else if (name.startsWith('offload_') && kernel.wrapped === undefined) {
+        problems.push(
+          `${where}: parameter '${name}' starts with 'offload_', which names the parameters the build adds (item counts, pointer lengths); rename it`,
+        );
+      } else if (paramType === undefined) {
         problems.push(
           `${where}: parameter '${name}' has type '${declared}', which a kernel cannot take ` +
-            `(use i8..i64, u8..u64, bool, f32, f64, or usize for a device pointer)`,
+            `(use i8..i64, u8..u64, bool, f32, f64, ptr<T> or usize for a device pointer)`,
         );
       } else if (i >= kernel.requiredParameters) {
         problems.push(`${where}: parameter '${name}' is optional; kernel parameters must all be required`);

@@ -16,6 +16,7 @@
 import type { ConstantSyntax, FunctionSyntax, KernelSignature, SyntaxNode } from './compiler-job.js';
 import type { TranslationNote } from '../image/manifest.js';
 import { TEAM_MEMORY_OVERRIDE } from './wgsl-kernels.js';
+import { ITEM_COUNT_PARAMS, POINTER_BYTES_PREFIX } from '../image/manifest.js';
 
 export type { TranslationNote };
 
@@ -80,6 +81,14 @@ const MAX_DEPTH = 64;
 
 /** A kernel's place, where a device library function reads it; filled at the start of each entry point. */
 const GRID_VARS = ['offload_team', 'offload_teams', 'offload_thread'] as const;
+/** A per-item kernel's item and its range's sizes (itemId, itemCount), set where its entry point starts. */
+const ITEM_VARS = ['offload_item', 'offload_items'] as const;
+/** The item counts a per-item kernel takes after its own parameters (ITEM_COUNT_PARAMS of the manifest). */
+const ITEM_COUNT_NAMES = ITEM_COUNT_PARAMS;
+/** The resolved type of a typed pointer parameter (`ptr<T>` of the device library). */
+const TYPED_POINTER = /^~lib\/offload-ts\/device\/ptr<(.+)>$/;
+/** Element types a typed pointer's binding can be an array of, when nothing else reads it as words. */
+const ARRAY_ELEMENTS = new Set(['i32', 'u32', 'f32']);
 
 /**
  * The device library (assembly/device.ts) in WGSL: each function's WGSL for its arguments, or
@@ -103,6 +112,9 @@ export const DEVICE_FUNCTIONS: Record<
     wgsl: ([d]) => `offload_i32(i32(${axis(`vec3u(${TRANSLATED_THREADS_XYZ.join(', ')})`, d)}))`,
   },
   barrier: { type: 'void', args: [], wgsl: () => 'workgroupBarrier()' },
+  // A per-item kernel's item and range (set at the start of its entry point; see ITEM_VARS).
+  itemId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis(ITEM_VARS[0], d)})` },
+  itemCount: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis(ITEM_VARS[1], d)})` },
   hostCall: { unsupported: 'a GPU cannot wait for the program in the middle of a dispatch' },
   print: { unsupported: 'print() writes to the host, which WGSL kernels cannot reach' },
 };
@@ -289,12 +301,16 @@ interface Binding {
   constant: boolean;
   /** The WGSL name of a constant holding the value / 4 (see Value.words). */
   words?: string;
+  /** For a typed pointer parameter (`ptr<T>`): T, the type its elements `x[i]` have. */
+  element?: string;
 }
 
 /** What one kernel's translation found it needs of its pointer bindings. */
 interface MemoryUse {
   written: Set<string>;
   atomic: Set<string>;
+  /** Typed pointers used other than as `x[i]` (their binding stays 32-bit words). */
+  raw?: Set<string>;
 }
 
 /**
@@ -351,7 +367,12 @@ export function translateKernels(
   };
   for (const kernel of kernels) {
     if (skip.has(kernel.name)) continue;
-    const fn = functions.find((candidate) => candidate.name === kernel.name && candidate.source === kernel.source);
+    // A per-item kernel: its body (the function the build renamed) is the entry point's, once per item.
+    const body = kernel.wrapped === undefined ? undefined : byInternal.get(kernel.wrapped.body);
+    const fn =
+      body !== undefined
+        ? { ...body, name: kernel.name }
+        : functions.find((candidate) => candidate.name === kernel.name && candidate.source === kernel.source);
     const file = display(kernel.source);
     if (!isPlainName(kernel.name)) {
       notes.push({
@@ -372,11 +393,14 @@ export function translateKernels(
       continue;
     }
     try {
-      const use: MemoryUse = { written: new Set(), atomic: new Set() };
+      const use: MemoryUse = { written: new Set(), atomic: new Set(), raw: new Set() };
       const helperCall = (name: string): FunctionSyntax => helper(name, [fn.internalName]);
+      const role = kernel.wrapped?.perItem ? 'items' : 'kernel';
+      // Checked builds' pointer lengths: taken (the signature stays the wasm one's), not checked (WGSL clamps).
+      const lengths = (kernel.wrapped?.lengths ?? []).map((name) => `${POINTER_BYTES_PREFIX}${name}`);
       // The first pass learns which bindings are written and which need atomics; the second emits with that.
-      new FunctionTranslator(fn, 'kernel', byInternal, constants, helperCall, use).translate();
-      chunks.push(new FunctionTranslator(fn, 'kernel', byInternal, constants, helperCall, use).translate());
+      new FunctionTranslator(fn, role, byInternal, constants, helperCall, use, lengths).translate();
+      chunks.push(new FunctionTranslator(fn, role, byInternal, constants, helperCall, use, lengths).translate());
       translated.push(kernel.name);
     } catch (error) {
       // Source nested deeper than the translator's recursion reaches stays wasm-only too.
@@ -393,7 +417,7 @@ export function translateKernels(
     `// Translated by offload build from AssemblyScript (docs/wgsl-abi.md): ${translated.join(', ')}.`,
     `override ${TRANSLATED_THREADS}: u32 = 64;`,
     ...TRANSLATED_THREADS_XYZ.slice(1).map((name) => `override ${name}: u32 = 1;`),
-    ...GRID_VARS.map((name) => `var<private> ${name}: vec3u;`),
+    ...[...GRID_VARS, ...ITEM_VARS].map((name) => `var<private> ${name}: vec3u;`),
   ];
   if ([...chunks, ...used].some((code) => code.includes(TEAM_MEMORY_WORDS))) {
     // A hand-written file may declare the override already: one module holds both.
@@ -419,6 +443,8 @@ export function translateKernels(
 class FunctionTranslator {
   private readonly scopes: Map<string, Binding>[] = [];
   private readonly pointers = new Map<string, string>();
+  /** Typed pointer parameters bound as arrays of their element type (`x[i]` indexes them directly). */
+  private readonly typedArrays = new Set<string>();
   private temps = 0;
   private readonly returnType: Ty;
   /** How deeply the expression and statement being translated nest. */
@@ -439,13 +465,16 @@ class FunctionTranslator {
 
   constructor(
     private readonly fn: FunctionSyntax,
-    private readonly role: 'kernel' | 'helper',
+    /** `items`: a per-item kernel's body, as an entry point that runs it for one item per invocation. */
+    private readonly role: 'kernel' | 'helper' | 'items',
     private readonly functions: Map<string, FunctionSyntax>,
     private readonly constants: Map<string, ConstantSyntax>,
     private readonly helper: (internalName: string) => FunctionSyntax,
     private readonly memory: MemoryUse,
+    /** Parameters (i32) the entry point takes after its own and before any item counts. */
+    private readonly extraParams: readonly string[] = [],
   ) {
-    this.returnType = role === 'kernel' ? 'void' : typeOf(fn.returnType!, fn, 'a result');
+    this.returnType = role !== 'helper' ? 'void' : typeOf(fn.returnType!, fn, 'a result');
     this.pointers.set(TEAM_MEMORY_BASE, TEAM_MEMORY_WORDS);
   }
 
@@ -473,7 +502,35 @@ class FunctionTranslator {
     const members: string[] = [];
     const bindings: string[] = [];
     let binding = 1;
-    for (const param of params) {
+    const items = this.role === 'items';
+    // A per-item kernel takes its body's parameters but the item, and then the item counts.
+    const entryParams = [
+      ...(items ? params.slice(1) : params),
+      ...this.extraParams.map((name) => ({ name, type: 'i32' })),
+      ...(items ? ITEM_COUNT_NAMES.map((name) => ({ name, type: 'i32' })) : []),
+    ];
+    for (const param of entryParams) {
+      const element = TYPED_POINTER.exec(param.type)?.[1];
+      if (element !== undefined) {
+        // A typed pointer: an array of its element type where only `x[i]` reads and writes it, else words.
+        const name = `${kernel}__p_${param.name}`;
+        this.pointers.set(param.name, name);
+        const written = this.memory.written.has(param.name) || this.memory.atomic.has(param.name);
+        const typed =
+          ARRAY_ELEMENTS.has(element) && !this.memory.raw?.has(param.name) && !this.memory.atomic.has(param.name);
+        if (typed) this.typedArrays.add(param.name);
+        const array = typed ? element : this.memory.atomic.has(param.name) ? 'atomic<u32>' : 'u32';
+        bindings.push(
+          `@group(0) @binding(${binding++}) var<storage, ${written ? 'read_write' : 'read'}> ${name}: array<${array}>;`,
+        );
+        prologue.push(`  _ = &${name};`);
+        const local = this.declare(param.name, 'usize', param.name, false);
+        const bound = this.scopes.at(-1)!.get(param.name)!;
+        bound.words = `(${local} >> 2u)`;
+        bound.element = element;
+        prologue.push(`  var ${local}: u32 = 0u;`);
+        continue;
+      }
       if (param.type === 'usize') {
         const name = `${kernel}__p_${param.name}`;
         this.pointers.set(param.name, name);
@@ -497,6 +554,7 @@ class FunctionTranslator {
         prologue.push(`  var ${local}: ${wgslType(type)} = ${kernel}__u.${local};`);
       }
     }
+    const itemLines = items ? this.itemPrologue(params[0]!.name) : [];
     const body = this.block(fn.body!, 1);
     const out: string[] = [];
     if (members.length > 0) {
@@ -512,7 +570,26 @@ class FunctionTranslator {
     );
     out.push(`  ${GRID_VARS[0]} = team;\n  ${GRID_VARS[1]} = teams;\n  ${GRID_VARS[2]} = thread;`);
     out.push(...prologue);
+    out.push(...itemLines);
     return `${out.join('\n')}\n${body}}\n`;
+  }
+
+  /**
+   * The start of a per-item kernel's entry point: its invocation's linear index over the whole
+   * dispatch (teams may span x and y), nothing past the last item (the tail of the last team),
+   * and the item's place, the first parameter being its x.
+   */
+  private itemPrologue(item: string): string[] {
+    const [nx, ny, nz] = ITEM_COUNT_NAMES.map((name) => this.scopes[0]!.get(name)!.wgsl);
+    const [id, counts] = ITEM_VARS;
+    const local = this.declare(item, 'i32', undefined, false);
+    return [
+      `  let offload_k = ((team.z * teams.y + team.y) * teams.x + team.x) * ${TRANSLATED_THREADS} + thread.x;`,
+      `  ${counts} = vec3u(u32(${nx}), u32(${ny}), u32(${nz}));`,
+      `  if (offload_k >= ${counts}.x * ${counts}.y * ${counts}.z) {\n    return;\n  }`,
+      `  ${id} = vec3u(offload_k % ${counts}.x, (offload_k / ${counts}.x) % ${counts}.y, offload_k / (${counts}.x * ${counts}.y));`,
+      `  var ${local}: i32 = i32(${id}.x);`,
+    ];
   }
 
   // ---- scopes ----
@@ -719,7 +796,18 @@ class FunctionTranslator {
   }
 
   private assignment(node: SyntaxNode): string {
-    const target = this.target(node.left as SyntaxNode);
+    const leftNode = node.left as SyntaxNode;
+    if (leftNode.k === 'ElementAccess') {
+      const op = COMPOUND[node.operator as string];
+      const element = this.lookup(leftNode.expression as SyntaxNode)?.element ?? 'i32';
+      const type = MEMORY_TYPES[element]?.type ?? 'i32';
+      return this.element(leftNode, (read) =>
+        op === undefined
+          ? this.coerce(this.expression(node.right as SyntaxNode, type), type, node)
+          : this.binary(node, op, read, node.right as SyntaxNode),
+      ).code;
+    }
+    const target = this.target(leftNode);
     const operator = node.operator as string;
     const op = COMPOUND[operator];
     if (op === undefined) {
@@ -773,6 +861,8 @@ class FunctionTranslator {
         return { code: 'false', type: 'bool' };
       case 'Identifier': {
         const found = this.lookup(node);
+        // A typed pointer used as an address (`x.at(...)`, `load(x + ...)`): its binding stays words.
+        if (found?.element !== undefined) this.memory.raw?.add(found.base!);
         if (found)
           return {
             code: found.wgsl,
@@ -815,6 +905,8 @@ class FunctionTranslator {
         return this.call(node, context, statement);
       case 'PropertyAccess':
         return this.property(node);
+      case 'ElementAccess':
+        return this.element(node);
       default:
         return fail(node, `uses a ${describe(node)} expression, which the WGSL translation does not cover`);
     }
@@ -1255,6 +1347,24 @@ class FunctionTranslator {
       );
     const isStore = name === 'store';
     const at = this.address(node, args[0]!, args[isStore ? 2 : 1]);
+    return this.access(node, declared, isStore, at, () =>
+      this.coerce(this.expression(args[1]!, memoryType.type), memoryType.type, node),
+    );
+  }
+
+  /**
+   * A load (or a store of `valueOf()`) of a `declared` at `at`: a word of its binding, or a byte or
+   * two within one. `declared` is one of MEMORY_TYPES.
+   */
+  private access(
+    node: SyntaxNode,
+    declared: string,
+    isStore: boolean,
+    at: { binding: string; param: string; offset: string; word: string },
+    valueOf: () => Value,
+  ): Value {
+    const memoryType = MEMORY_TYPES[declared]!;
+    const name = isStore ? 'store' : 'load';
     this.effects++;
     if (at.param === TEAM_MEMORY_BASE && memoryType.bytes !== 4)
       fail(node, `${name}s a ${declared} in team memory (translated kernels move 4-byte values there)`);
@@ -1270,7 +1380,7 @@ class FunctionTranslator {
           type: element === 'usize' ? 'usize' : memoryType.type,
         };
       }
-      const value = this.coerce(this.expression(args[1]!, memoryType.type), memoryType.type, node);
+      const value = valueOf();
       if (value.base !== undefined) fail(node, 'stores an address in memory (its value differs between devices)');
       const bits = memoryType.type === 'u32' ? value.code : `bitcast<u32>(${value.code})`;
       return { code: atomic ? `atomicStore(&${index}, ${bits})` : `${index} = ${bits}`, type: 'void' };
@@ -1287,13 +1397,61 @@ class FunctionTranslator {
     }
     // Neighbouring bytes may belong to other invocations: clear and set this one's bits atomically.
     this.memory.atomic.add(at.param);
-    const value = this.coerce(this.expression(args[1]!, memoryType.type), memoryType.type, node);
+    const value = valueOf();
     const temp = `offload_at${this.temps++}`;
     const bits = memoryType.type === 'u32' ? value.code : `bitcast<u32>(${value.code})`;
     return {
       code: `{ let ${temp} = ${byte}; atomicAnd(&${at.binding}[${temp} >> 2u], ~(${mask} << ((${temp} & 3u) * 8u))); atomicOr(&${at.binding}[${temp} >> 2u], (${bits} & ${mask}) << ((${temp} & 3u) * 8u)); }`,
       type: 'void',
     };
+  }
+
+  /**
+   * `x[i]` of a typed pointer parameter `x: ptr<T>` (or a store to it, of `valueOf()`): element i
+   * of its binding when that is an array of T, else the T at byte i * sizeof<T>() of its words.
+   */
+  private element(node: SyntaxNode, valueOf?: (read: Value) => Value): Value {
+    const object = node.expression as SyntaxNode;
+    const bound = object.k === 'Identifier' ? this.lookup(object) : undefined;
+    if (bound?.element === undefined || bound.base === undefined)
+      return fail(node, 'indexes something other than a ptr<T> parameter (x[i] reads element i of a typed pointer)');
+    const declared = bound.element;
+    const memoryType = MEMORY_TYPES[declared];
+    if (memoryType === undefined)
+      return fail(
+        node,
+        `indexes a ptr<${declared}>, which WGSL has no type for (kernels on WebGPU move i8..i32, u8..u32 and f32)`,
+      );
+    const mark = this.effects;
+    const index = this.expression(node.elementExpression as SyntaxNode, 'i32');
+    if (!isInteger(index.type) || index.base !== undefined)
+      fail(node, `indexes '${object.text as string}' with a ${index.type}; an index is an i32`);
+    if (valueOf !== undefined && this.effects !== mark)
+      fail(
+        node,
+        `updates '${object.text as string}[...]' at an index that loads, stores or calls; compute the index first`,
+      );
+    const at = atRunTime(index);
+    const u = index.type === 'i32' ? `u32(${at.code})` : at.code;
+    const param = bound.base;
+    const binding = this.pointers.get(param)!;
+    if (this.typedArrays.has(param)) {
+      const slot = `${binding}[${u}]`;
+      this.effects++;
+      const read: Value = { code: slot, type: memoryType.type };
+      if (valueOf === undefined) return read;
+      this.memory.written.add(param);
+      const value = valueOf(read);
+      if (value.base !== undefined) fail(node, 'stores an address in memory (its value differs between devices)');
+      return { code: `${slot} = ${this.coerce(value, memoryType.type, node).code}`, type: 'void' };
+    }
+    const offset = memoryType.bytes === 1 ? u : `(${u} << ${memoryType.bytes === 2 ? 1 : 2}u)`;
+    const where = { binding, param, offset, word: u };
+    if (valueOf === undefined) return this.access(node, declared, false, where, () => fail(node, 'no value'));
+    return this.access(node, declared, true, where, () => {
+      const read = this.access(node, declared, false, where, () => fail(node, 'no value'));
+      return this.coerce(valueOf(read), memoryType.type, node);
+    });
   }
 
   private atomic(node: SyntaxNode, op: string, typeArgs: string[], args: SyntaxNode[], statement: boolean): Value {

@@ -4,7 +4,7 @@
  * kernel's arguments after its manifest signature.
  */
 import { errors } from '../errors.js';
-import type { EntryInfo, Manifest, ParamType } from '../image/manifest.js';
+import { isLaunchParam, isPerItem, type EntryInfo, type Manifest, type ParamType } from '../image/manifest.js';
 
 /** Members of the wrapper object besides the kernels; `then` would make it a thenable, which `await load()` would call. */
 const OWN_MEMBERS = new Set(['library', 'unload', 'then']);
@@ -83,17 +83,20 @@ export async function load(runtime) {
  */
 export function wrapperTypes(manifest: Manifest): string {
   const members = kernelsOf(manifest).map((entry) => {
+    // A per-item kernel takes `{ items }`; the launch passes its item counts, its last three parameters.
+    const perItem = isPerItem(entry.params);
+    const own = { ...entry, params: entry.params.filter((param) => !isLaunchParam(param.name)) };
     const params = [
       'device: Device',
-      'grid: Grid',
-      ...parameterNames(entry).map((name, i) => `${name}: ${TS_TYPE[entry.params[i]!.type]}`),
+      `grid: ${perItem ? 'ItemsGrid' : 'Grid'}`,
+      ...parameterNames(own).map((name, i) => `${name}: ${TS_TYPE[own.params[i]!.type]}`),
     ];
-    const signature = `${entry.name}(${entry.params.map((p) => `${p.name}: ${p.type}`).join(', ')})`;
+    const signature = `${entry.name}(${perItem ? 'i: item, ' : ''}${own.params.map((p) => `${p.name}: ${p.type}`).join(', ')})`;
     return `  /** Launches \`${signature}\`. */
   ${memberName(entry.name)}(${params.join(', ')}): Promise<void>;`;
   });
   return `${header([])}
-import type { Buffer, Device, DevicePointer, Grid, Library, MapSpec, Runtime } from 'offload-ts';
+import type { Buffer, Device, DevicePointer, Grid, ${kernelsOf(manifest).some((entry) => isPerItem(entry.params)) ? 'ItemsGrid, ' : ''}Library, MapSpec, Runtime } from 'offload-ts';
 
 /** The kernels of bundle ${JSON.stringify(manifest.name)}. */
 export interface Kernels {

@@ -40,6 +40,10 @@ Options:
                          (default: a slot chosen by a hash of name and sources)
   --no-optimize          Compile without -O3
   --debug                Keep debug information (function names) in the image
+  --checked              Check every ptr<T> access against its parameter's buffer:
+                         one outside fails the launch with KERNEL_TRAP naming the
+                         kernel, the parameter, the index and the buffer's length
+                         (host device; see docs/kernels.md)
   --wgsl <mode>          auto: translate what the subset covers, note the rest
                          (default); require: fail on any kernel that does not
                          translate; off: translate nothing
@@ -55,6 +59,7 @@ export async function run(args: string[]): Promise<number> {
       'static-base': { type: 'string' },
       'no-optimize': { type: 'boolean' },
       debug: { type: 'boolean' },
+      checked: { type: 'boolean' },
       wgsl: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -93,6 +98,7 @@ export async function run(args: string[]): Promise<number> {
     staticBase,
     optimize: !values['no-optimize'],
     debug: values.debug === true,
+    checked: values.checked === true,
     wgsl,
   });
   const elapsed = performance.now() - started;

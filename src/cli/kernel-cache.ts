@@ -51,6 +51,8 @@ export interface CacheOptions {
   dir?: string;
   /** Files the sources include (a C kernel's headers): a change to one rebuilds the bundle too. */
   includes?: readonly string[];
+  /** Build with bounds checks (BuildOptions.checked); cached apart from the unchecked bundle. */
+  checked?: boolean;
 }
 
 /** The bundle of `sources`; `compileMs` is set when it was compiled now. */
@@ -63,6 +65,7 @@ export async function cachedBundle(
   const hash = createHash('sha256');
   for (const file of [...list, ...(options.includes ?? []), DEVICE_LIBRARY, ...NATIVE_DEVICE_LIBRARY, ...tool])
     hash.update(await readFile(file));
+  if (options.checked === true) hash.update('checked');
   const key = `${options.label}-${hash.digest('hex').slice(0, 12)}`;
   const dir = options.dir ?? userCacheDir();
   const bundlePath = path.join(dir, `${key}.offload`);
@@ -75,6 +78,7 @@ export async function cachedBundle(
     sources: list,
     output: path.join(dir, `${key}-${process.pid}`),
     name: options.name ?? key,
+    ...(options.checked === true ? { checked: true } : {}),
   });
   await rename(built.path, bundlePath);
   // Callers launch through the API, not the typed wrappers buildBundle writes beside the bundle.

@@ -23,6 +23,34 @@ export interface EntryInfo {
   wasmOnly?: string;
 }
 
+/**
+ * The parameters `offload build` appends to a per-item kernel (its source's first parameter is
+ * `i: item`): the item counts along x, y and z, which a `{ items }` launch passes.
+ */
+export const ITEM_COUNT_PARAMS = ['offload_items_x', 'offload_items_y', 'offload_items_z'] as const;
+
+/**
+ * What a bounds-checked build (`offload build --checked`) adds for each `ptr<T>` parameter `p`:
+ * `offload_bytes_p`, the bytes of p's buffer from the pointer, which the launch passes.
+ */
+export const POINTER_BYTES_PREFIX = 'offload_bytes_';
+
+/** Whether a parameter is one the launch passes (item counts, pointer lengths), not the program. */
+export function isLaunchParam(name: string): boolean {
+  return name.startsWith(POINTER_BYTES_PREFIX) || (ITEM_COUNT_PARAMS as readonly string[]).includes(name);
+}
+
+/** Whether a kernel's parameters end with the item counts: a per-item kernel. */
+export function isPerItem(params: readonly { name: string; type: string }[]): boolean {
+  const n = params.length;
+  if (n < 3) return false;
+  for (let i = 0; i < 3; i++) {
+    const param = params[n - 3 + i]!;
+    if (param.name !== ITEM_COUNT_PARAMS[i] || param.type !== 'i32') return false;
+  }
+  return true;
+}
+
 /** Image formats a device may load: `wasm` (host device), `wgsl` (WebGPU device). */
 export type ImageFormat = 'wasm' | 'wgsl' | 'ptx';
 export const IMAGE_FORMATS: readonly ImageFormat[] = ['wasm', 'wgsl', 'ptx'];

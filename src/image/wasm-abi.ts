@@ -16,6 +16,7 @@ export const DEVICE_IMPORTS = [
   'barrier',
   'team_memory',
   'host_call',
+  'out_of_bounds',
 ] as const;
 
 /** The device library's call to the program (hostCall): a kernel that imports it never runs inline. */

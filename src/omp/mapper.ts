@@ -12,7 +12,7 @@ import { errors, OffloadError } from '../errors.js';
 import type { Device } from '../api/device.js';
 import type { Kernel } from '../api/kernel.js';
 import { Buffer, DevicePointer } from '../api/buffer.js';
-import type { Event, Grid, KernelArgument, Queue } from '../api/queue.js';
+import type { Event, LaunchGrid as Grid, KernelArgument, Queue } from '../api/queue.js';
 import type { InfoLog } from '../runtime/info-log.js';
 import { dropped } from '../runtime/debug.js';
 import type { Tracer } from '../runtime/trace.js';

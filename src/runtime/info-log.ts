@@ -100,6 +100,12 @@ export class InfoLog {
   }
 
   /** A spread's split: each chunk a device takes, each device's share and time, a device lost. */
+  /** The grid `device.suggestGrid` chose, and why. */
+  suggestedGrid(device: number, text: string): void {
+    if (!this.enabled) return;
+    this.line(device, text);
+  }
+
   spread(device: number, text: string): void {
     if (!this.enabled) return;
     this.line(device, `spread: ${text}`);

@@ -157,6 +157,12 @@ export class KernelEnvironment implements TeamThreadState {
           return this.onHostCall(readString(memory, name, MAX_HOST_FUNCTION_NAME), args);
         },
         team_memory: () => this.teamMemory,
+        // A `ptr<T>` access outside its buffer in a bounds-checked build (`offload build --checked`).
+        out_of_bounds: (where: number, index: number, elements: number): never => {
+          throw new KernelAbort(
+            `${readString(memory, where, MAX_MESSAGE_CHARS)}: index ${index} is outside its buffer of ${elements} elements (offload build --checked)`,
+          );
+        },
       },
     };
   }

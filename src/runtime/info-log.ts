@@ -4,13 +4,14 @@
  */
 import { flagSet } from './debug.js';
 import { formatBytes, type Environment } from '../units.js';
+import { environment, writeStderr } from '../platform.js';
 
 export type InfoSink = (line: string) => void;
 
 const hex = (value: number | undefined): string =>
   value === undefined ? '?' : `0x${value.toString(16).padStart(8, '0')}`;
 
-export function infoEnabled(env: Environment = process.env): boolean {
+export function infoEnabled(env: Environment = environment()): boolean {
   return flagSet(env.OFFLOAD_INFO);
 }
 
@@ -24,7 +25,7 @@ export interface DeviceSpan {
 export class InfoLog {
   constructor(
     readonly enabled: boolean,
-    private readonly sink: InfoSink = (line) => process.stderr.write(`${line}\n`),
+    private readonly sink: InfoSink = (line) => writeStderr(`${line}\n`),
   ) {}
 
   private line(device: number, text: string): void {

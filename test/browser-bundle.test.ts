@@ -4,64 +4,11 @@
 // MPI, the host device's worker threads, the CLI, the `ws` and `webgpu` packages), and the
 // page's own files in their place. Bundles the built package (dist/, built first if missing).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { access, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
-import { build, type Metafile } from 'esbuild';
-
-const ROOT = path.join(import.meta.dirname, '..');
-
-/** The page program, as a user writes it. */
-export const PAGE_PROGRAM = `import { Offload, map } from 'offload-ts';
-
-const params = new URLSearchParams(location.search);
-const out = document.getElementById('out');
-const results = {};
-const rt = await Offload.init({
-  host: false,
-  webgpu: { fallback: true },
-  proxies: params.get('proxy') ? [params.get('proxy')] : [],
-  token: params.get('token') ?? undefined,
-});
-const lib = await rt.register(params.get('bundle') ?? 'kernels.offload');
-for (const device of rt.devices) {
-  const iota = await device.kernel(lib, 'iota_i32');
-  const values = new Int32Array(16);
-  await rt.target(device, iota, { teams: 2 }, [16, map.from(values)]);
-  results[device.info.plugin] = Array.from(values);
-}
-out.textContent = JSON.stringify({ devices: rt.devices.map((d) => d.info.plugin), results });
-await rt.shutdown();
-`;
-
-/** Bundles `program` as a page's bundler would: the package through its browser condition, nothing else configured. */
-export async function bundlePage(dir: string, program = PAGE_PROGRAM): Promise<{ code: string; metafile: Metafile }> {
-  try {
-    await access(path.join(ROOT, 'dist/browser.js'));
-  } catch {
-    await promisify(execFile)(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', '--silent', 'build'], {
-      cwd: ROOT,
-    });
-  }
-  await mkdir(path.join(dir, 'node_modules'), { recursive: true });
-  await symlink(ROOT, path.join(dir, 'node_modules', 'offload-ts')).catch(() => {});
-  await writeFile(path.join(dir, 'main.js'), program);
-  const result = await build({
-    entryPoints: [path.join(dir, 'main.js')],
-    absWorkingDir: dir,
-    bundle: true,
-    platform: 'browser',
-    format: 'esm',
-    target: 'es2022',
-    write: false,
-    metafile: true,
-    logLevel: 'silent',
-  });
-  return { code: result.outputFiles[0]!.text, metafile: result.metafile };
-}
+import { bundlePage, PAGE_PROGRAM } from './helpers/browser.js';
 
 describe("the package's browser build", { timeout: 120_000 }, () => {
   let dir: string;

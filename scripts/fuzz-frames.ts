@@ -1,8 +1,8 @@
 /**
- * `npm run fuzz -- [frames] [seed] [--in-process]`: the proxy frame fuzzer of
+ * `npm run fuzz -- [frames] [seed] [--in-process | --ws]`: the proxy frame fuzzer of
  * test/proxy-fuzz.test.ts at any length (default 1,000,000 frames), against a real
- * `offload proxy` process over TCP (8 connections at once), or an in-process proxy over
- * in-memory transports. Prints the report and the proxy's memory before and after; exits 1 on
+ * `offload proxy` process over TCP (8 connections at once), over WebSocket (`--ws`: the proxy
+ * listens on ws://), or an in-process proxy over in-memory transports. Prints the report and the proxy's memory before and after; exits 1 on
  * any violation, with the seed to replay it (over TCP, the interleaving of the connections
  * differs from run to run; each connection's frames do not).
  */
@@ -14,6 +14,7 @@ import { proxyStats } from '../test/helpers/proxy.js';
 
 const args = process.argv.slice(2);
 const inProcess = args.includes('--in-process');
+const overWebSocket = args.includes('--ws');
 const [framesArg, seedArg] = args.filter((arg) => !arg.startsWith('--'));
 const frames = Number(framesArg ?? 1_000_000);
 const seed = Number(seedArg ?? Date.now() % 2 ** 31);
@@ -38,6 +39,7 @@ if (inProcess) {
   const proxy = await spawnProxy({
     cli: ['--import', 'tsx', fileURLToPath(new URL('../src/cli/main.ts', import.meta.url))],
     token,
+    ...(overWebSocket ? { listen: 'ws://127.0.0.1:0' } : {}),
     env: {
       ...process.env,
       OFFLOAD_HOST_THREADS: '1',
@@ -70,12 +72,20 @@ if (inProcess) {
 const seconds = (performance.now() - started) / 1000;
 console.log(
   JSON.stringify(
-    { target: inProcess ? 'in-process' : 'tcp', seed, seconds: Number(seconds.toFixed(1)), ...memory, ...report },
+    {
+      target: inProcess ? 'in-process' : overWebSocket ? 'websocket' : 'tcp',
+      seed,
+      seconds: Number(seconds.toFixed(1)),
+      ...memory,
+      ...report,
+    },
     null,
     2,
   ),
 );
 if (report.violations.length > 0) {
-  console.error(`violations found; replay with: npm run fuzz -- ${frames} ${seed}${inProcess ? ' --in-process' : ''}`);
+  console.error(
+    `violations found; replay with: npm run fuzz -- ${frames} ${seed}${inProcess ? ' --in-process' : overWebSocket ? ' --ws' : ''}`,
+  );
   process.exitCode = 1;
 }

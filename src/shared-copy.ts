@@ -13,7 +13,11 @@ let scratch = new Uint8Array(0);
 /** `target.set(source, at)`, fast also when `target` is shared memory and the two are misaligned. */
 export function copyInto(target: Uint8Array, source: Uint8Array, at: number): void {
   const targetAlignment = (target.byteOffset + at) % 8;
-  if (source.byteOffset % 8 === targetAlignment || !(target.buffer instanceof SharedArrayBuffer)) {
+  if (
+    source.byteOffset % 8 === targetAlignment ||
+    typeof SharedArrayBuffer === 'undefined' || // a page that is not cross-origin isolated has none
+    !(target.buffer instanceof SharedArrayBuffer)
+  ) {
     target.set(source, at);
     return;
   }

@@ -13,10 +13,10 @@ import { Offload } from '../src/index.js';
 import { MetricsEndpoint } from '../src/proxy/metrics-http.js';
 import { ProxyMetrics } from '../src/proxy/metrics.js';
 import { ProxyServer } from '../src/proxy/server.js';
-import { browserMissing, launchBrowser } from './helpers/browser.js';
+import { browserSkip, launchChromium } from './helpers/browser.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 
-const missing = browserMissing();
+const missing = await browserSkip();
 
 describe('the proxy dashboard', { timeout: 120_000, skip: missing }, () => {
   it("shows a connected client's session and its launches within two seconds, and follows them", async (t: TestContext) => {
@@ -30,7 +30,7 @@ describe('the proxy dashboard', { timeout: 120_000, skip: missing }, () => {
     });
     const endpoint = await MetricsEndpoint.start(server.metrics, { listen: '127.0.0.1:0', pushIntervalMs: 250 });
     const runtime = await Offload.init({ host: false, webgpu: false, proxies: [server.address], token });
-    const browser = await launchBrowser();
+    const browser = await launchChromium();
     let launching = true;
     let loop: Promise<void> = Promise.resolve();
     try {
@@ -50,7 +50,7 @@ describe('the proxy dashboard', { timeout: 120_000, skip: missing }, () => {
           await new Promise((resolve) => setTimeout(resolve, 2));
         }
       })();
-      const page = await browser.context.newPage();
+      const page = await browser.newPage();
       const errors: string[] = [];
       page.on('pageerror', (error) => errors.push(error.message));
       page.on('console', (message) => {

@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks';
 import { asOffloadError, errors, OffloadError } from '../errors.js';
 import { MAX_FILL_PATTERN_BYTES, MAX_MILLISECONDS } from '../units.js';
 import type { Grid as PluginGrid, LaunchSettled, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
@@ -23,6 +22,7 @@ import { Kernel } from './kernel.js';
 import { completeLaunch, setPointerLengths } from './items.js';
 import { dropped } from '../runtime/debug.js';
 import { rectBytes } from '../plugins/interface.js';
+import { performance, warn } from '../platform.js';
 
 /** A point in a queue: `done` settles when everything before it in its queue has completed. */
 export class Event {
@@ -453,9 +453,7 @@ export class Queue {
         context.print({ device: device.id, queue, kernel, team, text });
       } catch (error) {
         // The program's listener failed: that must not fail the launch, nor the device's pump.
-        process.emitWarning(
-          `offload-ts: the print listener threw: ${error instanceof Error ? error.message : String(error)}`,
-        );
+        warn(`offload-ts: the print listener threw: ${error instanceof Error ? error.message : String(error)}`);
       }
     };
     this.plugin.onHostCall = (kernel, name, args) => context.hostCall({ device: device.id, queue, kernel, name, args });

@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { asOffloadError, errors } from '../errors.js';
 import { decodeBundle } from '../image/bundle.js';
 import type { Plugin } from '../plugins/interface.js';
@@ -30,6 +29,8 @@ import { Library } from './library.js';
 import { MAX_TIMEOUT_MS, type LaunchGrid } from './queue.js';
 import { parseMilliseconds, type Environment } from '../units.js';
 import { abortable, abortError, checkSignal } from '../abort.js';
+import { environment, letGo } from '../platform.js';
+import { readBytes } from '../platform-files.js';
 
 // What the published declarations use of the platform beyond ES2022, declared as Node and the
 // DOM declare it, so that a program type-checks them without @types/node and without the DOM
@@ -279,13 +280,17 @@ export class Runtime {
     return device;
   }
 
-  /** Registers a bundle (a path to a `.offload` file, or its bytes). Images load on first use per device. */
-  async register(bundle: string | Uint8Array): Promise<Library> {
+  /**
+   * Registers a bundle: a path to a `.offload` file (in a page, its URL), or its bytes. Images load
+   * on first use per device.
+   */
+  async register(bundle: string | Uint8Array | ArrayBuffer): Promise<Library> {
     this.context.checkOpen();
     let bytes: Uint8Array;
     if (typeof bundle === 'string') {
+      // A file in Node; a URL in a page (fetched once per page: platform-files.browser.ts).
       try {
-        bytes = await readFile(bundle);
+        bytes = await readBytes(bundle);
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
         if (code === 'ENOENT')
@@ -294,9 +299,11 @@ export class Runtime {
       }
     } else if (bundle instanceof Uint8Array) {
       bytes = bundle;
+    } else if (bundle instanceof ArrayBuffer) {
+      bytes = new Uint8Array(bundle);
     } else {
       throw errors.invalidArgument(
-        `register: expected a bundle path or its bytes (Uint8Array), got ${describe(bundle)}`,
+        `register: expected a bundle path (a URL in a page) or its bytes (Uint8Array or ArrayBuffer), got ${describe(bundle)}`,
       );
     }
     const record = this.context.registry.register(decodeBundle(bytes));
@@ -372,7 +379,7 @@ export class Runtime {
 function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
     const timer = setTimeout(() => resolve(false), ms);
-    timer.unref();
+    letGo(timer);
     promise.then(
       () => {
         clearTimeout(timer);
@@ -406,7 +413,7 @@ function checkPrint(print: unknown, what: string): ((line: KernelPrint) => void)
 }
 
 /** OFFLOAD_LAUNCH_TIMEOUT: the default time limit of launches, in milliseconds. */
-export function launchTimeoutFromEnv(env: Environment = process.env): number | undefined {
+export function launchTimeoutFromEnv(env: Environment = environment()): number | undefined {
   const text = env.OFFLOAD_LAUNCH_TIMEOUT;
   return text === undefined || text === '' ? undefined : parseMilliseconds(text, 'OFFLOAD_LAUNCH_TIMEOUT');
 }

@@ -14,7 +14,7 @@ import { readToken } from './token.js';
 
 export const summary = "Serve this machine's devices to remote programs (a proxy)";
 
-const HELP = `Usage: offload proxy --listen <host:port> [--token-file <file>]
+const HELP = `Usage: offload proxy --listen <host:port | ws://host:port | wss://host:port> [--token-file <file>]
        offload proxy --mpi          (as ranks of an mpirun job)
 
 ${summary}. Clients name it in
@@ -28,6 +28,14 @@ when it leaves, however it leaves. SIGUSR2 prints what the proxy holds as a line
 Options:
   --listen <host:port>  Address to listen on (port 0: any free port; the chosen
                         address is printed as 'listening on <host:port>')
+  --listen ws://<host:port>   The same protocol over WebSocket, for pages (and programs:
+  --listen wss://<host:port>  Offload.init({ proxies: ['ws://host:port'] })); wss:// with
+                        --tls-cert and --tls-key. The token goes in the first frame, never
+                        in the URL; every limit below holds as over TCP
+  --allow-origin <origin> A page (origin, scheme://host[:port], as the browser sends it)
+                        that may use a ws:// or wss:// proxy; repeat for more, * for any.
+                        Other pages are refused (HTTP 403) before their first frame.
+                        Default: none (only programs, which send no Origin, connect)
   --token-file <file>   File holding the shared secret, private (chmod 600) and at
                         least 16 bytes (default: OFFLOAD_TOKEN)
   --tls-cert <file>     Serve over TLS with this certificate (PEM); clients then name
@@ -88,6 +96,7 @@ export async function run(args: string[]): Promise<number> {
     args,
     options: {
       listen: { type: 'string' },
+      'allow-origin': { type: 'string', multiple: true },
       'token-file': { type: 'string' },
       'launch-timeout': { type: 'string' },
       'max-connections': { type: 'string' },
@@ -201,7 +210,8 @@ export async function run(args: string[]): Promise<number> {
     );
   }
 
-  const server = await ProxyServer.start({ listen: values.listen, token, tls, peerTls, ...limits });
+  const allowOrigins = values['allow-origin'];
+  const server = await ProxyServer.start({ listen: values.listen, token, tls, peerTls, allowOrigins, ...limits });
   // Loopback: plain HTTP (nothing outside sees it). Elsewhere HTTPS with the proxy's certificate, unless --metrics-insecure.
   const metricsTls =
     values.metrics === undefined || isLocalOnly(values.metrics) || values['metrics-insecure'] ? undefined : tls;

@@ -8,7 +8,7 @@
  *   ... payload  the images; each ImageInfo.offset/size is relative to the payload start and
  *                each image is padded with zeros to a multiple of 8
  */
-import { readFile } from 'node:fs/promises';
+import { readBytes } from '../platform-files.js';
 import { OffloadError, errors } from '../errors.js';
 import {
   PARAM_TYPES,
@@ -113,9 +113,9 @@ export function decodeBundle(bytes: Uint8Array): Bundle {
  *   read, INCOMPATIBLE_IMAGE when it is not a valid bundle.
  */
 export async function readBundleFile(path: string): Promise<Bundle> {
-  let contents: Buffer;
+  let contents: Uint8Array;
   try {
-    contents = await readFile(path);
+    contents = await readBytes(path);
   } catch (cause) {
     if ((cause as NodeJS.ErrnoException).code === 'ENOENT') throw errors.notFound(`bundle file not found: ${path}`);
     throw new OffloadError('INVALID_ARGUMENT', `cannot read bundle file ${path}: ${(cause as Error).message}`, {

@@ -7,6 +7,7 @@
  * requires it to be. A second argument names the variable for OFFLOAD_INFO.
  */
 import { errors } from '../errors.js';
+import { afterThisTurn } from '../platform.js';
 
 export type MapType = 'to' | 'from' | 'tofrom' | 'alloc' | 'release' | 'delete';
 
@@ -190,7 +191,7 @@ class Builder implements MapBuilder {
     const clause = Object.freeze(new Clause(type, view, this.isAlways, this.isPresent, name));
     if (!forgetScheduled) {
       forgetScheduled = true;
-      setImmediate(forgetRecentClauses).unref();
+      afterThisTurn(forgetRecentClauses);
     }
     return clause;
   }

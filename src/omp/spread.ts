@@ -24,7 +24,6 @@
  * read has arrived, so a device lost half-way through a read never leaves the host section
  * half-written for the re-run. Any other failure (a trap, a time limit) fails the spread.
  */
-import { performance } from 'node:perf_hooks';
 import { Buffer, DevicePointer } from '../api/buffer.js';
 import { describe, pluginDevice } from '../api/internal.js';
 import { Device } from '../api/device.js';
@@ -36,6 +35,7 @@ import type { ParamType } from '../image/manifest.js';
 import { dropped } from '../runtime/debug.js';
 import type { InfoLog } from '../runtime/info-log.js';
 import { isMapSpec, type HostView, type MapSpec } from './map.js';
+import { performance } from '../platform.js';
 
 /** A chunk of a spread's range: units [first, first + count) (teams of a team range). */
 export interface Chunk {

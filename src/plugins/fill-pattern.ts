@@ -15,7 +15,7 @@ export const FILL_CHUNK_BYTES = 1024 * 1024;
 export function fillPattern(view: Uint8Array, pattern: Uint8Array): void {
   const n = pattern.length;
   const length = view.byteLength;
-  if (n === 1 && !(view.buffer instanceof SharedArrayBuffer)) {
+  if (n === 1 && !(typeof SharedArrayBuffer !== 'undefined' && view.buffer instanceof SharedArrayBuffer)) {
     view.fill(pattern[0]!);
     return;
   }

@@ -3,7 +3,6 @@
  * interface.ts for the contract). Plugins enqueue closures; this class keeps the order, the
  * failure state and the bookkeeping, once.
  */
-import { performance } from 'node:perf_hooks';
 import { asOffloadError, type OffloadError } from '../errors.js';
 import {
   LOCAL_CLOCK,
@@ -20,6 +19,7 @@ import {
 } from './interface.js';
 import { PeerQueues } from './peer-queues.js';
 import { dropped } from '../runtime/debug.js';
+import { performance } from '../platform.js';
 
 const noop = (): void => {};
 

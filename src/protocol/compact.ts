@@ -22,7 +22,7 @@
  * are then checked by decodeRequest as a JSON request's are.
  */
 import { errors } from '../errors.js';
-import { readU32, writeU32, type MetaCodec } from '../transport/frame.js';
+import { allocUnsafe, readU32, writeU32, type MetaCodec } from '../transport/frame.js';
 import type { Requests } from './messages.js';
 import type { WireArg } from './wire.js';
 
@@ -60,7 +60,7 @@ class Writer {
   at: number;
 
   constructor(
-    readonly bytes: Buffer,
+    readonly bytes: Uint8Array,
     at: number,
   ) {
     this.at = at;
@@ -103,7 +103,7 @@ class Writer {
   /** A kernel name, UTF-8 after its length in two bytes; false when it is longer. */
   name(name: string): boolean {
     if (name !== lastName) {
-      const encoded = Buffer.from(name, 'utf8');
+      const encoded = new TextEncoder().encode(name);
       if (encoded.length >= 2 ** 16) return false;
       lastName = name;
       lastNameUtf8 = encoded;
@@ -168,7 +168,7 @@ function encodeLaunch(meta: Record<string, unknown>, at: number): Uint8Array | u
   const { kernel, args, timeoutMs, teamMemoryBytes } = meta;
   if (typeof kernel !== 'string' || !Array.isArray(args) || args.length >= 2 ** 16) return undefined;
   const bound = LAUNCH_FIXED_BYTES + 2 * GRID_BYTES + 3 * kernel.length + ARG_MAX_BYTES * args.length;
-  const writer = new Writer(Buffer.allocUnsafe(at + bound), at);
+  const writer = new Writer(allocUnsafe(at + bound), at);
   writer.u8(LAUNCH);
   writer.u8((timeoutMs === undefined ? 0 : HAS_TIMEOUT) | (teamMemoryBytes === undefined ? 0 : HAS_TEAM_MEMORY));
   const ranksAt = writer.at;
@@ -186,7 +186,7 @@ function encodeLaunch(meta: Record<string, unknown>, at: number): Uint8Array | u
 
 function encodeReply(meta: Record<string, unknown>, at: number): Uint8Array | undefined {
   for (const field in meta) if (field !== 'op' && field !== 'id') return undefined;
-  const writer = new Writer(Buffer.allocUnsafe(at + 9), at);
+  const writer = new Writer(allocUnsafe(at + 9), at);
   writer.u8(REPLY);
   return writer.u53(meta.id) ? writer.done() : undefined;
 }

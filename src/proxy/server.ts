@@ -38,7 +38,7 @@ import { DEFAULT_QUOTAS, defaultProxyMemoryBytes, ProxyMemory, Session, type Ses
 
 export interface ProxyServerOptions {
   /**
-   * `host:port` to listen on (port 0: any free port), or `mpi` to serve the application ranks
+   * `host:port` (or `ws://host:port`, `wss://host:port`) to listen on (port 0: any free port), or `mpi` to serve the application ranks
    * of this MPI job (the server's `finished` resolves once they have all left).
    */
   listen: string;
@@ -46,6 +46,11 @@ export interface ProxyServerOptions {
   token: string;
   /** Serve over TLS with this certificate and key (PEM). */
   tls?: TlsServerOptions;
+  /**
+   * For a `ws://` or `wss://` listener: the pages (origins, `scheme://host[:port]`, or `*`) that
+   * may connect; any other page is refused before its first frame. Programs (no Origin) always may.
+   */
+  allowOrigins?: readonly string[];
   /** The CAs this proxy trusts for links to `tls://` peers (default: the system's). */
   peerTls?: TlsClientOptions;
   /** Options of the proxy's own runtime (its local devices); `proxies` is always empty. */
@@ -209,7 +214,12 @@ export class ProxyServer implements SessionDirectory {
     const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
     const server = new ProxyServer(runtime, options.token, options);
     try {
-      server.listener = await listen(options.listen, (transport) => server.accept(transport), options.tls);
+      server.listener = await listen(
+        options.listen,
+        (transport) => server.accept(transport),
+        options.tls,
+        options.allowOrigins,
+      );
     } catch (error) {
       await runtime.shutdown();
       throw error;

@@ -7,6 +7,7 @@
  * launches).
  */
 import { errors, quoted } from '../errors.js';
+import { environment, writeStderr } from '../platform.js';
 
 const OFF_WORDS = ['', '0', 'false', 'off', 'no'];
 const ON_WORDS = ['1', 'true', 'on', 'yes', 'all'];
@@ -15,7 +16,7 @@ const ON_WORDS = ['1', 'true', 'on', 'yes', 'all'];
  * Whether OFFLOAD_DEBUG turns debug output on: unset, '', 0, false, off or no: off; 1, true, on,
  * yes or all: on (any case); anything else is refused, naming the variable.
  */
-export function debugFromEnv(value: string | undefined = process.env.OFFLOAD_DEBUG): boolean {
+export function debugFromEnv(value: string | undefined = environment().OFFLOAD_DEBUG): boolean {
   if (value === undefined) return false;
   const word = value.trim().toLowerCase();
   if (OFF_WORDS.includes(word)) return false;
@@ -26,7 +27,7 @@ export function debugFromEnv(value: string | undefined = process.env.OFFLOAD_DEB
 }
 
 /** OFFLOAD_DEBUG of `env`, as debugFromEnv reads it. */
-export function debugEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
+export function debugEnabled(env: NodeJS.ProcessEnv = environment()): boolean {
   return debugFromEnv(env.OFFLOAD_DEBUG);
 }
 
@@ -53,7 +54,7 @@ export const debug = {
   })(),
   /** Where lines go (tests may capture them). */
   sink: (line: string): void => {
-    process.stderr.write(`${line}\n`);
+    writeStderr(`${line}\n`);
   },
   /** One line about `area` (a plugin, a queue, the proxy). */
   log(area: string, text: string): void {

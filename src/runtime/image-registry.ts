@@ -7,12 +7,12 @@
  * Unregistering while launches of the library are still in flight defers: the unload waits
  * until they have completed; new kernels and launches of the library are refused at once.
  */
-import { performance } from 'node:perf_hooks';
 import { asOffloadError, errors, OffloadError } from '../errors.js';
 import type { Bundle } from '../image/manifest.js';
 import type { LoadedImage, PluginDevice } from '../plugins/interface.js';
 import type { InfoLog } from './info-log.js';
 import { debug, dropped } from './debug.js';
+import { performance } from '../platform.js';
 
 interface DeviceLoad {
   device: PluginDevice;

@@ -5,13 +5,14 @@
 import { flagSet } from './debug.js';
 import { formatBytes, type Environment } from '../units.js';
 import { DeviceCounters } from './device-counters.js';
+import { environment, writeStderr } from '../platform.js';
 
 export type InfoSink = (line: string) => void;
 
 const hex = (value: number | undefined): string =>
   value === undefined ? '?' : `0x${value.toString(16).padStart(8, '0')}`;
 
-export function infoEnabled(env: Environment = process.env): boolean {
+export function infoEnabled(env: Environment = environment()): boolean {
   return flagSet(env.OFFLOAD_INFO);
 }
 
@@ -28,7 +29,7 @@ export class InfoLog {
 
   constructor(
     readonly enabled: boolean,
-    private readonly sink: InfoSink = (line) => process.stderr.write(`${line}\n`),
+    private readonly sink: InfoSink = (line) => writeStderr(`${line}\n`),
   ) {}
 
   private line(device: number, text: string): void {

@@ -2,6 +2,7 @@
 import type { HostDeviceOptions } from '../plugins/host/device.js';
 import type { WebGpuOptions } from '../plugins/webgpu/options.js';
 import type { TlsClientOptions } from '../transport/tcp.js';
+import { writeStderr } from '../platform.js';
 
 export interface RuntimeOptions {
   /**
@@ -93,5 +94,5 @@ export interface KernelPrint {
 
 /** The default destination of kernels' print() lines: the program's stderr. */
 export function printToStderr({ device, kernel, team, text }: KernelPrint): void {
-  process.stderr.write(`[offload device ${device} '${kernel}'${team >= 0 ? ` team ${team}` : ''}] ${text}\n`);
+  writeStderr(`[offload device ${device} '${kernel}'${team >= 0 ? ` team ${team}` : ''}] ${text}\n`);
 }

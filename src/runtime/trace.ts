@@ -14,8 +14,9 @@
  * once. A program with its own listener decides itself (and the trace is written at its exit).
  */
 import type { Environment } from '../units.js';
-import { writeFileSync } from 'node:fs';
-import { performance } from 'node:perf_hooks';
+import { errors } from '../errors.js';
+import { environment, performance } from '../platform.js';
+import { writeTextNow } from '../platform-files.js';
 
 /** The signals that write the trace before the process ends (see the header). */
 const INTERRUPTS = ['SIGINT', 'SIGTERM'] as const;
@@ -39,7 +40,7 @@ export interface Span {
   end(failed?: boolean): void;
 }
 
-export function traceFile(option: string | undefined, env: Environment = process.env): string | undefined {
+export function traceFile(option: string | undefined, env: Environment = environment()): string | undefined {
   const file = option ?? env.OFFLOAD_TRACE;
   return file === undefined || file === '' ? undefined : file;
 }
@@ -86,6 +87,9 @@ export class Tracer {
     private readonly maxSpans = Infinity,
   ) {
     if (file === undefined) return;
+    // Written at exit or on a signal: a Node process's events (a page has neither, nor files).
+    if ((globalThis as { process?: unknown }).process === undefined)
+      throw errors.unsupported(`a trace file (${file}) needs Node: a page cannot write files`);
     process.once('exit', this.onExit);
     for (const signal of INTERRUPTS) process.on(signal, this.onSignal);
   }
@@ -252,7 +256,7 @@ export class Tracer {
         droppedProxyEvents: this.dropped,
       },
     };
-    writeFileSync(this.file, JSON.stringify({ traceEvents: this.events, displayTimeUnit: 'ms', metadata }));
+    writeTextNow(this.file, JSON.stringify({ traceEvents: this.events, displayTimeUnit: 'ms', metadata }));
   }
 
   /** The events a proxy sends its client, at most `limit` of them, and how many it left out. */

@@ -52,6 +52,32 @@ export interface MetaCodec {
 
 const EMPTY = new Uint8Array(0);
 const decoder = new TextDecoder('utf-8', { fatal: true });
+const encoder = new TextEncoder();
+
+/** Node's Buffer where there is one (a page has none): its pool and its UTF-8 writer are the fast path. */
+const NodeBuffer = (
+  globalThis as {
+    Buffer?: {
+      allocUnsafe(size: number): Uint8Array & { write(text: string, offset: number, encoding: 'utf8'): number };
+    };
+  }
+).Buffer;
+
+/** An array of `size` bytes whose contents are not cleared (from Node's pool where there is one). */
+export function allocUnsafe(size: number): Uint8Array {
+  return NodeBuffer ? NodeBuffer.allocUnsafe(size) : new Uint8Array(size);
+}
+
+/** Writes `text` as UTF-8 into `bytes` from `at` (room for 3 bytes per unit); the bytes written. */
+export function writeUtf8(bytes: Uint8Array, text: string, at: number): number {
+  if (NodeBuffer && 'write' in bytes)
+    return (bytes as Uint8Array & { write(text: string, offset: number, encoding: 'utf8'): number }).write(
+      text,
+      at,
+      'utf8',
+    );
+  return encoder.encodeInto(text, bytes.subarray(at)).written;
+}
 
 const oversized = new WeakSet<Error>();
 
@@ -102,8 +128,8 @@ export function encodeHead(meta: Record<string, unknown>, payloadLength: number,
   if (json.length > MAX_META_BYTES)
     throw errors.invalidArgument(`frame meta of at least ${json.length} bytes exceeds ${MAX_META_BYTES}`);
   // Three bytes of UTF-8 at most per UTF-16 unit.
-  const head = Buffer.allocUnsafe(PREFIX_BYTES + json.length * 3);
-  const metaBytes = head.write(json, PREFIX_BYTES, 'utf8');
+  const head = allocUnsafe(PREFIX_BYTES + json.length * 3);
+  const metaBytes = writeUtf8(head, json, PREFIX_BYTES);
   if (metaBytes > MAX_META_BYTES)
     throw errors.invalidArgument(`frame meta of ${metaBytes} bytes exceeds ${MAX_META_BYTES}`);
   writePrefix(head, FRAME_MAGIC, metaBytes, payloadLength);

@@ -12,6 +12,7 @@
 import { errors } from '../errors.js';
 import { parseMilliseconds } from '../units.js';
 import type { Transport } from './transport.js';
+import { environment, letGo } from '../platform.js';
 
 export const HEARTBEAT_OP = 'heartbeat';
 /** How long a client waits for a silent proxy. */
@@ -23,7 +24,7 @@ export const DEFAULT_PEER_TIMEOUT_MS = 10_000;
 export const DEFAULT_CLIENT_TIMEOUT_MS = 60_000;
 
 /** OFFLOAD_PEER_TIMEOUT: how long a silent peer is waited for, in milliseconds (else `fallback`). */
-export function peerTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env, fallback = DEFAULT_PEER_TIMEOUT_MS): number {
+export function peerTimeoutFromEnv(env: NodeJS.ProcessEnv = environment(), fallback = DEFAULT_PEER_TIMEOUT_MS): number {
   const text = env.OFFLOAD_PEER_TIMEOUT;
   return text === undefined || text === '' ? fallback : parseMilliseconds(text, 'OFFLOAD_PEER_TIMEOUT');
 }
@@ -68,5 +69,5 @@ export function startHeartbeat(transport: Transport, timeoutMs: number): void {
     }
   }, tick);
   // The heartbeat never keeps a process alive by itself: the transport's own handle decides.
-  timer.unref();
+  letGo(timer);
 }

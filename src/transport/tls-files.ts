@@ -1,13 +1,14 @@
 /** TLS material from files (the proxy's certificate and key, a client's CA): read once, errors that say which file. */
-import { readFile } from 'node:fs/promises';
 import { errors } from '../errors.js';
+import { environment } from '../platform.js';
+import { readText } from '../platform-files.js';
 import type { TlsClientOptions } from './tcp.js';
 
 /** A PEM file's text; INVALID_ARGUMENT naming the file and what it is for when it cannot be read. */
 export async function readPem(file: string, what: string): Promise<string> {
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = await readText(file);
   } catch (error) {
     throw errors.invalidArgument(`cannot read ${what} ${file}: ${(error as Error).message}`);
   }
@@ -16,7 +17,7 @@ export async function readPem(file: string, what: string): Promise<string> {
 }
 
 /** OFFLOAD_TLS_CA: a PEM file of the CAs a client trusts; with it set, every TCP proxy is reached over TLS. */
-export async function tlsFromEnv(env: NodeJS.ProcessEnv = process.env): Promise<TlsClientOptions | undefined> {
+export async function tlsFromEnv(env: NodeJS.ProcessEnv = environment()): Promise<TlsClientOptions | undefined> {
   const file = env.OFFLOAD_TLS_CA;
   if (file === undefined || file === '') return undefined;
   return { ca: await readPem(file, 'OFFLOAD_TLS_CA, the CA certificate file,') };

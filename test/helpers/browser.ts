@@ -1,48 +1,129 @@
 /**
- * Headless Chromium for tests, driven by playwright-core: Debian's /usr/bin/chromium (never a
- * downloaded browser), a fresh profile per launch, nothing fetched from outside. A test skips
- * when that binary is missing, unless OFFLOAD_REQUIRE_BROWSER=1 (CI sets it), where it fails.
+ * Pages in a real browser, for tests: Debian's Chromium (/usr/bin/chromium, installed by
+ * .ci/run) driven headless by playwright-core, which never downloads a browser; a page program
+ * bundled from the built package as a user's bundler would; and a small HTTP server on
+ * 127.0.0.1 that serves it with the cross-origin isolation headers.
  */
-import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { execFile } from 'node:child_process';
+import { access, mkdir, symlink, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { chromium, type BrowserContext } from 'playwright-core';
+import { promisify } from 'node:util';
+import { build, type Metafile } from 'esbuild';
+import { chromium, type Browser } from 'playwright-core';
 
+const ROOT = path.join(import.meta.dirname, '..', '..');
 export const CHROMIUM = '/usr/bin/chromium';
 
-/** Why browser tests cannot run here (undefined: they can); throws where they must run and cannot. */
-export function browserMissing(): string | undefined {
-  if (existsSync(CHROMIUM)) return undefined;
-  if (process.env.OFFLOAD_REQUIRE_BROWSER === '1')
-    throw new Error(`OFFLOAD_REQUIRE_BROWSER=1 but ${CHROMIUM} is missing (apt-get install chromium)`);
-  return `${CHROMIUM} is missing`;
+/**
+ * Why a browser test skips, or undefined when it runs: only when Chromium is missing and
+ * OFFLOAD_REQUIRE_BROWSER is not 1 (CI sets it, so there the test fails instead of skipping).
+ */
+export async function browserSkip(): Promise<string | undefined> {
+  if (process.env.OFFLOAD_REQUIRE_BROWSER === '1') return undefined;
+  return access(CHROMIUM).then(
+    () => undefined,
+    () => `${CHROMIUM} is missing (apt-get install chromium; OFFLOAD_REQUIRE_BROWSER=1 makes this a failure)`,
+  );
 }
 
-/** A headless browser with a profile of its own; `close()` ends it and removes the profile. */
-export async function launchBrowser(options: { webgpu?: boolean } = {}): Promise<{
-  context: BrowserContext;
-  close(): Promise<void>;
-}> {
-  const profile = await mkdtemp(path.join(tmpdir(), 'offload-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
+/** Headless Chromium, WebGPU on (its software adapter where there is no GPU); playwright makes a fresh profile. */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
+    timeout: 60_000,
     args: [
       '--no-sandbox',
-      ...(options.webgpu ? ['--enable-unsafe-webgpu'] : ['--disable-gpu']),
       '--disable-quic',
       '--no-first-run',
       '--disable-background-networking',
       '--disable-component-update',
       '--disable-sync',
+      '--enable-unsafe-webgpu',
     ],
   });
+}
+
+/** The page program, as a user writes it: every device the page finds runs saxpy; the results go into #out. */
+export const PAGE_PROGRAM = `import { Offload, map } from 'offload-ts';
+
+const params = new URLSearchParams(location.search);
+const rt = await Offload.init({
+  webgpu: { fallback: true },
+  proxies: params.getAll('proxy'),
+  token: params.get('token') ?? undefined,
+});
+const lib = await rt.register(params.get('bundle') ?? 'kernels.offload');
+const results = [];
+for (const device of rt.devices) {
+  const saxpy = await device.kernel(lib, 'saxpy');
+  const x = Float32Array.from({ length: 64 }, (_, i) => i);
+  const y = Float32Array.from({ length: 64 }, (_, i) => i / 4);
+  await rt.target(device, saxpy, { teams: 4 }, [64, 2.5, map.to(x), map.tofrom(y)]);
+  results.push({ plugin: device.info.plugin, y: Array.from(y) });
+}
+await rt.shutdown();
+document.getElementById('out').textContent = JSON.stringify(results);
+`;
+
+/** Bundles `program` as a page's bundler would: the package through its browser condition, nothing else configured. */
+export async function bundlePage(dir: string, program = PAGE_PROGRAM): Promise<{ code: string; metafile: Metafile }> {
+  try {
+    await access(path.join(ROOT, 'dist/browser.js'));
+  } catch {
+    await promisify(execFile)(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', '--silent', 'build'], {
+      cwd: ROOT,
+    });
+  }
+  await mkdir(path.join(dir, 'node_modules'), { recursive: true });
+  await symlink(ROOT, path.join(dir, 'node_modules', 'offload-ts')).catch(() => {});
+  await writeFile(path.join(dir, 'main.js'), program);
+  const result = await build({
+    entryPoints: [path.join(dir, 'main.js')],
+    absWorkingDir: dir,
+    bundle: true,
+    platform: 'browser',
+    format: 'esm',
+    target: 'es2022',
+    write: false,
+    metafile: true,
+    logLevel: 'silent',
+  });
+  return { code: result.outputFiles[0]!.text, metafile: result.metafile };
+}
+
+/** What `servePage` serves: a path's body and content type. */
+export type PageFiles = Record<string, { body: string | Uint8Array; type: string }>;
+
+/** Headers of a cross-origin isolated page (SharedArrayBuffer, shared WebAssembly.Memory). */
+export const ISOLATION_HEADERS = {
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cross-Origin-Embedder-Policy': 'require-corp',
+  'Cross-Origin-Resource-Policy': 'same-origin',
+};
+
+/** Serves `files` on 127.0.0.1 (any free port), each with `headers`; 404 for anything else. */
+export async function servePage(
+  files: PageFiles,
+  headers: Record<string, string> = ISOLATION_HEADERS,
+): Promise<{ origin: string; close(): Promise<void> }> {
+  const server = http.createServer((request, response) => {
+    const file = files[new URL(request.url ?? '/', 'http://page').pathname];
+    if (!file) {
+      response.writeHead(404, headers).end('not found');
+      return;
+    }
+    response.writeHead(200, { ...headers, 'Content-Type': file.type, 'Cache-Control': 'no-store' }).end(file.body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
-    context,
-    async close() {
-      await context.close();
-      await rm(profile, { recursive: true, force: true });
-    },
+    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

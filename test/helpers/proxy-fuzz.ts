@@ -4,7 +4,7 @@
  * range, ops swapped) and of the bytes (bit flips, truncation, corrupted lengths, garbage).
  * Two targets: an in-process ProxyServer over in-memory transports (ten thousand frames take
  * seconds, every byte still goes through the frame decoder), and a real `offload proxy`
- * process over TCP sockets, several connections at once (the network fuzzer).
+ * process over TCP or WebSocket, several connections at once (the network fuzzer).
  *
  * What must hold: the proxy neither exits nor throws nor rejects unhandled, it answers every
  * connection it keeps open, every reply's error is an OffloadError code other than an internal
@@ -12,7 +12,6 @@
  * test/proxy-fuzz.test.ts and scripts/fuzz-frames.ts (`npm run fuzz`).
  */
 import { readFile } from 'node:fs/promises';
-import net from 'node:net';
 import { ErrorCode, OffloadError, errors } from '../../src/errors.js';
 import { decodeBundle } from '../../src/image/bundle.js';
 import { serveClient } from '../../src/proxy/handlers.js';
@@ -23,6 +22,7 @@ import { encodeFrame, FrameDecoder, type Frame, type MetaCodec } from '../../src
 import { compactMeta } from '../../src/protocol/compact.js';
 import { fixtureBundle } from './fixtures.js';
 import { LoopbackTransport } from '../../src/transport/loopback.js';
+import { openByteStream } from './byte-stream.js';
 
 /** xorshift32: small, seedable, good enough to pick mutations. */
 export class Random {
@@ -388,23 +388,17 @@ export function loopbackTarget(server: ProxyServer): FuzzTarget {
   };
 }
 
-/** A proxy listening at `address` (a real process), over TCP sockets, `concurrency` connections at once. */
+/**
+ * A proxy listening at `address` (a real process), over TCP sockets, or over WebSocket for a
+ * `ws://` address (the same bytes, cut into messages); `concurrency` connections at once.
+ */
 export function tcpTarget(address: string, concurrency = 8): FuzzTarget {
-  const [host, port] = [
-    address.slice(0, address.lastIndexOf(':')),
-    Number(address.slice(address.lastIndexOf(':') + 1)),
-  ];
   let pings = 2 ** 40; // ids of the fuzzer's own pings: far from the frames' ids
   return {
     inProcess: false,
     concurrency,
     async connect() {
-      const socket = net.connect({ host, port });
-      socket.setNoDelay(true);
-      await new Promise<void>((resolve, reject) => {
-        socket.once('connect', resolve);
-        socket.once('error', reject);
-      });
+      const socket = await openByteStream(address);
       let codec: MetaCodec | undefined;
       const decoder = new FrameDecoder(undefined, undefined, () => codec);
       let closed = false;
@@ -454,10 +448,10 @@ export function tcpTarget(address: string, concurrency = 8): FuzzTarget {
         },
         close: () => socket.destroy(),
       };
-      socket.on('data', (chunk: Buffer) => {
+      socket.onData = (chunk) => {
         let frames: Frame[];
         try {
-          frames = decoder.push(new Uint8Array(chunk));
+          frames = decoder.push(chunk);
         } catch (error) {
           lastError = { code: 'FUZZER', message: `the proxy sent a malformed frame: ${String(error)}` };
           socket.destroy();
@@ -474,9 +468,8 @@ export function tcpTarget(address: string, concurrency = 8): FuzzTarget {
             link.onFrame(frame);
           }
         }
-      });
-      socket.on('error', () => {});
-      socket.on('close', () => {
+      };
+      void socket.closed.then(() => {
         closed = true;
         for (const done of waiting.values()) done(false);
         waiting.clear();

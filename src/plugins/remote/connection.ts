@@ -34,6 +34,7 @@ import type { ClientNote, OutgoingRequest, ProxyFrames, Requests } from '../../p
 import { decodeHelloReply, decodeProxyFrame } from '../../protocol/decode-reply.js';
 import { compactMeta } from '../../protocol/compact.js';
 import { parseMilliseconds } from '../../units.js';
+import { environment, letGo } from '../../platform.js';
 
 /** Callbacks of a request that streams: `ready` (rendezvous write may start), `data` (read chunks). */
 export interface StreamHandlers {
@@ -59,7 +60,7 @@ interface Pending {
 export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
 
 /** OFFLOAD_REQUEST_TIMEOUT in milliseconds, else DEFAULT_REQUEST_TIMEOUT_MS. */
-export function requestTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+export function requestTimeoutFromEnv(env: NodeJS.ProcessEnv = environment()): number {
   const text = env.OFFLOAD_REQUEST_TIMEOUT;
   return text === undefined || text === ''
     ? DEFAULT_REQUEST_TIMEOUT_MS
@@ -171,7 +172,7 @@ export class RemoteConnection {
       Math.max(10, Math.min(1000, Math.floor(timeoutMs / 4))),
     );
     // The deadlines never keep a process alive by themselves: the transport's own handle decides.
-    this.deadlineTimer.unref();
+    letGo(this.deadlineTimer);
   }
 
   private checkDeadlines(): void {

@@ -15,6 +15,7 @@ import { tlsFromEnv } from '../../transport/tls-files.js';
 import type { Connector } from '../../transport/transport.js';
 import { RemoteConnection } from './connection.js';
 import { ConnectionState, RemoteDevice } from './device.js';
+import { environment, writeStderr } from '../../platform.js';
 
 export interface RemoteOptions {
   /** Proxy addresses, `host:port`. */
@@ -132,7 +133,7 @@ export class RemotePlugin implements Plugin {
 }
 
 /** Proxy addresses from options or OFFLOAD_PROXIES (comma- or space-separated), without the `?` of optional ones. */
-export function proxyList(option: readonly string[] | undefined, env: NodeJS.ProcessEnv = process.env): string[] {
+export function proxyList(option: readonly string[] | undefined, env: NodeJS.ProcessEnv = environment()): string[] {
   return proxyEntries(option, false, env).map((entry) => entry.address);
 }
 
@@ -143,7 +144,7 @@ export function proxyList(option: readonly string[] | undefined, env: NodeJS.Pro
 export function proxyEntries(
   option: readonly string[] | undefined,
   allOptional: boolean | undefined,
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv = environment(),
 ): { address: string; optional: boolean }[] {
   const list = option ?? (env.OFFLOAD_PROXIES ?? '').split(/[\s,]+/).filter((address) => address !== '');
   return list.map((text) => {
@@ -153,7 +154,7 @@ export function proxyEntries(
 }
 
 function warnOnStderr(line: string): void {
-  process.stderr.write(`offload-ts: ${line}\n`);
+  writeStderr(`offload-ts: ${line}\n`);
 }
 
 // Remote devices come after every local one.
@@ -163,7 +164,7 @@ registerPlugin(
     const entries = proxyEntries(options.proxies, options.optionalProxies);
     const proxies = entries.map((entry) => entry.address);
     const optional = new Set(entries.filter((entry) => entry.optional).map((entry) => entry.address));
-    let token = options.token ?? process.env.OFFLOAD_TOKEN;
+    let token = options.token ?? environment().OFFLOAD_TOKEN;
     if (proxies.length > 0 && (token === undefined || token === '')) {
       throw errors.invalidArgument(
         `proxies ${proxies.join(', ')} are named but no token is given (options.token or OFFLOAD_TOKEN)`,

@@ -1,34 +1,21 @@
 /// <reference types="@webgpu/types" preserve="true" />
 /**
- * Finding a WebGPU adapter through the npm package `webgpu` (Dawn, the engine inside Chrome, on
- * Vulkan, Metal or D3D12). The Dawn instance is made once per process (its start is the slow
- * part, ~0.1-0.3 s); each runtime gets an adapter of its own, since an adapter makes one device.
+ * Finding a WebGPU adapter: in Node through the npm package `webgpu` (Dawn, the engine inside
+ * Chrome, on Vulkan, Metal or D3D12), in a page through `navigator.gpu` (gpu.ts and
+ * gpu.browser.ts: where the GPU object comes from). Each runtime gets an adapter of its own,
+ * since an adapter makes one device.
  */
-import { readdir, stat } from 'node:fs/promises';
-import { performance } from 'node:perf_hooks';
 import { errors } from '../../errors.js';
+import { environment, performance } from '../../platform.js';
+import { gpuInstance, NO_ADAPTER, noGpuDeviceNode } from './gpu.js';
 import { debugLog, dropped } from '../../runtime/debug.js';
 import { parseBytes } from '../../units.js';
 import type { WebGpuOptions } from './options.js';
 
 export type { WebGpuOptions } from './options.js';
+export { noGpuDeviceNode } from './gpu.js';
 
 export type AdapterSearch = { adapter: GPUAdapter } | { reason: string };
-
-let instance: Promise<GPU | string> | undefined;
-
-/** The Dawn instance, or why there is none. */
-function gpuInstance(): Promise<GPU | string> {
-  instance ??= import('webgpu').then(
-    ({ create, globals }) => {
-      // The GPUBufferUsage, GPUMapMode, ... constants the WebGPU API expects as globals.
-      for (const [name, value] of Object.entries(globals)) (globalThis as Record<string, unknown>)[name] ??= value;
-      return create([]);
-    },
-    (error: Error) => `the npm package 'webgpu' (Dawn) cannot be loaded: ${error.message}`,
-  );
-  return instance;
-}
 
 const WEBGPU_SETTINGS = {
   on: ['', 'on', '1', 'true', 'yes'],
@@ -41,8 +28,8 @@ const WEBGPU_SETTINGS = {
  * plugin off, `fallback` also takes software adapters; anything else is INVALID_ARGUMENT.
  */
 export function webgpuOptionsFromEnv(
-  value = process.env.OFFLOAD_WEBGPU,
-  memory = process.env.OFFLOAD_WEBGPU_MEMORY,
+  value = environment().OFFLOAD_WEBGPU,
+  memory = environment().OFFLOAD_WEBGPU_MEMORY,
 ): WebGpuOptions | false {
   const setting = (value ?? '').trim().toLowerCase();
   if (WEBGPU_SETTINGS.off.includes(setting)) return false;
@@ -70,21 +57,15 @@ export async function findAdapter(options: WebGpuOptions): Promise<AdapterSearch
   const gpu = await gpuInstance();
   if (typeof gpu === 'string') return { reason: gpu };
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' }).catch((error: unknown) => {
-    dropped('webgpu', 'asking Dawn for an adapter')(error); // no adapter: said below
+    dropped('webgpu', 'asking for an adapter')(error); // no adapter: said below
     return null;
   });
-  if (!adapter) {
-    return {
-      reason:
-        'no WebGPU adapter: Dawn found no Vulkan, Metal or D3D12 driver it accepts (without a GPU, Mesa 25 ' +
-        "lavapipe from Debian's bookworm-backports mesa-vulkan-drivers provides a software one)",
-    };
-  }
+  if (!adapter) return { reason: NO_ADAPTER };
   const info = adapter.info;
   debugLog(
     'webgpu',
     () =>
-      `Dawn started and found ${info.description || info.vendor} (${isFallback(adapter) ? 'software' : 'hardware'}) in ${(performance.now() - started).toFixed(0)} ms`,
+      `WebGPU found ${info.description || info.vendor} (${isFallback(adapter) ? 'software' : 'hardware'}) in ${(performance.now() - started).toFixed(0)} ms`,
   );
   if (isFallback(adapter) && !options.fallback) {
     return {
@@ -92,27 +73,6 @@ export async function findAdapter(options: WebGpuOptions): Promise<AdapterSearch
     };
   }
   return { adapter };
-}
-
-/**
- * On Linux, a hardware GPU reaches Vulkan only through a device node: a DRM render node, an
- * NVIDIA node, or WSL's /dev/dxg. Without one, the reason there is no hardware adapter (found
- * with a directory listing instead of Dawn); elsewhere (Metal, D3D12) undefined.
- */
-export async function noGpuDeviceNode(platform = process.platform, dev = '/dev'): Promise<string | undefined> {
-  if (platform !== 'linux') return undefined;
-  const dri = await readdir(`${dev}/dri`).catch(() => [] as string[]); // no such directory: the answer sought
-  if (dri.some((name) => name.startsWith('renderD'))) return undefined;
-  for (const node of ['nvidia0', 'nvidiactl', 'dxg']) {
-    if (
-      await stat(`${dev}/${node}`).then(
-        () => true,
-        () => false,
-      )
-    )
-      return undefined;
-  }
-  return `no GPU device node (${dev}/dri/renderD*, ${dev}/nvidia0, ${dev}/dxg): this machine shows no GPU to Vulkan; OFFLOAD_WEBGPU=fallback or { webgpu: { fallback: true } } takes a software adapter (lavapipe)`;
 }
 
 export function isFallback(adapter: GPUAdapter): boolean {

@@ -313,7 +313,7 @@ export class WebGpuDevice implements PluginDevice {
       await this.read(dst, start, data.subarray(0, 4));
       await this.read(dst, end - 4, data.subarray(end - start - 4));
       data.set(src, offset - start);
-    } else if (src.buffer instanceof SharedArrayBuffer) {
+    } else if (typeof SharedArrayBuffer !== 'undefined' && src.buffer instanceof SharedArrayBuffer) {
       // Dawn takes views of ArrayBuffers only: a SharedArrayBuffer (the host device's memory)
       // crashes the process (seen with webgpu 0.6.2), so shared bytes are copied first.
       data = src.slice();

@@ -126,7 +126,7 @@ describe('the offload command', { timeout: 240_000 }, () => {
     assert.ok(report.results.every((r) => r.ok && r.device === 0));
   });
 
-  it("runs XSBench's lookups from the native peer's C source with --kernel c: the published smoke checksum, both grids", async (t) => {
+  it("runs XSBench's and RSBench's lookups from the native peers' C sources with --kernel c: the published smoke checksums, both grids", async (t) => {
     if (!(await nativeCompilers())) return t.skip('no clang with wasm-ld here (Debian: clang-16 lld-16)');
     for (const grid of ['unionized', 'hash']) {
       const { code, stdout, stderr } = await offload(
@@ -138,6 +138,12 @@ describe('the offload command', { timeout: 240_000 }, () => {
       assert.equal(report.checksum, 3044);
       assert.equal(report.valid, true);
     }
+    // RSBench's kernel calls sin, cos and atan: the device library's (offload_math.h) give the published checksum too.
+    const rsbench = await offload(['bench', 'rsbench', '--kernel', 'c', '--lookups', '1000', '--json'], {});
+    assert.equal(rsbench.code, 0, rsbench.stderr);
+    const report = JSON.parse(rsbench.stdout) as { checksum: number; valid: boolean | null };
+    assert.equal(report.checksum, 3533);
+    assert.equal(report.valid, true);
     const bad = await offload(['bench', 'xsbench', '--kernel', 'fortran']);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /--kernel must be as or c, got 'fortran'/);

@@ -118,6 +118,12 @@ const data = new Float32Array(4);
 await rt.targetData(device, [map.tofrom(data)], async () => {});
 // @ts-expect-error internal: not in the published declarations
 rt.contextCount;
+const buffer = await device.alloc(16);
+// @ts-expect-error a TypeScript-private member is not in the published declarations either
+buffer.isFreed;
+const kind: 'cpu' | 'gpu' = device.info.kind;
+// @ts-expect-error the kinds are a string-literal union: a misspelt one is a type error
+if (device.info.plugin === 'Host') console.log(kind);
 console.log(device.info.name, OffloadError.name);
 await rt.shutdown();
 `,
@@ -145,6 +151,10 @@ await rt.shutdown();
     assert.equal(stdout, '', 'tsc found errors');
     const declarations = await readFile(path.join(app, 'node_modules/offload-ts/dist/api/runtime.d.ts'), 'utf8');
     assert.doesNotMatch(declarations, /contextCount|mappedRanges/);
+    for (const file of files.filter((name) => name.endsWith('.d.ts'))) {
+      const text = await readFile(path.join(app, 'node_modules/offload-ts', file), 'utf8');
+      assert.doesNotMatch(text, /^\s*private (?!constructor\(\))/m, `${file} shows a private member`);
+    }
   });
 
   it('compiles a program that uses every exported name without @types/node and without the DOM library', async () => {

@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { HELP_WIDTH, wrapHelp } from '../src/cli/format.js';
 import { typeScriptLoader } from '../src/cli/launch.js';
 import { progressBar } from '../src/cli/progress.js';
 import { generateXsbench } from '../src/apps/xsbench.js';
@@ -68,6 +69,40 @@ describe('the offload command', { timeout: 240_000 }, () => {
       for (const option of options)
         assert.match(stdout, new RegExp(`^\\s+${option}\\b`, 'm'), `${command} --help lists ${option}`);
     }
+  });
+
+  it('wraps every help text to 80 columns and lists each option its usage lines show', async () => {
+    for (const command of ['', 'init', 'devices', 'build', 'demo', 'proxy', 'launch', 'bench']) {
+      const { code, stdout } = await offload(command === '' ? ['--help'] : [command, '--help']);
+      assert.equal(code, 0);
+      for (const line of stdout.trimEnd().split('\n'))
+        assert.ok(line.length <= HELP_WIDTH, `offload ${command} --help: ${line.length} columns: ${line}`);
+      const usage = stdout.slice(0, stdout.indexOf('\n\n'));
+      for (const option of usage.match(/(?<![\w-])--?[a-z][\w-]*/g) ?? [])
+        assert.match(
+          stdout,
+          new RegExp(`^\\s+(-\\w, )?${option}\\b`, 'm'),
+          `offload ${command} --help lists ${option}`,
+        );
+    }
+    // Continuations line up with the option's description, and the paragraph is reflowed, not cut.
+    assert.equal(
+      wrapHelp(
+        '  --long <ms> A description that runs well past the end of a line of forty columns\n              and goes on\n  --next      Short',
+        40,
+      ),
+      [
+        '  --long <ms> A description that runs',
+        '              well past the end of a',
+        '              line of forty columns and',
+        '              goes on',
+        '  --next      Short',
+      ].join('\n'),
+    );
+    assert.equal(
+      wrapHelp('Usage: offload devices [--json] [--proxies <host:port,...>] [--token-file <file>]', 60),
+      'Usage: offload devices [--json] [--proxies <host:port,...>]\n       [--token-file <file>]',
+    );
   });
 
   it("runs a TypeScript program under launch through its project's tsx, and says what is missing when nothing can run it", async () => {

@@ -3,13 +3,13 @@ import { parseArgs } from 'node:util';
 import { Offload } from '../api/runtime.js';
 import type { DeviceInfo } from '../plugins/interface.js';
 import { webgpuUnavailable } from '../plugins/webgpu/adapter.js';
-import { table } from './format.js';
+import { table, wrapHelp } from './format.js';
 import { formatBytes } from '../units.js';
 import { readToken } from './token.js';
 
 export const summary = 'List the devices the runtime finds, with their properties';
 
-const HELP = `Usage: offload devices [--json] [--proxies <host:port,...>] [--token-file <file>]
+const HELP = wrapHelp(`Usage: offload devices [--json] [--proxies <host:port,...>] [--token-file <file>]
 
 ${summary}: local devices first (the host
 device, then a WebGPU device when Dawn finds an adapter; OFFLOAD_WEBGPU=fallback also
@@ -20,7 +20,7 @@ Options:
   --json                 Print a JSON array of { id, ...info } instead of a table
   --proxies <list>       Comma-separated proxy addresses
   --token-file <file>    File holding the proxies' token (default: OFFLOAD_TOKEN)
-  -h, --help             Show this help`;
+  -h, --help             Show this help`);
 
 /** Table rows: a property's label and how to show it. */
 const PROPERTIES: [string, (info: DeviceInfo) => string][] = [

@@ -32,7 +32,7 @@ function nodeGyp() {
 
 if (!hasMpicc()) {
   const note =
-    'offload-ts: mpicc not found, the MPI addon is not built (install openmpi-bin libopenmpi-dev, then npm run build:mpi)';
+    'offload-ts: mpicc not found, the MPI addon is not built (install openmpi-bin libopenmpi-dev, then npm rebuild offload-ts in your project, or npm run build:mpi in a checkout)';
   if (strict) {
     console.error(note);
     process.exit(1);

@@ -19,7 +19,14 @@ export { Kernel, type KernelInfo } from './api/kernel.js';
 export type { SuggestedGrid } from './api/items.js';
 export { Library } from './api/library.js';
 export { OffloadError, ErrorCode } from './errors.js';
-export type { DeviceCapabilities, DeviceInfo, MemoryInfo, MemoryKind } from './plugins/interface.js';
+export type {
+  DeviceCapabilities,
+  DeviceInfo,
+  DeviceKind,
+  MemoryInfo,
+  MemoryKind,
+  PluginName,
+} from './plugins/interface.js';
 export type { KernelPrint, RuntimeOptions } from './runtime/options.js';
 export type { ContextOptions } from './api/runtime.js';
 export type { DeviceMetrics, RuntimeMetrics } from './runtime/device-counters.js';
@@ -38,4 +45,4 @@ export {
   type SpreadResult,
   type SpreadShare,
 } from './omp/spread.js';
-export type { ParamInfo, ParamType, EntryInfo } from './image/manifest.js';
+export type { ParamInfo, ParamType, EntryInfo, ImageFormat } from './image/manifest.js';

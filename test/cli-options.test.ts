@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { HELP_WIDTH, wrapHelp } from '../src/cli/format.js';
 import { typeScriptLoader } from '../src/cli/launch.js';
 import { progressBar } from '../src/cli/progress.js';
 import { generateXsbench } from '../src/apps/xsbench.js';
@@ -70,6 +71,40 @@ describe('the offload command', { timeout: 240_000 }, () => {
     }
   });
 
+  it('wraps every help text to 80 columns and lists each option its usage lines show', async () => {
+    for (const command of ['', 'init', 'devices', 'build', 'demo', 'proxy', 'launch', 'bench']) {
+      const { code, stdout } = await offload(command === '' ? ['--help'] : [command, '--help']);
+      assert.equal(code, 0);
+      for (const line of stdout.trimEnd().split('\n'))
+        assert.ok(line.length <= HELP_WIDTH, `offload ${command} --help: ${line.length} columns: ${line}`);
+      const usage = stdout.slice(0, stdout.indexOf('\n\n'));
+      for (const option of usage.match(/(?<![\w-])--?[a-z][\w-]*/g) ?? [])
+        assert.match(
+          stdout,
+          new RegExp(`^\\s+(-\\w, )?${option}\\b`, 'm'),
+          `offload ${command} --help lists ${option}`,
+        );
+    }
+    // Continuations line up with the option's description, and the paragraph is reflowed, not cut.
+    assert.equal(
+      wrapHelp(
+        '  --long <ms> A description that runs well past the end of a line of forty columns\n              and goes on\n  --next      Short',
+        40,
+      ),
+      [
+        '  --long <ms> A description that runs',
+        '              well past the end of a',
+        '              line of forty columns and',
+        '              goes on',
+        '  --next      Short',
+      ].join('\n'),
+    );
+    assert.equal(
+      wrapHelp('Usage: offload devices [--json] [--proxies <host:port,...>] [--token-file <file>]', 60),
+      'Usage: offload devices [--json] [--proxies <host:port,...>]\n       [--token-file <file>]',
+    );
+  });
+
   it("runs a TypeScript program under launch through its project's tsx, and says what is missing when nothing can run it", async () => {
     assert.deepEqual(await typeScriptLoader('app.js', []), []);
     assert.deepEqual(await typeScriptLoader('app.ts', ['--import', 'tsx']), []);
@@ -126,7 +161,7 @@ describe('the offload command', { timeout: 240_000 }, () => {
     assert.ok(report.results.every((r) => r.ok && r.device === 0));
   });
 
-  it("runs XSBench's lookups from the native peer's C source with --kernel c: the published smoke checksum, both grids", async (t) => {
+  it("runs XSBench's and RSBench's lookups from the native peers' C sources with --kernel c: the published smoke checksums, both grids", async (t) => {
     if (!(await nativeCompilers())) return t.skip('no clang with wasm-ld here (Debian: clang-16 lld-16)');
     for (const grid of ['unionized', 'hash']) {
       const { code, stdout, stderr } = await offload(
@@ -138,6 +173,12 @@ describe('the offload command', { timeout: 240_000 }, () => {
       assert.equal(report.checksum, 3044);
       assert.equal(report.valid, true);
     }
+    // RSBench's kernel calls sin, cos and atan: the device library's (offload_math.h) give the published checksum too.
+    const rsbench = await offload(['bench', 'rsbench', '--kernel', 'c', '--lookups', '1000', '--json'], {});
+    assert.equal(rsbench.code, 0, rsbench.stderr);
+    const report = JSON.parse(rsbench.stdout) as { checksum: number; valid: boolean | null };
+    assert.equal(report.checksum, 3533);
+    assert.equal(report.valid, true);
     const bad = await offload(['bench', 'xsbench', '--kernel', 'fortran']);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /--kernel must be as or c, got 'fortran'/);

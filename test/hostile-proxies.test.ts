@@ -202,6 +202,8 @@ describe('a client against a hostile proxy', { timeout: 120_000 }, () => {
       [{ ...FAKE_DEVICE, maxTeamDims: [1, 1] }, /field 'maxTeamDims' must be three non-negative integers/],
       [{ ...FAKE_DEVICE, imageFormats: ['exe'] }, /field 'imageFormats' must be an array of image formats/],
       [{ ...FAKE_DEVICE, name: { toString: 1 } }, /field 'name' must be a string/],
+      [{ ...FAKE_DEVICE, kind: 'fpga' }, /field 'kind' must be one of cpu, gpu, got "fpga"/],
+      [{ ...FAKE_DEVICE, plugin: undefined }, /field 'plugin' must be one of host, remote, webgpu, got nothing/],
       ['a device', /device 0 is not an object/],
     ] as const) {
       const proxy = await hostileProxy((frame, send) => {

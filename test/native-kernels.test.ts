@@ -187,6 +187,70 @@ describe('kernels in C, C++ and Rust', { skip, timeout: 300_000 }, () => {
     assert.equal(value[0], 2 ** 40 + 0.5);
   });
 
+  it("gives C kernels sin, cos and atan (offload_math.h): within 1 ulp of the program's Math, NaN where documented", async () => {
+    const source = path.join(dir, 'trig.c');
+    await writeFile(
+      source,
+      `#include "offload.h"
+#include "offload_math.h"
+OFFLOAD_KERNEL void trig(int n, offload_ptr(const double) x, offload_ptr(double) out) {
+  for (int i = 0; i < n; i++) {
+    out[3 * i] = offload_sin(x[i]);
+    out[3 * i + 1] = offload_cos(x[i]);
+    out[3 * i + 2] = offload_atan(x[i]);
+  }
+}
+`,
+    );
+    const trig = await buildBundle({ sources: [source], output: path.join(dir, 'trig') });
+    // Small, medium (reduced by pi/2 several times), near multiples of pi/2, large; then the edges.
+    const xs = [
+      ...Array.from({ length: 3000 }, (_, i) => Math.sin(i * 12.9898) * [1, 10, 2000, 1e6][i % 4]!),
+      ...[1, 2, 3, 4, 100, 1e5].map((k) => (k * Math.PI) / 2),
+      0,
+      -0,
+      1e-300,
+      2.5,
+      -7,
+      1e20,
+    ];
+    await using runtime = await Offload.init({ host: { threads: 1 }, proxies: [], webgpu: false });
+    const device = runtime.devices[0]!;
+    await using library = await runtime.register(trig.path);
+    await using x = await device.alloc(xs.length * 8);
+    await using out = await device.alloc(xs.length * 24);
+    const got = new Float64Array(xs.length * 3);
+    const q = device.queue();
+    q.write(x, Float64Array.from(xs));
+    q.launch(await device.kernel(library, 'trig'), { teams: 1 }, [xs.length, x, out]);
+    q.read(out, got);
+    await q.finish();
+    const bits = new BigInt64Array(2);
+    const doubles = new Float64Array(bits.buffer);
+    const ulps = (a: number, b: number): number => {
+      doubles[0] = a;
+      doubles[1] = b;
+      const [p, r] = [...bits].map((v) => (v < 0n ? -(v & 0x7fffffffffffffffn) : v));
+      return Math.abs(Number(p! - r!));
+    };
+    xs.forEach((value, i) => {
+      const want =
+        Math.abs(value) >= 2 ** 50
+          ? [NaN, NaN, Math.atan(value)]
+          : [Math.sin(value), Math.cos(value), Math.atan(value)];
+      want.forEach((expected, k) => {
+        const actual = got[3 * i + k]!;
+        if (Number.isNaN(expected))
+          assert.ok(Number.isNaN(actual), `${['sin', 'cos', 'atan'][k]}(${value}) = ${actual}`);
+        else {
+          const off = ulps(actual, expected);
+          assert.ok(off <= 1, `${['sin', 'cos', 'atan'][k]}(${value}) = ${actual}, Math gives ${expected}`);
+        }
+      });
+    });
+    assert.ok(Object.is(got[3 * (xs.length - 5)], -0), 'sin(-0) is -0');
+  });
+
   it('runs a loop-free C kernel on the calling thread (provably short), a looping one on the workers only', async () => {
     const bytes = decodeBundle(c.bundle).images[0]!.bytes;
     const shapes = readCodeShapes(bytes, ['store_team', 'saxpy']);

@@ -1,7 +1,9 @@
 /**
  * The package as a user gets it: `npm pack`'s tarball, unpacked into a new project's
  * node_modules (its dependencies linked from ours: nothing is downloaded), then required,
- * imported and type-checked with skipLibCheck off; what the tarball holds and leaves out.
+ * imported and type-checked with skipLibCheck off; what the tarball holds and leaves out. And
+ * the whole first-time path with npm itself (init, install, offload init, build, start, launch),
+ * its registry a local one serving this checkout's locked packages (test/helpers/local-registry.ts).
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -11,6 +13,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { userCacheDir } from '../src/cli/kernel-cache.js';
+import { startLocalRegistry } from './helpers/local-registry.js';
 
 const exec = promisify(execFile);
 const ROOT = path.join(import.meta.dirname, '..');
@@ -44,7 +47,7 @@ async function run(command: string, args: string[], cwd: string): Promise<string
   return stdout;
 }
 
-describe('the published package', { timeout: 300_000 }, () => {
+describe('the published package', { timeout: 600_000 }, () => {
   before(async () => {
     work = await mkdtemp(path.join(os.tmpdir(), 'offload-package-'));
     // npm pack runs `prepare` (the build) first, as publishing does.
@@ -115,6 +118,12 @@ const data = new Float32Array(4);
 await rt.targetData(device, [map.tofrom(data)], async () => {});
 // @ts-expect-error internal: not in the published declarations
 rt.contextCount;
+const buffer = await device.alloc(16);
+// @ts-expect-error a TypeScript-private member is not in the published declarations either
+buffer.isFreed;
+const kind: 'cpu' | 'gpu' = device.info.kind;
+// @ts-expect-error the kinds are a string-literal union: a misspelt one is a type error
+if (device.info.plugin === 'Host') console.log(kind);
 console.log(device.info.name, OffloadError.name);
 await rt.shutdown();
 `,
@@ -142,6 +151,10 @@ await rt.shutdown();
     assert.equal(stdout, '', 'tsc found errors');
     const declarations = await readFile(path.join(app, 'node_modules/offload-ts/dist/api/runtime.d.ts'), 'utf8');
     assert.doesNotMatch(declarations, /contextCount|mappedRanges/);
+    for (const file of files.filter((name) => name.endsWith('.d.ts'))) {
+      const text = await readFile(path.join(app, 'node_modules/offload-ts', file), 'utf8');
+      assert.doesNotMatch(text, /^\s*private (?!constructor\(\))/m, `${file} shows a private member`);
+    }
   });
 
   it('compiles a program that uses every exported name without @types/node and without the DOM library', async () => {
@@ -195,12 +208,19 @@ export const used = [old.byteLength, map.to(new Float32Array(1))];
     assert.equal(stdout, '', 'tsc found errors');
   });
 
-  it("sets a project up with 'offload init': kernels checked by AssemblyScript's tsconfig, wrappers that survive tsc --outDir, launch of the .ts app", async () => {
+  it('installs as a user does: npm init -y, npm install the tarball, offload init (npm installs its devDependencies), check:kernels, build, start, launch', async () => {
+    // npm's registry is one on 127.0.0.1 serving this checkout's locked packages from its
+    // node_modules: nothing is downloaded, and the versions are those CI tested.
+    const registry = await startLocalRegistry(ROOT);
     const project = path.join(work, 'project');
     await mkdir(project);
-    await install(project);
     const env = {
       ...process.env,
+      npm_config_registry: registry.url,
+      npm_config_cache: path.join(work, 'npm-cache'),
+      npm_config_audit: 'false',
+      npm_config_fund: 'false',
+      npm_config_update_notifier: 'false',
       OFFLOAD_WEBGPU: 'off',
       OFFLOAD_PROXIES: '',
       OFFLOAD_HOST_THREADS: '1',
@@ -214,23 +234,39 @@ export const used = [old.byteLength, map.to(new Float32Array(1))];
       );
       return stdout;
     };
-    const offload = path.join(project, 'node_modules', '.bin', 'offload');
-    assert.match(
-      // --no-install: node_modules here is linked from ours, never installed into.
-      await sh(offload, ['init', '--no-install']),
-      /wrote +kernels\/tsconfig\.json[\s\S]*scripts +build:kernels, check:kernels, build, start/,
+    const npx = process.platform === 'win32' ? 'npx.cmd' : 'npx';
+    try {
+      await sh(npm, ['init', '-y']);
+      await sh(npm, ['install', tarball]);
+      assert.match(
+        await sh(npx, ['offload', 'init']),
+        /wrote +kernels\/tsconfig\.json[\s\S]*changed +package\.json "type": "commonjs" -> "module"[\s\S]*scripts +build:kernels, check:kernels, build, start[\s\S]*install +npm install/,
+      );
+      const manifest = JSON.parse(await readFile(path.join(project, 'package.json'), 'utf8')) as {
+        devDependencies: Record<string, string>;
+      };
+      assert.deepEqual(Object.keys(manifest.devDependencies).sort(), ['@types/node', 'tsx', 'typescript']);
+      // The kernels (and offload-ts/device) type-check under AssemblyScript's settings; the app's tsc never sees them.
+      await sh(npm, ['run', '--silent', 'check:kernels']);
+      await sh(npm, ['run', '--silent', 'build']);
+      const expected = /^device 0 host .*: sum of 0\.\.999 = 499500$/m;
+      assert.match(await sh(npm, ['start']), expected);
+      const launched = await sh(npx, ['offload', 'launch', '-np', '2', 'dist/main.js']);
+      assert.equal(launched.match(/sum of 0\.\.999 = 499500$/gm)?.length, 3, launched);
+      // The TypeScript program itself, through the tsx that init installed.
+      const typescript = await sh(npx, ['offload', 'launch', '-np', '1', 'src/main.ts']);
+      assert.equal(typescript.match(/sum of 0\.\.999 = 499500$/gm)?.length, 2, typescript);
+      // A kernel that touches no memory builds too.
+      await writeFile(path.join(project, 'kernels', 'empty.ts'), 'export function empty(): void {}\n');
+      assert.match(await sh(npx, ['offload', 'build', 'kernels/empty.ts', '-o', 'build/empty']), /kernel +empty\(\)/);
+    } finally {
+      await registry.close();
+    }
+    // Every package came from the local registry, none from elsewhere (there is no elsewhere offline).
+    assert.ok(
+      registry.requests.includes('/typescript') && registry.requests.includes('/ws'),
+      registry.requests.join(' '),
     );
-    // The kernels (and offload-ts/device) type-check under AssemblyScript's settings; the app's tsc never sees them.
-    await sh(npm, ['run', '--silent', 'check:kernels']);
-    await sh(npm, ['run', '--silent', 'build']);
-    const expected = /^device 0 host .*: sum of 0\.\.999 = 499500$/m;
-    assert.match(await sh(process.execPath, ['dist/main.js']), expected);
-    // A kernel that touches no memory builds too.
-    await writeFile(path.join(project, 'kernels', 'empty.ts'), 'export function empty(): void {}\n');
-    assert.match(await sh(offload, ['build', 'kernels/empty.ts', '-o', 'build/empty']), /kernel +empty\(\)/);
-    // The TypeScript program itself, on two local proxies.
-    const launched = await sh(offload, ['launch', '-np', '2', 'src/main.ts']);
-    assert.equal(launched.match(/sum of 0\.\.999 = 499500$/gm)?.length, 3, launched);
   });
 
   it('runs without its optional dependencies (webgpu, assemblyscript): prebuilt kernels on the host device', async () => {

@@ -12,13 +12,26 @@
  * Usage: <binary> <lookups> [small|large]. Prints one JSON line; the time is the lookup loop
  * alone (the data is mapped before it). `threads` is omp_get_num_threads() seen inside the loop
  * (LLVM 16's host plugin runs the target region with one team of one thread).
+ * `offload build rsbench.c` (clang --target=wasm32 -O3 -msimd128), where __wasm__ is defined, it
+ * is only the lookup (rs_lookup) and the kernel below that runs it over a team's block of
+ * lookups, with the parameters of examples/rsbench/kernels.ts; sin, cos and atan are the device
+ * library's (offload_math.h: musl's algorithms, as AssemblyScript's Math).
  */
+#ifdef __wasm__
+#include "offload.h"
+#include "offload_math.h"
+#define sqrt offload_sqrt
+#define sin offload_sin
+#define cos offload_cos
+#define atan offload_atan
+#else
 #include <math.h>
 #include <omp.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#endif
+#include <stdint.h>
 
 #include "proxy_apps.h"
 
@@ -39,15 +52,16 @@ static inline double fast_exp(double x) {
   return x;
 }
 
+/* Abrarov series (N = 10, Tm = 12). */
+static const double an[10] = {0.2758402, 0.224574, 0.1594149, 0.09866577, 0.05324414, 0.02505215, 0.01027747, 0.003676164, 0.001146494, 0.000311757};
+static const double neg_1n[10] = {-1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0};
+static const double denominator_left[10] = {9.869604, 39.47842, 88.82644, 157.9137, 246.7401, 355.3058, 483.6106, 631.6547, 799.438, 986.9604};
+
 /*
  * RSBench's fast_nuclear_W(Z) into (*wr, *wi). Complex values are pairs of doubles; each product
  * keeps the operand order of RSBench's c_mul/c_div, dropping only terms that multiply an exact zero.
  */
 static inline void faddeeva(double zr, double zi, double *wr, double *wi) {
-  /* Abrarov series (N = 10, Tm = 12). */
-  const double an[10] = {0.2758402, 0.224574, 0.1594149, 0.09866577, 0.05324414, 0.02505215, 0.01027747, 0.003676164, 0.001146494, 0.000311757};
-  const double neg_1n[10] = {-1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0};
-  const double denominator_left[10] = {9.869604, 39.47842, 88.82644, 157.9137, 246.7401, 355.3058, 483.6106, 631.6547, 799.438, 986.9604};
   const double prefactor = 81.2433;
   /* Three-term asymptotic expansion (QUICK_2). */
   const double qa = 0.5124242247547685, qb = 0.27525512860841095, qc = 0.051765358792987826, qd = 2.724744871391589;
@@ -90,22 +104,106 @@ static inline void faddeeva(double zr, double zi, double *wr, double *wi) {
   }
 }
 
+/* Per channel l, the factor (r, i) of calculate_sig_T; fields, not arrays, so a wasm build keeps them in locals. */
+struct sig_t {
+  double r0, i0, r1, i1, r2, i2, r3, i3;
+};
+
 /* calculate_sig_T: per channel l, (cos 2phi, -sin 2phi) with phi from K0RS * sqrt(E) and the phase shifts. */
-static inline void sig_t_factors(const double *k0rs, double sqrt_e, double *fr, double *fi) {
-  for (int l = 0; l < NUM_L; l++) {
-    double phi = k0rs[l] * sqrt_e;
-    if (l == 1) phi -= -atan(phi);
-    else if (l == 2) phi -= atan((3.0 * phi) / (3.0 - phi * phi));
-    else if (l == 3) phi -= atan((phi * (15.0 - phi * phi)) / (15.0 - 6.0 * phi * phi));
-    phi *= 2.0;
-    fr[l] = cos(phi);
-    fi[l] = -sin(phi);
+static inline struct sig_t sig_t_factors(const double *k0rs, double sqrt_e) {
+  struct sig_t f;
+  double phi = k0rs[0] * sqrt_e * 2.0;
+  f.r0 = cos(phi);
+  f.i0 = -sin(phi);
+  phi = k0rs[1] * sqrt_e;
+  phi -= -atan(phi);
+  phi *= 2.0;
+  f.r1 = cos(phi);
+  f.i1 = -sin(phi);
+  phi = k0rs[2] * sqrt_e;
+  phi -= atan((3.0 * phi) / (3.0 - phi * phi));
+  phi *= 2.0;
+  f.r2 = cos(phi);
+  f.i2 = -sin(phi);
+  phi = k0rs[3] * sqrt_e;
+  phi -= atan((phi * (15.0 - phi * phi)) / (15.0 - 6.0 * phi * phi));
+  phi *= 2.0;
+  f.r3 = cos(phi);
+  f.i3 = -sin(phi);
+  return f;
+}
+
+/*
+ * Lookup i (RSBench's event loop body): the verification value of its four macroscopic cross
+ * sections (total, absorption, fission, total - absorption).
+ */
+static inline long rs_lookup(uint64_t i, int max_poles, int max_windows, int max_nucs, const double *poles,
+                             const int *pole_l, const double *windows, const int *bounds, const double *k0rs,
+                             const int *n_windows, const int *num_nucs, const int *mats, const double *concs) {
+  uint64_t s = fast_forward(1070, 2 * i);
+  double e = lcg_double(&s);
+  int mat = pick_mat(lcg_double(&s));
+  double sqrt_e = sqrt(e);
+  double m[4] = {0, 0, 0, 0};
+  for (int j = 0; j < num_nucs[mat]; j++) {
+    long at = (long)mat * max_nucs + j;
+    int nuc = mats[at];
+    int nw = n_windows[nuc];
+    double spacing = 1.0 / nw;
+    int window = (int)(e / spacing);
+    if (window == nw) window--;
+    struct sig_t f = sig_t_factors(k0rs + (long)nuc * NUM_L, sqrt_e);
+    long w = (long)nuc * max_windows + window;
+    double st = e * windows[w * 3], sa = e * windows[w * 3 + 1], sf = e * windows[w * 3 + 2];
+    const double *np = poles + (long)nuc * max_poles * 8;
+    const int *nl = pole_l + (long)nuc * max_poles;
+    for (int p = bounds[w * 2]; p < bounds[w * 2 + 1]; p++) {
+      const double *pp = np + (long)p * 8;
+      double wr, wi;
+      /* Z = ((E, 0) - EA) * (0.5, 0) */
+      faddeeva((e - pp[0]) * 0.5, -pp[1] * 0.5, &wr, &wi);
+      int l = nl[p];
+      double fr = l == 0 ? f.r0 : l == 1 ? f.r1 : l == 2 ? f.r2 : f.r3;
+      double fi = l == 0 ? f.i0 : l == 1 ? f.i1 : l == 2 ? f.i2 : f.i3;
+      double wfr = wr * fr - wi * fi;
+      double wfi = wr * fi + wi * fr;
+      st += pp[2] * wfr - pp[3] * wfi;
+      sa += pp[4] * wr - pp[5] * wi;
+      sf += pp[6] * wr - pp[7] * wi;
+    }
+    double conc = concs[at];
+    m[0] += st * conc;
+    m[1] += sa * conc;
+    m[2] += sf * conc;
+    m[3] += (st - sa) * conc;
   }
+  return verification(m, 4, -1.7976931348623157e308);
 }
 #ifdef USE_TARGET
 #pragma omp end declare target
 #endif
 
+#ifdef __wasm__
+/*
+ * Lookups first .. first+count-1 in contiguous blocks per team; each team stores the sum of its
+ * verification values at partials[team_id]. The parameters are examples/rsbench/kernels.ts's.
+ */
+OFFLOAD_KERNEL void rsbench_lookups(long long first, int count, int max_poles, int max_windows, int max_nucs,
+                                    offload_ptr(const double) poles, offload_ptr(const int) pole_l,
+                                    offload_ptr(const double) windows, offload_ptr(const int) bounds,
+                                    offload_ptr(const double) k0rs, offload_ptr(const int) n_windows,
+                                    offload_ptr(const int) num_nucs, offload_ptr(const int) mats,
+                                    offload_ptr(const double) concs, offload_ptr(long long) partials) {
+  int teams = num_teams(0), team = team_id(0);
+  int block = (count + teams - 1) / teams;
+  int start = team * block, end = start + block < count ? start + block : count;
+  long long sum = 0;
+  for (int i = start; i < end; i++)
+    sum += rs_lookup((uint64_t)(first + i), max_poles, max_windows, max_nucs, poles, pole_l, windows, bounds, k0rs,
+                     n_windows, num_nucs, mats, concs);
+  partials[team] = sum;
+}
+#else
 /* avg * n items over n nuclides: each has one, and each further draw adds one to nuclide randInt % n. */
 static int *counts(uint64_t *seed, int n, int avg, int *max) {
   int *result = malloc(sizeof(int) * n);
@@ -196,43 +294,8 @@ int main(int argc, char **argv) {
 #endif
   for (long i = 0; i < lookups; i++) {
     if (i == 0) threads = omp_get_num_threads();
-    uint64_t s = fast_forward(1070, 2 * (uint64_t)i);
-    double e = lcg_double(&s);
-    int mat = pick_mat(lcg_double(&s));
-    double sqrt_e = sqrt(e);
-    double m[4] = {0, 0, 0, 0};
-    for (int j = 0; j < num_nucs[mat]; j++) {
-      long at = (long)mat * max_nucs + j;
-      int nuc = mats[at];
-      int nw = n_windows[nuc];
-      double spacing = 1.0 / nw;
-      int window = (int)(e / spacing);
-      if (window == nw) window--;
-      double fr[NUM_L], fi[NUM_L];
-      sig_t_factors(k0rs + (long)nuc * NUM_L, sqrt_e, fr, fi);
-      long w = (long)nuc * max_windows + window;
-      double st = e * windows[w * 3], sa = e * windows[w * 3 + 1], sf = e * windows[w * 3 + 2];
-      const double *np = poles + (long)nuc * max_poles * 8;
-      const int *nl = pole_l + (long)nuc * max_poles;
-      for (int p = bounds[w * 2]; p < bounds[w * 2 + 1]; p++) {
-        const double *pp = np + (long)p * 8;
-        double wr, wi;
-        /* Z = ((E, 0) - EA) * (0.5, 0) */
-        faddeeva((e - pp[0]) * 0.5, -pp[1] * 0.5, &wr, &wi);
-        int l = nl[p];
-        double wfr = wr * fr[l] - wi * fi[l];
-        double wfi = wr * fi[l] + wi * fr[l];
-        st += pp[2] * wfr - pp[3] * wfi;
-        sa += pp[4] * wr - pp[5] * wi;
-        sf += pp[6] * wr - pp[7] * wi;
-      }
-      double conc = concs[at];
-      m[0] += st * conc;
-      m[1] += sa * conc;
-      m[2] += sf * conc;
-      m[3] += (st - sa) * conc;
-    }
-    sum += verification(m, 4, -1.7976931348623157e308);
+    sum += rs_lookup((uint64_t)i, max_poles, max_windows, max_nucs, poles, pole_l, windows, bounds, k0rs, n_windows,
+                     num_nucs, mats, concs);
   }
   double seconds = omp_get_wtime() - start;
 #ifdef USE_TARGET
@@ -255,3 +318,4 @@ int main(int argc, char **argv) {
          large ? "large" : "small", lookups, checksum, valid, seconds, lookups / seconds, threads);
   return expected >= 0 && checksum != expected;
 }
+#endif

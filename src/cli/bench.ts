@@ -23,7 +23,7 @@ import {
   type XsGrid,
 } from '../apps/xsbench.js';
 import { errors } from '../errors.js';
-import { formatDuration, table, usageError } from './format.js';
+import { formatDuration, table, usageError, wrapHelp } from './format.js';
 import { formatBytes } from '../units.js';
 import { cachedBundle } from './kernel-cache.js';
 import { mpiJob } from './launch.js';
@@ -32,7 +32,7 @@ import { progressBar } from './progress.js';
 
 export const summary = 'Run a proxy app (xsbench, rsbench) on any devices and verify its checksum';
 
-const HELP = `Usage: offload bench <xsbench|rsbench> [options]
+const HELP = wrapHelp(`Usage: offload bench <xsbench|rsbench> [options]
 
 ${summary}.
 
@@ -56,7 +56,7 @@ Options:
                                 median; with --peers, each peer runs after each of ours, so a
                                 slow minute of a shared machine hits all of them alike
   --json                        Print the result as one JSON object (and nothing else) on stdout
-  -h, --help                    Show this help`;
+  -h, --help                    Show this help`);
 
 /** Devices named by --devices. */
 function pickDevices(runtime: Runtime, spec: string): Device[] {

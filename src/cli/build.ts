@@ -2,12 +2,12 @@
 import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { buildBundle, formatNote } from '../build/compile.js';
-import { formatDuration, formatSignature, hex, usageError } from './format.js';
+import { formatDuration, formatSignature, hex, usageError, wrapHelp } from './format.js';
 import { formatBytes } from '../units.js';
 
 export const summary = 'Compile AssemblyScript, C, C++, Rust and WGSL kernels into a bundle (<out>.offload)';
 
-const HELP = `Usage: offload build <kernels.ts...> [kernels.wgsl] -o <out> [options]
+const HELP = wrapHelp(`Usage: offload build <kernels.ts...> [kernels.wgsl] -o <out> [options]
        offload build <kernels.c|.cpp...> | <kernels.rs> [kernels.wgsl] -o <out> [options]
 
 ${summary}. Every exported function of the
@@ -25,9 +25,8 @@ OFFLOAD_CLANG) with -O3 -msimd128 and linked by wasm-ld; a Rust source (each
 #[no_mangle] pub extern "C" fn is a kernel; the crate 'offload' is the device
 library) by a rustc with the wasm32-unknown-unknown standard library
 (OFFLOAD_RUSTC; Debian: rustc libstd-rust-dev-wasm32 lld-16). Their kernels
-run on wasm devices only: the build notes each. Typed
-wrappers of the kernels go to <out>.js and
-<out>.d.ts:
+run on wasm devices only: the build notes each. Typed wrappers of the kernels
+go to <out>.js and <out>.d.ts:
   import { load } from './<out>.js';
   const k = await load(runtime);
   await k.saxpy(device, { teams: 64 }, n, a, map.to(x), map.tofrom(y));
@@ -47,7 +46,7 @@ Options:
   --wgsl <mode>          auto: translate what the subset covers, note the rest
                          (default); require: fail on any kernel that does not
                          translate; off: translate nothing
-  -h, --help             Show this help`;
+  -h, --help             Show this help`);
 
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({

@@ -16,7 +16,7 @@ import type { Kernel } from '../api/kernel.js';
 import { OffloadError } from '../errors.js';
 import type { Event, Queue } from '../api/queue.js';
 import { Offload } from '../api/runtime.js';
-import { formatDuration, table, usageError } from './format.js';
+import { formatDuration, table, usageError, wrapHelp } from './format.js';
 import { cachedBundle } from './kernel-cache.js';
 import { startLocalProxies } from './local-proxies.js';
 
@@ -25,7 +25,7 @@ export const summary = 'Compile the example kernels, run them on every device an
 const DEFAULT_SIZE = 2 ** 22;
 const MAX_SIZE = 2 ** 31 - 1; // n is an i32 kernel parameter
 
-const HELP = `Usage: offload demo [--size N] [--proxies N]
+const HELP = wrapHelp(`Usage: offload demo [--size N] [--proxies N]
 
 ${summary}:
 saxpy and a dot product over N floats, and a 256x192 mandelbrot, on every device the runtime
@@ -37,7 +37,7 @@ Options:
   --size <N>     Vector length of saxpy and the dot product (default ${DEFAULT_SIZE})
   --proxies <N>  Start N local 'offload proxy' processes and run on their devices too
   --json         Print the results as one JSON object (and nothing else) on stdout
-  -h, --help     Show this help`;
+  -h, --help     Show this help`);
 
 // src/cli and dist/cli sit at the same depth below the package root.
 const KERNELS_SOURCE = fileURLToPath(new URL('../../examples/kernels.ts', import.meta.url));

@@ -3,14 +3,14 @@ import { parseArgs } from 'node:util';
 import { Offload } from '../api/runtime.js';
 import type { DeviceInfo } from '../plugins/interface.js';
 import { webgpuUnavailable } from '../plugins/webgpu/adapter.js';
-import { table } from './format.js';
+import { table, wrapHelp } from './format.js';
 import { formatBytes, parseCount, parseMilliseconds } from '../units.js';
 import type { Runtime } from '../api/runtime.js';
 import { readToken } from './token.js';
 
 export const summary = 'List the devices the runtime finds, with their properties';
 
-const HELP = `Usage: offload devices [--json] [--proxies <host:port,...>] [--token-file <file>]
+const HELP = wrapHelp(`Usage: offload devices [--json] [--proxies <host:port,...>] [--token-file <file>]
        offload devices --watch [--interval <ms>] [--count <n>] [--proxies ...]
 
 ${summary}: local devices first (the host
@@ -27,7 +27,7 @@ Options:
                          allocate) until Ctrl-C; redrawn in place on a terminal
   --interval <ms>        How often --watch prints (default 1000)
   --count <n>            Stop --watch after n prints
-  -h, --help             Show this help`;
+  -h, --help             Show this help`);
 
 /** Table rows: a property's label and how to show it. */
 const PROPERTIES: [string, (info: DeviceInfo) => string][] = [

@@ -35,3 +35,70 @@ export function usageError(command: string, message: string): number {
   console.error(`offload${command === '' ? '' : ` ${command}`}: ${message}\nSee '${help}'.`);
   return USAGE_EXIT;
 }
+
+/** The width help texts are wrapped to: a terminal's default, and what a reader of a pipe or a log expects. */
+export const HELP_WIDTH = 80;
+
+/**
+ * A help text with every line longer than `width` broken at spaces. A continuation lines up with
+ * where its line's text starts: after an option's (or command's) column when the line has one
+ * (a name, then two or more spaces, then its description), else at the line's own indent. The
+ * lines that went on the long one's text (same indent, no option of their own) are reflowed with
+ * it, so a paragraph stays a paragraph.
+ */
+export function wrapHelp(text: string, width = HELP_WIDTH): string {
+  const input = text.split('\n');
+  const output: string[] = [];
+  for (let i = 0; i < input.length; i++) {
+    let line = input[i]!;
+    if (line.length <= width) {
+      output.push(line);
+      continue;
+    }
+    const own = /^\s*/.exec(line)![0].length;
+    const following = /^\s*/.exec(input[i + 1] ?? '')![0].length;
+    // The option's column: after two spaces, else (an option) where the next line, indented deeper,
+    // goes on; a usage line's after 'Usage: '.
+    const column =
+      /^(\s*\S+(?: \S+)*\s{2,})\S/.exec(line)?.[1]?.length ??
+      (/^\s*-/.test(line) && following > own && input[i + 1]!.trim() !== ''
+        ? following
+        : /^Usage: /.test(line)
+          ? 'Usage: '.length
+          : own);
+    const indent = ' '.repeat(column < width / 2 ? column : 2);
+    for (let next = input[i + 1]; next !== undefined && isContinuation(next, indent); next = input[i + 1]) {
+      line = `${line} ${next.trim()}`;
+      i++;
+    }
+    while (line.length > width) {
+      const at = breakAt(line, width);
+      // A word longer than the room left stays whole, on a line of its own.
+      const cut = at > indent.length ? at : line.indexOf(' ', width);
+      if (cut < 0) break;
+      output.push(line.slice(0, cut).trimEnd());
+      line = indent + line.slice(cut + 1).trimStart();
+    }
+    output.push(line);
+  }
+  return output.join('\n');
+}
+
+/** Whether `line` goes on the text of the line before: indented as its continuations, not blank, not an option. */
+function isContinuation(line: string, indent: string): boolean {
+  const text = line.slice(indent.length);
+  return line.startsWith(indent) && text !== '' && !/^[\s-]/.test(text);
+}
+
+/** The last space at or before `width` outside [] and <> (so `[--token-file <file>]` stays whole), else the last space. */
+function breakAt(line: string, width: number): number {
+  let depth = 0;
+  let outside = -1;
+  for (let i = 0; i <= Math.min(width, line.length - 1); i++) {
+    const c = line[i];
+    if (c === '[' || c === '<') depth++;
+    else if ((c === ']' || c === '>') && depth > 0) depth--;
+    else if (c === ' ' && depth === 0) outside = i;
+  }
+  return outside > 0 && !/^\s*$/.test(line.slice(0, outside)) ? outside : line.lastIndexOf(' ', width);
+}

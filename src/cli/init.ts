@@ -15,10 +15,11 @@ import {
   KERNELS_TSCONFIG,
   SCRIPTS,
 } from './init-files.js';
+import { wrapHelp } from './format.js';
 
 export const summary = 'Set a project up for kernels: a kernels folder, an example, npm scripts';
 
-const HELP = `Usage: offload init [dir]
+const HELP = wrapHelp(`Usage: offload init [dir]
 
 ${summary}. In dir (default: here) it writes
   kernels/tsconfig.json  AssemblyScript's settings: 'tsc -p kernels' checks the kernels,
@@ -35,7 +36,7 @@ Then: npm run check:kernels && npm run build && npm start.
 
 Options:
   --no-install  Only write the devDependencies into package.json; do not run npm install
-  -h, --help    Show this help`;
+  -h, --help    Show this help`);
 
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({

@@ -15,7 +15,7 @@ import { buildBundle } from '../build/compile.js';
 
 const DEVICE_LIBRARY = fileURLToPath(new URL('../../assembly/device.ts', import.meta.url));
 /** The device library of C, C++ and Rust kernels. */
-const NATIVE_DEVICE_LIBRARY = ['offload.h', 'offload.rs'].map((file) =>
+const NATIVE_DEVICE_LIBRARY = ['offload.h', 'offload_math.h', 'offload.rs'].map((file) =>
   fileURLToPath(new URL(`../../assembly/${file}`, import.meta.url)),
 );
 /** The build tool's own files (src/build or dist/build): a compiler change invalidates the cache. */

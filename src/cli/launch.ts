@@ -13,12 +13,12 @@ import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { errors } from '../errors.js';
 import { mpiUnavailable } from '../transport/mpi/addon.js';
-import { usageError } from './format.js';
+import { usageError, wrapHelp } from './format.js';
 import { startLocalProxies } from './local-proxies.js';
 
 export const summary = 'Start N local proxies and run a program wired to them';
 
-const HELP = `Usage: offload launch [--mpi] -np <N> <app.js|app.ts> [app arguments...]
+const HELP = wrapHelp(`Usage: offload launch [--mpi] -np <N> <app.js|app.ts> [app arguments...]
 
 ${summary}. The program sees
 its local devices first, then the proxies' devices. The proxies stop when it exits, or
@@ -32,7 +32,7 @@ Options:
                    : -np 1 node app.js
                  (a proxy rank that dies is DEVICE_LOST for the program, not the
                  end of the job)
-  -h, --help     Show this help`;
+  -h, --help     Show this help`);
 
 export async function run(args: string[]): Promise<number> {
   // `-np` is MPI's spelling; parseArgs knows only --np.

@@ -12,13 +12,13 @@ import * as devices from './devices.js';
 import * as init from './init.js';
 import * as launch from './launch.js';
 import * as proxy from './proxy.js';
-import { table, usageError } from './format.js';
+import { table, usageError, wrapHelp } from './format.js';
 
 /** Each module exports `summary` (one line) and `run(args)`, which resolves to the exit status. */
 const COMMANDS = { init, devices, build, demo, proxy, launch, bench };
 type CommandName = keyof typeof COMMANDS;
 
-const HELP = `Usage: offload <command> [options]
+const HELP = wrapHelp(`Usage: offload <command> [options]
 
 Commands:
 ${table([
@@ -27,7 +27,7 @@ ${table([
 ]).join('\n')}
 
 Run 'offload <command> --help' for the options of a command,
-'offload --version' for the version of offload-ts.`;
+'offload --version' for the version of offload-ts.`);
 
 /** The package's version, from its package.json (src/cli and dist/cli sit two levels below it). */
 async function version(): Promise<string> {

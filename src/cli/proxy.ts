@@ -9,12 +9,13 @@ import { ProxyMetrics } from '../proxy/metrics.js';
 import { MetricsEndpoint, type MetricsEndpointOptions } from '../proxy/metrics-http.js';
 import { readPem, tlsFromEnv } from '../transport/tls-files.js';
 import { defaultToken, isLocalOnly } from '../transport/connect.js';
-import { usageError } from './format.js';
+import { usageError, wrapHelp } from './format.js';
 import { readToken } from './token.js';
 
 export const summary = "Serve this machine's devices to remote programs (a proxy)";
 
-const HELP = `Usage: offload proxy --listen <host:port | ws://host:port | wss://host:port> [--token-file <file>]
+const HELP =
+  wrapHelp(`Usage: offload proxy --listen <host:port | ws://host:port | wss://host:port> [--token-file <file>]
        offload proxy --mpi          (as ranks of an mpirun job)
 
 ${summary}. Clients name it in
@@ -38,9 +39,10 @@ Options:
                         Default: none (only programs, which send no Origin, connect)
   --token-file <file>   File holding the shared secret, private (chmod 600) and at
                         least 16 bytes (default: OFFLOAD_TOKEN)
-  --tls-cert <file>     Serve over TLS with this certificate (PEM); clients then name
-  --tls-key <file>      the proxy tls://host:port and trust its CA ({ tls: { ca } } or
-                        OFFLOAD_TLS_CA)
+  --tls-cert <file>     Serve over TLS with this certificate (PEM), with --tls-key;
+                        clients then name the proxy tls://host:port and trust its
+                        CA ({ tls: { ca } } or OFFLOAD_TLS_CA)
+  --tls-key <file>      The private key of --tls-cert (PEM)
   --tls-ca <file>       The CAs to trust for links to tls:// peers (default: the system's)
   --insecure            Listen on a non-loopback address without TLS (token and data in
                         clear on the network); refused without it
@@ -89,7 +91,7 @@ Options:
   --exit-with-parent    Also stop (as on SIGTERM) when standard input closes: the
                         parent that started the proxy with a pipe there has ended,
                         by whatever signal (launch, demo, bench and the tests do this)
-  -h, --help            Show this help`;
+  -h, --help            Show this help`);
 
 export async function run(args: string[]): Promise<number> {
   const { values } = parseArgs({

@@ -15,14 +15,22 @@ export type MemoryKind = 'device' | 'host' | 'shared';
 export const MEMORY_KINDS: readonly MemoryKind[] = ['device', 'host', 'shared'];
 
 /** What a device says about itself. Static for the device's lifetime. */
+/** What runs a device's kernels (`DeviceInfo.kind`). */
+export type DeviceKind = (typeof DEVICE_KINDS)[number];
+export const DEVICE_KINDS = ['cpu', 'gpu'] as const;
+
+/** The plugin that serves a device (`DeviceInfo.plugin`); a proxy's devices are `remote` here, whatever serves them there. */
+export type PluginName = (typeof PLUGIN_NAMES)[number];
+export const PLUGIN_NAMES = ['host', 'remote', 'webgpu'] as const;
+
 export interface DeviceInfo {
   /** Human-readable device name, e.g. `host (2 wasm workers)`. */
   name: string;
-  /** `cpu`, `gpu`, ... : the kind of hardware that runs the kernels. */
-  kind: string;
+  /** The kind of hardware that runs the kernels: `cpu` (host workers, or a proxy's) or `gpu` (WebGPU). */
+  kind: DeviceKind;
   vendor: string;
-  /** Name of the plugin that serves the device (`host`, `remote`, ...). */
-  plugin: string;
+  /** The plugin that serves the device: `host`, `remote` (a proxy's device) or `webgpu`. */
+  plugin: PluginName;
   /** Total device memory in bytes (what allocations can use). */
   memoryBytes: number;
   /** Upper bound of `threads` per team; larger requests are clamped, as OpenMP's thread_limit. */

@@ -5,7 +5,16 @@
  */
 import { errors, quoted } from '../errors.js';
 import { IMAGE_FORMATS, type ImageFormat, type ParamInfo } from '../image/manifest.js';
-import { cut, MAX_HOST_CALL_ARGS, type DeviceInfo, type MemoryInfo } from '../plugins/interface.js';
+import {
+  cut,
+  DEVICE_KINDS,
+  MAX_HOST_CALL_ARGS,
+  PLUGIN_NAMES,
+  type DeviceInfo,
+  type DeviceKind,
+  type MemoryInfo,
+  type PluginName,
+} from '../plugins/interface.js';
 import type { Frame } from '../transport/frame.js';
 import type { LoadedKernelInfo, ProxyFrame, ReplyBodies } from './messages.js';
 import { Meta } from './wire.js';
@@ -117,6 +126,11 @@ function checkedDeviceInfo(told: unknown, index: number): DeviceInfo {
       return wrong(field, 'three non-negative integers');
     return [value[0] as number, value[1] as number, value[2] as number];
   };
+  const oneOf = <T extends string>(field: string, values: readonly T[]): T => {
+    const value = info[field];
+    if (!(values as readonly unknown[]).includes(value)) return wrong(field, `one of ${values.join(', ')}`);
+    return value as T;
+  };
   const formats = info.imageFormats;
   if (
     !Array.isArray(formats) ||
@@ -126,9 +140,9 @@ function checkedDeviceInfo(told: unknown, index: number): DeviceInfo {
     wrong('imageFormats', `an array of image formats (${IMAGE_FORMATS.join(', ')})`);
   const device: DeviceInfo = {
     name: text('name'),
-    kind: text('kind', 'unknown'),
+    kind: oneOf<DeviceKind>('kind', DEVICE_KINDS),
     vendor: text('vendor', 'unknown'),
-    plugin: text('plugin', 'unknown'),
+    plugin: oneOf<PluginName>('plugin', PLUGIN_NAMES),
     memoryBytes: count('memoryBytes'),
     maxThreadsPerTeam: count('maxThreadsPerTeam'),
     maxTeams: count('maxTeams'),

@@ -10,6 +10,7 @@ import type { Transport } from '../../src/transport/transport.js';
 /** What the fake proxy says of its device in the hello reply (only the fields the client reads). */
 export const FAKE_DEVICE = {
   name: 'fake',
+  kind: 'cpu',
   plugin: 'host',
   imageFormats: ['wasm'],
   memoryBytes: 1 << 20,

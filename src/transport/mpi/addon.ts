@@ -45,7 +45,7 @@ export function loadMpiAddon(): MpiAddon | undefined {
   try {
     addon = createRequire(import.meta.url)('../../../native/mpi/build/Release/offload_mpi.node') as MpiAddon;
   } catch (error) {
-    addonError = `the MPI addon is not built (${(error as Error).message.split('\n')[0]}); install OpenMPI (Debian: openmpi-bin libopenmpi-dev) and run 'npm run build:mpi'`;
+    addonError = `the MPI addon is not built (${(error as Error).message.split('\n')[0]}); install OpenMPI (Debian: openmpi-bin libopenmpi-dev), then build it: 'npm rebuild offload-ts' in a project that installed the package (its install script builds it, and npm skips that under --ignore-scripts or a script policy), 'npm run build:mpi' in a checkout`;
   }
   return addon;
 }

@@ -14,8 +14,7 @@ import { readToken } from './token.js';
 
 export const summary = "Serve this machine's devices to remote programs (a proxy)";
 
-const HELP =
-  wrapHelp(`Usage: offload proxy --listen <host:port | ws://host:port | wss://host:port> [--token-file <file>]
+const HELP = wrapHelp(`Usage: offload proxy --listen <address> [--token-file <file>]
        offload proxy --mpi          (as ranks of an mpirun job)
 
 ${summary}. Clients name it in
@@ -27,16 +26,17 @@ when it leaves, however it leaves. SIGUSR2 prints what the proxy holds as a line
 'stats {json}' (sessions, queues, buffers, images, per-device counts, RSS).
 
 Options:
-  --listen <host:port>  Address to listen on (port 0: any free port; the chosen
-                        address is printed as 'listening on <host:port>')
-  --listen ws://<host:port>   The same protocol over WebSocket, for pages (and programs:
-  --listen wss://<host:port>  Offload.init({ proxies: ['ws://host:port'] })); wss:// with
-                        --tls-cert and --tls-key. The token goes in the first frame, never
-                        in the URL; every limit below holds as over TCP
-  --allow-origin <origin> A page (origin, scheme://host[:port], as the browser sends it)
-                        that may use a ws:// or wss:// proxy; repeat for more, * for any.
-                        Other pages are refused (HTTP 403) before their first frame.
-                        Default: none (only programs, which send no Origin, connect)
+  --listen <address>    Address to listen on: host:port (TCP), ws://host:port or
+                        wss://host:port (the same protocol over WebSocket, for
+                        pages and programs; wss:// with --tls-cert and --tls-key;
+                        the token goes in the first frame, never in the URL, and
+                        every limit below holds as over TCP). Port 0: any free
+                        port; the chosen address is printed as 'listening on ...'
+  --allow-origin <o>    A page origin (scheme://host[:port], as the browser sends
+                        it) that may use a ws:// or wss:// proxy; repeat for more,
+                        * for any. Other pages are refused (HTTP 403) before their
+                        first frame. Default: none (only programs, which send no
+                        Origin, connect)
   --token-file <file>   File holding the shared secret, private (chmod 600) and at
                         least 16 bytes (default: OFFLOAD_TOKEN)
   --tls-cert <file>     Serve over TLS with this certificate (PEM), with --tls-key;

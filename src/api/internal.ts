@@ -49,6 +49,11 @@ export function pluginQueue(queue: Queue): PluginQueue {
   return queue.plugin;
 }
 
+/** The device whose queue made `event`. */
+export function eventDevice(event: Event): Device {
+  return event.device;
+}
+
 /** The plugin's event under an Event (a timed event's `timing`). */
 export function pluginEvent(event: Event): PluginEvent {
   return event.plugin;

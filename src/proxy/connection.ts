@@ -14,7 +14,7 @@ import { errors, messageOf, OffloadError, quoted } from '../errors.js';
 import { debug } from '../runtime/debug.js';
 import type { Frame, FrameLimits } from '../transport/frame.js';
 import type { Transport } from '../transport/transport.js';
-import { reportPollingTo } from '../transport/poll-window.js';
+import { reportPollingTo } from '../transport/poll-report.js';
 import { decodeChunk, decodeRequest, frameOp, requestId } from '../protocol/decode-request.js';
 import type { ProxyFrame, ReplyBody, ReplyFrame, Request } from '../protocol/messages.js';
 import { toWireError } from '../protocol/wire.js';

@@ -18,6 +18,7 @@
 import { monitorEventLoopDelay, performance, type IntervalHistogram } from 'node:perf_hooks';
 import { OffloadError } from '../errors.js';
 import type { Event } from '../api/queue.js';
+import { eventDevice } from '../api/internal.js';
 import type { Request } from '../protocol/messages.js';
 import { DEFAULT_QUOTAS, type SessionDirectory, type SessionQuotas } from './session.js';
 import type { ProxyLog } from './log.js';
@@ -349,7 +350,7 @@ export class ProxyMetrics {
 
   /** A launch was enqueued for `session`: counted, timed until it settles. Returns its `done`. */
   launch(session: SessionView, event: Event): Promise<void> {
-    const counts = this.device(event.device.id);
+    const counts = this.device(eventDevice(event).id);
     const tenant = this.sessions.get(session);
     const start = performance.now();
     counts.inFlight++;

@@ -21,6 +21,9 @@ import { availableParallelism, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { errors, quoted } from '../errors.js';
 import { PollPolicy } from './poll-policy.js';
+import { reportPolicy } from './poll-report.js';
+
+export { reportPolicy, reportPollingTo } from './poll-report.js';
 
 export const DEFAULT_POLL_US = 50;
 const MAX_POLL_US = 100_000;
@@ -44,20 +47,6 @@ export function pollOverride(env: NodeJS.ProcessEnv = process.env): number | und
 }
 
 /** Where the policies' changes of mind go (OFFLOAD_DEBUG, set by the layers that log). */
-let reporter: ((line: string) => void) | undefined;
-
-/** Sends each change of a polling policy's choice, in words, to `sink` (the runtime's debug log). */
-export function reportPollingTo(sink: (line: string) => void): void {
-  reporter = sink;
-}
-
-/** Tells the reporter what `policy` does now, if that changed; `who` names the thread's transport. */
-export function reportPolicy(who: string, policy: PollPolicy): void {
-  if (!reporter) return;
-  const change = policy.changed();
-  if (change !== undefined) reporter(`${who}: ${change}`);
-}
-
 /** How often the machine's load is sampled while frames are expected, in milliseconds. */
 const LOAD_SAMPLE_MS = 50;
 

@@ -26,7 +26,7 @@ import {
 import { abortError } from '../../abort.js';
 import type { Frame } from '../../transport/frame.js';
 import { peerTimeoutFromEnv, startHeartbeat } from '../../transport/heartbeat.js';
-import { reportPollingTo } from '../../transport/poll-window.js';
+import { reportPollingTo } from '../../transport/poll-report.js';
 import { debug } from '../../runtime/debug.js';
 import type { Connector, Transport } from '../../transport/transport.js';
 import { fromWireError, PROTOCOL_VERSION } from '../../protocol/wire.js';

@@ -20,6 +20,7 @@ export default defineConfig(
     'bench/kernels.ts',
     'bench/webgpu/kernels.ts',
     'test/fixtures/kernels.ts',
+    'test/fixtures/item-kernels.ts',
     'test/fixtures/team-threads.ts',
     'test/fixtures/simd.ts',
     'test/fixtures/webgpu/',

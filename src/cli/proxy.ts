@@ -10,11 +10,11 @@ import { MetricsEndpoint, type MetricsEndpointOptions } from '../proxy/metrics-h
 import { readPem, tlsFromEnv } from '../transport/tls-files.js';
 import { defaultToken, isLocalOnly } from '../transport/connect.js';
 import { usageError, wrapHelp } from './format.js';
-import { readToken } from './token.js';
+import { readTenants, readToken } from './token.js';
 
 export const summary = "Serve this machine's devices to remote programs (a proxy)";
 
-const HELP = wrapHelp(`Usage: offload proxy --listen <address> [--token-file <file>]
+const HELP = wrapHelp(`Usage: offload proxy --listen <address> [--token-file <file>] [--tenants <file>]
        offload proxy --mpi          (as ranks of an mpirun job)
 
 ${summary}. Clients name it in
@@ -38,7 +38,12 @@ Options:
                         first frame. Default: none (only programs, which send no
                         Origin, connect)
   --token-file <file>   File holding the shared secret, private (chmod 600) and at
-                        least 16 bytes (default: OFFLOAD_TOKEN)
+                        least 16 bytes (default: OFFLOAD_TOKEN, unless --tenants)
+  --tenants <file>      Named tokens, each a tenant: a private file (chmod 600) of
+                        lines name:token (tokens at least 16 bytes, all distinct;
+                        # comments). The --quota-* limits bound what each tenant's
+                        connections hold together; a --token-file token is one more,
+                        unnamed, tenant
   --tls-cert <file>     Serve over TLS with this certificate (PEM), with --tls-key;
                         clients then name the proxy tls://host:port and trust its
                         CA ({ tls: { ca } } or OFFLOAD_TLS_CA)
@@ -61,7 +66,7 @@ Options:
                         so such copies go through the client; MPI ranks of the same job
                         always may. A link logs in with a grant that lets it write into
                         the one buffer it copies to, and nothing else.
-  Quotas, per client (over one: OUT_OF_MEMORY naming it):
+  Quotas, per tenant (token) over all its connections (over one: OUT_OF_MEMORY):
   --quota-memory <size> device memory allocated, e.g. 512M (default: the devices')
   --quota-buffers <n>   live buffers (default 65536)
   --quota-queues <n>    queues (default 4096)
@@ -100,6 +105,7 @@ export async function run(args: string[]): Promise<number> {
       listen: { type: 'string' },
       'allow-origin': { type: 'string', multiple: true },
       'token-file': { type: 'string' },
+      tenants: { type: 'string' },
       'launch-timeout': { type: 'string' },
       'max-connections': { type: 'string' },
       'login-timeout': { type: 'string' },
@@ -180,8 +186,11 @@ export async function run(args: string[]): Promise<number> {
     return 0;
   }
   if (values.listen === undefined) return usageError('proxy', 'the address is required: --listen <host:port>');
-  const token = await readToken(values['token-file']);
-  if (token === undefined) return usageError('proxy', 'a token is required: --token-file <file> or OFFLOAD_TOKEN');
+  const tenants = values.tenants === undefined ? undefined : await readTenants(values.tenants);
+  // With --tenants, only an explicit --token-file adds the unnamed tenant (not OFFLOAD_TOKEN from the environment).
+  const token = tenants && values['token-file'] === undefined ? undefined : await readToken(values['token-file']);
+  if (token === undefined && tenants === undefined)
+    return usageError('proxy', 'a token is required: --token-file <file>, --tenants <file> or OFFLOAD_TOKEN');
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined))
     return usageError('proxy', '--tls-cert and --tls-key go together');
   const tls = values['tls-cert']
@@ -213,7 +222,15 @@ export async function run(args: string[]): Promise<number> {
   }
 
   const allowOrigins = values['allow-origin'];
-  const server = await ProxyServer.start({ listen: values.listen, token, tls, peerTls, allowOrigins, ...limits });
+  const server = await ProxyServer.start({
+    listen: values.listen,
+    token,
+    tenants,
+    tls,
+    peerTls,
+    allowOrigins,
+    ...limits,
+  });
   // Loopback: plain HTTP (nothing outside sees it). Elsewhere HTTPS with the proxy's certificate, unless --metrics-insecure.
   const metricsTls =
     values.metrics === undefined || isLocalOnly(values.metrics) || values['metrics-insecure'] ? undefined : tls;

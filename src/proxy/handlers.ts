@@ -367,14 +367,14 @@ function launch(client: ClientSession, request: RequestOf<'launch'>, session: Se
   return queue.launch(kernel, grid, args);
 }
 
-/** The device's memory as this client may use it: within what is left of its memory quota. */
+/** The device's memory as this client may use it: within what is left of its tenant's memory quota. */
 async function memoryInfo(
   client: ClientSession,
   request: RequestOf<'memory-info'>,
   session: Session,
 ): Promise<MemoryInfo> {
   const info = await client.device(request.device).memoryInfo();
-  const left = Math.max(0, session.quotas.memoryBytes - session.usage.memoryBytes);
+  const left = Math.max(0, session.quotas.memoryBytes - session.tenant.usage.memoryBytes);
   const freeBytes = Math.min(info.freeBytes, left);
   return {
     totalBytes: info.totalBytes,

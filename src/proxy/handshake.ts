@@ -58,6 +58,7 @@ export function hello(client: ClientSession, request: RequestOf<'hello'>): undef
       (line) => client.forwardPrint(line),
       (call) => client.forwardHostCall(call),
       request.trace,
+      login.tenant,
     )
     .then(
       (session) => {

@@ -34,7 +34,14 @@ import type { ReplyFrame } from '../protocol/messages.js';
 import { toWireError } from '../protocol/wire.js';
 import { PeerLinks } from './peer-links.js';
 import { ProxyMetrics } from './metrics.js';
-import { DEFAULT_QUOTAS, defaultProxyMemoryBytes, ProxyMemory, Session, type SessionQuotas } from './session.js';
+import {
+  DEFAULT_QUOTAS,
+  defaultProxyMemoryBytes,
+  ProxyMemory,
+  Session,
+  Tenant,
+  type SessionQuotas,
+} from './session.js';
 
 export interface ProxyServerOptions {
   /**
@@ -42,8 +49,13 @@ export interface ProxyServerOptions {
    * of this MPI job (the server's `finished` resolves once they have all left).
    */
   listen: string;
-  /** The shared secret clients log in with: at least 16 bytes. */
-  token: string;
+  /** The shared secret clients log in with: at least 16 bytes. Its clients are one unnamed tenant. */
+  token?: string;
+  /**
+   * Named tokens, each a tenant (at least 16 bytes each, names and tokens distinct): the quotas
+   * bound what each tenant's connections hold together. Given with or instead of `token`.
+   */
+  tenants?: readonly { name: string; token: string }[];
   /** Serve over TLS with this certificate and key (PEM). */
   tls?: TlsServerOptions;
   /**
@@ -65,7 +77,7 @@ export interface ProxyServerOptions {
   maxConnections?: number;
   /** How long a new connection has to log in (default 10 s). */
   loginTimeoutMs?: number;
-  /** What each client may hold (defaults: DEFAULT_QUOTAS). */
+  /** What each tenant (token) may hold, over all its connections (defaults: DEFAULT_QUOTAS). */
   quotas?: Partial<SessionQuotas>;
   /** The proxy's own memory all clients together may make it hold (default: defaultProxyMemoryBytes()). */
   proxyMemoryBytes?: number;
@@ -81,6 +93,29 @@ export interface ProxyServerOptions {
 }
 
 const DEFAULT_MAX_CONNECTIONS = 256;
+
+/** The tokens a proxy accepts: its unnamed `token` and its named `tenants`, distinct; at least one. */
+function tenantTokens(
+  token: string | undefined,
+  tenants: readonly { name: string; token: string }[] = [],
+): { name?: string; token: string }[] {
+  const tokens: { name?: string; token: string }[] = [...(token === undefined ? [] : [{ token }]), ...tenants];
+  if (tokens.length === 0) throw errors.invalidArgument('a proxy needs a token or tenants to let clients log in');
+  const names = new Set<string>();
+  const seen = new Set<string>();
+  for (const { name, token } of tokens) {
+    if (name !== undefined && names.has(name)) throw errors.invalidArgument(`tenant ${name} is named twice`);
+    if (name !== undefined) names.add(name);
+    const key = digest(token).toString('base64');
+    // Never the token itself in the message: only whose it is.
+    if (seen.has(key))
+      throw errors.invalidArgument(
+        `tenant ${name ?? '(the --token-file token)'} has a token another tenant has too; each needs its own`,
+      );
+    seen.add(key);
+  }
+  return tokens;
+}
 /** A proxy's launch time limit unless told otherwise: two minutes (also what bounds a sliced rectangle copy). */
 export const DEFAULT_LAUNCH_TIMEOUT_MS = 120_000;
 /** The shortest token a proxy accepts: shorter ones can be guessed. */
@@ -172,13 +207,14 @@ export class ProxyServer implements SessionDirectory {
   /** Connections served at once: --max-connections fitted to the process's file limit. */
   readonly maxConnections: number;
   private readonly loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
-  private readonly tokenDigest: Buffer;
+  /** Each token's digest and its tenant. */
+  private readonly tenants: readonly { digest: Buffer; tenant: Tenant }[];
   private listener: Listener | undefined;
   private closing: Promise<void> | undefined;
 
   private constructor(
     readonly runtime: Runtime,
-    token: string,
+    tokens: readonly { name?: string; token: string }[],
     options: Pick<
       ProxyServerOptions,
       | 'launchTimeoutMs'
@@ -205,14 +241,15 @@ export class ProxyServer implements SessionDirectory {
     this.maxConnections = fitConnections(options.maxConnections);
     this.loopDelay.enable();
     // Digests have equal lengths, so timingSafeEqual compares them without leaking the length.
-    this.tokenDigest = digest(token);
+    this.tenants = tokens.map(({ name, token }) => ({ digest: digest(token), tenant: new Tenant(name) }));
   }
 
   static async start(options: ProxyServerOptions): Promise<ProxyServer> {
     // The ranks of one MPI job share one trust domain: their token may be the job's default.
-    if (!listensInJob(options.listen)) checkToken(options.token);
+    const tokens = tenantTokens(options.token, options.tenants);
+    if (!listensInJob(options.listen)) for (const { token } of tokens) checkToken(token);
     const runtime = await Offload.init({ ...options.runtime, proxies: [], mpi: false });
-    const server = new ProxyServer(runtime, options.token, options);
+    const server = new ProxyServer(runtime, tokens, options);
     try {
       server.listener = await listen(
         options.listen,
@@ -327,12 +364,16 @@ export class ProxyServer implements SessionDirectory {
   login(
     peer: string,
     credentials: { token?: string; grant?: string },
-  ): OffloadError | { grant?: { session: Session; buffer: number } } {
+  ): OffloadError | { grant?: { session: Session; buffer: number }; tenant?: Tenant } {
     if (credentials.grant !== undefined) {
       const grant = this.grants.get(digest(credentials.grant).toString('base64'));
       if (grant) return { grant };
-    } else if (credentials.token !== undefined && timingSafeEqual(digest(credentials.token), this.tokenDigest)) {
-      return {};
+    } else if (credentials.token !== undefined) {
+      // Compared with every token, all the way: how long it takes says nothing of which matched.
+      const offered = digest(credentials.token);
+      let tenant: Tenant | undefined;
+      for (const known of this.tenants) if (timingSafeEqual(offered, known.digest)) tenant ??= known.tenant;
+      if (tenant) return { tenant };
     }
     const address = peer.replace(/:\d+$/, '');
     const now = Date.now();
@@ -390,6 +431,7 @@ export class ProxyServer implements SessionDirectory {
     print: (line: KernelPrint) => void,
     hostCall: (call: HostCall) => Promise<number>,
     traced = false,
+    tenant?: Tenant,
   ): Promise<Session> {
     // At most what a client takes of a proxy's trace: a traced session's memory stays bounded.
     const tracer = traced ? new Tracer(undefined, MAX_REMOTE_EVENTS) : undefined;
@@ -398,6 +440,7 @@ export class ProxyServer implements SessionDirectory {
       await this.runtime.createContext({ print, hostCall, tracer }),
       this.quotas,
       this.memory,
+      tenant,
     );
     session.tracer = tracer;
     if (this.closing) {

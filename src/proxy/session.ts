@@ -82,6 +82,17 @@ export class ProxyMemory {
   constructor(readonly limit: number) {}
 }
 
+/**
+ * Whoever holds one of the proxy's tokens: the quotas bound what all its sessions (one per
+ * connection logged in with that token) hold together, so a tenant gains nothing by connecting
+ * more often. `name`: the token's name in the --tenants file (none for the single --token-file).
+ */
+export class Tenant {
+  /** What the tenant's sessions hold now, together. */
+  readonly usage: SessionQuotas = { memoryBytes: 0, buffers: 0, queues: 0, images: 0, imageBytes: 0, pendingBytes: 0 };
+  constructor(readonly name?: string) {}
+}
+
 /** The default ProxyMemory limit: half of what the JS heap may grow to, at most a quarter of the machine's memory. */
 export function defaultProxyMemoryBytes(): number {
   return Math.floor(Math.min(getHeapStatistics().heap_size_limit / 2, totalmem() / 4));
@@ -117,18 +128,23 @@ export class Session {
     readonly runtime: Runtime,
     readonly quotas: SessionQuotas = DEFAULT_QUOTAS,
     private readonly memory = new ProxyMemory(defaultProxyMemoryBytes()),
+    /** Whose token the session logged in with: its quotas are shared with the tenant's other sessions. */
+    readonly tenant = new Tenant(),
   ) {}
 
   /**
-   * Counts `amount` more of `what` against the session's quota and the proxy's memory, or
-   * throws OUT_OF_MEMORY naming the limit. Returns what gives it back (once, however often called).
+   * Counts `amount` more of `what` against the tenant's quota (what all its sessions hold) and
+   * the proxy's memory, or throws OUT_OF_MEMORY naming the limit and the tenant's own use only.
+   * Returns what gives it back (once, however often called).
    */
   take(what: keyof SessionQuotas, amount = 1): () => void {
     const limit = this.quotas[what];
-    if (this.usage[what] + amount > limit) {
+    const held = this.tenant.usage[what];
+    if (held + amount > limit) {
       const unit = what === 'memoryBytes' || what === 'pendingBytes' || what === 'imageBytes' ? 'bytes' : what;
       throw errors.outOfMemory(
-        `this client would hold ${this.usage[what] + amount} ${unit} (${what}); the proxy allows ${limit} per client (offload proxy ${QUOTA_OPTIONS[what]})`,
+        `this token's clients would hold ${held + amount} ${unit} (${what}) together; the proxy allows ${limit} ` +
+          `per token, however many connections use it (offload proxy ${QUOTA_OPTIONS[what]})`,
       );
     }
     const cost = PROXY_BYTES[what] * amount;
@@ -141,6 +157,7 @@ export class Session {
     }
     this.usage[what] += amount;
     if (!this.released) {
+      this.tenant.usage[what] += amount;
       this.memory.held += cost;
       this.proxyBytes += cost;
     }
@@ -171,6 +188,7 @@ export class Session {
   give(what: keyof SessionQuotas, amount = 1): void {
     this.usage[what] -= amount;
     if (this.released) return; // release() gave back the session's whole share
+    this.tenant.usage[what] -= amount;
     const cost = PROXY_BYTES[what] * amount;
     this.memory.held -= cost;
     this.proxyBytes -= cost;
@@ -192,6 +210,9 @@ export class Session {
   async release(): Promise<void> {
     if (!this.released) {
       this.released = true;
+      // What the session still holds is freed with its context: the tenant's other sessions may use it.
+      for (const what of Object.keys(this.usage) as (keyof SessionQuotas)[])
+        this.tenant.usage[what] -= this.usage[what];
       this.memory.held -= this.proxyBytes;
       this.proxyBytes = 0;
     }
@@ -217,16 +238,18 @@ export interface SessionDirectory {
   login(
     peer: string,
     credentials: { token?: string; grant?: string },
-  ): OffloadError | { grant?: { session: Session; buffer: number } };
+  ): OffloadError | { grant?: { session: Session; buffer: number }; tenant?: Tenant };
   /**
    * A new session for `client`, in a context of its own; its kernels' print() lines go to
-   * `print`, their host calls to `hostCall`; `traced`: its work's spans are kept for it.
+   * `print`, their host calls to `hostCall`; `traced`: its work's spans are kept for it;
+   * `tenant`: whose token it logged in with (its quotas are shared with the tenant's other sessions).
    */
   open(
     client: string,
     print: (line: KernelPrint) => void,
     hostCall: (call: HostCall) => Promise<number>,
     traced?: boolean,
+    tenant?: Tenant,
   ): Promise<Session>;
   close(session: Session): Promise<void>;
   /** How long a failed login from `peer` waits before it is answered (failing logins are slowed down, never locked out). */

@@ -31,8 +31,8 @@ const MiB = 1024 * 1024;
 /** What no reply may exceed, whatever it answers: a few KiB. */
 const MAX_REPLY_JSON = 8 * 1024;
 
-function client(proxy: ProxyProcess): Promise<Runtime> {
-  return Offload.init({ host: false, webgpu: false, proxies: [proxy.address], token: proxy.token });
+function client(proxy: ProxyProcess, token = proxy.token): Promise<Runtime> {
+  return Offload.init({ host: false, webgpu: false, proxies: [proxy.address], token });
 }
 
 /** A legitimate client's whole round on `proxy`, which must still be running. */
@@ -70,8 +70,10 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
         '--metrics',
         '127.0.0.1:0',
       ],
+      // A tenant of its own: quotas bound each token's connections together, and its are not the attackers'.
+      tenants: ['bystander'],
     });
-    bystander = await client(proxy);
+    bystander = await client(proxy, proxy.tenants!.bystander);
     kept = await bystander.devices[0]!.alloc(4096);
     await bystander.devices[0]!.queue().write(kept, new Uint8Array(4096).fill(0x5a)).done;
   });
@@ -225,7 +227,10 @@ describe('hostile clients of one proxy, beside a bystander', { timeout: 300_000 
       raw.send({ op: 'alloc', id: 1 + buffer, device: 0, buffer, bytes: 8, kind: 'device' });
     const refused = await raw.error(3002, 30_000);
     assert.equal(refused?.code, 'OUT_OF_MEMORY');
-    assert.match(refused.message, /3001 buffers .* the proxy allows 3000 per client \(offload proxy --quota-buffers\)/);
+    assert.match(
+      refused.message,
+      /3001 buffers .* the proxy allows 3000 per token, however many connections use it \(offload proxy --quota-buffers\)/,
+    );
     assert.equal(await raw.error(3001), undefined);
     raw.close();
     await proxyStatsUntil(proxy, (stats) => stats.sessions === 1);
@@ -491,8 +496,13 @@ export function noisy(n: i32): void { for (let i = 0; i < n; i++) trace("noisy",
 
 describe('the proxy as a whole', { timeout: 120_000 }, () => {
   it('7: all clients together cannot make the proxy hold more of its own memory than --proxy-memory', async () => {
-    const proxy = await startProxy({ threads: 1, args: ['--proxy-memory', '2M', '--quota-buffers', '1500'] });
-    const [a, b] = await Promise.all([client(proxy), client(proxy)]);
+    // Two tenants (a token each): each within its own --quota-buffers, together past --proxy-memory.
+    const proxy = await startProxy({
+      threads: 1,
+      args: ['--proxy-memory', '2M', '--quota-buffers', '1500'],
+      tenants: ['other'],
+    });
+    const [a, b] = await Promise.all([client(proxy), client(proxy, proxy.tenants!.other)]);
     try {
       for (let i = 0; i < 1500; i++) await a.devices[0]!.alloc(8);
       let made = 0;

@@ -1,5 +1,8 @@
 /** Real `offload proxy` child processes on 127.0.0.1, for remote-device tests. */
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ProxyStats } from '../../src/proxy/server.js';
 import assert from 'node:assert/strict';
@@ -11,6 +14,8 @@ const main = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
 export interface ProxyProcess extends SpawnedProxy {
   token: string;
+  /** The token of each tenant named in ProxyOptions.tenants. */
+  tenants?: Record<string, string>;
 }
 
 export interface ProxyOptions {
@@ -25,14 +30,26 @@ export interface ProxyOptions {
   listen?: string;
   /** A command the proxy's node runs under (e.g. `['prlimit', '--nofile=200']`). */
   launcher?: string[];
+  /**
+   * Named tenants besides the token's (`--tenants`), each with a token of its own: a tenant's
+   * quotas are its own, so a bystander that must not share an attacker's quotas is one of these.
+   */
+  tenants?: string[];
 }
 
 export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProcess> {
   const token = options.token ?? randomBytes(16).toString('hex');
+  const tenants = Object.fromEntries((options.tenants ?? []).map((name) => [name, randomBytes(16).toString('hex')]));
+  const dir = options.tenants ? await mkdtemp(path.join(tmpdir(), 'offload-tenants-')) : undefined;
+  const tenantsFile = dir && path.join(dir, 'tenants');
+  if (tenantsFile) {
+    const lines = Object.entries(tenants).map(([name, secret]) => `${name}:${secret}\n`);
+    await writeFile(tenantsFile, lines.join(''), { mode: 0o600 });
+  }
   const proxy = await spawnProxy({
     cli: ['--import', 'tsx', main],
     token,
-    args: options.args,
+    args: [...(tenantsFile ? ['--tenants', tenantsFile] : []), ...(options.args ?? [])],
     listen: options.listen,
     launcher: options.launcher,
     env: {
@@ -42,8 +59,8 @@ export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProce
       OFFLOAD_PROXIES: '',
       OFFLOAD_WEBGPU: options.webgpu ?? 'off',
     },
-  });
-  return { ...proxy, token };
+  }).finally(() => dir && rm(dir, { recursive: true, force: true }));
+  return { ...proxy, token, tenants };
 }
 
 /** `count` proxies with one token, each started with the others as its --peers (so they copy proxy to proxy). */

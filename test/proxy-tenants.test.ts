@@ -13,6 +13,8 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Offload, OffloadError, type Runtime } from '../src/index.js';
+import { MetricsEndpoint } from '../src/proxy/metrics-http.js';
+import { ProxyMetrics } from '../src/proxy/metrics.js';
 import { ProxyServer } from '../src/proxy/server.js';
 import { MAX_TENANTS_FILE_BYTES, readTenants } from '../src/cli/token.js';
 import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
@@ -148,6 +150,41 @@ describe('tenants share their quotas across connections', { timeout: 60_000 }, (
         assert.ok(![alice, bob, 'short-secret'].some((token) => error.message.includes(token)), error.message);
         return true;
       });
+    }
+  });
+});
+
+describe('metrics and tenants', { timeout: 60_000 }, () => {
+  it("shows a session's tenant name only with --metrics-names, and never a token", async () => {
+    const alice = newToken();
+    for (const names of [false, true]) {
+      const server = await ProxyServer.start({
+        listen: '127.0.0.1:0',
+        tenants: [{ name: 'alice', token: alice }],
+        runtime: { host: { threads: 1, memoryBytes: 8 * 1024 * KiB }, webgpu: false },
+        metrics: new ProxyMetrics({ names }),
+      });
+      const endpoint = await MetricsEndpoint.start(server.metrics, { listen: '127.0.0.1:0' });
+      const runtime = await connect(server.address, alice);
+      try {
+        await runtime.devices[0]!.alloc(64);
+        const state = (await (await fetch(`${endpoint.url}/state`)).json()) as { tenantsHeld: { name?: string }[] };
+        const text = await (await fetch(`${endpoint.url}/metrics`)).text();
+        assert.equal(state.tenantsHeld.length, 1);
+        assert.ok(!text.includes(alice) && !JSON.stringify(state).includes(alice), 'a token shows');
+        if (names) {
+          assert.equal(state.tenantsHeld[0]!.name, 'alice');
+          assert.match(text, /offload_tenant_held\{tenant="1",client="127\.0\.0\.1:\d+",name="alice"/);
+        } else {
+          assert.equal(state.tenantsHeld[0]!.name, undefined);
+          assert.doesNotMatch(text, /alice/);
+          assert.match(text, /offload_tenant_held\{tenant="1",resource=/);
+        }
+      } finally {
+        await runtime.shutdown();
+        await endpoint.close();
+        await server.shutdown();
+      }
     }
   });
 });

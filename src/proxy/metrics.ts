@@ -7,9 +7,9 @@
  * `stats` line does (`server.stats()`), and `prometheus()` / `state()` format it for
  * `/metrics` and the dashboard (metrics-http.ts).
  *
- * A tenant is a client's session: the proxy has one token, so each client is its own tenant,
- * named by a number in the order sessions opened. Its address is shown only when the operator
- * asks (`names`): the endpoint is read without a token. Nothing here ever holds a token, a grant
+ * A tenant here is a client's session, named by a number in the order sessions opened (quotas
+ * bound all sessions of one token together; see proxy/session.ts Tenant). Its address and its
+ * token's name (--tenants) are shown only when the operator asks (`names`): the endpoint is read without a token. Nothing here ever holds a token, a grant
  * or a buffer's bytes; refusals keep their code and reason, and their message only with `names`.
  *
  * Counting costs a few additions per request; a snapshot walks the sessions and is cached for
@@ -49,6 +49,8 @@ export interface ServingDirectory extends SessionDirectory {
 /** What the recorder reads of a session (proxy/session.ts). */
 export interface SessionView {
   readonly client: string;
+  /** Whose token it logged in with: its name in the --tenants file, if any. */
+  readonly tenant?: { readonly name?: string };
   readonly usage: SessionQuotas;
   readonly buffers: ReadonlyMap<number, { readonly device: { readonly id: number }; readonly byteLength: number }>;
 }
@@ -149,6 +151,8 @@ export interface MetricsState {
   tenantsHeld: {
     tenant: number;
     client?: string;
+    /** The name of the session's token in the --tenants file: only with `names`. */
+    name?: string;
     held: SessionQuotas;
     launches: number;
     refusals: Record<RefusalReason, number>;
@@ -468,6 +472,7 @@ export class ProxyMetrics {
       tenantsHeld.push({
         tenant: tenant.id,
         ...this.who(session.client),
+        ...(this.names && session.tenant?.name !== undefined ? { name: session.tenant.name } : {}),
         held: { ...session.usage },
         launches: tenant.launches,
         refusals: { ...tenant.refusals },

@@ -145,6 +145,7 @@ export function formatPrometheus(state: MetricsState): string {
   const tenant = (t: MetricsState['tenantsHeld'][number]): Labels => ({
     tenant: t.tenant,
     ...(t.client === undefined ? {} : { client: t.client }),
+    ...(t.name === undefined ? {} : { name: t.name }),
   });
   out.family(
     'tenant_held',

@@ -177,6 +177,8 @@ export async function run(args: string[]): Promise<number> {
   };
   if (values.mpi) {
     if (values.listen !== undefined) return usageError('proxy', '--mpi and --listen exclude each other');
+    if (values.tenants !== undefined)
+      return usageError('proxy', "--mpi and --tenants exclude each other (a job's ranks share its one token)");
     const token = (await readToken(values['token-file'])) ?? defaultToken('mpi')!;
     const server = await ProxyServer.start({ listen: 'mpi', token, ...limits });
     const endpoint = await serveMetrics(server, values.metrics, { insecure: values['metrics-insecure'] });

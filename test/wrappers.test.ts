@@ -277,3 +277,46 @@ test('the wrapper launches a kernel with mapped arguments, and on a queue', { ti
     await runtime.shutdown();
   }
 });
+
+test(
+  'a per-item kernel launches through its wrapper with { items }: awaited with a map clause, and on a queue',
+  { timeout: 120_000 },
+  async () => {
+    const source = path.join(dir, 'iota-source.ts');
+    await writeFile(
+      source,
+      `import { item, ptr } from "offload-ts/device";
+export function iota(i: item, data: ptr<i32>): void {
+  data[i] = i;
+}
+`,
+    );
+    const bundle = await buildBundle({ sources: [source], output: path.join(dir, 'iota') });
+    const runtime: Runtime = await Offload.init({ host: { threads: 2, memoryBytes: 16 * 1024 * 1024 } });
+    try {
+      const { load } = await import(pathToFileURL(bundle.wrappers.js).href);
+      const k = await load(runtime);
+      const device = runtime.device(0);
+      // Awaited: the map clause is the kernel's one argument; the item counts are the launch's.
+      const data = new Int32Array(7).fill(-1);
+      await k.iota(device, { items: 6 }, map.tofrom(data));
+      assert.deepEqual([...data], [0, 1, 2, 3, 4, 5, -1]);
+      await assert.rejects(k.iota(device, { teams: 2 }, map.tofrom(data)), (error: unknown) =>
+        OffloadError.is(error, 'INVALID_ARGUMENT'),
+      );
+      // On a queue, the kernel loaded by the awaited call.
+      const queue = device.queue();
+      const buffer = await device.alloc(3 * 4 * 4);
+      queue.fill(buffer, Int32Array.of(-1));
+      k.iota.launch(queue, { items: 8 }, buffer);
+      const out = new Int32Array(12);
+      queue.read(buffer, out);
+      await queue.finish();
+      assert.deepEqual([...out], [0, 1, 2, 3, 4, 5, 6, 7, -1, -1, -1, -1]);
+      await buffer.free();
+      await k.unload();
+    } finally {
+      await runtime.shutdown();
+    }
+  },
+);

@@ -2,10 +2,34 @@
 // type-checked by tsc). Pointers are usize byte offsets into device memory. One source for every
 // device: offload build compiles them to wasm (the host device) and translates them to WGSL (the
 // WebGPU device; README "One kernel source for every device"), so they compute in f32, the
-// floating point type WGSL has. Each team takes one contiguous block and its threads stride
-// through it: one thread per team on the host, a workgroup of them on a GPU.
-import { barrier, numTeams, numThreads, teamId, teamMemory, threadId } from "offload-ts/device";
+// floating point type WGSL has. saxpy_items and mandelbrot_items are written for one item (the
+// demo runs these): the device maps the items to its hardware. The hand-written kernels below
+// them choose their own mapping: each team takes one contiguous block and its threads stride
+// through it, one thread per team on the host, a workgroup of them on a GPU.
+import { barrier, item, itemCount, itemId, numTeams, numThreads, ptr, teamId, teamMemory, threadId } from "offload-ts/device";
 import { anyLane, countWhere, laneIndices, loadF32x4, selectLanes, storeF32x4, storeI32x4 } from "offload-ts/device";
+
+/** y[i] = a * x[i] + y[i], for one element: launched with { items: n }; the build makes the block loop. */
+export function saxpy_items(i: item, a: f32, x: ptr<f32>, y: ptr<f32>): void {
+  y[i] = a * x[i] + y[i];
+}
+
+/** mandelbrot's escape count of one pixel, launched with { items: [width, height] }. */
+export function mandelbrot_items(col: item, maxIter: i32, x0: f32, y0: f32, dx: f32, out: ptr<u32>): void {
+  const row = itemId(1);
+  const cx = x0 + <f32>col * dx;
+  const cy = y0 + <f32>row * dx;
+  let zx: f32 = 0.0;
+  let zy: f32 = 0.0;
+  let iter = 0;
+  while (iter < maxIter && zx * zx + zy * zy <= 4.0) {
+    const t = zx * zx - zy * zy + cx;
+    zy = 2.0 * zx * zy + cy;
+    zx = t;
+    iter++;
+  }
+  out[row * itemCount(0) + col] = <u32>iter;
+}
 
 /**
  * y[i] = a * x[i] + y[i] for i < n, over f32 vectors. With one thread per team (the host device)

@@ -23,7 +23,9 @@ interface Case {
   /** The kernel source, relative to the repository root. */
   source: string;
   kernel: string;
-  teams: number | [number, number];
+  /** The teams of a kernel written for teams; for a per-item kernel, its `{ items }` (no threads or team memory). */
+  teams?: number | [number, number];
+  items?: number | [number, number];
   /** Threads per team (on both devices); 1 by default. */
   threads?: number | [number, number];
   /** Team memory per team (teamMemory()). */
@@ -58,6 +60,19 @@ const DOT_TOLERANCE = 1e-5;
 
 const CASES: Case[] = [
   // examples/kernels.ts (offload demo)
+  {
+    source: 'examples/kernels.ts',
+    kernel: 'saxpy_items',
+    items: 1001,
+    args: (r) => [1.5, { data: floats(r, 1001) }, { data: floats(r, 1001) }],
+  },
+  {
+    source: 'examples/kernels.ts',
+    kernel: 'mandelbrot_items',
+    items: [64, 48],
+    args: () => [200, -2.2, -1.125, 3 / 64, { data: new Uint32Array(64 * 48) }],
+    compare: mostCounts,
+  },
   {
     source: 'examples/kernels.ts',
     kernel: 'saxpy',
@@ -265,7 +280,9 @@ async function runCase(device: Device, library: Library, run: Case): Promise<Dat
     });
     q.launch(
       kernel,
-      { teams: run.teams, threads: run.threads ?? 1, teamMemoryBytes: run.teamMemoryBytes ?? 0 },
+      run.items !== undefined
+        ? { items: run.items }
+        : { teams: run.teams ?? 1, threads: run.threads ?? 1, teamMemoryBytes: run.teamMemoryBytes ?? 0 },
       args.map((arg, i) => (typeof arg === 'number' ? arg : buffers[i]!)),
     );
     const results = args.flatMap((arg, i) => {
@@ -346,7 +363,11 @@ describe('WGSL translation: the same kernels on the host and the WebGPU device',
   });
 
   for (const test of CASES) {
-    it(`${test.source}: ${test.kernel} (${String(test.teams)} teams${test.threads ? ` of ${String(test.threads)} threads` : ''})`, async () => {
+    const grid =
+      test.items !== undefined
+        ? `items ${String(test.items)}`
+        : `${String(test.teams)} teams${test.threads ? ` of ${String(test.threads)} threads` : ''}`;
+    it(`${test.source}: ${test.kernel} (${grid})`, async () => {
       const library = libraries.get(test.source)!;
       // The same grid on both: the host device runs a team's threads too (in turns).
       const expected = await runCase(host, library, test);

@@ -8,13 +8,14 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { buildBundle, type BuildResult } from '../src/build/compile.js';
 import { wrapperSource, wrapperTypes } from '../src/build/wrappers.js';
-import type { Manifest } from '../src/image/manifest.js';
+import { ITEM_COUNT_PARAMS, type Manifest } from '../src/image/manifest.js';
 import { OffloadError, Offload, map, type Runtime } from '../src/index.js';
 import { typeCheck } from './helpers/typecheck.js';
 
 const ROOT = path.join(import.meta.dirname, '..');
 const FIXTURES = path.join(ROOT, 'test', 'fixtures', 'kernels.ts');
 const POINTER = 'Buffer | DevicePointer | MapSpec';
+const QUEUE_POINTER = 'Buffer | DevicePointer';
 
 let dir: string;
 let built: BuildResult;
@@ -49,14 +50,17 @@ test('buildBundle writes the wrappers next to the bundle', { timeout: 120_000 },
 
   assert.match(
     dts,
-    /^import type \{ Buffer, Device, DevicePointer, Grid, Library, MapSpec, Runtime \} from 'offload-ts';$/m,
+    /^import type \{ Buffer, Device, DevicePointer, Event, Grid, Kernel, Library, MapSpec, Queue, Runtime \} from 'offload-ts';$/m,
   );
   for (const signature of [
-    `saxpy(device: Device, grid: Grid, n: number, a: number, x: ${POINTER}, y: ${POINTER}): Promise<void>;`,
-    `sum_i64(device: Device, grid: Grid, a: bigint, b: bigint, out: ${POINTER}): Promise<void>;`,
-    `mixed(device: Device, grid: Grid, a: number, b: bigint, c: number, d: number, e: ${POINTER}): Promise<void>;`,
-    'empty(device: Device, grid: Grid): Promise<void>;',
-    '/** Launches `saxpy(n: i32, a: f32, x: ptr, y: ptr)`. */',
+    `readonly saxpy: {\n    (device: Device, grid: Grid, n: number, a: number, x: ${POINTER}, y: ${POINTER}): Promise<void>;`,
+    `launch(queue: Queue, grid: Grid, n: number, a: number, x: ${QUEUE_POINTER}, y: ${QUEUE_POINTER}): Event;`,
+    `(device: Device, grid: Grid, a: bigint, b: bigint, out: ${POINTER}): Promise<void>;`,
+    `(device: Device, grid: Grid, a: number, b: bigint, c: number, d: number, e: ${POINTER}): Promise<void>;`,
+    'readonly empty: {\n    (device: Device, grid: Grid): Promise<void>;\n    /**',
+    'launch(queue: Queue, grid: Grid): Event;',
+    'kernel(device: Device): Promise<Kernel>;',
+    '/** Launches `saxpy(n: i32, a: f32, x: ptr, y: ptr)` and resolves when it is done. */',
     'readonly library: Library;',
     'unload(): Promise<void>;',
     'export function load(runtime: Runtime): Promise<Kernels>;',
@@ -65,7 +69,7 @@ test('buildBundle writes the wrappers next to the bundle', { timeout: 120_000 },
   }
 });
 
-test('parameter names become distinct identifiers apart from device and grid', { timeout: 120_000 }, () => {
+test('parameter names become distinct identifiers apart from device, grid and queue', { timeout: 120_000 }, () => {
   const dts = wrapperTypes(
     manifestOf([
       {
@@ -77,6 +81,7 @@ test('parameter names become distinct identifiers apart from device and grid', {
           { name: 'new', type: 'i64' },
           { name: '2d', type: 'f64' },
           { name: 'grid_', type: 'f32' },
+          { name: 'queue', type: 'ptr' },
         ],
       },
       { name: 'a.b', kind: 'kernel', params: [] },
@@ -85,11 +90,17 @@ test('parameter names become distinct identifiers apart from device and grid', {
   );
   assert.ok(
     dts.includes(
-      `odd(device: Device, grid: Grid, device_: ${POINTER}, grid_: number, new_: bigint, _2d: number, grid__: number)`,
+      `(device: Device, grid: Grid, device_: ${POINTER}, grid_: number, new_: bigint, _2d: number, grid__: number, queue_: ${POINTER})`,
     ),
     dts,
   );
-  assert.ok(dts.includes('"a.b"(device: Device, grid: Grid): Promise<void>;'), dts);
+  assert.ok(
+    dts.includes(
+      `launch(queue: Queue, grid: Grid, device_: ${QUEUE_POINTER}, grid_: number, new_: bigint, _2d: number, grid__: number, queue_: ${QUEUE_POINTER}): Event;`,
+    ),
+    dts,
+  );
+  assert.ok(dts.includes('readonly "a.b": {\n    (device: Device, grid: Grid): Promise<void>;'), dts);
   assert.ok(!dts.includes('counter'), 'globals get no wrapper');
 });
 
@@ -110,11 +121,29 @@ test('a kernel named like a member of the wrapper object is rejected', { timeout
   }
 });
 
-test('TypeScript accepts correct calls and rejects wrong argument types', { timeout: 60_000 }, async () => {
+test('TypeScript accepts correct calls and rejects wrong argument types', { timeout: 120_000 }, async () => {
+  // The declarations of a per-item kernel, scale(i: item, a: f32, x: ptr<f32>), beside the built ones.
+  await writeFile(
+    path.join(dir, 'items.d.ts'),
+    wrapperTypes(
+      manifestOf([
+        {
+          name: 'scale',
+          kind: 'kernel',
+          params: [
+            { name: 'a', type: 'f32' },
+            { name: 'x', type: 'ptr' },
+            ...ITEM_COUNT_PARAMS.map((name) => ({ name, type: 'i32' as const })),
+          ],
+        },
+      ]),
+    ),
+  );
   await writeFile(
     path.join(dir, 'use.ts'),
-    `import { Offload, map, type Library } from 'offload-ts';
+    `import { Offload, map, type Event, type Kernel, type Library } from 'offload-ts';
 import { load, type Kernels } from './kernels.js';
+import { load as loadItems } from './items.js';
 
 const runtime = await Offload.init();
 const k: Kernels = await load(runtime);
@@ -126,10 +155,20 @@ const buffer = await device.alloc(16);
 await k.sum_i64(device, { teams: 1, threads: 1 }, 1n, 2n, buffer);
 await k.iota_i32(device, { teams: 1 }, 2, buffer.at(8));
 await k.empty(device, { teams: 1 });
+// Queue launches: synchronous, an Event each, once the kernel is loaded for the queue's device.
+const queue = device.queue();
+const kernel: Kernel = await k.saxpy.kernel(device);
+const event: Event = k.saxpy.launch(queue, { teams: 2 }, 2, 2.5, buffer, buffer.at(8));
+k.sum_i64.launch(queue, { teams: 1, threads: 1 }, 1n, 2n, buffer);
+await event.wait();
+const items = await loadItems(runtime);
+await items.scale(device, { items: 4 }, 2, map.tofrom(x));
+items.scale.launch(queue, { items: [2, 2] }, 2, buffer);
+await queue.finish();
 const library: Library = k.library;
 await k.unload();
 await runtime.shutdown();
-export { library };
+export { library, kernel };
 `,
   );
   // Each wrong call, with the error TypeScript must report on its line.
@@ -139,13 +178,22 @@ export { library };
     [`await k.sum_i64(device, { teams: 1 }, 1, 2n, map.tofrom(data));`, 'TS2345'], // a number for an i64
     [`await k.saxpy(device, { teams: 1 }, 4, 2.5, map.to(data));`, 'TS2554'], // an argument short
     [`await k.empty(device, 1);`, 'TS2345'], // a number for the grid
+    [`k.saxpy.launch(queue, { teams: 1 }, 4, 2.5, buf, map.tofrom(data));`, 'TS2345'], // a map clause on a queue
+    [`k.empty.launch(device, { teams: 1 });`, 'TS2345'], // a device for the queue
+    [`const done: Promise<void> = k.empty.launch(queue, { teams: 1 });`, 'TS2739'], // an Event, not a promise
+    [`items.scale.launch(queue, { teams: 2 }, 2, buf);`, 'TS2561'], // teams for a per-item kernel
+    [`items.scale.launch(queue, { items: 4 }, 2, buf, 4, 1, 1);`, 'TS2554'], // the item counts passed
   ];
   const prelude = `import { Offload, map } from 'offload-ts';
 import { load } from './kernels.js';
+import { load as loadItems } from './items.js';
 
 const runtime = await Offload.init();
 const k = await load(runtime);
+const items = await loadItems(runtime);
 const device = runtime.device(0);
+const queue = device.queue();
+const buf = await device.alloc(16);
 const data = new Int32Array(4);
 `;
   await writeFile(path.join(dir, 'bad.ts'), prelude + wrong.map(([call]) => call).join('\n') + '\n');
@@ -160,7 +208,7 @@ const data = new Int32Array(4);
   );
 });
 
-test('the wrapper launches a kernel with mapped arguments', { timeout: 120_000 }, async (t) => {
+test('the wrapper launches a kernel with mapped arguments, and on a queue', { timeout: 120_000 }, async (t) => {
   const runtime: Runtime = await Offload.init({ host: { threads: 2, memoryBytes: 16 * 1024 * 1024 } });
   try {
     if (typeof runtime.target !== 'function') return t.skip('runtime.target not available yet');
@@ -180,9 +228,95 @@ test('the wrapper launches a kernel with mapped arguments', { timeout: 120_000 }
       OffloadError.is(error, 'INVALID_ARGUMENT'),
     );
     assert.ok(Object.isFrozen(k));
+    assert.ok(Object.isFrozen(k.add_i32));
+
+    // On a queue: synchronous once the kernel is loaded for the queue's device (here by the
+    // awaited calls above), in order with the queue's other operations.
+    const queue = device.queue();
+    const buffer = await device.alloc(data.byteLength);
+    queue.write(buffer, data);
+    const event = k.add_i32.launch(queue, { teams: 2 }, 5, 1, buffer);
+    k.add_i32.launch(queue, { teams: 1 }, 2, 100, buffer);
+    queue.read(buffer, data);
+    await event.wait();
+    await queue.finish();
+    assert.deepEqual([...data], [122, 123, 24, 25, 6]);
+    // A kernel not loaded yet for the device is refused, naming it, the device and what to do.
+    assert.throws(
+      () => k.iota_i32.launch(queue, { teams: 1 }, 4, buffer),
+      (error: unknown) =>
+        OffloadError.is(error, 'INVALID_ARGUMENT') &&
+        error instanceof Error &&
+        error.message.includes("'iota_i32'") &&
+        error.message.includes(`device ${device.id}`) &&
+        error.message.includes('await k.iota_i32.kernel(device)'),
+    );
+    assert.equal((await k.iota_i32.kernel(device)).name, 'iota_i32');
+    await k.iota_i32.launch(queue, { teams: 1 }, 4, buffer).wait();
+    queue.read(buffer, data);
+    await queue.finish();
+    assert.deepEqual([...data], [0, 1, 2, 3, 6]);
+    // Not a queue of this runtime.
+    for (const notQueue of [{}, null, { device: {} }, device])
+      assert.throws(
+        () => k.add_i32.launch(notQueue, { teams: 1 }, 1, 1, buffer),
+        (error: unknown) =>
+          OffloadError.is(error, 'INVALID_ARGUMENT') && error instanceof Error && error.message.includes("'add_i32'"),
+      );
+    await assert.rejects(k.add_i32.kernel({}), (error: unknown) => OffloadError.is(error, 'INVALID_ARGUMENT'));
+    // Bad arguments fail the launch's event, as queue.launch does.
+    await assert.rejects(k.add_i32.launch(queue, { teams: 2 }, 4, buffer).wait(), (error: unknown) =>
+      OffloadError.is(error, 'INVALID_ARGUMENT'),
+    );
+    // And stick to the queue until finish() reports them, as any failed operation does.
+    await assert.rejects(queue.finish(), (error: unknown) => OffloadError.is(error, 'INVALID_ARGUMENT'));
+    await buffer.free();
     await k.unload();
     assert.ok(k.library.unregistered);
   } finally {
     await runtime.shutdown();
   }
 });
+
+test(
+  'a per-item kernel launches through its wrapper with { items }: awaited with a map clause, and on a queue',
+  { timeout: 120_000 },
+  async () => {
+    const source = path.join(dir, 'iota-source.ts');
+    await writeFile(
+      source,
+      `import { item, ptr } from "offload-ts/device";
+export function iota(i: item, data: ptr<i32>): void {
+  data[i] = i;
+}
+`,
+    );
+    const bundle = await buildBundle({ sources: [source], output: path.join(dir, 'iota') });
+    const runtime: Runtime = await Offload.init({ host: { threads: 2, memoryBytes: 16 * 1024 * 1024 } });
+    try {
+      const { load } = await import(pathToFileURL(bundle.wrappers.js).href);
+      const k = await load(runtime);
+      const device = runtime.device(0);
+      // Awaited: the map clause is the kernel's one argument; the item counts are the launch's.
+      const data = new Int32Array(7).fill(-1);
+      await k.iota(device, { items: 6 }, map.tofrom(data));
+      assert.deepEqual([...data], [0, 1, 2, 3, 4, 5, -1]);
+      await assert.rejects(k.iota(device, { teams: 2 }, map.tofrom(data)), (error: unknown) =>
+        OffloadError.is(error, 'INVALID_ARGUMENT'),
+      );
+      // On a queue, the kernel loaded by the awaited call.
+      const queue = device.queue();
+      const buffer = await device.alloc(3 * 4 * 4);
+      queue.fill(buffer, Int32Array.of(-1));
+      k.iota.launch(queue, { items: 8 }, buffer);
+      const out = new Int32Array(12);
+      queue.read(buffer, out);
+      await queue.finish();
+      assert.deepEqual([...out], [0, 1, 2, 3, 4, 5, 6, 7, -1, -1, -1, -1]);
+      await buffer.free();
+      await k.unload();
+    } finally {
+      await runtime.shutdown();
+    }
+  },
+);

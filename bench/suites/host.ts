@@ -357,7 +357,7 @@ function mandelbrotPlain(
 }
 
 /**
- * Per-item kernels (bench/kernels.ts: the body for one element or pixel, launched with
+ * Per-item kernels (examples/kernels.ts: the body for one element or pixel, launched with
  * `{ items }`, the device choosing the teams) against examples/kernels.ts's hand-written block
  * kernels on the same data, and mandelbrot against plain TypeScript on the main thread.
  */

@@ -9,8 +9,8 @@ import { isLaunchParam, isPerItem, type EntryInfo, type Manifest, type ParamType
 /** Members of the wrapper object besides the kernels; `then` would make it a thenable, which `await load()` would call. */
 const OWN_MEMBERS = new Set(['library', 'unload', 'then']);
 
-/** Parameter names of every wrapper function before the kernel's own. */
-const LEADING_PARAMS = new Set(['device', 'grid']);
+/** Parameter names of the wrapper functions before the kernel's own. */
+const LEADING_PARAMS = new Set(['device', 'grid', 'queue']);
 
 /** Words a parameter of a strict-mode (module) declaration cannot be named. */
 const RESERVED = new Set(
@@ -28,6 +28,9 @@ const TS_TYPE: Record<ParamType, string> = {
   f64: 'number',
   ptr: 'Buffer | DevicePointer | MapSpec',
 };
+
+/** A pointer argument of a queue launch, as queue.launch takes it. */
+const QUEUE_POINTER = 'Buffer | DevicePointer';
 
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
 
@@ -47,24 +50,68 @@ import { fileURLToPath } from 'node:url';
 const BUNDLE = fileURLToPath(new URL(${bundleUrl}, import.meta.url));
 const KERNELS = ${JSON.stringify(names)};
 
+/**
+ * An OffloadError made without importing offload-ts: its class recognises this brand, so
+ * \`instanceof OffloadError\` and \`OffloadError.is(error, code)\` hold across installs.
+ */
+function offloadError(code, message, device) {
+  const error = new Error(message);
+  error.name = 'OffloadError';
+  Object.defineProperties(error, {
+    code: { value: code, enumerable: true },
+    device: { value: device, enumerable: true },
+    [Symbol.for('offload-ts.OffloadError')]: { value: true },
+  });
+  return error;
+}
+
 /** Registers the bundle next to this file with \`runtime\` and returns one launch function per kernel. */
 export async function load(runtime) {
   const library = await runtime.register(BUNDLE);
   const launcher = (name) => {
     // Resolved once per device; the promise is kept so that concurrent first calls share it,
-    // and dropped when it fails so that the next call tries again.
+    // and dropped when it fails so that the next call tries again. \`ready\` holds the kernels
+    // resolved, for the synchronous queue launches.
     const kernels = new Map();
-    return async (device, grid, ...args) => {
+    const ready = new Map();
+    const kernel = (device) => {
+      let pending = kernels.get(device);
+      if (pending === undefined) {
+        pending = device.kernel(library, name);
+        kernels.set(device, pending);
+        pending.then(
+          (resolved) => ready.set(device, resolved),
+          () => kernels.delete(device), // forgotten, to try again; the error goes to the caller's await
+        );
+      }
+      return pending;
+    };
+    const launch = async (device, grid, ...args) => {
       // runtime.target reports a device that is not this runtime's, and checks the arguments.
       if (!runtime.devices.includes(device)) return runtime.target(device, undefined, grid, args);
-      let kernel = kernels.get(device);
-      if (kernel === undefined) {
-        kernel = device.kernel(library, name);
-        kernels.set(device, kernel);
-        kernel.catch(() => kernels.delete(device)); // forgotten, to try again; the error goes to the await below
-      }
-      return runtime.target(device, await kernel, grid, args);
+      return runtime.target(device, await kernel(device), grid, args);
     };
+    launch.kernel = async (device) => {
+      if (!runtime.devices.includes(device))
+        throw offloadError('INVALID_ARGUMENT', \`kernel '\${name}': the device must be one of this runtime's devices, got \${typeof device}\`);
+      return kernel(device);
+    };
+    // A queue launch is synchronous, as queue.launch is: the kernel must already be loaded for
+    // the queue's device; queue.launch then checks the grid and the arguments.
+    launch.launch = (queue, grid, ...args) => {
+      const device = queue !== null && typeof queue === 'object' ? queue.device : undefined;
+      if (!runtime.devices.includes(device))
+        throw offloadError('INVALID_ARGUMENT', \`launch of '\${name}': the queue must be a Queue of one of this runtime's devices (device.queue()), got \${queue === null ? 'null' : typeof queue}\`);
+      const resolved = ready.get(device);
+      if (resolved === undefined)
+        throw offloadError(
+          'INVALID_ARGUMENT',
+          \`launch of '\${name}' on a queue of device \${device.id}: the kernel is not loaded for device \${device.id} yet; await k.\${name}.kernel(device) (or an awaited k.\${name}(device, ...)) once before launching it on that device's queues\`,
+          device.id,
+        );
+      return queue.launch(resolved, grid, args);
+    };
+    return Object.freeze(launch);
   };
   // fromEntries defines own properties whatever the kernel names are (even '__proto__').
   return Object.freeze({
@@ -86,17 +133,28 @@ export function wrapperTypes(manifest: Manifest): string {
     // A per-item kernel takes `{ items }`; the launch passes its item counts, its last three parameters.
     const perItem = isPerItem(entry.params);
     const own = { ...entry, params: entry.params.filter((param) => !isLaunchParam(param.name)) };
-    const params = [
-      'device: Device',
-      `grid: ${perItem ? 'ItemsGrid' : 'Grid'}`,
-      ...parameterNames(own).map((name, i) => `${name}: ${TS_TYPE[own.params[i]!.type]}`),
-    ];
+    const names = parameterNames(own);
+    const gridType = perItem ? 'ItemsGrid' : 'Grid';
+    const typed = (pointer: string): string[] =>
+      names.map((name, i) => {
+        const type = own.params[i]!.type;
+        return `${name}: ${type === 'ptr' ? pointer : TS_TYPE[type]}`;
+      });
+    const awaited = ['device: Device', `grid: ${gridType}`, ...typed(TS_TYPE.ptr)];
+    // A queue launch takes what queue.launch takes: no map clause, which needs the awaited form.
+    const queued = ['queue: Queue', `grid: ${gridType}`, ...typed(QUEUE_POINTER)];
     const signature = `${entry.name}(${perItem ? 'i: item, ' : ''}${own.params.map((p) => `${p.name}: ${p.type}`).join(', ')})`;
-    return `  /** Launches \`${signature}\`. */
-  ${memberName(entry.name)}(${params.join(', ')}): Promise<void>;`;
+    return `  /** Launches \`${signature}\` and resolves when it is done. */
+  readonly ${memberName(entry.name)}: {
+    (${awaited.join(', ')}): Promise<void>;
+    /** Enqueues \`${signature}\` on \`queue\`; the kernel must be loaded for the queue's device (\`kernel(device)\`, or an awaited launch there). */
+    launch(${queued.join(', ')}): Event;
+    /** The kernel on \`device\`, loaded on first use. */
+    kernel(device: Device): Promise<Kernel>;
+  };`;
   });
   return `${header([])}
-import type { Buffer, Device, DevicePointer, Grid, ${kernelsOf(manifest).some((entry) => isPerItem(entry.params)) ? 'ItemsGrid, ' : ''}Library, MapSpec, Runtime } from 'offload-ts';
+import type { Buffer, Device, DevicePointer, Event, Grid, ${kernelsOf(manifest).some((entry) => isPerItem(entry.params)) ? 'ItemsGrid, ' : ''}Kernel, Library, MapSpec, Queue, Runtime } from 'offload-ts';
 
 /** The kernels of bundle ${JSON.stringify(manifest.name)}. */
 export interface Kernels {
@@ -132,7 +190,7 @@ function memberName(name: string): string {
   return IDENTIFIER.test(name) ? name : JSON.stringify(name);
 }
 
-/** The entry's parameter names as distinct identifiers that are no reserved word and differ from `device` and `grid`. */
+/** The entry's parameter names as distinct identifiers that are no reserved word and differ from `device`, `grid` and `queue`. */
 function parameterNames(entry: EntryInfo): string[] {
   const taken = new Set(LEADING_PARAMS);
   return entry.params.map(({ name }) => {

@@ -1,6 +1,7 @@
 /**
  * `offload demo`: compiles examples/kernels.ts (cached by content; wasm for the host device, and
- * translated to WGSL for a WebGPU device), runs saxpy, a dot product and mandelbrot on every
+ * translated to WGSL for a WebGPU device), runs saxpy and mandelbrot (per-item kernels, launched
+ * with `{ items }`), a dot product and a tiled transpose (teams of threads) on every
  * device whose image has them (with `--proxies N`, also on N local proxies it starts), and checks
  * every result against a plain TypeScript reference. The Rust saxpy and the C mandelbrot of
  * examples/native/ run the same way on every device that runs wasm, when the system's rustc and
@@ -143,17 +144,20 @@ export async function run(args: string[]): Promise<number> {
           teams: gpu ? Math.min(device.info.maxTeams, Math.ceil(size / GPU_THREADS)) : 4 * device.info.computeUnits,
           threads: gpu ? GPU_THREADS : 1,
         };
-        for (const [name, run] of [
-          ['saxpy', saxpy],
-          ['dot_partial', dot],
-          ['mandelbrot', mandelbrot],
-          ['transpose', transpose],
-        ] as const) {
-          const kernel = await device.kernel(library, name).catch((error: unknown) => {
+        // saxpy and mandelbrot are written for one item (saxpy_items, mandelbrot_items): the
+        // device picks their grid; the dot product and the transpose use teams of threads.
+        const runs: [string, string, (kernel: Kernel) => Promise<Outcome>][] = [
+          ['saxpy', 'saxpy_items', (kernel) => saxpy(device, kernel, size, undefined)],
+          ['dot_partial', 'dot_partial', (kernel) => dot(device, kernel, size, grid)],
+          ['mandelbrot', 'mandelbrot_items', (kernel) => mandelbrot(device, kernel, size, undefined)],
+          ['transpose', 'transpose', (kernel) => transpose(device, kernel)],
+        ];
+        for (const [name, kernelName, run] of runs) {
+          const kernel = await device.kernel(library, kernelName).catch((error: unknown) => {
             if (OffloadError.is(error, 'NOT_FOUND')) return undefined;
             throw error;
           });
-          if (kernel) outcomes.push({ ...(await run(device, kernel, size, grid)), device });
+          if (kernel) outcomes.push({ ...(await run(kernel)), device });
           else skipped.push(`${name} on device ${device.id}`);
         }
         for (const native of nativeLibraries) {
@@ -322,7 +326,20 @@ async function transpose(device: Device, kernel: Kernel): Promise<Outcome> {
   };
 }
 
-async function saxpy(device: Device, kernel: Kernel, n: number, grid: Grid): Promise<Outcome> {
+/**
+ * The grid a launch of `kernel` over `items` runs with: the device's choice (suggestGrid) for a
+ * per-item kernel (`grid` undefined), shown as teams x threads; else `grid` as given.
+ */
+function shownGrid(device: Device, kernel: Kernel, items: number | [number, number], grid: Grid | undefined): Grid {
+  if (grid !== undefined) return grid;
+  const { teams, threads } = device.suggestGrid(kernel, { items });
+  const count = (size: number | readonly number[]): number =>
+    typeof size === 'number' ? size : size.reduce((product, side) => product * side, 1);
+  return { teams: count(teams), threads: count(threads) };
+}
+
+/** saxpy: the per-item saxpy_items with `{ items: n }` when `grid` is undefined, else a block kernel (a native one) on `grid`. */
+async function saxpy(device: Device, kernel: Kernel, n: number, grid: Grid | undefined): Promise<Outcome> {
   const a = 2.5;
   const { x, y } = inputs(n);
   const result = new Float32Array(n);
@@ -334,7 +351,8 @@ async function saxpy(device: Device, kernel: Kernel, n: number, grid: Grid): Pro
       q.write(xBuf, x);
       q.write(yBuf, y);
     },
-    (q) => q.launch(kernel, grid, [n, a, xBuf, yBuf]),
+    (q) =>
+      grid === undefined ? q.launch(kernel, { items: n }, [a, xBuf, yBuf]) : q.launch(kernel, grid, [n, a, xBuf, yBuf]),
     (q) => q.read(yBuf, result),
   );
   await freeAll([xBuf, yBuf]);
@@ -343,8 +361,8 @@ async function saxpy(device: Device, kernel: Kernel, n: number, grid: Grid): Pro
   for (let i = 0; i < n; i++) expected[i] = a * x[i]! + y[i]!;
   return {
     kernel: 'saxpy',
-    problem: `n = ${n}, f32`,
-    ...grid,
+    problem: `n = ${n}, f32${grid === undefined ? ', per item' : ''}`,
+    ...shownGrid(device, kernel, n, grid),
     ...times,
     mismatch: firstMismatch(result, expected, F32_TOLERANCE),
   };
@@ -389,14 +407,18 @@ async function dot(device: Device, kernel: Kernel, n: number, grid: Grid): Promi
   };
 }
 
-async function mandelbrot(device: Device, kernel: Kernel, _n: number, grid: Grid): Promise<Outcome> {
+/** mandelbrot: the per-item mandelbrot_items with `{ items: [width, height] }` when `grid` is undefined, else a kernel over rows on `grid`. */
+async function mandelbrot(device: Device, kernel: Kernel, _n: number, grid: Grid | undefined): Promise<Outcome> {
   const { width, height, maxIter, x0, y0, dx } = MANDELBROT;
   const counts = new Uint32Array(width * height);
   const out = await device.alloc(counts.byteLength);
   const times = await roundTrip(
     device,
     () => {},
-    (q) => q.launch(kernel, grid, [width, height, maxIter, x0, y0, dx, out]),
+    (q) =>
+      grid === undefined
+        ? q.launch(kernel, { items: [width, height] }, [maxIter, x0, y0, dx, out])
+        : q.launch(kernel, grid, [width, height, maxIter, x0, y0, dx, out]),
     (q) => q.read(out, counts),
   );
   await freeAll([out]);
@@ -426,8 +448,8 @@ async function mandelbrot(device: Device, kernel: Kernel, _n: number, grid: Grid
   const mismatch = differing <= counts.length * MANDELBROT_DIFFERING ? undefined : firstMismatch(counts, expected, 0);
   return {
     kernel: 'mandelbrot',
-    problem: `${width} x ${height}, ${maxIter} iterations, f32`,
-    ...grid,
+    problem: `${width} x ${height}, ${maxIter} iterations, f32${grid === undefined ? ', per item' : ''}`,
+    ...shownGrid(device, kernel, [width, height], grid),
     ...times,
     mismatch,
   };

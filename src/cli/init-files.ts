@@ -47,20 +47,29 @@ export const KERNELS_TSCONFIG = `${PIN_NOTE}${JSON.stringify(
 
 export const EXAMPLE_KERNEL = `// Kernels (AssemblyScript): 'npm run build:kernels' compiles them to build/kernels.offload with
 // typed wrappers (build/kernels.js, .d.ts); 'npm run check:kernels' type-checks them.
-// Pointers are usize byte offsets into device memory.
-import { numTeams, teamId } from "offload-ts/device";
+// A ptr<i32> parameter is indexed in elements (data[i]); a usize one is a byte address.
+import { item, numTeams, ptr, teamId } from "offload-ts/device";
 
 /**
- * A reduction with atomics: adds the n i32 at data into the i32 at total. Each team sums its
- * block in a local, then adds that to total with one atomic add, so teams never race.
+ * A per-item kernel: the body for one item i of the range launched ({ items: n }); the device
+ * maps the items to its workers or its GPU's invocations.
  */
-export function sum(n: i32, data: usize, total: usize): void {
+export function iota(i: item, data: ptr<i32>): void {
+  data[i] = i;
+}
+
+/**
+ * A reduction with atomics: adds the n i32 at data into the i32 at total. Each team (launched
+ * with { teams }) sums its block in a local, then adds that to total with one atomic add, so
+ * teams never race.
+ */
+export function sum(n: i32, data: ptr<i32>, total: usize): void {
   const teams = numTeams();
   const block = (n + teams - 1) / teams;
   const start = teamId() * block;
   const end = min(n, start + block);
   let partial: i32 = 0;
-  for (let i = start; i < end; i++) partial += load<i32>(data + (<usize>i << 2));
+  for (let i = start; i < end; i++) partial += data[i];
   atomic.add<i32>(total, partial);
 }
 `;
@@ -72,10 +81,11 @@ const rt = await Offload.init();
 try {
   const kernels = await load(rt);
   const n = 1000;
-  const data = Int32Array.from({ length: n }, (_, i) => i);
   for (const device of rt.devices) {
+    const data = new Int32Array(n);
     const total = new Int32Array(1);
     try {
+      await kernels.iota(device, { items: n }, map.from(data)); // data[i] = i on the device
       await kernels.sum(device, { teams: 4 }, n, map.to(data), map.tofrom(total));
     } catch (error) {
       // A device whose image lacks the kernel (WGSL has no translation of it) is skipped.

@@ -692,7 +692,9 @@ export class Mapper {
  * Buffers and pointers are checked by the launch itself, as for `queue.launch`.
  */
 function checkTargetArguments(kernel: Kernel, args: readonly TargetArgument[], device: number): void {
-  const params = kernel.params;
+  // The program's own parameters: a per-item or checked kernel's last ones (item counts, pointer
+  // lengths) are the launch's to pass.
+  const params = kernel.ownParams === kernel.params.length ? kernel.params : kernel.params.slice(0, kernel.ownParams);
   checkArgumentCount(`target of '${kernel.name}'`, params, args.length, device);
   params.forEach((param, index) => {
     const arg = args[index];

@@ -2,36 +2,13 @@
  * The differential kernel fuzzer (test/helpers/kernel-fuzz.ts) in CI: a seeded run of 2,000
  * generated kernels, built in batches (one AssemblyScript compile per batch), each run on the
  * host device (wasm) and the WebGPU device (its WGSL translation, Dawn on lavapipe) and compared;
- * then the corpus: every mismatch the fuzzer found, shrunk, kept as a regression case. Declined
+ * and the corpus: every mismatch the fuzzer found, shrunk, kept as a regression case. Declined
  * kernels are counted, not failed; a mismatch fails with the kernel's source and inputs, shrunk.
- * `npm run fuzz:kernels -- N [seed]` runs it at any length.
+ * This file runs the corpus and the first half of the seeded run, kernel-fuzz-second-half.test.ts
+ * the rest. `npm run fuzz:kernels -- N [seed]` runs it at any length.
  */
-import assert from 'node:assert/strict';
-import { rm } from 'node:fs/promises';
-import { after, before, describe, it } from 'node:test';
-import { Offload, type Runtime } from '../src/index.js';
-import {
-  KernelGenerator,
-  formatMismatch,
-  fuzzDirectory,
-  kernelFromText,
-  randomInputs,
-  runBatch,
-  shrink,
-  type FuzzKernel,
-  type Inputs,
-} from './helpers/kernel-fuzz.js';
-import { webgpuSkipReason } from './helpers/webgpu.js';
-
-const SEED = 20261128;
-/** How many kernels the seeded run generates (OFFLOAD_FUZZ_KERNELS overrides, for a longer or shorter run). */
-const KERNELS = Number(process.env.OFFLOAD_FUZZ_KERNELS ?? 2000);
-/**
- * Kernels per build. Each pipeline Dawn makes on lavapipe works through the whole WGSL module, so
- * a batch's GPU time grows with its square: 200 kernels took 122 s in batches of 200, 37 s in
- * batches of 50, 35 s of 25 and 46 s of 12 (where the AssemblyScript compiles take over).
- */
-const BATCH = 40;
+import { KERNELS, kernelFuzzSuite, type CorpusEntry } from './helpers/kernel-fuzz-suite.js';
+import { randomInputs, type Inputs } from './helpers/kernel-fuzz.js';
 
 /** Inputs with the scalars given and the arrays of a seed. */
 const inputsWith = (a: number, b: number, c: number): Inputs => ({ ...randomInputs(7), a, b, c });
@@ -41,7 +18,7 @@ const inputsWith = (a: number, b: number, c: number): Inputs => ({ ...randomInpu
  * grid and inputs. Each was settled in src/build/wgsl-translate.ts (docs/wgsl-abi.md, "What wasm
  * computes and what the WGSL computes") and must stay settled.
  */
-const CORPUS: { name: string; body: string; grid: FuzzKernel['grid']; inputs: Inputs }[] = [
+const CORPUS: CorpusEntry[] = [
   {
     // A conditional whose arm is an atomic became select(), which evaluates both arms.
     name: 'lazy_atomic_arm',
@@ -123,75 +100,4 @@ const CORPUS: { name: string; body: string; grid: FuzzKernel['grid']; inputs: In
   },
 ];
 
-const skip = await webgpuSkipReason();
-
-describe(
-  'the differential kernel fuzzer: generated kernels agree on the host and the WebGPU device',
-  { skip, timeout: 1_500_000 },
-  () => {
-    let runtime: Runtime;
-    let dir: string;
-
-    before(async () => {
-      runtime = await Offload.init({
-        host: { threads: 2, memoryBytes: 16 * 1024 * 1024 },
-        webgpu: { fallback: true },
-        proxies: [],
-      });
-      dir = await fuzzDirectory();
-    });
-
-    after(async () => {
-      await runtime?.shutdown();
-      if (dir) await rm(dir, { recursive: true, force: true });
-    });
-
-    it('keeps every mismatch found agreeing (the corpus)', async () => {
-      const kernels = CORPUS.map((entry) => kernelFromText(entry.name, entry.body, entry.grid));
-      const report = await runBatch(
-        runtime,
-        dir,
-        'corpus',
-        kernels,
-        (kernel) => CORPUS.find((entry) => entry.name === kernel.name)!.inputs,
-      );
-      assert.equal(report.translated, CORPUS.length, `declined: ${[...report.declined.keys()].join('; ')}`);
-      assert.deepEqual(report.mismatches.map(formatMismatch), []);
-    });
-
-    it(`runs ${KERNELS} seeded kernels with 0 mismatches, counting the declined ones`, async () => {
-      const generator = new KernelGenerator(SEED);
-      let generated = 0;
-      let translated = 0;
-      let trapped = 0;
-      const declined = new Map<string, number>();
-      for (let first = 0; first < KERNELS; first += BATCH) {
-        const kernels = Array.from({ length: Math.min(BATCH, KERNELS - first) }, (_, i) =>
-          generator.kernel(`k${first + i}`),
-        );
-        const report = await runBatch(runtime, dir, `batch${first}`, kernels, (kernel) =>
-          randomInputs(SEED + Number(kernel.name.slice(1))),
-        );
-        generated += report.generated;
-        translated += report.translated;
-        trapped += report.trapped;
-        for (const [reason, n] of report.declined) declined.set(reason, (declined.get(reason) ?? 0) + n);
-        if (report.mismatches.length > 0) {
-          const mismatch = report.mismatches[0]!;
-          const kernel = kernels.find((candidate) => candidate.name === mismatch.kernel)!;
-          const small = (await shrink(runtime, dir, kernel, mismatch.inputs, 6)) ?? mismatch;
-          assert.fail(
-            `${report.mismatches.length} mismatch(es) in kernels ${first}..; the first, shrunk:\n${formatMismatch(small)}`,
-          );
-        }
-      }
-      const summary = `${generated} generated, ${translated} translated, ${trapped} trapped on the host device; declined: ${
-        [...declined].map(([reason, n]) => `${n} x ${reason}`).join('; ') || 'none'
-      }`;
-      console.log(summary);
-      assert.equal(generated, KERNELS);
-      // The generator keeps to the subset: most kernels translate (a note is a finding to read, not a failure).
-      assert.ok(translated >= KERNELS * 0.9, summary);
-    });
-  },
-);
+await kernelFuzzSuite(0, Math.ceil(KERNELS / 2), CORPUS);

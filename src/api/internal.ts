@@ -49,6 +49,11 @@ export function pluginQueue(queue: Queue): PluginQueue {
   return queue.plugin;
 }
 
+/** The parameters a program passes to `kernel`: all but the ones its launch adds (a per-item kernel's item counts, a checked build's pointer lengths). */
+export function programParams(kernel: Kernel): Kernel['params'] {
+  return kernel.ownParams === kernel.params.length ? kernel.params : kernel.params.slice(0, kernel.ownParams);
+}
+
 /** The device whose queue made `event`. */
 export function eventDevice(event: Event): Device {
   return event.device;

@@ -23,6 +23,7 @@ import {
   hasFailed,
   isReusable,
   launchResolving,
+  programParams,
   type PointerResolver,
 } from '../api/internal.js';
 import {
@@ -694,7 +695,7 @@ export class Mapper {
 function checkTargetArguments(kernel: Kernel, args: readonly TargetArgument[], device: number): void {
   // The program's own parameters: a per-item or checked kernel's last ones (item counts, pointer
   // lengths) are the launch's to pass.
-  const params = kernel.ownParams === kernel.params.length ? kernel.params : kernel.params.slice(0, kernel.ownParams);
+  const params = programParams(kernel);
   checkArgumentCount(`target of '${kernel.name}'`, params, args.length, device);
   params.forEach((param, index) => {
     const arg = args[index];

@@ -158,6 +158,9 @@ export declare function hostCall(name: string, n?: i32, a0?: f64, a1?: f64, a2?:
 // @ts-ignore: decorator
 @final @unmanaged
 export class ptr<T> {
+  // For tsc (an editor, `npm run check:kernels`), which knows no operator overloads: x[i] is a T.
+  [key: i32]: T;
+
   /** Element `index`: the T at byte `index * sizeof<T>()` from this pointer. */
   // @ts-ignore: decorator
   @inline @operator("[]")

@@ -14,8 +14,19 @@ export const performance: Performance = globalThis.performance;
 
 interface NodeProcess {
   env: Environment;
+  stdout?: { write(text: string): unknown };
   stderr?: { write(text: string): unknown };
   emitWarning?: (text: string) => void;
+  /** Node >= 20.16: a built-in module without an import, which a page's build would have to resolve. */
+  getBuiltinModule?: (id: 'node:fs') => FileSystem;
+}
+
+/** What endsMidLine needs of node:fs. */
+interface FileSystem {
+  fstatSync(fd: number): { size: number; isFile(): boolean };
+  openSync(path: string, flags: string): number;
+  readSync(fd: number, buffer: Uint8Array, offset: number, length: number, position: number): number;
+  closeSync(fd: number): void;
 }
 
 /** Node's `process`, or undefined in a page (looked up, never imported). */
@@ -28,11 +39,47 @@ export function environment(): Environment {
   return nodeProcess()?.env ?? {};
 }
 
-/** Writes `text` (a line with its newline) to standard error, or to the console in a page. */
+/**
+ * Whether the regular file behind `fd` (1 stdout, 2 stderr) ends inside a line, as another writer
+ * left it: Dawn's device log (dawn.node prints "warning:\n" and the message, with no newline,
+ * through C's stdout, which a file buffers 4 KiB at a time). Read back through /dev/fd, as `fd`
+ * itself is write-only. False for a terminal or a pipe, which cannot be read back, wherever
+ * /dev/fd cannot reopen it (macOS duplicates the write-only descriptor), and in a page.
+ */
+export function endsMidLine(fd: number): boolean {
+  const fs = nodeProcess()?.getBuiltinModule?.('node:fs');
+  if (!fs) return false;
+  try {
+    const stats = fs.fstatSync(fd);
+    if (!stats.isFile() || stats.size === 0) return false;
+    const reader = fs.openSync(`/dev/fd/${fd}`, 'r');
+    try {
+      const last = new Uint8Array(1);
+      return fs.readSync(reader, last, 0, 1, stats.size - 1) === 1 && last[0] !== 0x0a;
+    } finally {
+      fs.closeSync(reader);
+    }
+  } catch {
+    return false; // closed, or not reopenable: nothing known, nothing added
+  }
+}
+
+/**
+ * Writes `text` (lines with their newline) to standard error, or to the console in a page, in one
+ * write, on a line of its own: where another writer (Dawn) left the file half a line, a newline
+ * first (see endsMidLine).
+ */
 export function writeStderr(text: string): void {
   const stderr = nodeProcess()?.stderr;
-  if (stderr) stderr.write(text);
+  if (stderr) stderr.write(endsMidLine(2) ? `\n${text}` : text);
   else console.error(text.endsWith('\n') ? text.slice(0, -1) : text);
+}
+
+/** writeStderr's twin for standard output (the console's log in a page). */
+export function writeStdout(text: string): void {
+  const stdout = nodeProcess()?.stdout;
+  if (stdout) stdout.write(endsMidLine(1) ? `\n${text}` : text);
+  else console.log(text.endsWith('\n') ? text.slice(0, -1) : text);
 }
 
 /** A process warning (Node's `process.emitWarning`; the console's warning in a page). */

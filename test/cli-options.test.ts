@@ -71,9 +71,15 @@ describe('the offload command', { timeout: 240_000 }, () => {
     }
   });
 
-  it('wraps every help text to 80 columns and lists each option its usage lines show', async () => {
-    for (const command of ['', 'init', 'devices', 'build', 'demo', 'proxy', 'launch', 'bench']) {
-      const { code, stdout } = await offload(command === '' ? ['--help'] : [command, '--help']);
+  it('wraps every help text to 80 columns and lists each option its usage lines show and its parser takes', async () => {
+    // The commands as `offload --help` lists them, so that a new one is covered too.
+    const top = await offload(['--help']);
+    const commands = [...top.stdout.matchAll(/^ {2}([a-z]+) {2,}/gm)].map((match) => match[1]!);
+    assert.ok(
+      ['init', 'devices', 'build', 'demo', 'proxy', 'launch', 'bench'].every((name) => commands.includes(name)),
+    );
+    for (const command of ['', ...commands]) {
+      const { code, stdout } = command === '' ? top : await offload([command, '--help']);
       assert.equal(code, 0);
       for (const line of stdout.trimEnd().split('\n'))
         assert.ok(line.length <= HELP_WIDTH, `offload ${command} --help: ${line.length} columns: ${line}`);
@@ -83,6 +89,19 @@ describe('the offload command', { timeout: 240_000 }, () => {
           stdout,
           new RegExp(`^\\s+(-\\w, )?${option}\\b`, 'm'),
           `offload ${command} --help lists ${option}`,
+        );
+      if (command === '') continue;
+      // Every option the command's parser accepts (src/cli/<command>.ts) is in its help.
+      const source = await readFile(path.join(root, 'src/cli', `${command}.ts`), 'utf8');
+      const parsed = [...source.matchAll(/(?:[{,]\s*|^\s+)'?([a-z][\w-]*)'?: \{ type: '(?:string|boolean)'/gm)].map(
+        (match) => match[1]!,
+      );
+      assert.ok(parsed.includes('help'), `no options found in src/cli/${command}.ts`);
+      for (const option of parsed)
+        assert.match(
+          stdout,
+          new RegExp(`^\\s+(-\\w, )?--?${option}\\b`, 'm'),
+          `offload ${command} --help lists --${option}, which it accepts`,
         );
     }
     // Continuations line up with the option's description, and the paragraph is reflowed, not cut.

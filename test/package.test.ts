@@ -13,6 +13,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { userCacheDir } from '../src/cli/kernel-cache.js';
+import { measure, readmeFigures, stale, type PackedSize } from '../scripts/install-size.js';
 import { startLocalRegistry } from './helpers/local-registry.js';
 
 const exec = promisify(execFile);
@@ -23,6 +24,7 @@ let work: string;
 let app: string;
 let files: string[];
 let tarball: string;
+let packedSize: PackedSize;
 
 /** `dir`/node_modules: the tarball unpacked as offload-ts, every other package linked from ours, and the bins npm would link. */
 async function install(dir: string, omit: readonly string[] = []): Promise<void> {
@@ -51,11 +53,12 @@ describe('the published package', { timeout: 600_000 }, () => {
   before(async () => {
     work = await mkdtemp(path.join(os.tmpdir(), 'offload-package-'));
     // npm pack runs `prepare` (the build) first, as publishing does.
-    const packed = JSON.parse(await run(npm, ['pack', '--json', '--pack-destination', work], ROOT)) as {
+    const packed = JSON.parse(await run(npm, ['pack', '--json', '--pack-destination', work], ROOT)) as (PackedSize & {
       filename: string;
       files: { path: string }[];
-    }[];
+    })[];
     files = packed[0]!.files.map((file) => file.path);
+    packedSize = packed[0]!;
     app = path.join(work, 'app');
     tarball = path.join(work, packed[0]!.filename);
     await install(app);
@@ -89,22 +92,99 @@ describe('the published package', { timeout: 600_000 }, () => {
       assert.ok(files.includes(file), `README links to ${file}, which the package does not ship`);
   });
 
-  it('is required from CommonJS and imported from an ES module', async () => {
-    const required = await run(
-      process.execPath,
-      [
-        '-e',
-        "const o = require('offload-ts'); console.log(typeof o.Offload.init, typeof o.map.to, o.OffloadError.name)",
-      ],
-      app,
+  it('is required from a CommonJS file (its own package "type": "commonjs") and imported from an ES module', async () => {
+    // Node loads the ES module for require() from 20.19 and 22.12 on: the range `engines` names.
+    const cjs = path.join(work, 'commonjs-app');
+    await mkdir(path.join(cjs, 'node_modules'), { recursive: true });
+    await symlink(path.join(app, 'node_modules', 'offload-ts'), path.join(cjs, 'node_modules', 'offload-ts'));
+    await writeFile(path.join(cjs, 'package.json'), JSON.stringify({ name: 'cjs', private: true, type: 'commonjs' }));
+    await writeFile(
+      path.join(cjs, 'main.js'),
+      `const o = require('offload-ts');
+console.log(typeof o.Offload.init, typeof o.map.to, o.OffloadError.name, require.resolve('offload-ts').endsWith('dist/index.js'));
+`,
     );
-    assert.equal(required.trim(), 'function function OffloadError');
+    const { stdout, stderr } = await exec(process.execPath, ['main.js'], { cwd: cjs });
+    assert.equal(stdout.trim(), 'function function OffloadError true');
+    assert.doesNotMatch(stderr, /Warning/, 'require(esm) warns');
     const imported = await run(
       process.execPath,
       ['--input-type=module', '-e', "const o = await import('offload-ts'); console.log(typeof o.Offload.init)"],
       app,
     );
     assert.equal(imported.trim(), 'function');
+  });
+
+  it('has the package.json fields and the files a registry needs, and npm publish --dry-run says nothing to fix', async () => {
+    const manifest = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as {
+      description: string;
+      repository: { type: string; url: string };
+      keywords: string[];
+      engines: { node: string };
+      exports: Record<string, string | Record<string, string>>;
+      bin: Record<string, string>;
+      browser: Record<string, string>;
+      types: string;
+      main: string;
+    };
+    assert.equal(manifest.repository.type, 'git');
+    assert.match(manifest.repository.url, /^git\+https:\/\/.+\.git$/);
+    assert.ok(manifest.keywords.includes('webgpu') && manifest.keywords.includes('webassembly'));
+    assert.equal(manifest.engines.node, '^20.19.0 || >=22.12.0', 'the versions whose require() loads an ES module');
+    assert.doesNotMatch(manifest.description, /later/, 'the description names what the package does today');
+    const root = manifest.exports['.'] as Record<string, string>;
+    assert.deepEqual(
+      Object.keys(root),
+      ['types', 'browser', 'import', 'require', 'default'],
+      'types first, default last',
+    );
+    assert.equal(root.require, './dist/index.js');
+    assert.deepEqual(manifest.exports['./device'], { types: './assembly/device.ts', default: './assembly/device.ts' });
+    // Everything package.json points at is in the tarball.
+    const targets = [
+      manifest.main,
+      manifest.types,
+      ...Object.values(manifest.bin),
+      ...Object.entries(manifest.browser).flat(),
+      ...Object.values(manifest.exports).flatMap((target) =>
+        typeof target === 'string' ? [target] : Object.values(target),
+      ),
+    ];
+    for (const target of targets) assert.ok(files.includes(path.posix.normalize(target)), `${target} is not packed`);
+    // Nothing a user does not need: no tests, sources, benchmarks' code, build folders or scripts but the install's.
+    const allowed =
+      /^(dist\/.+\.(js|d\.ts)|assembly\/[\w.]+|examples\/.+|docs\/.+|bench\/README\.md|README\.md|LICENSE|package\.json|native\/mpi\/(offload_mpi\.c|binding\.gyp)|scripts\/build-mpi\.mjs)$/;
+    assert.deepEqual(
+      files.filter((file) => !allowed.test(file)),
+      [],
+    );
+    assert.ok(files.length > 100 && files.length < 600, `${files.length} files`);
+    // --offline: the dry run reads no registry (its one warning is that nobody is logged in).
+    const publish = await exec(npm, ['publish', '--dry-run', '--offline', '--ignore-scripts', '--json'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        npm_config_registry: 'http://127.0.0.1:9/',
+        npm_config_userconfig: path.join(work, 'npmrc'),
+      },
+      maxBuffer: 16 << 20,
+    });
+    const warnings = publish.stderr
+      .split('\n')
+      .filter((line) => /^npm (warn|error)/.test(line) && !/logged in/.test(line));
+    assert.deepEqual(warnings, [], 'npm pkg fix would change package.json');
+    const published = JSON.parse(publish.stdout) as Record<string, { files: { path: string }[] }>;
+    assert.deepEqual(published['offload-ts']!.files.map((file) => file.path).sort(), [...files].sort());
+  });
+
+  it('states in README the install sizes that scripts/install-size.ts measures (tarball, package, dependencies)', () => {
+    const measured = measure(packedSize);
+    assert.ok(measured.installedBytes > measured.runtimeOnlyBytes && measured.runtimeOnlyBytes > measured.packageBytes);
+    assert.deepEqual(stale(measured, readmeFigures()), [], 'README is out of date: npm run install-size -- --write');
+    assert.match(
+      stale(measured, { ...measured, webgpuBytes: measured.webgpuBytes * 2 }).join(),
+      /^webgpuBytes: README says/,
+    );
   });
 
   it('type-checks with skipLibCheck off and shows no internal member', async () => {
@@ -128,6 +208,16 @@ console.log(device.info.name, OffloadError.name);
 await rt.shutdown();
 `,
     );
+    // A CommonJS module of the user's (tsc turns its import into require()) gets the same types.
+    await writeFile(
+      path.join(app, 'legacy.cts'),
+      `import { Offload, type DeviceBuffer } from 'offload-ts';
+export async function first(): Promise<DeviceBuffer> {
+  const rt = await Offload.init();
+  return rt.devices[0]!.alloc(16);
+}
+`,
+    );
     await writeFile(
       path.join(app, 'tsconfig.json'),
       JSON.stringify({
@@ -141,7 +231,7 @@ await rt.shutdown();
           noEmit: true,
           types: ['node'],
         },
-        files: ['main.ts'],
+        files: ['main.ts', 'legacy.cts'],
       }),
     );
     const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');

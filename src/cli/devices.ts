@@ -7,6 +7,7 @@ import { table, wrapHelp } from './format.js';
 import { formatBytes, parseCount, parseMilliseconds } from '../units.js';
 import type { Runtime } from '../api/runtime.js';
 import { readToken } from './token.js';
+import { writeStdout } from '../platform.js';
 
 export const summary = 'List the devices the runtime finds, with their properties';
 
@@ -75,22 +76,27 @@ export async function run(args: string[]): Promise<number> {
     }
   }
   try {
+    // One write, after Dawn has started, on a line of its own (writeStdout): Dawn's lines, which
+    // it prints on its own (warnings on stderr, its device log through C's buffered stdout), come
+    // before or after the table, not inside it.
     const infos = runtime.devices.map((device) => ({ id: device.id, ...device.info }));
+    const lines: string[] = [];
     if (values.json) {
-      console.log(JSON.stringify(infos, null, 2));
+      lines.push(JSON.stringify(infos, null, 2));
     } else if (infos.length === 0) {
-      console.log('no devices');
+      lines.push('no devices');
     } else {
       const header = ['device', ...infos.map((info) => String(info.id))];
       const rows = PROPERTIES.map(([label, show]) => [label, ...infos.map(show)]);
-      for (const line of table([header, ...rows], 3)) console.log(line);
+      lines.push(...table([header, ...rows], 3));
       for (const info of infos.filter((candidate) => candidate.limits)) {
         const limits = Object.entries(info.limits!).map(([name, value]) => `${name} ${value}`);
-        console.log(`\ndevice ${info.id} limits: ${limits.join(', ')}`);
+        lines.push(`\ndevice ${info.id} limits: ${limits.join(', ')}`);
       }
     }
     const noGpu = webgpuUnavailable();
-    if (!values.json && noGpu) console.log(`\nno WebGPU device: ${noGpu}`);
+    if (!values.json && noGpu) lines.push(`\nno WebGPU device: ${noGpu}`);
+    writeStdout(`${lines.join('\n')}\n`);
     return 0;
   } finally {
     await runtime.shutdown();

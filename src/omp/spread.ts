@@ -2,7 +2,9 @@
  * One data-parallel launch spread over several devices (`runtime.spread`): scheduling over the
  * public API, nothing of the mapping table.
  *
- * The launch's range (teams now; a range of items would cut the same way) is cut into chunks.
+ * The launch's range, teams of a team kernel or items of a per-item kernel (one dimension), is
+ * cut into chunks: a chunk of teams is launched as `{ teams: count }`, one of items as
+ * `{ items: count }` (the device picks its grid), the kernel's item 0 being the chunk's first.
  * A device that is ready takes the next chunk from one work queue, sized from its measured
  * throughput on its earlier chunks (guided self-scheduling weighted by throughput: a device
  * takes half of its share of what is left, never less than `minChunk`), so a fast device and a
@@ -29,22 +31,25 @@ import { describe, pluginDevice } from '../api/internal.js';
 import { Device } from '../api/device.js';
 import { Kernel } from '../api/kernel.js';
 import { Library } from '../api/library.js';
-import type { Grid, KernelArgument, Queue } from '../api/queue.js';
+import type { Grid, KernelArgument, LaunchGrid, Queue } from '../api/queue.js';
 import { asOffloadError, errors, OffloadError } from '../errors.js';
-import type { ParamType } from '../image/manifest.js';
+import { isLaunchParam, isPerItem, type ParamType } from '../image/manifest.js';
 import { dropped } from '../runtime/debug.js';
 import type { InfoLog } from '../runtime/info-log.js';
 import { isMapSpec, type HostView, type MapSpec } from './map.js';
 import { performance } from '../platform.js';
 
-/** A chunk of a spread's range: units [first, first + count) (teams of a team range). */
+/** A chunk of a spread's range: units [first, first + count) (teams or items, as the range's). */
 export interface Chunk {
   readonly first: number;
   readonly count: number;
 }
 
-/** The range of a spread: a number of teams, with the grid settings each chunk's launch keeps. */
-export interface SpreadRange {
+/** The range of a spread: teams of a team kernel, or items of a per-item kernel. */
+export type SpreadRange = SpreadTeams | SpreadItems;
+
+/** A range of teams, with the grid settings each chunk's launch keeps. */
+export interface SpreadTeams {
   /** Teams in all (one dimension); each chunk launches its share of them as `{ teams: count }`. */
   teams: number;
   /** Threads per team, as in a Grid. */
@@ -54,8 +59,23 @@ export interface SpreadRange {
   timeoutMs?: number;
 }
 
+/**
+ * A range of items of a per-item kernel (`i: item` first), one dimension: each chunk's launch is
+ * `{ items: count }`, its `i` from 0, so a kernel that needs the item's place in the whole range
+ * takes `spread.first` as an argument; a partitioned array's section starts at the chunk's first.
+ */
+export interface SpreadItems {
+  /** Items in all, 1 to 2^31 - 1. */
+  items: number;
+  /** Time limit of each chunk's launch. */
+  timeoutMs?: number;
+}
+
 /** Which kernel a spread launches: a Kernel (of any device; its library and name are used on each), or a library and a name. */
 export type SpreadKernel = Kernel | { library: Library; name: string };
+
+/** The most items a range has (item ids are i32). */
+const MAX_ITEMS = 2 ** 31 - 1;
 
 const SCALAR = Symbol.for('offload-ts.spread.scalar');
 const PART = Symbol.for('offload-ts.spread.part');
@@ -87,9 +107,9 @@ export type SpreadArgument = number | bigint | MapSpec | SpreadPart | ChunkScala
 
 /** How an argument's section follows the chunks: see the header. */
 export const spread = Object.freeze({
-  /** The chunk's first unit (team) in the whole range. */
+  /** The chunk's first unit (team or item) in the whole range. */
   first: new ChunkScalar('spread.first', (chunk) => chunk.first),
-  /** The chunk's number of units (teams). */
+  /** The chunk's number of units (teams or items). */
   count: new ChunkScalar('spread.count', (chunk) => chunk.count),
   /**
    * The elements of [0, length) the chunk covers at `per` elements a unit:
@@ -122,7 +142,7 @@ export const spread = Object.freeze({
 export interface SpreadOptions {
   /** The smallest chunk, in units; default 1/64 of an equal share (at least 1). */
   minChunk?: number;
-  /** The largest chunk, in units; default each device's `maxTeams`. */
+  /** The largest chunk, in units; default each device's `maxTeams` for teams, 2^31 - 1 for items. */
   maxChunk?: number;
   /** Called as each chunk's results are in the host arrays (progress). */
   onChunk?: (chunk: Chunk, device: Device) => void;
@@ -132,7 +152,7 @@ export interface SpreadOptions {
 export interface SpreadShare {
   device: number;
   name: string;
-  /** Units (teams) it completed, and their fraction of the range. */
+  /** Units (teams or items) it completed, and their fraction of the range. */
   units: number;
   fraction: number;
   chunks: number;
@@ -231,8 +251,20 @@ function checkDevices(host: SpreadHost, devices: unknown): Device[] {
   });
 }
 
-function checkKernel(kernel: unknown): { library: Library; name: string; params: readonly { type: ParamType }[] } {
-  if (kernel instanceof Kernel) return { library: kernel.library, name: kernel.name, params: kernel.params };
+interface Target {
+  library: Library;
+  name: string;
+  /** The parameters the program passes (not the item counts and lengths a launch adds). */
+  params: readonly { type: ParamType }[];
+  perItem: boolean;
+}
+
+function target(library: Library, name: string, params: readonly { name: string; type: ParamType }[]): Target {
+  return { library, name, params: params.filter((param) => !isLaunchParam(param.name)), perItem: isPerItem(params) };
+}
+
+function checkKernel(kernel: unknown): Target {
+  if (kernel instanceof Kernel) return target(kernel.library, kernel.name, kernel.params);
   const spec = kernel as { library?: unknown; name?: unknown } | null;
   if (typeof spec !== 'object' || spec === null || !(spec.library instanceof Library) || typeof spec.name !== 'string')
     throw errors.invalidArgument(
@@ -243,27 +275,66 @@ function checkKernel(kernel: unknown): { library: Library; name: string; params:
     throw errors.notFound(
       `spread: library '${spec.library.name}' has no kernel '${spec.name}' (it has: ${spec.library.kernels.map((k) => k.name).join(', ') || 'none'})`,
     );
-  return { library: spec.library, name: spec.name, params: entry.params };
+  return target(spec.library, spec.name, entry.params);
 }
 
-function checkRange(range: unknown): SpreadRange {
+/** A spread's range, checked against its kernel. */
+interface Range {
+  unit: 'team' | 'item';
+  units: number;
+  threads?: SpreadTeams['threads'];
+  teamMemoryBytes?: number;
+  timeoutMs?: number;
+}
+
+function checkRange(range: unknown, kernel: Target): Range {
   if (typeof range !== 'object' || range === null || Array.isArray(range))
-    throw errors.invalidArgument(`spread: the range must be { teams: n }, got ${describe(range)}`);
+    throw errors.invalidArgument(`spread: the range must be { teams: n } or { items: n }, got ${describe(range)}`);
   const given = range as Record<string, unknown>;
-  if ('items' in given)
+  if (kernel.perItem) {
+    if (given.items === undefined)
+      throw errors.invalidArgument(
+        `spread: '${kernel.name}' is a per-item kernel (its first parameter is 'i: item'): give the range as { items: n }, not ${describe(range)}`,
+      );
+    for (const field of ['teams', 'threads', 'teamMemoryBytes'])
+      if (given[field] !== undefined)
+        throw errors.invalidArgument(
+          `spread: range.${field} with range.items: each device picks the grid of its chunks of items; give { items: n } alone`,
+        );
+    if (Array.isArray(given.items))
+      throw errors.invalidArgument(
+        `spread: range.items must be one number: a spread cuts one dimension; launch [x, y] items as x * y and compute the coordinates from i + spread.first`,
+      );
+    const items = checkPositive(given.items, 'spread: range.items');
+    if (items > MAX_ITEMS)
+      throw errors.invalidArgument(`spread: range.items ${items} is more than 2^31 - 1 (item ids are i32)`);
+    return { unit: 'item', units: items, timeoutMs: given.timeoutMs as number | undefined };
+  }
+  if (given.items !== undefined)
     throw errors.invalidArgument(
-      'spread: a range of items ({ items: n }) needs per-item kernels, which this build has not; give { teams: n } and a team kernel',
+      `spread: range.items needs a per-item kernel (one whose first parameter is 'i: item'), and '${kernel.name}' is written for teams: give { teams: n }`,
     );
   if (typeof given.teams !== 'number')
     throw errors.invalidArgument(
       `spread: range.teams must be a number of teams (one dimension), got ${describe(given.teams)}`,
     );
-  checkPositive(given.teams, 'spread: range.teams');
-  return range as SpreadRange;
+  const teams = range as SpreadTeams;
+  return {
+    unit: 'team',
+    units: checkPositive(teams.teams, 'spread: range.teams'),
+    threads: teams.threads,
+    teamMemoryBytes: teams.teamMemoryBytes,
+    timeoutMs: teams.timeoutMs,
+  };
 }
 
 /** The plan of each argument, checked against the kernel's parameters and the range. */
-function planArguments(args: unknown, params: readonly { type: ParamType }[], kernel: string, units: number): Plan[] {
+function planArguments(
+  args: unknown,
+  params: readonly { type: ParamType }[],
+  kernel: string,
+  { units, unit }: Range,
+): Plan[] {
   if (!Array.isArray(args)) throw errors.invalidArgument(`spread: args must be an array, got ${describe(args)}`);
   if (args.length !== params.length)
     throw errors.invalidArgument(`spread: kernel '${kernel}' takes ${params.length} arguments, got ${args.length}`);
@@ -312,7 +383,7 @@ function planArguments(args: unknown, params: readonly { type: ParamType }[], ke
       if (clause.type === 'from' || clause.type === 'tofrom')
         throw errors.invalidArgument(
           `${named}: map.${clause.type} of the whole array cannot follow the chunks (every chunk would write all of it); ` +
-            `partition it with spread.part(map.${clause.type}(${name}), elementsPerTeam), or broadcast it read-only with map.to`,
+            `partition it with spread.part(map.${clause.type}(${name}), elementsPer${unit === 'item' ? 'Item' : 'Team'}), or broadcast it read-only with map.to`,
         );
       return { kind: 'broadcast', bytes: bytesOf(clause.view), copyIn: clause.type === 'to', name };
     }
@@ -322,7 +393,7 @@ function planArguments(args: unknown, params: readonly { type: ParamType }[], ke
     const most = units * part.per;
     if (length < least || length > most)
       throw errors.invalidArgument(
-        `${named}: its sections cannot follow the chunks: ${part.per} elements a team over ${units} teams needs an array of ` +
+        `${named}: its sections cannot follow the chunks: ${part.per} element${part.per === 1 ? '' : 's'} per ${unit} over ${units} ${unit}s needs an array of ` +
           `${least} to ${most} elements, and it has ${length}`,
       );
     return {
@@ -384,6 +455,7 @@ class ChunkQueue {
     readonly units: number,
     private readonly minChunk: number,
     private readonly maxChunk: number | undefined,
+    private readonly unit: 'team' | 'item',
   ) {
     this.changed = this.renew();
   }
@@ -428,7 +500,7 @@ class ChunkQueue {
   private size(worker: Worker, workers: readonly Worker[]): number {
     const live = workers.filter((other) => !other.lost);
     const left = this.units - this.cursor + this.returned.reduce((sum, chunk) => sum + chunk.count, 0);
-    const limit = Math.min(this.maxChunk ?? Infinity, worker.device.info.maxTeams);
+    const limit = Math.min(this.maxChunk ?? Infinity, this.unit === 'team' ? worker.device.info.maxTeams : MAX_ITEMS);
     const rate = worker.rate;
     let size: number;
     if (rate === undefined) {
@@ -459,8 +531,9 @@ export async function runSpread(
   host.checkOpen();
   const list = checkDevices(host, devices);
   const target = checkKernel(kernel);
-  const { teams: units, threads, teamMemoryBytes, timeoutMs } = checkRange(range);
-  const plans = planArguments(args, target.params, target.name, units);
+  const checked = checkRange(range, target);
+  const { units, unit } = checked;
+  const plans = planArguments(args, target.params, target.name, checked);
   if (typeof options !== 'object' || options === null)
     throw errors.invalidArgument(`spread: options must be an object, got ${describe(options)}`);
   const minChunk =
@@ -474,7 +547,7 @@ export async function runSpread(
 
   const start = performance.now();
   const workers = list.map((device) => new Worker(device));
-  const queue = new ChunkQueue(units, minChunk, maxChunk);
+  const queue = new ChunkQueue(units, minChunk, maxChunk, unit);
   let failure: unknown;
   const info = host.info;
 
@@ -485,7 +558,7 @@ export async function runSpread(
       worker.rerun++;
       info.spread(
         worker.device.id,
-        `lost (${error.message}); teams [${worker.current.first}, ${worker.current.first + worker.current.count}) go back to the queue`,
+        `lost (${error.message}); ${unit}s [${worker.current.first}, ${worker.current.first + worker.current.count}) go back to the queue`,
       );
       worker.current = undefined;
     } else info.spread(worker.device.id, `lost (${error.message})`);
@@ -518,11 +591,11 @@ export async function runSpread(
       worker.current = chunk;
       info.spread(
         worker.device.id,
-        `'${target.name}' teams [${chunk.first}, ${chunk.first + chunk.count}) of ${units}`,
+        `'${target.name}' ${unit}s [${chunk.first}, ${chunk.first + chunk.count}) of ${units}`,
       );
       const began = performance.now();
       try {
-        await runChunk(worker, chunk, plans, { threads, teamMemoryBytes, timeoutMs });
+        await runChunk(worker, chunk, plans, checked);
       } catch (error) {
         if (isLoss(error, worker.device)) {
           lose(worker, error as OffloadError);
@@ -574,7 +647,7 @@ export async function runSpread(
     for (const share of shares)
       info.spread(
         share.device,
-        `'${target.name}' did ${share.units} of ${units} teams (${(share.fraction * 100).toFixed(1)}%) in ${share.chunks} chunks, ` +
+        `'${target.name}' did ${share.units} of ${units} ${unit}s (${(share.fraction * 100).toFixed(1)}%) in ${share.chunks} chunks, ` +
           `busy ${(share.busySeconds * 1000).toFixed(1)} ms after ${(share.setupSeconds * 1000).toFixed(1)} ms of broadcast copies; the spread took ${(seconds * 1000).toFixed(1)} ms`,
       );
   }
@@ -592,11 +665,7 @@ export async function runSpread(
 }
 
 /** Loads the kernel on the worker's device and copies the broadcast arrays there. */
-async function setUp(
-  worker: Worker,
-  target: { library: Library; name: string },
-  plans: readonly Plan[],
-): Promise<void> {
+async function setUp(worker: Worker, target: Target, plans: readonly Plan[]): Promise<void> {
   const device = worker.device;
   worker.kernel = await device.kernel(target.library, target.name);
   const queue = (worker.queue = device.queue());
@@ -623,12 +692,7 @@ async function partBuffer(worker: Worker, index: number, bytes: number, whole: n
   return buffer;
 }
 
-async function runChunk(
-  worker: Worker,
-  chunk: Chunk,
-  plans: readonly Plan[],
-  grid: Omit<SpreadRange, 'teams'>,
-): Promise<void> {
+async function runChunk(worker: Worker, chunk: Chunk, plans: readonly Plan[], range: Range): Promise<void> {
   const queue = worker.queue!;
   const args: KernelArgument[] = [];
   const reads: { staging: Uint8Array; into: Uint8Array }[] = [];
@@ -644,7 +708,7 @@ async function runChunk(
         } catch (error) {
           throw new OffloadError(
             'INVALID_ARGUMENT',
-            `spread: argument ${index} (${plan.text}) threw for teams [${chunk.first}, ${chunk.first + chunk.count}): ${error instanceof Error ? error.message : String(error)}`,
+            `spread: argument ${index} (${plan.text}) threw for ${range.unit}s [${chunk.first}, ${chunk.first + chunk.count}): ${error instanceof Error ? error.message : String(error)}`,
             { cause: error },
           );
         }
@@ -668,10 +732,16 @@ async function runChunk(
       }
     }
   }
-  const launchGrid: Grid = { teams: chunk.count };
-  if (grid.threads !== undefined) launchGrid.threads = grid.threads;
-  if (grid.teamMemoryBytes !== undefined) launchGrid.teamMemoryBytes = grid.teamMemoryBytes;
-  if (grid.timeoutMs !== undefined) launchGrid.timeoutMs = grid.timeoutMs;
+  let launchGrid: LaunchGrid;
+  if (range.unit === 'item') {
+    launchGrid = { items: chunk.count };
+    if (range.timeoutMs !== undefined) launchGrid.timeoutMs = range.timeoutMs;
+  } else {
+    const grid: Grid = (launchGrid = { teams: chunk.count });
+    if (range.threads !== undefined) grid.threads = range.threads;
+    if (range.teamMemoryBytes !== undefined) grid.teamMemoryBytes = range.teamMemoryBytes;
+    if (range.timeoutMs !== undefined) grid.timeoutMs = range.timeoutMs;
+  }
   queue.launch(worker.kernel!, launchGrid, args);
   let r = 0;
   for (const [index, plan] of plans.entries()) {

@@ -231,6 +231,10 @@ describe('runtime.spread', { timeout: 240_000 }, () => {
       isCode('INVALID_ARGUMENT', /argument 0 \(a function\) threw for teams \[\d+, \d+\): no value for this chunk/),
     );
     await assert.rejects(
+      runtime.spread(runtime.devices, perItem, { items: N }, itemArgs, { chunksInFlight: 9 }),
+      isCode('INVALID_ARGUMENT', /options\.chunksInFlight 9 is more than 8/),
+    );
+    await assert.rejects(
       runtime.spread(runtime.devices, { library, name: 'nope' }, { teams: 4 }, []),
       isCode('NOT_FOUND', /no kernel 'nope'/),
     );
@@ -313,7 +317,10 @@ describe('runtime.spread with a proxy killed half-way', { timeout: 240_000 }, ()
       assert.equal(lost!.device, 1);
       assert.ok(lost!.name.includes(victim.address), `the loss names the proxy: ${lost!.name}`);
       assert.equal(lost!.error.code, 'DEVICE_LOST');
-      assert.equal(lost!.rerun, 1, 'its chunk in flight ran again on the other proxy');
+      assert.ok(
+        lost!.rerun >= 1 && lost!.rerun <= 2,
+        `its chunks in flight (1 or 2) ran again on the other proxy: ${lost!.rerun}`,
+      );
       assert.equal(result.shares[0]!.units + result.shares[1]!.units, TEAMS);
 
       // The same over items of a per-item kernel, proxy 2 killed half-way.
@@ -329,9 +336,10 @@ describe('runtime.spread with a proxy killed half-way', { timeout: 240_000 }, ()
       assert.ok(itemKilled, 'the items victim took a chunk past the middle');
       assert.deepEqual(items.y, expected.y);
       assert.deepEqual(
-        itemResult.lost.map((loss) => [loss.device, loss.error.code, loss.rerun]),
-        [[2, 'DEVICE_LOST', 1]],
+        itemResult.lost.map((loss) => [loss.device, loss.error.code]),
+        [[2, 'DEVICE_LOST']],
       );
+      assert.ok(itemResult.lost[0]!.rerun >= 1, 'its chunks in flight ran again');
       assert.ok(itemResult.lost[0]!.name.includes(itemVictim.address), itemResult.lost[0]!.name);
       assert.equal(itemResult.shares[0]!.units + itemResult.shares[1]!.units, N);
 

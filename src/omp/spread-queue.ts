@@ -10,22 +10,52 @@ import type { Queue } from '../api/queue.js';
 import { OffloadError } from '../errors.js';
 import { MAX_ITEMS, type Chunk } from './spread-arguments.js';
 
+/**
+ * One of a device's chunk pipelines: its own queue and sections, so that one lane's copies go over
+ * the wire while another lane's chunk runs (a device runs `chunksInFlight` lanes).
+ */
+export class Lane {
+  queue: Queue | undefined;
+  /** By argument index: each part's buffer (grown as chunks grow). */
+  readonly buffers = new Map<number, Buffer>();
+  /** The chunk it is running, if any. */
+  current: Chunk | undefined;
+}
+
 /** A device's state in a spread. */
 export class Worker {
   kernel: Kernel | undefined;
-  queue: Queue | undefined;
-  /** By argument index: broadcast buffers, and each part's buffer (grown as chunks grow). */
+  /** By argument index: the broadcast buffers its lanes share. */
   readonly buffers = new Map<number, Buffer>();
+  readonly lanes: Lane[];
   units = 0;
   chunks = 0;
   setupMs = 0;
+  /** Time with at least one chunk in flight (the union of its chunks' times, lanes overlapping). */
   busyMs = 0;
+  private accountedUntil = 0;
   lost: OffloadError | undefined;
-  /** The chunk it is running, if any. */
-  current: Chunk | undefined;
   rerun = 0;
 
-  constructor(readonly device: Device) {}
+  constructor(
+    readonly device: Device,
+    lanes: number,
+  ) {
+    this.lanes = Array.from({ length: lanes }, () => new Lane());
+  }
+
+  /** Whether a chunk of it is in flight. */
+  get running(): boolean {
+    return this.lanes.some((lane) => lane.current !== undefined);
+  }
+
+  /** A chunk of `count` units, run from `began` to `now` (chunks end in time order), completed. */
+  completed(count: number, began: number, now: number): void {
+    this.busyMs += Math.max(0, now - Math.max(began, this.accountedUntil));
+    this.accountedUntil = now;
+    this.units += count;
+    this.chunks++;
+  }
 
   /** Units a millisecond, from its chunks so far; undefined before its first. */
   get rate(): number | undefined {
@@ -82,7 +112,7 @@ export class ChunkQueue {
       this.cursor += count;
       return chunk;
     }
-    return workers.some((other) => other.current !== undefined) ? 'wait' : undefined;
+    return workers.some((other) => other.running) ? 'wait' : undefined;
   }
 
   /** A lost device's chunk, to be run again. */

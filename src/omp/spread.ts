@@ -8,7 +8,10 @@
  * A device that is ready takes the next chunk from one work queue, sized from its measured
  * throughput on its earlier chunks (guided self-scheduling weighted by throughput: a device
  * takes half of its share of what is left, never less than `minChunk`), so a fast device and a
- * slow one finish together. Each argument says how its data follows a chunk:
+ * slow one finish together. A device holds `chunksInFlight` chunks at once (default 2), each on
+ * a queue of its own, so that one chunk's copies and round trip overlap another's launch; its
+ * throughput is its units over the time it had any chunk in flight. Each argument says how its
+ * data follows a chunk:
  *
  * - a plain number or bigint: the same for every chunk;
  * - `spread.first`, `spread.count`, `spread.span(per, length)` or a function of the chunk: a
@@ -46,7 +49,7 @@ import {
   type Plan,
   type SpreadArgument,
 } from './spread-arguments.js';
-import { ChunkQueue, isLoss, Worker } from './spread-queue.js';
+import { ChunkQueue, isLoss, Worker, type Lane } from './spread-queue.js';
 
 export { spread, type Chunk, type SpreadArgument } from './spread-arguments.js';
 
@@ -79,6 +82,13 @@ export interface SpreadItems {
 /** Which kernel a spread launches: a Kernel (of any device; its library and name are used on each), or a library and a name. */
 export type SpreadKernel = Kernel | { library: Library; name: string };
 
+/**
+ * Chunks a device holds at once: with two, the next chunk's sections travel while one runs, so a
+ * proxy is not idle for each chunk's round trip and copies.
+ */
+const DEFAULT_IN_FLIGHT = 2;
+const MAX_IN_FLIGHT = 8;
+
 /** Options of `runtime.spread`. */
 export interface SpreadOptions {
   /** The smallest chunk, in units; default 1/64 of an equal share (at least 1). */
@@ -87,6 +97,8 @@ export interface SpreadOptions {
   maxChunk?: number;
   /** Called as each chunk's results are in the host arrays (progress). */
   onChunk?: (chunk: Chunk, device: Device) => void;
+  /** Chunks each device holds at once, each on a queue of its own (1 to 8; default 2). */
+  chunksInFlight?: number;
 }
 
 /** What one device did in a spread. */
@@ -107,7 +119,7 @@ export interface SpreadLoss {
   device: number;
   name: string;
   error: OffloadError;
-  /** Chunks it had taken that another device re-ran (0 or 1). */
+  /** Chunks it had in flight that another device re-ran (at most `chunksInFlight`). */
   rerun: number;
 }
 
@@ -258,25 +270,34 @@ export async function runSpread(
       : checkPositive(options.minChunk, 'spread: options.minChunk');
   const maxChunk =
     options.maxChunk === undefined ? undefined : checkPositive(options.maxChunk, 'spread: options.maxChunk');
+  const inFlight =
+    options.chunksInFlight === undefined
+      ? DEFAULT_IN_FLIGHT
+      : checkPositive(options.chunksInFlight, 'spread: options.chunksInFlight');
+  if (inFlight > MAX_IN_FLIGHT)
+    throw errors.invalidArgument(`spread: options.chunksInFlight ${inFlight} is more than ${MAX_IN_FLIGHT}`);
   if (options.onChunk !== undefined && typeof options.onChunk !== 'function')
     throw errors.invalidArgument(`spread: options.onChunk must be a function, got ${describe(options.onChunk)}`);
 
   const start = performance.now();
-  const workers = list.map((device) => new Worker(device));
+  const workers = list.map((device) => new Worker(device, inFlight));
   const queue = new ChunkQueue(units, minChunk, maxChunk, unit);
   let failure: unknown;
   const info = host.info;
 
-  const lose = (worker: Worker, error: OffloadError): void => {
-    worker.lost = error;
-    if (worker.current) {
-      queue.putBack(worker.current);
+  // Each lane puts back its own chunk as its own operations fail: another lane's chunk may still
+  // have completed (and then it must not run twice).
+  const lose = (worker: Worker, lane: Lane | undefined, error: OffloadError): void => {
+    worker.lost ??= error;
+    const chunk = lane?.current;
+    if (chunk) {
+      queue.putBack(chunk);
       worker.rerun++;
       info.spread(
         worker.device.id,
-        `lost (${error.message}); ${unit}s [${worker.current.first}, ${worker.current.first + worker.current.count}) go back to the queue`,
+        `lost (${error.message}); ${unit}s [${chunk.first}, ${chunk.first + chunk.count}) go back to the queue`,
       );
-      worker.current = undefined;
+      lane.current = undefined;
     } else info.spread(worker.device.id, `lost (${error.message})`);
     queue.notify();
   };
@@ -288,7 +309,7 @@ export async function runSpread(
       try {
         await setUp(worker, target, plans);
       } catch (error) {
-        if (isLoss(error, worker.device)) lose(worker, error as OffloadError);
+        if (isLoss(error, worker.device)) lose(worker, undefined, error as OffloadError);
         else failure ??= error;
       }
       worker.setupMs = performance.now() - began;
@@ -296,7 +317,7 @@ export async function runSpread(
   );
   const setupSeconds = (performance.now() - start) / 1000;
 
-  const work = async (worker: Worker): Promise<void> => {
+  const work = async (worker: Worker, lane: Lane): Promise<void> => {
     while (failure === undefined && !worker.lost) {
       const chunk = queue.take(worker, workers);
       if (chunk === undefined) return;
@@ -304,28 +325,26 @@ export async function runSpread(
         await queue.waitForChange;
         continue;
       }
-      worker.current = chunk;
+      lane.current = chunk;
       info.spread(
         worker.device.id,
         `'${target.name}' ${unit}s [${chunk.first}, ${chunk.first + chunk.count}) of ${units}`,
       );
       const began = performance.now();
       try {
-        await runChunk(worker, chunk, plans, checked);
+        await runChunk(worker, lane, chunk, plans, checked);
       } catch (error) {
         if (isLoss(error, worker.device)) {
-          lose(worker, error as OffloadError);
+          lose(worker, lane, error as OffloadError);
           return;
         }
         failure ??= error;
-        worker.current = undefined;
+        lane.current = undefined;
         queue.notify();
         return;
       }
-      worker.busyMs += performance.now() - began;
-      worker.units += chunk.count;
-      worker.chunks++;
-      worker.current = undefined;
+      worker.completed(chunk.count, began, performance.now());
+      lane.current = undefined;
       queue.notify();
       try {
         options.onChunk?.(chunk, worker.device);
@@ -339,7 +358,10 @@ export async function runSpread(
     }
   };
   try {
-    if (failure === undefined) await Promise.all(workers.filter((worker) => !worker.lost).map(work));
+    if (failure === undefined)
+      await Promise.all(
+        workers.filter((worker) => !worker.lost).flatMap((worker) => worker.lanes.map((lane) => work(worker, lane))),
+      );
   } finally {
     await Promise.all(workers.map(tearDown));
   }
@@ -384,7 +406,8 @@ export async function runSpread(
 async function setUp(worker: Worker, target: Target, plans: readonly Plan[]): Promise<void> {
   const device = worker.device;
   worker.kernel = await device.kernel(target.library, target.name);
-  const queue = (worker.queue = device.queue());
+  for (const lane of worker.lanes) lane.queue = device.queue();
+  const queue = worker.lanes[0]!.queue!;
   for (const [index, plan] of plans.entries()) {
     if (plan.kind !== 'broadcast') continue;
     const buffer = await device.alloc(Math.max(1, plan.bytes.byteLength));
@@ -395,21 +418,21 @@ async function setUp(worker: Worker, target: Target, plans: readonly Plan[]): Pr
 }
 
 /** A part's buffer on the worker's device, at least `bytes` long. */
-async function partBuffer(worker: Worker, index: number, bytes: number, whole: number): Promise<Buffer> {
-  const held = worker.buffers.get(index);
+async function partBuffer(worker: Worker, lane: Lane, index: number, bytes: number, whole: number): Promise<Buffer> {
+  const held = lane.buffers.get(index);
   if (held && held.byteLength >= bytes) return held;
   if (held) {
-    worker.buffers.delete(index);
+    lane.buffers.delete(index);
     await held.free();
   }
   // Room for a chunk twice as large, so that a device whose chunks grow reallocates rarely.
   const buffer = await worker.device.alloc(Math.max(1, Math.min(whole, bytes * 2)));
-  worker.buffers.set(index, buffer);
+  lane.buffers.set(index, buffer);
   return buffer;
 }
 
-async function runChunk(worker: Worker, chunk: Chunk, plans: readonly Plan[], range: Range): Promise<void> {
-  const queue = worker.queue!;
+async function runChunk(worker: Worker, lane: Lane, chunk: Chunk, plans: readonly Plan[], range: Range): Promise<void> {
+  const queue = lane.queue!;
   const args: KernelArgument[] = [];
   const reads: { staging: Uint8Array; into: Uint8Array }[] = [];
   for (const [index, plan] of plans.entries()) {
@@ -440,7 +463,7 @@ async function runChunk(worker: Worker, chunk: Chunk, plans: readonly Plan[], ra
         break;
       case 'part': {
         const bytes = section(plan, chunk);
-        const buffer = await partBuffer(worker, index, bytes.byteLength, plan.view.byteLength);
+        const buffer = await partBuffer(worker, lane, index, bytes.byteLength, plan.view.byteLength);
         if (plan.copyIn) queue.write(buffer, bytes);
         if (plan.copyOut) reads.push({ staging: plan.inPlace ? new Uint8Array(bytes.byteLength) : bytes, into: bytes });
         args.push(buffer);
@@ -461,15 +484,19 @@ async function runChunk(worker: Worker, chunk: Chunk, plans: readonly Plan[], ra
   queue.launch(worker.kernel!, launchGrid, args);
   let r = 0;
   for (const [index, plan] of plans.entries()) {
-    if (plan.kind === 'part' && plan.copyOut) queue.read(worker.buffers.get(index)!, reads[r++]!.staging);
+    if (plan.kind === 'part' && plan.copyOut) queue.read(lane.buffers.get(index)!, reads[r++]!.staging);
   }
   await queue.finish();
   for (const { staging, into } of reads) if (staging !== into) into.set(staging);
 }
 
 async function tearDown(worker: Worker): Promise<void> {
-  for (const buffer of worker.buffers.values())
+  const buffers = [...worker.buffers.values(), ...worker.lanes.flatMap((lane) => [...lane.buffers.values()])];
+  for (const buffer of buffers)
     await buffer.free().catch(dropped('spread', `freeing a buffer of device ${worker.device.id}`));
   worker.buffers.clear();
-  await worker.queue?.destroy().catch(dropped('spread', `destroying the queue of device ${worker.device.id}`));
+  for (const lane of worker.lanes) {
+    lane.buffers.clear();
+    await lane.queue?.destroy().catch(dropped('spread', `destroying a queue of device ${worker.device.id}`));
+  }
 }

@@ -30,13 +30,13 @@
  * half-written for the re-run. Any other failure (a trap, a time limit) fails the spread.
  */
 import type { Buffer } from '../api/buffer.js';
-import { describe } from '../api/internal.js';
+import { describe, programSignature } from '../api/internal.js';
 import { Device } from '../api/device.js';
 import { Kernel } from '../api/kernel.js';
 import { Library } from '../api/library.js';
 import type { Grid, KernelArgument, LaunchGrid } from '../api/queue.js';
 import { asOffloadError, errors, OffloadError } from '../errors.js';
-import { isLaunchParam, isPerItem, type ParamType } from '../image/manifest.js';
+import type { ParamType } from '../image/manifest.js';
 import { dropped } from '../runtime/debug.js';
 import type { InfoLog } from '../runtime/info-log.js';
 import { performance } from '../platform.js';
@@ -176,7 +176,7 @@ interface Target {
 }
 
 function target(library: Library, name: string, params: readonly { name: string; type: ParamType }[]): Target {
-  return { library, name, params: params.filter((param) => !isLaunchParam(param.name)), perItem: isPerItem(params) };
+  return { library, name, ...programSignature(params) };
 }
 
 function checkKernel(kernel: unknown): Target {

@@ -246,6 +246,13 @@ export function offload_item(x: i32, y: i32, z: i32): void {
   itemZ = z;
 }
 
+/** @internal Called by the generated loop of a 1-D range before each item's body (y and z set once, before the loop). */
+// @ts-ignore: decorator
+@inline
+export function offload_item_x(x: i32): void {
+  itemX = x;
+}
+
 /*
  * Bounds-checked builds (`offload build --checked`, which defines OFFLOAD_CHECKED): the generated
  * kernel registers each ptr<T> parameter's address and the bytes its buffer has from there (the

@@ -19,6 +19,13 @@ function inputs(): { x: Float32Array; y: Float32Array } {
   return { x, y };
 }
 
+/** y = a * x + y as f32 arithmetic does it, the reference of every saxpy here. */
+function saxpyExpected(a: number): Float32Array {
+  const { x, y } = inputs();
+  for (let i = 0; i < N; i++) y[i] = Math.fround(Math.fround(a * x[i]!) + y[i]!);
+  return y;
+}
+
 function isCode(code: string, text?: RegExp): (error: unknown) => boolean {
   return (error) => {
     assert.ok(error instanceof OffloadError, String(error));
@@ -33,6 +40,7 @@ describe('runtime.spread', { timeout: 240_000 }, () => {
   let proxies: ProxyProcess[];
   let runtime: Runtime;
   let library: Library;
+  let itemLibrary: Library;
   const infoLines: string[] = [];
   let data: XsData;
 
@@ -53,6 +61,7 @@ describe('runtime.spread', { timeout: 240_000 }, () => {
     });
     assert.equal(runtime.devices.length, 3, 'the host device and one device of each proxy');
     library = await runtime.register(bundle);
+    itemLibrary = await runtime.register(await fixtureBundle('test/fixtures/item-kernels.ts'));
   });
   after(async () => {
     await runtime?.shutdown();
@@ -90,6 +99,33 @@ describe('runtime.spread', { timeout: 240_000 }, () => {
         `OFFLOAD_INFO gives device ${device.id}'s share:\n${infoLines.join('\n')}`,
       );
     assert.ok(infoLines.some((line) => /spread: 'saxpy' teams \[0, \d+\) of 200/.test(line)));
+  });
+
+  it('spreads a per-item saxpy over { items } with sections that follow the items', async () => {
+    const { x, y } = inputs();
+    infoLines.length = 0;
+    const result = await runtime.spread(runtime.devices, { library: itemLibrary, name: 'saxpy' }, { items: N }, [
+      2.5,
+      spread.part(map.to(x), 1),
+      spread.part(map.tofrom(y), 1),
+    ]);
+    assert.deepEqual(y, saxpyExpected(2.5));
+    assert.deepEqual(result.lost, []);
+    assert.equal(
+      result.shares.reduce((sum, share) => sum + share.units, 0),
+      N,
+    );
+    for (const share of result.shares) assert.ok(share.chunks >= 1, `device ${share.device} ran a chunk`);
+    assert.ok(infoLines.some((line) => new RegExp(`spread: 'saxpy' items \\[0, \\d+\\) of ${N}`).test(line)));
+    // A Kernel of one device names the kernel on every device, as { library, name } does.
+    const kernel = await runtime.devices[1]!.kernel(itemLibrary, 'saxpy');
+    const again = inputs();
+    await runtime.spread(runtime.devices, kernel, { items: N }, [
+      2.5,
+      spread.part(map.to(again.x), 1),
+      spread.part(map.tofrom(again.y), 1),
+    ]);
+    assert.deepEqual(again.y, y);
   });
 
   it("spreads XSBench's lookups over the host device and two proxies with one device's checksum", async () => {
@@ -141,7 +177,7 @@ describe('runtime.spread', { timeout: 240_000 }, () => {
       ]),
       isCode(
         'INVALID_ARGUMENT',
-        /argument 3 \('y'\): its sections cannot follow the chunks: 10 elements a team over 200 teams/,
+        /argument 3 \('y'\): its sections cannot follow the chunks: 10 elements per team over 200 teams/,
       ),
     );
     await assert.rejects(
@@ -159,8 +195,32 @@ describe('runtime.spread', { timeout: 240_000 }, () => {
       isCode('INVALID_ARGUMENT', /takes 4 arguments, got 3/),
     );
     await assert.rejects(
-      runtime.spread(runtime.devices, saxpy, { items: N } as never, [N, 2.5, map.to(x), map.to(y)]),
-      isCode('INVALID_ARGUMENT', /\{ items: n \}/),
+      runtime.spread(runtime.devices, saxpy, { items: N }, [N, 2.5, map.to(x), map.to(y)]),
+      isCode(
+        'INVALID_ARGUMENT',
+        /range\.items needs a per-item kernel .*'saxpy' is written for teams: give \{ teams: n \}/,
+      ),
+    );
+    const perItem = { library: itemLibrary, name: 'saxpy' };
+    const itemArgs = [2.5, spread.part(map.to(x, 'x'), 1), spread.part(map.tofrom(y, 'y'), 1)];
+    await assert.rejects(
+      runtime.spread(runtime.devices, perItem, { teams: TEAMS }, itemArgs),
+      isCode('INVALID_ARGUMENT', /'saxpy' is a per-item kernel .*give the range as \{ items: n \}/),
+    );
+    await assert.rejects(
+      runtime.spread(runtime.devices, perItem, { items: [N, 1] } as never, itemArgs),
+      isCode('INVALID_ARGUMENT', /range\.items must be one number/),
+    );
+    await assert.rejects(
+      runtime.spread(runtime.devices, perItem, { items: 0 }, itemArgs),
+      isCode('INVALID_ARGUMENT', /range\.items must be a positive integer, got number 0/),
+    );
+    await assert.rejects(
+      runtime.spread(runtime.devices, perItem, { items: N * 2 }, itemArgs),
+      isCode(
+        'INVALID_ARGUMENT',
+        /argument 1 \('x'\): its sections cannot follow the chunks: 1 element per item over 200006 items/,
+      ),
     );
     await assert.rejects(
       runtime.spread(runtime.devices, { library, name: 'trap_abort' }, { teams: 8 }, [
@@ -169,6 +229,10 @@ describe('runtime.spread', { timeout: 240_000 }, () => {
         },
       ]),
       isCode('INVALID_ARGUMENT', /argument 0 \(a function\) threw for teams \[\d+, \d+\): no value for this chunk/),
+    );
+    await assert.rejects(
+      runtime.spread(runtime.devices, perItem, { items: N }, itemArgs, { chunksInFlight: 9 }),
+      isCode('INVALID_ARGUMENT', /options\.chunksInFlight 9 is more than 8/),
     );
     await assert.rejects(
       runtime.spread(runtime.devices, { library, name: 'nope' }, { teams: 4 }, []),
@@ -201,14 +265,18 @@ describe('runtime.spread', { timeout: 240_000 }, () => {
 });
 
 describe('runtime.spread with a proxy killed half-way', { timeout: 240_000 }, () => {
-  it("re-runs the lost proxy's chunk on the other and names the lost proxy", async () => {
-    const bundle = await fixtureBundle();
+  it("re-runs the lost proxy's chunk on the other and names the lost proxy, for teams and for items", async () => {
+    const [bundle, itemBundle] = await Promise.all([fixtureBundle(), fixtureBundle('test/fixtures/item-kernels.ts')]);
     const proxies = await Promise.all([
+      startProxy({ threads: 1, token: TOKEN }),
       startProxy({ threads: 1, token: TOKEN }),
       startProxy({ threads: 1, token: TOKEN }),
     ]);
     const victim = proxies[1];
+    // The items case: proxy 2, killed as it takes a chunk of items past the middle.
+    const itemVictim = proxies[2];
     let killed = false;
+    let itemKilled = false;
     const runtime = await Offload.init({
       host: false,
       webgpu: false,
@@ -221,17 +289,22 @@ describe('runtime.spread with a proxy killed half-way', { timeout: 240_000 }, ()
           killed = true;
           victim.child.kill('SIGKILL');
         }
+        const items = /device 2 info: spread: 'saxpy' items \[(\d+),/.exec(line);
+        if (items && !itemKilled && Number(items[1]) >= N / 2) {
+          itemKilled = true;
+          itemVictim.child.kill('SIGKILL');
+        }
       },
     });
     try {
-      assert.equal(runtime.devices.length, 2);
+      assert.equal(runtime.devices.length, 3);
       const library = await runtime.register(bundle);
       const expected = inputs();
       for (let i = 0; i < N; i++) expected.y[i] = Math.fround(Math.fround(2.5 * expected.x[i]!) + expected.y[i]!);
       const { x, y } = inputs();
       // Small chunks, so that both proxies take several.
       const result = await runtime.spread(
-        runtime.devices,
+        runtime.devices.slice(0, 2),
         { library, name: 'saxpy' },
         { teams: TEAMS },
         [spread.span(PER, N), 2.5, spread.part(map.to(x), PER), spread.part(map.tofrom(y), PER)],
@@ -244,8 +317,31 @@ describe('runtime.spread with a proxy killed half-way', { timeout: 240_000 }, ()
       assert.equal(lost!.device, 1);
       assert.ok(lost!.name.includes(victim.address), `the loss names the proxy: ${lost!.name}`);
       assert.equal(lost!.error.code, 'DEVICE_LOST');
-      assert.equal(lost!.rerun, 1, 'its chunk in flight ran again on the other proxy');
+      assert.ok(
+        lost!.rerun >= 1 && lost!.rerun <= 2,
+        `its chunks in flight (1 or 2) ran again on the other proxy: ${lost!.rerun}`,
+      );
       assert.equal(result.shares[0]!.units + result.shares[1]!.units, TEAMS);
+
+      // The same over items of a per-item kernel, proxy 2 killed half-way.
+      const itemLibrary = await runtime.register(itemBundle);
+      const items = inputs();
+      const itemResult = await runtime.spread(
+        [runtime.devices[0]!, runtime.devices[2]!],
+        { library: itemLibrary, name: 'saxpy' },
+        { items: N },
+        [2.5, spread.part(map.to(items.x), 1), spread.part(map.tofrom(items.y), 1)],
+        { minChunk: 2000, maxChunk: 4000 },
+      );
+      assert.ok(itemKilled, 'the items victim took a chunk past the middle');
+      assert.deepEqual(items.y, expected.y);
+      assert.deepEqual(
+        itemResult.lost.map((loss) => [loss.device, loss.error.code]),
+        [[2, 'DEVICE_LOST']],
+      );
+      assert.ok(itemResult.lost[0]!.rerun >= 1, 'its chunks in flight ran again');
+      assert.ok(itemResult.lost[0]!.name.includes(itemVictim.address), itemResult.lost[0]!.name);
+      assert.equal(itemResult.shares[0]!.units + itemResult.shares[1]!.units, N);
 
       // With no device left, the spread fails with DEVICE_LOST naming it.
       proxies[0].child.kill('SIGKILL');

@@ -9,6 +9,7 @@
  * module (.dependency-cruiser.json, run by `npm run lint`). A new need is a new function here,
  * named for what it gives, not a reach into a class.
  */
+import { isLaunchParam, isPerItem } from '../image/manifest.js';
 import type { PluginDevice, PluginEvent, PluginQueue } from '../plugins/interface.js';
 import type { DeviceBuffer } from './buffer.js';
 import type { Device } from './device.js';
@@ -52,6 +53,16 @@ export function pluginQueue(queue: Queue): PluginQueue {
 /** The parameters a program passes to `kernel`: all but the ones its launch adds (a per-item kernel's item counts, a checked build's pointer lengths). */
 export function programParams(kernel: Kernel): Kernel['params'] {
   return kernel.ownParams === kernel.params.length ? kernel.params : kernel.params.slice(0, kernel.ownParams);
+}
+
+/**
+ * Of a kernel's parameters (a Kernel's, or a library entry's): those the program passes (not the
+ * item counts and pointer lengths a launch adds), and whether it is a per-item kernel.
+ */
+export function programSignature<P extends { name: string; type: string }>(
+  params: readonly P[],
+): { params: P[]; perItem: boolean } {
+  return { params: params.filter((param) => !isLaunchParam(param.name)), perItem: isPerItem(params) };
 }
 
 /** The device whose queue made `event`. */

@@ -190,10 +190,11 @@ export class Runtime {
   }
 
   /**
-   * One data-parallel launch over several devices: `range` is cut into chunks that go to
-   * whichever device is ready, sized from each device's measured throughput; each argument says
-   * how its data follows a chunk (`map.to(x)`: broadcast read-only; `spread.part(map.tofrom(y),
-   * per)`: `per` elements a team; `spread.first`, `spread.count`, `spread.span(per, n)` or a
+   * One data-parallel launch over several devices: `range` (`{ teams: n }` of a team kernel,
+   * `{ items: n }` of a per-item kernel) is cut into chunks that go to whichever device is
+   * ready, sized from each device's measured throughput; each argument says how its data follows
+   * a chunk (`map.to(x)`: broadcast read-only; `spread.part(map.tofrom(y), per)`: `per` elements
+   * a team or item; `spread.first`, `spread.count`, `spread.span(per, n)` or a
    * function of the chunk: scalars). Resolves when every chunk's results are in the host arrays.
    * A device lost on the way (DEVICE_LOST) has its chunk re-run on the others and is named in
    * `result.lost`; it rejects when every device is lost, and with the first other failure (a

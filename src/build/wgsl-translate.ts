@@ -16,7 +16,14 @@
 import type { ConstantSyntax, FunctionSyntax, KernelSignature, SyntaxNode } from './compiler-job.js';
 import type { TranslationNote } from '../image/manifest.js';
 import { TEAM_MEMORY_OVERRIDE } from './wgsl-kernels.js';
-import { ITEM_COUNT_PARAMS, POINTER_BYTES_PREFIX } from '../image/manifest.js';
+import {
+  FAULT_BINDING_NAME,
+  FAULT_ELEMENT_TYPES,
+  FAULT_KINDS,
+  FAULT_WORDS,
+  ITEM_COUNT_PARAMS,
+  POINTER_BYTES_PREFIX,
+} from '../image/manifest.js';
 
 export type { TranslationNote };
 
@@ -212,6 +219,14 @@ const SUPPORT_FUNCTIONS: Record<string, string> = {
   offload_i32: 'fn offload_i32(x: i32) -> i32 { return x; }',
   offload_u32: 'fn offload_u32(x: u32) -> u32 { return x; }',
   offload_f32: 'fn offload_f32(x: f32) -> f32 { return x; }',
+  // The first fault of the dispatch wins the fault word (FAULT_WORDS); the device reads it after.
+  offload_fault_at: `fn offload_fault_at(kind: u32, param: u32, index: u32, elements: u32, element: u32) { if (atomicAdd(&${FAULT_BINDING_NAME}[${FAULT_WORDS.count}], 1u) == 0u) { atomicStore(&${FAULT_BINDING_NAME}[${FAULT_WORDS.kind}], kind); atomicStore(&${FAULT_BINDING_NAME}[${FAULT_WORDS.param}], param); atomicStore(&${FAULT_BINDING_NAME}[${FAULT_WORDS.index}], index); atomicStore(&${FAULT_BINDING_NAME}[${FAULT_WORDS.elements}], elements); atomicStore(&${FAULT_BINDING_NAME}[${FAULT_WORDS.elementType}], element); } }`,
+  // A checked build's ptr<T> access: element `index` of a buffer of `bytes` bytes (from the pointer) of 1 << shift-byte elements.
+  offload_in_bounds: `fn offload_in_bounds(index: u32, bytes: i32, shift: u32, param: u32, element: u32) -> bool { let elements = u32(max(bytes, 0i)) >> shift; if (index < elements) { return true; } offload_fault_at(${FAULT_KINDS.bounds}u, param, index, elements, element); return false; }`,
+  // A read outside reads element 0 (whatever it holds: the launch fails).
+  offload_checked_index: `fn offload_checked_index(index: u32, bytes: i32, shift: u32, param: u32, element: u32) -> u32 { if (offload_in_bounds(index, bytes, shift, param, element)) { return index; } return 0u; }`,
+  // Every loop's iteration counts against the invocation's budget, which the device sets (a GPU cannot stop a dispatch).
+  offload_over_budget: `fn offload_over_budget() -> bool { if (offload_budget == 0u) { offload_budget = max(atomicLoad(&${FAULT_BINDING_NAME}[${FAULT_WORDS.budget}]), 1u); } offload_spent += 1u; if (offload_spent <= offload_budget) { return false; } offload_fault_at(${FAULT_KINDS.budget}u, 0u, offload_spent, offload_budget, 0u); return true; }`,
 };
 
 /** A value computed when the kernel runs (see SUPPORT_FUNCTIONS.offload_i32). */
@@ -259,7 +274,7 @@ const SMALL_INTEGERS: Record<string, { bits: 8 | 16; signed: boolean }> = {
 const WGSL_RESERVED = new Set(
   (
     'alias array atomic bitcast block bool break case const const_assert continue continuing default diagnostic discard else enable ' +
-    'f16 f32 fallthrough false fn for function i32 if immediate let loop mat2x2 mat2x3 mat2x4 mat3x2 mat3x3 mat3x4 mat4x2 mat4x3 mat4x4 ' +
+    'f16 f32 fallthrough false fn for function i32 if immediate let loop mcheckedAtx2 mcheckedAtx3 mcheckedAtx4 mat3x2 mat3x3 mat3x4 mat4x2 mat4x3 mat4x4 ' +
     'override private ptr read read_write requires return sampler sampler_comparison static_assert storage struct switch true type u32 ' +
     'uniform var vec2 vec3 vec4 vec2i vec3i vec4i vec2u vec3u vec4u vec2f vec3f vec4f while workgroup write ' +
     // WGSL's reserved words.
@@ -328,12 +343,12 @@ export function translateKernels(
   const { functions } = sources;
   const byInternal = new Map(functions.map((fn) => [fn.internalName, fn]));
   const constants = new Map(sources.constants.map((constant) => [constant.internalName, constant]));
-  const helpers = new Map<string, { code: string } | { error: Untranslatable }>();
+  const helpers = new Map<string, { code: string; barrier: boolean } | { error: Untranslatable }>();
   const chunks: string[] = [];
   const translated: string[] = [];
   const notes: TranslationNote[] = [];
   /** Translates a called function of the sources once; its failure is the caller's, naming where in it. */
-  const helper = (internalName: string, stack: string[]): FunctionSyntax => {
+  const helper = (internalName: string, stack: string[]): { fn: FunctionSyntax; barrier: boolean } => {
     const fn = byInternal.get(internalName)!;
     let known = helpers.get(internalName);
     if (known === undefined) {
@@ -341,16 +356,16 @@ export function translateKernels(
         throw new Untranslatable(fn.line, `calls '${fn.name}' recursively (WGSL has no recursion)`);
       try {
         if (fn.body === null || fn.params === null) throw new Untranslatable(fn.line, fn.error ?? 'has no body');
-        known = {
-          code: new FunctionTranslator(
-            fn,
-            'helper',
-            byInternal,
-            constants,
-            (name) => helper(name, [...stack, internalName]),
-            { written: new Set(), atomic: new Set() },
-          ).translate(),
-        };
+        const translator = new FunctionTranslator(
+          fn,
+          'helper',
+          byInternal,
+          constants,
+          (name) => helper(name, [...stack, internalName]),
+          { written: new Set(), atomic: new Set() },
+        );
+        const code = translator.translate();
+        known = { code, barrier: translator.barriers > 0 };
       } catch (error) {
         if (!(error instanceof Untranslatable)) throw error;
         known = {
@@ -363,7 +378,7 @@ export function translateKernels(
       helpers.set(internalName, known);
     }
     if ('error' in known) throw known.error;
-    return fn;
+    return { fn, barrier: known.barrier };
   };
   for (const kernel of kernels) {
     if (skip.has(kernel.name)) continue;
@@ -394,9 +409,9 @@ export function translateKernels(
     }
     try {
       const use: MemoryUse = { written: new Set(), atomic: new Set(), raw: new Set() };
-      const helperCall = (name: string): FunctionSyntax => helper(name, [fn.internalName]);
+      const helperCall = (name: string) => helper(name, [fn.internalName]);
       const role = kernel.wrapped?.perItem ? 'items' : 'kernel';
-      // Checked builds' pointer lengths: taken (the signature stays the wasm one's), not checked (WGSL clamps).
+      // Checked builds' pointer lengths: every ptr<T> access tests its index against them (offload_in_bounds).
       const lengths = (kernel.wrapped?.lengths ?? []).map((name) => `${POINTER_BYTES_PREFIX}${name}`);
       // The first pass learns which bindings are written and which need atomics; the second emits with that.
       new FunctionTranslator(fn, role, byInternal, constants, helperCall, use, lengths).translate();
@@ -426,16 +441,28 @@ export function translateKernels(
   }
   // The support functions the kernels call, and those these call (offload_is_nan, which comes first).
   const calls = (texts: string[], name: string): boolean => texts.some((text) => text.includes(`${name}(`));
-  const called = Object.keys(SUPPORT_FUNCTIONS).filter((name) => calls([...chunks, ...used], name));
-  const support = Object.entries(SUPPORT_FUNCTIONS).flatMap(([name, code]) =>
-    called.includes(name) ||
-    calls(
-      called.map((caller) => SUPPORT_FUNCTIONS[caller]!),
-      name,
-    )
-      ? [code]
-      : [],
-  );
+  const called = new Set(Object.keys(SUPPORT_FUNCTIONS).filter((name) => calls([...chunks, ...used], name)));
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const name of Object.keys(SUPPORT_FUNCTIONS))
+      if (
+        !called.has(name) &&
+        calls(
+          [...called].map((caller) => SUPPORT_FUNCTIONS[caller]!),
+          name,
+        )
+      ) {
+        called.add(name);
+        grew = true;
+      }
+  }
+  const support = Object.entries(SUPPORT_FUNCTIONS).flatMap(([name, code]) => (called.has(name) ? [code] : []));
+  if (support.some((code) => code.startsWith('fn offload_fault_at(')))
+    header.push(
+      `@group(1) @binding(0) var<storage, read_write> ${FAULT_BINDING_NAME}: array<atomic<u32>, 8>;`,
+      'var<private> offload_spent: u32;',
+      'var<private> offload_budget: u32;',
+    );
   return { wgsl: [...header, ...support, ...used, ...chunks].join('\n') + '\n', kernels: translated, notes };
 }
 
@@ -462,6 +489,12 @@ class FunctionTranslator {
    * count did not move while translating it.
    */
   private effects = 0;
+  /** How many barriers (workgroupBarrier, or calls of functions that hold one) were translated so far. */
+  barriers = 0;
+  /** A checked build's typed pointers: the WGSL name of each one's byte length and its launch parameter's index. */
+  private readonly checked = new Map<string, { bytes: string; param: number }>();
+  /** Whether a for-loop's update is being translated (a checked store, an `if`, cannot stand there). */
+  private inUpdate = false;
 
   constructor(
     private readonly fn: FunctionSyntax,
@@ -469,7 +502,7 @@ class FunctionTranslator {
     private readonly role: 'kernel' | 'helper' | 'items',
     private readonly functions: Map<string, FunctionSyntax>,
     private readonly constants: Map<string, ConstantSyntax>,
-    private readonly helper: (internalName: string) => FunctionSyntax,
+    private readonly helper: (internalName: string) => { fn: FunctionSyntax; barrier: boolean },
     private readonly memory: MemoryUse,
     /** Parameters (i32) the entry point takes after its own and before any item counts. */
     private readonly extraParams: readonly string[] = [],
@@ -509,6 +542,11 @@ class FunctionTranslator {
       ...this.extraParams.map((name) => ({ name, type: 'i32' })),
       ...(items ? ITEM_COUNT_NAMES.map((name) => ({ name, type: 'i32' })) : []),
     ];
+    entryParams.forEach((param, index) => {
+      const bytes = `${POINTER_BYTES_PREFIX}${param.name}`;
+      if (this.extraParams.includes(bytes) && TYPED_POINTER.test(param.type))
+        this.checked.set(param.name, { bytes, param: index });
+    });
     for (const param of entryParams) {
       const element = TYPED_POINTER.exec(param.type)?.[1];
       if (element !== undefined) {
@@ -699,9 +737,11 @@ class FunctionTranslator {
           else if (init?.k === 'Expression') head = this.simpleStatement(init.expression as SyntaxNode);
           else if (init) fail(init, 'has a for-loop initializer WGSL cannot express');
           const test = node.condition ? this.collect(() => this.condition(node.condition as SyntaxNode)) : undefined;
+          this.inUpdate = true;
           const step = node.incrementor
             ? this.collect(() => this.simpleStatement(node.incrementor as SyntaxNode))
             : undefined;
+          this.inUpdate = false;
           if (step !== undefined && step.before.length > 0)
             fail(
               node.incrementor as SyntaxNode,
@@ -712,19 +752,22 @@ class FunctionTranslator {
           const condition = test === undefined || lazy ? '' : test.value;
           const check = lazy ? `${pad}  ${test.before.join(' ')} if (!(${test.value})) { break; }\n` : '';
           const update = step?.value ?? '';
-          const loop = `for (${head}; ${condition}; ${update}) {\n${check}${this.block(node.body as SyntaxNode, depth + (hoisted ? 2 : 1))}`;
+          const inner = depth + (hoisted ? 2 : 1);
+          const body = this.loopBody(node.body as SyntaxNode, inner);
+          const loop = `for (${head}; ${condition}; ${update}) {\n${body.guard}${check}${body.code}`;
           return hoisted ? `${pad}{\n${hoisted}${pad}  ${loop}${pad}  }\n${pad}}\n` : `${pad}${loop}${pad}}\n`;
         });
       case 'While': {
         const test = this.collect(() => this.condition(node.condition as SyntaxNode));
-        if (test.before.length === 0)
-          return `${pad}while (${test.value}) {\n${this.block(node.body as SyntaxNode, depth + 1)}${pad}}\n`;
+        const body = this.loopBody(node.body as SyntaxNode, depth + 1);
+        if (test.before.length === 0) return `${pad}while (${test.value}) {\n${body.guard}${body.code}${pad}}\n`;
         // The statements the condition needs run before each check.
-        return `${pad}loop {\n${pad}  ${test.before.join(' ')} if (!(${test.value})) { break; }\n${this.block(node.body as SyntaxNode, depth + 1)}${pad}}\n`;
+        return `${pad}loop {\n${body.guard}${pad}  ${test.before.join(' ')} if (!(${test.value})) { break; }\n${body.code}${pad}}\n`;
       }
       case 'Do': {
         // `continue` in the body goes to the continuing block, where the condition is checked: as in a do-while.
-        const body = this.block(node.body as SyntaxNode, depth + 1);
+        const loopBody = this.loopBody(node.body as SyntaxNode, depth + 1);
+        const body = loopBody.guard + loopBody.code;
         const test = this.collect(() => this.condition(node.condition as SyntaxNode));
         const before = test.before.length > 0 ? `${pad}    ${test.before.join(' ')}\n` : '';
         return `${pad}loop {\n${body}${pad}  continuing {\n${before}${pad}    break if !(${test.value});\n${pad}  }\n${pad}}\n`;
@@ -742,6 +785,18 @@ class FunctionTranslator {
       default:
         return fail(node, `uses a ${describe(node)} statement, which the WGSL translation does not cover`);
     }
+  }
+
+  /**
+   * A loop's body, and the check that opens it: every iteration counts against the invocation's
+   * loop budget, and past it the loop ends (the launch fails with TIMEOUT). Not where the body
+   * holds a barrier: WGSL wants a barrier's control flow uniform, which a per-invocation count is not.
+   */
+  private loopBody(node: SyntaxNode, depth: number): { code: string; guard: string } {
+    const barriers = this.barriers;
+    const code = this.block(node, depth);
+    const guard = this.barriers === barriers ? `${'  '.repeat(depth)}if (offload_over_budget()) { break; }\n` : '';
+    return { code, guard };
   }
 
   private variable(node: SyntaxNode, inline = false): string {
@@ -1246,6 +1301,7 @@ class FunctionTranslator {
       if (args.length > device.args.length || args.length < device.args.length - (device.optional ?? 0))
         fail(node, `calls ${name}() with ${args.length} arguments`);
       const values = args.map((arg, i) => this.coerce(this.expression(arg, device.args[i]), device.args[i]!, arg).code);
+      if (device === DEVICE_FUNCTIONS.barrier) this.barriers++;
       return { code: device.wgsl(values), type: device.type };
     }
     if (element?.startsWith('~lib/builtins/'))
@@ -1256,7 +1312,9 @@ class FunctionTranslator {
         node,
         `calls '${name}', which is not a function of the kernel sources, the device library or a builtin the translation covers`,
       );
-    const fn = this.helper(element!);
+    const called = this.helper(element!);
+    const fn = called.fn;
+    if (called.barrier) this.barriers++;
     // A kernel function may store, trap or loop: treated as having an effect.
     this.effects++;
     const params = fn.params!;
@@ -1435,23 +1493,38 @@ class FunctionTranslator {
     const u = index.type === 'i32' ? `u32(${at.code})` : at.code;
     const param = bound.base;
     const binding = this.pointers.get(param)!;
+    // A checked build: a read outside reads element 0 and a store outside is skipped, each recording the fault.
+    const checked = this.checked.get(param);
+    const check = checked && {
+      args: `${this.scopes[0]!.get(checked.bytes)!.wgsl}, ${Math.log2(memoryType.bytes)}u, ${checked.param}u, ${FAULT_ELEMENT_TYPES.indexOf(declared as (typeof FAULT_ELEMENT_TYPES)[number])}u`,
+    };
+    if (check && valueOf !== undefined && this.inUpdate)
+      fail(
+        node,
+        `stores to '${object.text as string}[...]' in a for-loop's update, where a checked build's test cannot stand: move it into the body`,
+      );
+    const guarded = (store: Value): Value =>
+      check ? { code: `if (offload_in_bounds(${u}, ${check.args})) { ${store.code}; }`, type: 'void' } : store;
+    const checkedAt = check && valueOf === undefined ? `offload_checked_index(${u}, ${check.args})` : u;
     if (this.typedArrays.has(param)) {
-      const slot = `${binding}[${u}]`;
+      const slot = `${binding}[${checkedAt}]`;
       this.effects++;
       const read: Value = { code: slot, type: memoryType.type };
       if (valueOf === undefined) return read;
       this.memory.written.add(param);
       const value = valueOf(read);
       if (value.base !== undefined) fail(node, 'stores an address in memory (its value differs between devices)');
-      return { code: `${slot} = ${this.coerce(value, memoryType.type, node).code}`, type: 'void' };
+      return guarded({ code: `${slot} = ${this.coerce(value, memoryType.type, node).code}`, type: 'void' });
     }
-    const offset = memoryType.bytes === 1 ? u : `(${u} << ${memoryType.bytes === 2 ? 1 : 2}u)`;
-    const where = { binding, param, offset, word: u };
+    const offset = memoryType.bytes === 1 ? checkedAt : `(${checkedAt} << ${memoryType.bytes === 2 ? 1 : 2}u)`;
+    const where = { binding, param, offset, word: checkedAt };
     if (valueOf === undefined) return this.access(node, declared, false, where, () => fail(node, 'no value'));
-    return this.access(node, declared, true, where, () => {
-      const read = this.access(node, declared, false, where, () => fail(node, 'no value'));
-      return this.coerce(valueOf(read), memoryType.type, node);
-    });
+    return guarded(
+      this.access(node, declared, true, where, () => {
+        const read = this.access(node, declared, false, where, () => fail(node, 'no value'));
+        return this.coerce(valueOf(read), memoryType.type, node);
+      }),
+    );
   }
 
   private atomic(node: SyntaxNode, op: string, typeArgs: string[], args: SyntaxNode[], statement: boolean): Value {

@@ -17,6 +17,14 @@ import type { ConstantSyntax, FunctionSyntax, KernelSignature, SyntaxNode } from
 import type { TranslationNote } from '../image/manifest.js';
 import { TEAM_MEMORY_OVERRIDE } from './wgsl-kernels.js';
 import {
+  SIMD_CONSTRUCTORS,
+  SIMD_HELPERS,
+  SIMD_MEMORY,
+  SIMD_OPERATIONS,
+  V128,
+  type SimdOperation,
+} from './wgsl-simd.js';
+import {
   FAULT_BINDING_NAME,
   FAULT_ELEMENT_TYPES,
   FAULT_KINDS,
@@ -48,7 +56,7 @@ const TEAM_MEMORY_BASE = 'teamMemory()';
 const TEAM_MEMORY_WORDS = 'offload_team_words';
 
 /** Value types the subset computes with; `usize` is an unsigned 32-bit number that may be an address. */
-type Ty = 'i32' | 'u32' | 'usize' | 'f32' | 'bool' | 'void';
+type Ty = 'i32' | 'u32' | 'usize' | 'f32' | 'bool' | 'void' | 'v128';
 
 /** A translated expression: its WGSL text, its type, and for an address the pointer parameter it derives from. */
 interface Value {
@@ -1279,8 +1287,16 @@ class FunctionTranslator {
       }
       if (element === '~lib/math/NativeMath')
         return fail(node, `calls Math.${name}, which computes in f64 (WGSL has no f64): use Mathf.${name}`);
-      if (element?.startsWith('~lib/builtins/') && SIMD_TYPES.has(element.slice('~lib/builtins/'.length)))
-        return fail(node, `calls ${object.text as string}.${name}, 128-bit SIMD${NO_V128}`);
+      if (element?.startsWith('~lib/builtins/') && SIMD_TYPES.has(element.slice('~lib/builtins/'.length))) {
+        const namespace = element.slice('~lib/builtins/'.length);
+        const operation = SIMD_OPERATIONS[namespace]?.[name];
+        if (operation === undefined)
+          return fail(
+            node,
+            `calls ${namespace}.${name}, which the WGSL translation of 128-bit SIMD does not cover${NO_V128}`,
+          );
+        return this.simd(node, `${namespace}.${name}`, operation, args);
+      }
       return fail(
         node,
         `calls '${(object.text as string | undefined) ?? describe(object)}.${name}', which the WGSL translation does not cover`,
@@ -1295,7 +1311,11 @@ class FunctionTranslator {
         if (args.length > 0) fail(node, 'calls teamMemory() with arguments');
         return { code: '0u', type: 'usize', base: TEAM_MEMORY_BASE, words: '0u' };
       }
-      const device = DEVICE_FUNCTIONS[element.slice(DEVICE_PREFIX.length)];
+      const helperName = element.slice(DEVICE_PREFIX.length);
+      if (SIMD_MEMORY.has(helperName)) return this.simdMemory(node, helperName, args);
+      const simd = SIMD_HELPERS[helperName];
+      if (simd !== undefined) return this.simd(node, name, simd, args);
+      const device = DEVICE_FUNCTIONS[helperName];
       if (device === undefined) return fail(node, `calls device function ${name}(), which has no WGSL translation`);
       if ('unsupported' in device) return fail(node, `calls ${name}(): ${device.unsupported}`);
       if (args.length > device.args.length || args.length < device.args.length - (device.optional ?? 0))
@@ -1333,7 +1353,61 @@ class FunctionTranslator {
     return { code: `${helperName(fn)}(${values.join(', ')})`, type: typeOf(fn.returnType!, fn, 'a result') };
   }
 
+  /** A SIMD operation (wgsl-simd.ts) on its arguments. */
+  private simd(node: SyntaxNode, name: string, operation: SimdOperation, args: SyntaxNode[]): Value {
+    const count = operation.args.length + (operation.lane ? 1 : 0);
+    if (args.length !== count) return fail(node, `calls ${name}() with ${args.length} arguments`);
+    const codes = operation.args.map((type, i) => {
+      const value = this.coerce(this.expression(args[i]!, type), type, args[i]!);
+      if (value.base !== undefined) fail(node, `gives ${name}() an address (its value differs between devices)`);
+      return value.code;
+    });
+    if (operation.lane) {
+      const lane = args[operation.args.length]!;
+      if (
+        lane.k !== 'Literal' ||
+        lane.literalKind !== 'Integer' ||
+        !(Number(lane.value) >= 0 && Number(lane.value) <= 3)
+      )
+        fail(node, `calls ${name}() with a lane that is not a constant 0 to 3`);
+      codes.push(`${Number(lane.value)}`);
+    }
+    return { code: operation.wgsl(codes), type: operation.type };
+  }
+
+  /** loadF32x4 / loadI32x4 (`base`, `index`): the four 32-bit words from element `index` on; storeF32x4 / storeI32x4 write them. */
+  private simdMemory(node: SyntaxNode, name: string, args: SyntaxNode[]): Value {
+    const isStore = name.startsWith('store');
+    if (args.length !== (isStore ? 3 : 2)) return fail(node, `calls ${name}() with ${args.length} arguments`);
+    const pointer = this.expression(args[0]!, 'usize');
+    if (pointer.base === undefined)
+      return fail(node, 'accesses memory at an address that cannot be traced back to one pointer parameter');
+    const index = this.coerce(this.expression(args[1]!, 'i32'), 'i32', args[1]!);
+    const param = pointer.base;
+    // Read and written as 32-bit words (a ptr<T> passed this way is bound as words).
+    this.memory.raw?.add(param);
+    const binding = this.pointers.get(param)!;
+    const atomic = this.memory.atomic.has(param);
+    const first = `offload_w${this.temps++}`;
+    this.hoist(node, `let ${first} = ${pointer.words ?? `((${pointer.code}) >> 2u)`} + bitcast<u32>(${index.code});`);
+    this.effects++;
+    const word = (lane: number): string => `${binding}[${first} + ${lane}u]`;
+    if (!isStore) {
+      const lanes = [0, 1, 2, 3].map((lane) => (atomic ? `atomicLoad(&${word(lane)})` : word(lane)));
+      return { code: `${V128}(${lanes.join(', ')})`, type: 'v128' };
+    }
+    this.memory.written.add(param);
+    const value = this.coerce(this.expression(args[2]!, 'v128'), 'v128', args[2]!);
+    const lanes = `offload_v${this.temps++}`;
+    const stores = [0, 1, 2, 3].map((lane) =>
+      atomic ? `atomicStore(&${word(lane)}, ${lanes}[${lane}]);` : `${word(lane)} = ${lanes}[${lane}];`,
+    );
+    return { code: `{ let ${lanes} = ${value.code}; ${stores.join(' ')} }`, type: 'void' };
+  }
+
   private builtin(node: SyntaxNode, name: string, typeArgs: string[], args: SyntaxNode[], context?: Ty): Value {
+    const constructor = SIMD_CONSTRUCTORS[name];
+    if (constructor !== undefined) return this.simd(node, name, constructor, args);
     if (name === 'load' || name === 'store') return this.memoryAccess(node, name, typeArgs, args);
     if (name === 'select') {
       const [a, b] = this.unify(
@@ -1649,10 +1723,11 @@ function unsignedness(type: Ty): boolean {
 }
 
 function wgslType(type: Ty): string {
-  return type === 'usize' ? 'u32' : type;
+  return type === 'usize' ? 'u32' : type === 'v128' ? V128 : type;
 }
 
 function zero(type: Ty): string {
+  if (type === 'v128') return `${V128}(0u)`;
   return type === 'f32' ? '0.0f' : type === 'i32' ? '0i' : type === 'bool' ? 'false' : '0u';
 }
 
@@ -1669,6 +1744,8 @@ function truthy(value: Value, node: SyntaxNode): string {
       return `offload_truthy_f32(${value.code})`;
     case 'void':
       return fail(node, 'tests a call without a value');
+    case 'v128':
+      return fail(node, 'tests a v128 for truth (test its lanes with anyLane or v128.any_true)');
     default:
       return `(${value.code} != ${zero(value.type)})`;
   }
@@ -1676,23 +1753,7 @@ function truthy(value: Value, node: SyntaxNode): string {
 
 /** wasm's 128-bit SIMD types and the builtin namespaces of their operations (v128.load, f64x2.add, ...). */
 const SIMD_TYPES = new Set(['v128', 'i8x16', 'i16x8', 'i32x4', 'i64x2', 'f32x4', 'f64x2']);
-const NO_V128 = ' (WGSL has no v128: a kernel using SIMD stays wasm-only)';
-
-/*
- * The device library's SIMD helpers (assembly/device.ts: four-lane loads and stores, lane
- * indices, masks) work on v128 values: a kernel calling one stays wasm-only, with a note naming it.
- */
-const DEVICE_SIMD_HELPERS = [
-  'loadF32x4',
-  'storeF32x4',
-  'loadI32x4',
-  'storeI32x4',
-  'laneIndices',
-  'anyLane',
-  'countWhere',
-  'selectLanes',
-];
-for (const name of DEVICE_SIMD_HELPERS) DEVICE_FUNCTIONS[name] = { unsupported: `128-bit SIMD${NO_V128}` };
+const NO_V128 = ' (a kernel using it stays wasm-only)';
 
 /** Why a type the subset lacks is not in WGSL, for the note ('' when the subset simply leaves it out). */
 function whyNot(name: string): string {
@@ -1702,7 +1763,15 @@ function whyNot(name: string): string {
 
 /** A resolved AssemblyScript type name as a type of the subset. */
 function typeOf(name: string, fn: FunctionSyntax, what: string): Ty {
-  if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool' || name === 'void')
+  if (
+    name === 'i32' ||
+    name === 'u32' ||
+    name === 'usize' ||
+    name === 'f32' ||
+    name === 'bool' ||
+    name === 'void' ||
+    name === 'v128'
+  )
     return name;
   if (name === 'isize') return 'i32';
   const why = whyNot(name);
@@ -1722,7 +1791,8 @@ function typeName(node: SyntaxNode): string {
 
 function typeOfNode(node: SyntaxNode, what: string): Ty {
   const name = typeName(node);
-  if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool') return name;
+  if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool' || name === 'v128')
+    return name;
   if (name === 'isize') return 'i32';
   const why = whyNot(name);
   return fail(node, `gives ${what} the type ${name}${why}; translated kernels compute with i32, u32, f32 and bool`);

@@ -69,7 +69,12 @@ describe('SIMD kernels of the demo on the host device', { timeout: 120_000 }, ()
       const built = await buildBundle({ sources: [source], output: join(dir, 'helpers') });
       assert.deepEqual(
         built.notes.map((note) => [note.kernel, note.reason]),
-        [['clamp4', 'calls f32x4.min, which the WGSL translation of 128-bit SIMD does not cover (a kernel using it stays wasm-only)']],
+        [
+          [
+            'clamp4',
+            'calls f32x4.min, which the WGSL translation of 128-bit SIMD does not cover (a kernel using it stays wasm-only)',
+          ],
+        ],
       );
       const helpers = await runtime.register(built.path);
       const kernel = await device.kernel(helpers, 'copy4');

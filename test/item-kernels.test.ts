@@ -17,6 +17,7 @@ import { fixtureBundle } from './helpers/fixtures.js';
 import { startProxy, type ProxyProcess } from './helpers/proxy.js';
 import { typeCheck } from './helpers/typecheck.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
+import { webgpuOptionsFromEnv } from '../src/plugins/webgpu/adapter.js';
 
 const gpuSkip = await webgpuSkipReason();
 const SOURCE = 'test/fixtures/item-kernels.ts';
@@ -202,7 +203,9 @@ describe('behind a proxy, and bounds-checked builds (offload build --checked)', 
 
   it("fails an off-by-one store with KERNEL_TRAP naming the kernel, the parameter, the index and the buffer's length", async () => {
     const library = await runtime.register(checkedPath);
-    for (const device of runtime.devices.filter((candidate) => candidate.info.imageFormats.includes('wasm'))) {
+    const gpus = runtime.devices.filter((candidate) => candidate.info.imageFormats.includes('wgsl'));
+    if (gpuSkip === undefined) assert.equal(gpus.length, 2, 'WebGPU here and behind the proxy');
+    for (const device of runtime.devices) {
       const y = await device.alloc(100 * 4);
       const shifted = await device.kernel(library, 'shifted');
       await rejectsWith(
@@ -210,21 +213,78 @@ describe('behind a proxy, and bounds-checked builds (offload build --checked)', 
         'KERNEL_TRAP',
         /kernel 'shifted': parameter 'y' \(ptr<f32>\): index 100 is outside its buffer of 100 elements/,
       );
-      // A pointer into a buffer has the bytes from it; a kernel written for teams is checked too.
       const iota = await device.kernel(library, 'iota');
-      await rejectsWith(
-        device.queue().launch(iota, { teams: 1 }, [100, 0, y.at(8)]).done,
-        'KERNEL_TRAP',
-        /kernel 'iota': parameter 'out' \(ptr<i32>\): index 98 is outside its buffer of 98 elements/,
-      );
+      if (device.info.imageFormats.includes('wasm')) {
+        // A pointer into a buffer has the bytes from it; a kernel written for teams is checked too.
+        await rejectsWith(
+          device.queue().launch(iota, { teams: 1 }, [100, 0, y.at(8)]).done,
+          'KERNEL_TRAP',
+          /kernel 'iota': parameter 'out' \(ptr<i32>\): index 98 is outside its buffer of 98 elements/,
+        );
+      } else {
+        // On a GPU the kernel records the first fault in a word the device reads after the dispatch.
+        const q = device.queue();
+        q.fill(y, new Int32Array([-1]));
+        await q.finish();
+        await rejectsWith(
+          q.launch(iota, { teams: 2, threads: 64 }, [101, 0, y]).done,
+          'KERNEL_TRAP',
+          /kernel 'iota': parameter 'out' \(ptr<i32>\): index 100 is outside its buffer of 100 elements/,
+        );
+        // The store outside was skipped: nothing past the buffer, and the buffer holds what the others wrote.
+        const fresh = device.queue();
+        const got = new Int32Array(100);
+        fresh.read(y, got);
+        await fresh.finish();
+        got.forEach((value, k) => assert.equal(value, k, `out[${k}] on ${device.info.name}`));
+      }
       // The device goes on.
       const q = device.queue();
-      q.launch(iota, { teams: 2 }, [98, 1, y.at(8)]);
+      q.launch(iota, { teams: 2 }, [98, 1, y]);
       const got = new Int32Array(98);
-      q.read(y, got, { offset: 8 });
+      q.read(y, got);
       await q.finish();
       assert.equal(got[97], 98);
       await y.free();
+    }
+  });
+});
+
+describe('WGSL kernels that stop', { timeout: 120_000, skip: gpuSkip }, () => {
+  it('ends an endless loop at its loop budget with TIMEOUT, and the device goes on', async () => {
+    const runtime = await Offload.init({ host: false, webgpu: { fallback: true, loopBudget: 100_000 }, proxies: [] });
+    try {
+      const gpu = runtime.devices.find((device) => device.info.plugin === 'webgpu')!;
+      const library = await runtime.register(await fixtureBundle(SOURCE));
+      const spin = await gpu.kernel(library, 'spin');
+      const out = await gpu.alloc(64 * 4);
+      await rejectsWith(
+        gpu.queue().launch(spin, { items: 64 }, [0, out]).done,
+        'TIMEOUT',
+        /launch of 'spin': an invocation ran past its budget of 100000 loop iterations .*OFFLOAD_WEBGPU_LOOP_BUDGET or Offload\.init\(\{ webgpu: \{ loopBudget \} \}\)/,
+      );
+      // The next launch runs, and a loop within the budget is not stopped.
+      const q = gpu.queue();
+      q.launch(spin, { items: 64 }, [1, out]);
+      const saxpy = await gpu.kernel(library, 'saxpy');
+      const x = await gpu.alloc(4 * 4);
+      q.write(x, new Float32Array([1, 2, 3, 4]));
+      q.write(out, new Float32Array([1, 1, 1, 1]));
+      q.launch(saxpy, { items: 4 }, [2, x, out]);
+      const ys = new Float32Array(4);
+      q.read(out, ys);
+      await q.finish();
+      assert.deepEqual([...ys], [3, 5, 7, 9]);
+      assert.throws(
+        () => webgpuOptionsFromEnv('fallback', undefined, '0'),
+        (error: unknown) =>
+          error instanceof OffloadError &&
+          error.code === 'INVALID_ARGUMENT' &&
+          /OFFLOAD_WEBGPU_LOOP_BUDGET/.test(error.message),
+      );
+      assert.equal((webgpuOptionsFromEnv('fallback', undefined, '5000') as { loopBudget?: number }).loopBudget, 5000);
+    } finally {
+      await runtime.shutdown();
     }
   });
 });

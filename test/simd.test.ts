@@ -32,7 +32,11 @@ describe('SIMD kernels', { timeout: 120_000 }, () => {
             9,
             "has parameter 'f' of type f64 (WGSL has no f64); translated kernels compute with i32, u32, f32 and bool",
           ],
-          ['lanes', 24, 'calls f64x2.mul, 128-bit SIMD (WGSL has no v128: a kernel using SIMD stays wasm-only)'],
+          [
+            'lanes',
+            24,
+            'calls f64x2.mul, which the WGSL translation of 128-bit SIMD does not cover (a kernel using it stays wasm-only)',
+          ],
         ],
       );
       const images = decodeBundle(built.bundle).images;

@@ -116,6 +116,22 @@ const CASES: Case[] = [
     threads: 8,
     args: (r) => [29, { data: floats(r, 29 * 29, 1) }, { data: floats(r, 29 * 29, 1) }, { data: zeros(29 * 29) }],
   },
+  // The SIMD versions: f32x4/i32x4 as WGSL vec4 (src/build/wgsl-simd.ts); widths that leave a tail of lanes.
+  {
+    source: 'examples/kernels.ts',
+    kernel: 'mandelbrot_simd',
+    teams: 9,
+    threads: 4,
+    args: () => [66, 48, 200, -2.2, -1.125, 3 / 64, { data: new Int32Array(66 * 48) }],
+    compare: mostCounts,
+  },
+  {
+    source: 'examples/kernels.ts',
+    kernel: 'matmul_simd',
+    teams: 5,
+    threads: 2,
+    args: (r) => [30, { data: floats(r, 30 * 30, 1) }, { data: floats(r, 30 * 30, 1) }, { data: zeros(30 * 30) }],
+  },
   // bench/webgpu/kernels.ts
   {
     source: 'bench/webgpu/kernels.ts',

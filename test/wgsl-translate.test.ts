@@ -104,12 +104,12 @@ const REFUSED: [kernel: string, source: string, reason: RegExp][] = [
   [
     'simd_f32x4',
     'export function simd_f32x4(a: usize, out: usize): void {\n  v128.store(out, f32x4.add(v128.load(a), v128.load(a, 16))); // HERE\n}',
-    /calls v128\.store, 128-bit SIMD \(WGSL has no v128: a kernel using SIMD stays wasm-only\)/,
+    /calls v128\.store, which the WGSL translation of 128-bit SIMD does not cover \(a kernel using it stays wasm-only\)/,
   ],
   [
     'simd_local',
     'export function simd_local(a: usize, out: usize): void {\n  const v: v128 = v128.load(a); // HERE\n  v128.store(out, v);\n}',
-    /gives variable 'v' the type v128 \(WGSL has no v128: a kernel using SIMD stays wasm-only\)/,
+    /calls v128\.load, which the WGSL translation of 128-bit SIMD does not cover \(a kernel using it stays wasm-only\)/,
   ],
 ];
 

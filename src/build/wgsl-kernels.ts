@@ -6,6 +6,7 @@
  */
 import { WgslReflect, type VariableInfo } from 'wgsl_reflect/wgsl_reflect.module.js';
 import { errors } from '../errors.js';
+import { FAULT_BINDING_NAME } from '../image/manifest.js';
 import type { EntryInfo, ParamInfo, WgslKernelInfo, WgslParamInfo, WorkgroupSize } from '../image/manifest.js';
 
 export const WGSL_TRIPLE = 'wgsl-unknown-webgpu';
@@ -37,7 +38,18 @@ export function wgslKernels(source: string, file: string): WgslKernelInfo[] {
     const resources = [...entry.resources].sort((a, b) => a.group - b.group || a.binding - b.binding);
     const params: WgslParamInfo[] = [];
     let uniform: WgslKernelInfo['uniform'];
+    let fault = false;
     for (const resource of resources) {
+      // The fault word of translated kernels (docs/wgsl-abi.md, "Faults"): the device's, not a parameter.
+      if (
+        resource.group === 1 &&
+        resource.binding === 0 &&
+        resource.name === FAULT_BINDING_NAME &&
+        isStorage(resource)
+      ) {
+        fault = true;
+        continue;
+      }
       const what = `${where}: '${resource.name}' (@group(${resource.group}) @binding(${resource.binding}))`;
       if (resource.group !== 0) throw errors.invalidArgument(`${what}: kernel parameters are bound in group 0`);
       if (isStorage(resource)) {
@@ -64,6 +76,7 @@ export function wgslKernels(source: string, file: string): WgslKernelInfo[] {
       workgroupSize: workgroupSizeOf(entry.attributes ?? [], where),
       ...(uniform ? { uniform } : {}),
       ...(teamMemory ? { teamMemory: TEAM_MEMORY_OVERRIDE } : {}),
+      ...(fault ? { fault } : {}),
     };
   });
   if (kernels.length === 0) throw errors.invalidArgument(`${file} has no @compute entry point`);

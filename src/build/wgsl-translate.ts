@@ -16,7 +16,45 @@
 import type { ConstantSyntax, FunctionSyntax, KernelSignature, SyntaxNode } from './compiler-job.js';
 import type { TranslationNote } from '../image/manifest.js';
 import { TEAM_MEMORY_OVERRIDE } from './wgsl-kernels.js';
-import { ITEM_COUNT_PARAMS, POINTER_BYTES_PREFIX } from '../image/manifest.js';
+import {
+  TRANSLATED_THREADS,
+  TRANSLATED_THREADS_XYZ,
+  TEAM_MEMORY_BASE,
+  TEAM_MEMORY_WORDS,
+  isConstant,
+  keepsConstant,
+  MAX_DEPTH,
+  GRID_VARS,
+  ITEM_VARS,
+  ITEM_COUNT_NAMES,
+  TYPED_POINTER,
+  ARRAY_ELEMENTS,
+  DEVICE_FUNCTIONS,
+  DEVICE_PREFIX,
+  MATH_BUILTINS,
+  MATHF,
+  MATHF_CONSTANTS,
+  ATOMIC_RMW,
+  SUPPORT_FUNCTIONS,
+  atRunTime,
+  atRunTimeIfConstant,
+  mathName,
+  MEMORY_TYPES,
+  SMALL_INTEGERS,
+  WGSL_RESERVED,
+  wgslType,
+  type Ty,
+  type Value,
+} from './wgsl-builtins.js';
+import {
+  SIMD_CONSTRUCTORS,
+  SIMD_HELPERS,
+  SIMD_MEMORY,
+  SIMD_OPERATIONS,
+  V128,
+  type SimdOperation,
+} from './wgsl-simd.js';
+import { FAULT_BINDING_NAME, FAULT_ELEMENT_TYPES, POINTER_BYTES_PREFIX } from '../image/manifest.js';
 
 export type { TranslationNote };
 
@@ -28,256 +66,6 @@ export interface Translation {
   /** One per kernel that stays wasm-only, in the order given. */
   notes: TranslationNote[];
 }
-
-/** The override constant translated kernels take their workgroup size from (the launch's `threads`). */
-export const TRANSLATED_THREADS = 'offload_threads';
-/** The workgroup size's override constants along x, y and z (the launch's threads). */
-const TRANSLATED_THREADS_XYZ = [TRANSLATED_THREADS, 'offload_threads_y', 'offload_threads_z'] as const;
-/**
- * Team memory (teamMemory()): a workgroup array of 32-bit words sized by the override the device
- * sets to the launch's teamMemoryBytes (docs/wgsl-abi.md), addressed like a pointer parameter.
- */
-const TEAM_MEMORY_BASE = 'teamMemory()';
-const TEAM_MEMORY_WORDS = 'offload_team_words';
-
-/** Value types the subset computes with; `usize` is an unsigned 32-bit number that may be an address. */
-type Ty = 'i32' | 'u32' | 'usize' | 'f32' | 'bool' | 'void';
-
-/** A translated expression: its WGSL text, its type, and for an address the pointer parameter it derives from. */
-interface Value {
-  code: string;
-  type: Ty;
-  base?: string;
-  /**
-   * For an address (or a number added to one) known to be a multiple of 4: its value / 4, so
-   * that a 4-byte access indexes its binding's words without shifting the byte offset back.
-   */
-  words?: string;
-  /** An untyped literal whose type came from its context (it may adopt the other operand's). */
-  literal?: SyntaxNode;
-  /** A WGSL constant expression other than a literal (a cast literal): WGSL evaluates it when compiling. */
-  constant?: boolean;
-}
-
-/** Whether WGSL evaluates `value` when compiling (and refuses an overflow or a division by zero there). */
-function isConstant(value: Value): boolean {
-  return value.literal !== undefined || value.constant === true;
-}
-
-/**
- * `result`, an operation on `operand` alone, marked as a constant expression when the operand is
- * one: WGSL evaluates `~c` and `i32(c)` when compiling too, so what is computed from them (a
- * shift that changes the sign) must still be moved to run time.
- */
-function keepsConstant(operand: Value, result: Value): Value {
-  return isConstant(operand) ? { ...result, constant: true } : result;
-}
-
-/**
- * How deeply expressions and statements may nest in a translated kernel: WGSL compilers bound
- * nesting (Tint at 127 brace levels), and the translation must load wherever its image does.
- */
-const MAX_DEPTH = 64;
-
-/** A kernel's place, where a device library function reads it; filled at the start of each entry point. */
-const GRID_VARS = ['offload_team', 'offload_teams', 'offload_thread'] as const;
-/** A per-item kernel's item and its range's sizes (itemId, itemCount), set where its entry point starts. */
-const ITEM_VARS = ['offload_item', 'offload_items'] as const;
-/** The item counts a per-item kernel takes after its own parameters (ITEM_COUNT_PARAMS of the manifest). */
-const ITEM_COUNT_NAMES = ITEM_COUNT_PARAMS;
-/** The resolved type of a typed pointer parameter (`ptr<T>` of the device library). */
-const TYPED_POINTER = /^~lib\/offload-ts\/device\/ptr<(.+)>$/;
-/** Element types a typed pointer's binding can be an array of, when nothing else reads it as words. */
-const ARRAY_ELEMENTS = new Set(['i32', 'u32', 'f32']);
-
-/**
- * The device library (assembly/device.ts) in WGSL: each function's WGSL for its arguments, or
- * why it has none. One table, so that new device functions (3-D grids, barriers, team memory)
- * are one entry each.
- */
-export const DEVICE_FUNCTIONS: Record<
-  string,
-  { type: Ty; args: Ty[]; optional?: number; wgsl: (args: (string | undefined)[]) => string } | { unsupported: string }
-> = {
-  // The dimension argument (default x) picks a component of the builtin's vec3u.
-  teamId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_team', d)})` },
-  numTeams: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_teams', d)})` },
-  threadId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_thread', d)})` },
-  // Translated kernels have a one-dimensional workgroup: threads along y and z are 1.
-  numThreads: {
-    type: 'i32',
-    args: ['i32'],
-    optional: 1,
-    // Computed at run time: an expression of override constants alone is evaluated, and may be refused, when the pipeline is made.
-    wgsl: ([d]) => `offload_i32(i32(${axis(`vec3u(${TRANSLATED_THREADS_XYZ.join(', ')})`, d)}))`,
-  },
-  barrier: { type: 'void', args: [], wgsl: () => 'workgroupBarrier()' },
-  // A per-item kernel's item and range (set at the start of its entry point; see ITEM_VARS).
-  itemId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis(ITEM_VARS[0], d)})` },
-  itemCount: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis(ITEM_VARS[1], d)})` },
-  hostCall: { unsupported: 'a GPU cannot wait for the program in the middle of a dispatch' },
-  print: { unsupported: 'print() writes to the host, which WGSL kernels cannot reach' },
-};
-
-/** Component `d` (an i32 expression, default x) of a vec3u builtin. */
-function axis(vector: string, d: string | undefined): string {
-  const literal = d === undefined ? 0 : /^\(?(\d+)i?\)?$/.exec(d)?.[1];
-  if (literal !== undefined && Number(literal) <= 2) return `${vector}.${'xyz'[Number(literal)]}`;
-  // Past z a dimension has size 1 and index 0, as on the host device.
-  return `select(${vector}[min(u32(${d}), 2u)], ${vector.endsWith('s') ? '1u' : '0u'}, u32(${d}) > 2u)`;
-}
-const DEVICE_PREFIX = '~lib/offload-ts/device/';
-
-/** Generic builtins of AssemblyScript (`~lib/builtins/<name>`) with a WGSL twin: which operand types they take. */
-const MATH_BUILTINS: Record<string, { wgsl: string; arity: number; types: Ty[] }> = {
-  min: { wgsl: 'min', arity: 2, types: ['i32', 'u32', 'usize', 'f32'] },
-  max: { wgsl: 'max', arity: 2, types: ['i32', 'u32', 'usize', 'f32'] },
-  abs: { wgsl: 'abs', arity: 1, types: ['i32', 'f32'] },
-  sqrt: { wgsl: 'sqrt', arity: 1, types: ['f32'] },
-  floor: { wgsl: 'floor', arity: 1, types: ['f32'] },
-  ceil: { wgsl: 'ceil', arity: 1, types: ['f32'] },
-  trunc: { wgsl: 'trunc', arity: 1, types: ['f32'] },
-  clz: { wgsl: 'countLeadingZeros', arity: 1, types: ['i32', 'u32'] },
-  ctz: { wgsl: 'countTrailingZeros', arity: 1, types: ['i32', 'u32'] },
-  popcnt: { wgsl: 'countOneBits', arity: 1, types: ['i32', 'u32'] },
-};
-
-/** Mathf (AssemblyScript's f32 math) functions WGSL has, by arity. */
-const MATHF: Record<string, { wgsl: string; arity: number }> = Object.fromEntries([
-  ...[
-    'sqrt',
-    'abs',
-    'floor',
-    'ceil',
-    'trunc',
-    'sin',
-    'cos',
-    'tan',
-    'asin',
-    'acos',
-    'atan',
-    'sinh',
-    'cosh',
-    'tanh',
-    'exp',
-    'exp2',
-    'log',
-    'log2',
-    'sign',
-  ].map((name) => [name, { wgsl: name, arity: 1 }]),
-  ['atan2', { wgsl: 'atan2', arity: 2 }],
-  ['pow', { wgsl: 'pow', arity: 2 }],
-  ['min', { wgsl: 'min', arity: 2 }],
-  ['max', { wgsl: 'max', arity: 2 }],
-]);
-const MATHF_CONSTANTS: Record<string, number> = {
-  PI: Math.PI,
-  E: Math.E,
-  LN2: Math.LN2,
-  LN10: Math.LN10,
-  SQRT2: Math.SQRT2,
-};
-
-/** atomic.<op> on 32-bit integers, as WGSL atomic builtins. */
-const ATOMIC_RMW: Record<string, string> = {
-  add: 'atomicAdd',
-  sub: 'atomicSub',
-  and: 'atomicAnd',
-  or: 'atomicOr',
-  xor: 'atomicXor',
-  xchg: 'atomicExchange',
-};
-
-/**
- * WGSL functions that make the translation compute what wasm computes (docs/wgsl-abi.md,
- * "Semantics"), emitted into a module that calls them.
- */
-const SUPPORT_FUNCTIONS: Record<string, string> = {
-  // NaN tested on the bits: lavapipe (and other drivers' fast math) fold `x != x` to false.
-  offload_is_nan: 'fn offload_is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }',
-  // AssemblyScript's truthiness of an f32 (neither zero nor NaN), evaluating it once.
-  offload_truthy_f32: 'fn offload_truthy_f32(x: f32) -> bool { return x != 0.0f && !offload_is_nan(x); }',
-  // wasm's f32.min and f32.max: NaN when either is NaN, and -0 below +0 (WGSL leaves both open).
-  offload_min_f32:
-    'fn offload_min_f32(a: f32, b: f32) -> f32 { if (offload_is_nan(a) || offload_is_nan(b)) { return bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b) | 0x7fc00000u); } if (a == b) { return bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b)); } return min(a, b); }',
-  offload_max_f32:
-    'fn offload_max_f32(a: f32, b: f32) -> f32 { if (offload_is_nan(a) || offload_is_nan(b)) { return bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b) | 0x7fc00000u); } if (a == b) { return bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)); } return max(a, b); }',
-  // wasm's saturating i32.trunc_sat_f32_s/u (AssemblyScript's <i32>x, <u32>x): NaN is 0, out of range clamps.
-  offload_f32_to_i32:
-    'fn offload_f32_to_i32(x: f32) -> i32 { if (offload_is_nan(x)) { return 0i; } if (x >= 2147483648.0f) { return 2147483647i; } if (x <= -2147483648.0f) { return i32(-2147483648); } return i32(x); }',
-  offload_f32_to_u32:
-    'fn offload_f32_to_u32(x: f32) -> u32 { if (offload_is_nan(x) || x <= -1.0f) { return 0u; } if (x >= 4294967296.0f) { return 4294967295u; } return u32(x); }',
-  // A value WGSL computes when the kernel runs: an operation on two constants would be evaluated by
-  // the WGSL compiler, which refuses what wasm computes (an overflow wraps, a division by zero traps at run time).
-  offload_i32: 'fn offload_i32(x: i32) -> i32 { return x; }',
-  offload_u32: 'fn offload_u32(x: u32) -> u32 { return x; }',
-  offload_f32: 'fn offload_f32(x: f32) -> f32 { return x; }',
-};
-
-/** A value computed when the kernel runs (see SUPPORT_FUNCTIONS.offload_i32). */
-function atRunTime(value: Value): Value {
-  if (value.type === 'bool' || value.type === 'void') return value;
-  return { code: `offload_${wgslType(value.type)}(${value.code})`, type: value.type };
-}
-
-/** The arguments' code, the first computed at run time when all are constants (WGSL would evaluate, and may refuse, sqrt(-1.0)). */
-function atRunTimeIfConstant(values: Value[]): string[] {
-  const constant = values.every(isConstant);
-  return values.map((value, i) => (constant && i === 0 ? atRunTime(value) : value).code);
-}
-
-/** The WGSL function computing a math builtin on `type`: min and max of f32 as wasm's. */
-function mathName(wgsl: string, type: Ty): string {
-  return type === 'f32' && (wgsl === 'min' || wgsl === 'max') ? `offload_${wgsl}_f32` : wgsl;
-}
-
-/** Sizes and value types of what load<T>/store<T> can move. */
-const MEMORY_TYPES: Record<string, { bytes: 1 | 2 | 4; type: Ty; signed: boolean }> = {
-  i32: { bytes: 4, type: 'i32', signed: true },
-  u32: { bytes: 4, type: 'u32', signed: false },
-  usize: { bytes: 4, type: 'u32', signed: false },
-  f32: { bytes: 4, type: 'f32', signed: false },
-  i16: { bytes: 2, type: 'i32', signed: true },
-  u16: { bytes: 2, type: 'u32', signed: false },
-  i8: { bytes: 1, type: 'i32', signed: true },
-  u8: { bytes: 1, type: 'u32', signed: false },
-  bool: { bytes: 1, type: 'u32', signed: false },
-};
-
-/**
- * Names a variable of the translation must not take: WGSL's keywords and reserved words, the
- * builtins the translation calls, and the keywords of wgsl_reflect (which reads the result).
- */
-/** Casts to these wrap to their width (stores of them go through load<T>/store<T>). */
-const SMALL_INTEGERS: Record<string, { bits: 8 | 16; signed: boolean }> = {
-  i8: { bits: 8, signed: true },
-  u8: { bits: 8, signed: false },
-  i16: { bits: 16, signed: true },
-  u16: { bits: 16, signed: false },
-};
-
-const WGSL_RESERVED = new Set(
-  (
-    'alias array atomic bitcast block bool break case const const_assert continue continuing default diagnostic discard else enable ' +
-    'f16 f32 fallthrough false fn for function i32 if immediate let loop mat2x2 mat2x3 mat2x4 mat3x2 mat3x3 mat3x4 mat4x2 mat4x3 mat4x4 ' +
-    'override private ptr read read_write requires return sampler sampler_comparison static_assert storage struct switch true type u32 ' +
-    'uniform var vec2 vec3 vec4 vec2i vec3i vec4i vec2u vec3u vec4u vec2f vec3f vec4f while workgroup write ' +
-    // WGSL's reserved words.
-    'NULL Self abstract active alignas alignof as asm asm_fragment async attribute auto await become cast catch class co_await co_return ' +
-    'co_yield coherent column_major common compile compile_fragment concept const_cast consteval constexpr constinit crate debugger decltype ' +
-    'delete demote demote_to_helper do dynamic_cast enum explicit export extends extern external fallthrough filter final finally friend ' +
-    'from fxgroup get goto groupshared highp impl implements import inline instanceof interface layout lowp macro macro_rules match ' +
-    'mediump meta mod module move mut mutable namespace new nil noexcept noinline nointerpolation non_coherent noncoherent noperspective ' +
-    'null nullptr of operator package packoffset partition pass patch pixelfragment precise precision premerge priv protected pub public ' +
-    'readonly ref regardless register reinterpret_cast require resource restrict self set shared sizeof smooth snorm static static_cast ' +
-    'std subroutine super target template this thread_local throw trait try typedef typeid typename typeof union unless unorm unsafe ' +
-    'unsized use using varying virtual volatile wgsl where with writeonly yield ' +
-    // Builtins the translation calls.
-    'select min max abs sqrt floor ceil trunc sin cos tan asin acos atan atan2 sinh cosh tanh exp exp2 log log2 pow sign ' +
-    'countLeadingZeros countTrailingZeros countOneBits atomicLoad atomicStore atomicAdd atomicSub atomicAnd atomicOr atomicXor atomicExchange ' +
-    'team teams thread'
-  ).split(' '),
-);
 
 /** An untranslatable construct: the line and the reason (caught per kernel into a note). */
 class Untranslatable extends Error {
@@ -328,12 +116,12 @@ export function translateKernels(
   const { functions } = sources;
   const byInternal = new Map(functions.map((fn) => [fn.internalName, fn]));
   const constants = new Map(sources.constants.map((constant) => [constant.internalName, constant]));
-  const helpers = new Map<string, { code: string } | { error: Untranslatable }>();
+  const helpers = new Map<string, { code: string; barrier: boolean } | { error: Untranslatable }>();
   const chunks: string[] = [];
   const translated: string[] = [];
   const notes: TranslationNote[] = [];
   /** Translates a called function of the sources once; its failure is the caller's, naming where in it. */
-  const helper = (internalName: string, stack: string[]): FunctionSyntax => {
+  const helper = (internalName: string, stack: string[]): { fn: FunctionSyntax; barrier: boolean } => {
     const fn = byInternal.get(internalName)!;
     let known = helpers.get(internalName);
     if (known === undefined) {
@@ -341,16 +129,16 @@ export function translateKernels(
         throw new Untranslatable(fn.line, `calls '${fn.name}' recursively (WGSL has no recursion)`);
       try {
         if (fn.body === null || fn.params === null) throw new Untranslatable(fn.line, fn.error ?? 'has no body');
-        known = {
-          code: new FunctionTranslator(
-            fn,
-            'helper',
-            byInternal,
-            constants,
-            (name) => helper(name, [...stack, internalName]),
-            { written: new Set(), atomic: new Set() },
-          ).translate(),
-        };
+        const translator = new FunctionTranslator(
+          fn,
+          'helper',
+          byInternal,
+          constants,
+          (name) => helper(name, [...stack, internalName]),
+          { written: new Set(), atomic: new Set() },
+        );
+        const code = translator.translate();
+        known = { code, barrier: translator.barriers > 0 };
       } catch (error) {
         if (!(error instanceof Untranslatable)) throw error;
         known = {
@@ -363,7 +151,7 @@ export function translateKernels(
       helpers.set(internalName, known);
     }
     if ('error' in known) throw known.error;
-    return fn;
+    return { fn, barrier: known.barrier };
   };
   for (const kernel of kernels) {
     if (skip.has(kernel.name)) continue;
@@ -394,9 +182,9 @@ export function translateKernels(
     }
     try {
       const use: MemoryUse = { written: new Set(), atomic: new Set(), raw: new Set() };
-      const helperCall = (name: string): FunctionSyntax => helper(name, [fn.internalName]);
+      const helperCall = (name: string) => helper(name, [fn.internalName]);
       const role = kernel.wrapped?.perItem ? 'items' : 'kernel';
-      // Checked builds' pointer lengths: taken (the signature stays the wasm one's), not checked (WGSL clamps).
+      // Checked builds' pointer lengths: every ptr<T> access tests its index against them (offload_in_bounds).
       const lengths = (kernel.wrapped?.lengths ?? []).map((name) => `${POINTER_BYTES_PREFIX}${name}`);
       // The first pass learns which bindings are written and which need atomics; the second emits with that.
       new FunctionTranslator(fn, role, byInternal, constants, helperCall, use, lengths).translate();
@@ -426,16 +214,28 @@ export function translateKernels(
   }
   // The support functions the kernels call, and those these call (offload_is_nan, which comes first).
   const calls = (texts: string[], name: string): boolean => texts.some((text) => text.includes(`${name}(`));
-  const called = Object.keys(SUPPORT_FUNCTIONS).filter((name) => calls([...chunks, ...used], name));
-  const support = Object.entries(SUPPORT_FUNCTIONS).flatMap(([name, code]) =>
-    called.includes(name) ||
-    calls(
-      called.map((caller) => SUPPORT_FUNCTIONS[caller]!),
-      name,
-    )
-      ? [code]
-      : [],
-  );
+  const called = new Set(Object.keys(SUPPORT_FUNCTIONS).filter((name) => calls([...chunks, ...used], name)));
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const name of Object.keys(SUPPORT_FUNCTIONS))
+      if (
+        !called.has(name) &&
+        calls(
+          [...called].map((caller) => SUPPORT_FUNCTIONS[caller]!),
+          name,
+        )
+      ) {
+        called.add(name);
+        grew = true;
+      }
+  }
+  const support = Object.entries(SUPPORT_FUNCTIONS).flatMap(([name, code]) => (called.has(name) ? [code] : []));
+  if (support.some((code) => code.startsWith('fn offload_fault_at(')))
+    header.push(
+      `@group(1) @binding(0) var<storage, read_write> ${FAULT_BINDING_NAME}: array<atomic<u32>, 8>;`,
+      'var<private> offload_spent: u32;',
+      'var<private> offload_budget: u32;',
+    );
   return { wgsl: [...header, ...support, ...used, ...chunks].join('\n') + '\n', kernels: translated, notes };
 }
 
@@ -462,6 +262,12 @@ class FunctionTranslator {
    * count did not move while translating it.
    */
   private effects = 0;
+  /** How many barriers (workgroupBarrier, or calls of functions that hold one) were translated so far. */
+  barriers = 0;
+  /** A checked build's typed pointers: the WGSL name of each one's byte length and its launch parameter's index. */
+  private readonly checked = new Map<string, { bytes: string; param: number }>();
+  /** Whether a for-loop's update is being translated (a checked store, an `if`, cannot stand there). */
+  private inUpdate = false;
 
   constructor(
     private readonly fn: FunctionSyntax,
@@ -469,7 +275,7 @@ class FunctionTranslator {
     private readonly role: 'kernel' | 'helper' | 'items',
     private readonly functions: Map<string, FunctionSyntax>,
     private readonly constants: Map<string, ConstantSyntax>,
-    private readonly helper: (internalName: string) => FunctionSyntax,
+    private readonly helper: (internalName: string) => { fn: FunctionSyntax; barrier: boolean },
     private readonly memory: MemoryUse,
     /** Parameters (i32) the entry point takes after its own and before any item counts. */
     private readonly extraParams: readonly string[] = [],
@@ -509,6 +315,11 @@ class FunctionTranslator {
       ...this.extraParams.map((name) => ({ name, type: 'i32' })),
       ...(items ? ITEM_COUNT_NAMES.map((name) => ({ name, type: 'i32' })) : []),
     ];
+    entryParams.forEach((param, index) => {
+      const bytes = `${POINTER_BYTES_PREFIX}${param.name}`;
+      if (this.extraParams.includes(bytes) && TYPED_POINTER.test(param.type))
+        this.checked.set(param.name, { bytes, param: index });
+    });
     for (const param of entryParams) {
       const element = TYPED_POINTER.exec(param.type)?.[1];
       if (element !== undefined) {
@@ -699,9 +510,11 @@ class FunctionTranslator {
           else if (init?.k === 'Expression') head = this.simpleStatement(init.expression as SyntaxNode);
           else if (init) fail(init, 'has a for-loop initializer WGSL cannot express');
           const test = node.condition ? this.collect(() => this.condition(node.condition as SyntaxNode)) : undefined;
+          this.inUpdate = true;
           const step = node.incrementor
             ? this.collect(() => this.simpleStatement(node.incrementor as SyntaxNode))
             : undefined;
+          this.inUpdate = false;
           if (step !== undefined && step.before.length > 0)
             fail(
               node.incrementor as SyntaxNode,
@@ -712,19 +525,22 @@ class FunctionTranslator {
           const condition = test === undefined || lazy ? '' : test.value;
           const check = lazy ? `${pad}  ${test.before.join(' ')} if (!(${test.value})) { break; }\n` : '';
           const update = step?.value ?? '';
-          const loop = `for (${head}; ${condition}; ${update}) {\n${check}${this.block(node.body as SyntaxNode, depth + (hoisted ? 2 : 1))}`;
+          const inner = depth + (hoisted ? 2 : 1);
+          const body = this.loopBody(node.body as SyntaxNode, inner);
+          const loop = `for (${head}; ${condition}; ${update}) {\n${body.guard}${check}${body.code}`;
           return hoisted ? `${pad}{\n${hoisted}${pad}  ${loop}${pad}  }\n${pad}}\n` : `${pad}${loop}${pad}}\n`;
         });
       case 'While': {
         const test = this.collect(() => this.condition(node.condition as SyntaxNode));
-        if (test.before.length === 0)
-          return `${pad}while (${test.value}) {\n${this.block(node.body as SyntaxNode, depth + 1)}${pad}}\n`;
+        const body = this.loopBody(node.body as SyntaxNode, depth + 1);
+        if (test.before.length === 0) return `${pad}while (${test.value}) {\n${body.guard}${body.code}${pad}}\n`;
         // The statements the condition needs run before each check.
-        return `${pad}loop {\n${pad}  ${test.before.join(' ')} if (!(${test.value})) { break; }\n${this.block(node.body as SyntaxNode, depth + 1)}${pad}}\n`;
+        return `${pad}loop {\n${body.guard}${pad}  ${test.before.join(' ')} if (!(${test.value})) { break; }\n${body.code}${pad}}\n`;
       }
       case 'Do': {
         // `continue` in the body goes to the continuing block, where the condition is checked: as in a do-while.
-        const body = this.block(node.body as SyntaxNode, depth + 1);
+        const loopBody = this.loopBody(node.body as SyntaxNode, depth + 1);
+        const body = loopBody.guard + loopBody.code;
         const test = this.collect(() => this.condition(node.condition as SyntaxNode));
         const before = test.before.length > 0 ? `${pad}    ${test.before.join(' ')}\n` : '';
         return `${pad}loop {\n${body}${pad}  continuing {\n${before}${pad}    break if !(${test.value});\n${pad}  }\n${pad}}\n`;
@@ -742,6 +558,18 @@ class FunctionTranslator {
       default:
         return fail(node, `uses a ${describe(node)} statement, which the WGSL translation does not cover`);
     }
+  }
+
+  /**
+   * A loop's body, and the check that opens it: every iteration counts against the invocation's
+   * loop budget, and past it the loop ends (the launch fails with TIMEOUT). Not where the body
+   * holds a barrier: WGSL wants a barrier's control flow uniform, which a per-invocation count is not.
+   */
+  private loopBody(node: SyntaxNode, depth: number): { code: string; guard: string } {
+    const barriers = this.barriers;
+    const code = this.block(node, depth);
+    const guard = this.barriers === barriers ? `${'  '.repeat(depth)}if (offload_over_budget()) { break; }\n` : '';
+    return { code, guard };
   }
 
   private variable(node: SyntaxNode, inline = false): string {
@@ -1224,8 +1052,16 @@ class FunctionTranslator {
       }
       if (element === '~lib/math/NativeMath')
         return fail(node, `calls Math.${name}, which computes in f64 (WGSL has no f64): use Mathf.${name}`);
-      if (element?.startsWith('~lib/builtins/') && SIMD_TYPES.has(element.slice('~lib/builtins/'.length)))
-        return fail(node, `calls ${object.text as string}.${name}, 128-bit SIMD${NO_V128}`);
+      if (element?.startsWith('~lib/builtins/') && SIMD_TYPES.has(element.slice('~lib/builtins/'.length))) {
+        const namespace = element.slice('~lib/builtins/'.length);
+        const operation = SIMD_OPERATIONS[namespace]?.[name];
+        if (operation === undefined)
+          return fail(
+            node,
+            `calls ${namespace}.${name}, which the WGSL translation of 128-bit SIMD does not cover${NO_V128}`,
+          );
+        return this.simd(node, `${namespace}.${name}`, operation, args);
+      }
       return fail(
         node,
         `calls '${(object.text as string | undefined) ?? describe(object)}.${name}', which the WGSL translation does not cover`,
@@ -1240,12 +1076,17 @@ class FunctionTranslator {
         if (args.length > 0) fail(node, 'calls teamMemory() with arguments');
         return { code: '0u', type: 'usize', base: TEAM_MEMORY_BASE, words: '0u' };
       }
-      const device = DEVICE_FUNCTIONS[element.slice(DEVICE_PREFIX.length)];
+      const helperName = element.slice(DEVICE_PREFIX.length);
+      if (SIMD_MEMORY.has(helperName)) return this.simdMemory(node, helperName, args);
+      const simd = SIMD_HELPERS[helperName];
+      if (simd !== undefined) return this.simd(node, name, simd, args);
+      const device = DEVICE_FUNCTIONS[helperName];
       if (device === undefined) return fail(node, `calls device function ${name}(), which has no WGSL translation`);
       if ('unsupported' in device) return fail(node, `calls ${name}(): ${device.unsupported}`);
       if (args.length > device.args.length || args.length < device.args.length - (device.optional ?? 0))
         fail(node, `calls ${name}() with ${args.length} arguments`);
       const values = args.map((arg, i) => this.coerce(this.expression(arg, device.args[i]), device.args[i]!, arg).code);
+      if (device === DEVICE_FUNCTIONS.barrier) this.barriers++;
       return { code: device.wgsl(values), type: device.type };
     }
     if (element?.startsWith('~lib/builtins/'))
@@ -1256,7 +1097,9 @@ class FunctionTranslator {
         node,
         `calls '${name}', which is not a function of the kernel sources, the device library or a builtin the translation covers`,
       );
-    const fn = this.helper(element!);
+    const called = this.helper(element!);
+    const fn = called.fn;
+    if (called.barrier) this.barriers++;
     // A kernel function may store, trap or loop: treated as having an effect.
     this.effects++;
     const params = fn.params!;
@@ -1275,7 +1118,61 @@ class FunctionTranslator {
     return { code: `${helperName(fn)}(${values.join(', ')})`, type: typeOf(fn.returnType!, fn, 'a result') };
   }
 
+  /** A SIMD operation (wgsl-simd.ts) on its arguments. */
+  private simd(node: SyntaxNode, name: string, operation: SimdOperation, args: SyntaxNode[]): Value {
+    const count = operation.args.length + (operation.lane ? 1 : 0);
+    if (args.length !== count) return fail(node, `calls ${name}() with ${args.length} arguments`);
+    const codes = operation.args.map((type, i) => {
+      const value = this.coerce(this.expression(args[i]!, type), type, args[i]!);
+      if (value.base !== undefined) fail(node, `gives ${name}() an address (its value differs between devices)`);
+      return value.code;
+    });
+    if (operation.lane) {
+      const lane = args[operation.args.length]!;
+      if (
+        lane.k !== 'Literal' ||
+        lane.literalKind !== 'Integer' ||
+        !(Number(lane.value) >= 0 && Number(lane.value) <= 3)
+      )
+        fail(node, `calls ${name}() with a lane that is not a constant 0 to 3`);
+      codes.push(`${Number(lane.value)}`);
+    }
+    return { code: operation.wgsl(codes), type: operation.type };
+  }
+
+  /** loadF32x4 / loadI32x4 (`base`, `index`): the four 32-bit words from element `index` on; storeF32x4 / storeI32x4 write them. */
+  private simdMemory(node: SyntaxNode, name: string, args: SyntaxNode[]): Value {
+    const isStore = name.startsWith('store');
+    if (args.length !== (isStore ? 3 : 2)) return fail(node, `calls ${name}() with ${args.length} arguments`);
+    const pointer = this.expression(args[0]!, 'usize');
+    if (pointer.base === undefined)
+      return fail(node, 'accesses memory at an address that cannot be traced back to one pointer parameter');
+    const index = this.coerce(this.expression(args[1]!, 'i32'), 'i32', args[1]!);
+    const param = pointer.base;
+    // Read and written as 32-bit words (a ptr<T> passed this way is bound as words).
+    this.memory.raw?.add(param);
+    const binding = this.pointers.get(param)!;
+    const atomic = this.memory.atomic.has(param);
+    const first = `offload_w${this.temps++}`;
+    this.hoist(node, `let ${first} = ${pointer.words ?? `((${pointer.code}) >> 2u)`} + bitcast<u32>(${index.code});`);
+    this.effects++;
+    const word = (lane: number): string => `${binding}[${first} + ${lane}u]`;
+    if (!isStore) {
+      const lanes = [0, 1, 2, 3].map((lane) => (atomic ? `atomicLoad(&${word(lane)})` : word(lane)));
+      return { code: `${V128}(${lanes.join(', ')})`, type: 'v128' };
+    }
+    this.memory.written.add(param);
+    const value = this.coerce(this.expression(args[2]!, 'v128'), 'v128', args[2]!);
+    const lanes = `offload_v${this.temps++}`;
+    const stores = [0, 1, 2, 3].map((lane) =>
+      atomic ? `atomicStore(&${word(lane)}, ${lanes}[${lane}]);` : `${word(lane)} = ${lanes}[${lane}];`,
+    );
+    return { code: `{ let ${lanes} = ${value.code}; ${stores.join(' ')} }`, type: 'void' };
+  }
+
   private builtin(node: SyntaxNode, name: string, typeArgs: string[], args: SyntaxNode[], context?: Ty): Value {
+    const constructor = SIMD_CONSTRUCTORS[name];
+    if (constructor !== undefined) return this.simd(node, name, constructor, args);
     if (name === 'load' || name === 'store') return this.memoryAccess(node, name, typeArgs, args);
     if (name === 'select') {
       const [a, b] = this.unify(
@@ -1435,23 +1332,38 @@ class FunctionTranslator {
     const u = index.type === 'i32' ? `u32(${at.code})` : at.code;
     const param = bound.base;
     const binding = this.pointers.get(param)!;
+    // A checked build: a read outside reads element 0 and a store outside is skipped, each recording the fault.
+    const checked = this.checked.get(param);
+    const check = checked && {
+      args: `${this.scopes[0]!.get(checked.bytes)!.wgsl}, ${Math.log2(memoryType.bytes)}u, ${checked.param}u, ${FAULT_ELEMENT_TYPES.indexOf(declared as (typeof FAULT_ELEMENT_TYPES)[number])}u`,
+    };
+    if (check && valueOf !== undefined && this.inUpdate)
+      fail(
+        node,
+        `stores to '${object.text as string}[...]' in a for-loop's update, where a checked build's test cannot stand: move it into the body`,
+      );
+    const guarded = (store: Value): Value =>
+      check ? { code: `if (offload_in_bounds(${u}, ${check.args})) { ${store.code}; }`, type: 'void' } : store;
+    const checkedAt = check && valueOf === undefined ? `offload_checked_index(${u}, ${check.args})` : u;
     if (this.typedArrays.has(param)) {
-      const slot = `${binding}[${u}]`;
+      const slot = `${binding}[${checkedAt}]`;
       this.effects++;
       const read: Value = { code: slot, type: memoryType.type };
       if (valueOf === undefined) return read;
       this.memory.written.add(param);
       const value = valueOf(read);
       if (value.base !== undefined) fail(node, 'stores an address in memory (its value differs between devices)');
-      return { code: `${slot} = ${this.coerce(value, memoryType.type, node).code}`, type: 'void' };
+      return guarded({ code: `${slot} = ${this.coerce(value, memoryType.type, node).code}`, type: 'void' });
     }
-    const offset = memoryType.bytes === 1 ? u : `(${u} << ${memoryType.bytes === 2 ? 1 : 2}u)`;
-    const where = { binding, param, offset, word: u };
+    const offset = memoryType.bytes === 1 ? checkedAt : `(${checkedAt} << ${memoryType.bytes === 2 ? 1 : 2}u)`;
+    const where = { binding, param, offset, word: checkedAt };
     if (valueOf === undefined) return this.access(node, declared, false, where, () => fail(node, 'no value'));
-    return this.access(node, declared, true, where, () => {
-      const read = this.access(node, declared, false, where, () => fail(node, 'no value'));
-      return this.coerce(valueOf(read), memoryType.type, node);
-    });
+    return guarded(
+      this.access(node, declared, true, where, () => {
+        const read = this.access(node, declared, false, where, () => fail(node, 'no value'));
+        return this.coerce(valueOf(read), memoryType.type, node);
+      }),
+    );
   }
 
   private atomic(node: SyntaxNode, op: string, typeArgs: string[], args: SyntaxNode[], statement: boolean): Value {
@@ -1575,11 +1487,8 @@ function unsignedness(type: Ty): boolean {
   return type === 'u32' || type === 'usize';
 }
 
-function wgslType(type: Ty): string {
-  return type === 'usize' ? 'u32' : type;
-}
-
 function zero(type: Ty): string {
+  if (type === 'v128') return `${V128}(0u)`;
   return type === 'f32' ? '0.0f' : type === 'i32' ? '0i' : type === 'bool' ? 'false' : '0u';
 }
 
@@ -1596,6 +1505,8 @@ function truthy(value: Value, node: SyntaxNode): string {
       return `offload_truthy_f32(${value.code})`;
     case 'void':
       return fail(node, 'tests a call without a value');
+    case 'v128':
+      return fail(node, 'tests a v128 for truth (test its lanes with anyLane or v128.any_true)');
     default:
       return `(${value.code} != ${zero(value.type)})`;
   }
@@ -1603,23 +1514,7 @@ function truthy(value: Value, node: SyntaxNode): string {
 
 /** wasm's 128-bit SIMD types and the builtin namespaces of their operations (v128.load, f64x2.add, ...). */
 const SIMD_TYPES = new Set(['v128', 'i8x16', 'i16x8', 'i32x4', 'i64x2', 'f32x4', 'f64x2']);
-const NO_V128 = ' (WGSL has no v128: a kernel using SIMD stays wasm-only)';
-
-/*
- * The device library's SIMD helpers (assembly/device.ts: four-lane loads and stores, lane
- * indices, masks) work on v128 values: a kernel calling one stays wasm-only, with a note naming it.
- */
-const DEVICE_SIMD_HELPERS = [
-  'loadF32x4',
-  'storeF32x4',
-  'loadI32x4',
-  'storeI32x4',
-  'laneIndices',
-  'anyLane',
-  'countWhere',
-  'selectLanes',
-];
-for (const name of DEVICE_SIMD_HELPERS) DEVICE_FUNCTIONS[name] = { unsupported: `128-bit SIMD${NO_V128}` };
+const NO_V128 = ' (a kernel using it stays wasm-only)';
 
 /** Why a type the subset lacks is not in WGSL, for the note ('' when the subset simply leaves it out). */
 function whyNot(name: string): string {
@@ -1629,7 +1524,15 @@ function whyNot(name: string): string {
 
 /** A resolved AssemblyScript type name as a type of the subset. */
 function typeOf(name: string, fn: FunctionSyntax, what: string): Ty {
-  if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool' || name === 'void')
+  if (
+    name === 'i32' ||
+    name === 'u32' ||
+    name === 'usize' ||
+    name === 'f32' ||
+    name === 'bool' ||
+    name === 'void' ||
+    name === 'v128'
+  )
     return name;
   if (name === 'isize') return 'i32';
   const why = whyNot(name);
@@ -1649,7 +1552,8 @@ function typeName(node: SyntaxNode): string {
 
 function typeOfNode(node: SyntaxNode, what: string): Ty {
   const name = typeName(node);
-  if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool') return name;
+  if (name === 'i32' || name === 'u32' || name === 'usize' || name === 'f32' || name === 'bool' || name === 'v128')
+    return name;
   if (name === 'isize') return 'i32';
   const why = whyNot(name);
   return fail(node, `gives ${what} the type ${name}${why}; translated kernels compute with i32, u32, f32 and bool`);

@@ -211,7 +211,7 @@ function parseWgslKernel(value: unknown, where: string): WgslKernelInfo {
   if (!isRecord(value) || typeof value.name !== 'string' || value.name === '')
     throw invalid(`missing or invalid field 'name' in ${where}`);
   where = `WGSL kernel '${value.name}'`;
-  const { workgroupSize, uniform, teamMemory } = value;
+  const { workgroupSize, uniform, teamMemory, fault } = value;
   const isCount = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
   const isName = (n: unknown): n is string => typeof n === 'string' && /^[A-Za-z_]\w{0,127}$/.test(n);
   const isSize = (n: unknown) => isName(n) || (isCount(n) && n > 0);
@@ -225,6 +225,7 @@ function parseWgslKernel(value: unknown, where: string): WgslKernelInfo {
     throw invalid(`missing or invalid field 'workgroupSize' in ${where}`);
   }
   if (teamMemory !== undefined && !isName(teamMemory)) throw invalid(`invalid field 'teamMemory' in ${where}`);
+  if (fault !== undefined && typeof fault !== 'boolean') throw invalid(`invalid field 'fault' in ${where}`);
   if (uniform !== undefined && !(isRecord(uniform) && isCount(uniform.binding) && isCount(uniform.bytes))) {
     throw invalid(`invalid field 'uniform' in ${where}`);
   }
@@ -246,6 +247,7 @@ function parseWgslKernel(value: unknown, where: string): WgslKernelInfo {
     workgroupSize: workgroupSize as WgslKernelInfo['workgroupSize'],
     ...(uniform === undefined ? {} : { uniform: uniform as WgslKernelInfo['uniform'] }),
     ...(teamMemory === undefined ? {} : { teamMemory }),
+    ...(fault === true ? { fault } : {}),
   };
 }
 

@@ -35,6 +35,28 @@ export const ITEM_COUNT_PARAMS = ['offload_items_x', 'offload_items_y', 'offload
  */
 export const POINTER_BYTES_PREFIX = 'offload_bytes_';
 
+/**
+ * The fault word of a translated WGSL kernel (docs/wgsl-abi.md, "Faults"): `offload_fault`, an
+ * `array<atomic<u32>, 8>` at @group(1) @binding(0) that the device zeroes before a dispatch and
+ * reads after it. The first invocation to fault (its `count` was 0) records what happened; the
+ * device writes the loop budget. Words, by index:
+ */
+export const FAULT_WORDS = {
+  count: 0,
+  kind: 1,
+  param: 2,
+  index: 3,
+  elements: 4,
+  elementType: 5,
+  budget: 6,
+  spent: 7,
+} as const;
+export const FAULT_BINDING_NAME = 'offload_fault';
+/** `kind`: an index outside its buffer (a checked build), or a loop past its budget. */
+export const FAULT_KINDS = { none: 0, bounds: 1, budget: 2 } as const;
+/** `elementType`: T of the `ptr<T>` that faulted, by index. */
+export const FAULT_ELEMENT_TYPES = ['i8', 'u8', 'i16', 'u16', 'i32', 'u32', 'i64', 'u64', 'f32', 'f64'] as const;
+
 /** Whether a parameter is one the launch passes (item counts, pointer lengths), not the program. */
 export function isLaunchParam(name: string): boolean {
   return name.startsWith(POINTER_BYTES_PREFIX) || (ITEM_COUNT_PARAMS as readonly string[]).includes(name);
@@ -96,6 +118,8 @@ export interface WgslKernelInfo {
   workgroupSize: WorkgroupSize;
   /** The override constant the device sets to the launch's `teamMemoryBytes`, when the module declares one. */
   teamMemory?: string;
+  /** Whether the entry point uses the fault word (FAULT_WORDS), which the device binds and reads. */
+  fault?: boolean;
 }
 
 export type WorkgroupSize = number | string | (number | string)[];

@@ -30,6 +30,7 @@ const WEBGPU_SETTINGS = {
 export function webgpuOptionsFromEnv(
   value = environment().OFFLOAD_WEBGPU,
   memory = environment().OFFLOAD_WEBGPU_MEMORY,
+  loopBudget = environment().OFFLOAD_WEBGPU_LOOP_BUDGET,
 ): WebGpuOptions | false {
   const setting = (value ?? '').trim().toLowerCase();
   if (WEBGPU_SETTINGS.off.includes(setting)) return false;
@@ -38,6 +39,14 @@ export function webgpuOptionsFromEnv(
   }
   const options: WebGpuOptions = { fallback: setting === 'fallback' };
   if (memory !== undefined && memory !== '') options.memoryBytes = parseBytes(memory, 'OFFLOAD_WEBGPU_MEMORY');
+  if (loopBudget !== undefined && loopBudget !== '') {
+    const budget = Number(loopBudget);
+    if (!/^\d+$/.test(loopBudget.trim()) || !Number.isSafeInteger(budget) || budget < 1 || budget > 0xffffffff)
+      throw errors.invalidArgument(
+        `OFFLOAD_WEBGPU_LOOP_BUDGET must be a whole number of loop iterations from 1 to 4294967295, got '${loopBudget}'`,
+      );
+    options.loopBudget = budget;
+  }
   return options;
 }
 

@@ -21,6 +21,7 @@ import type {
   PluginDevice,
   PluginQueue,
 } from '../interface.js';
+import { FAULT_ELEMENT_TYPES, FAULT_KINDS, FAULT_WORDS } from '../../image/manifest.js';
 import { patternChunk } from '../fill-pattern.js';
 import { isFallback } from './adapter.js';
 import { loadWgslImage, type WgslKernel } from './kernels.js';
@@ -75,6 +76,8 @@ class SharedGpu {
     private readonly adapter: GPUAdapter,
     private readonly limits: Record<string, number>,
     readonly budget: number,
+    /** Loop iterations an invocation of a translated kernel may run (WebGpuOptions.loopBudget). */
+    readonly loopBudget: number,
   ) {}
 
   device(): Promise<GPUDevice> {
@@ -123,11 +126,14 @@ export class WebGpuDevice implements PluginDevice {
     parent?: WebGpuDevice,
     /** The memory budget of a new device (WebGpuOptions.memoryBytes); a context shares its parent's. */
     memoryBytes?: number,
+    /** Its loop budget (WebGpuOptions.loopBudget); a context shares its parent's. */
+    loopBudget = DEFAULT_LOOP_BUDGET,
   ) {
     const limits = adapter.limits as unknown as Record<string, number>;
     this.limits = Object.fromEntries(LIMITS.map((name) => [name, limits[name]])) as WebGpuDevice['limits'];
     this.largestBuffer = align4Down(Math.min(this.limits.maxBufferSize, this.limits.maxStorageBufferBindingSize));
-    this.shared = parent?.shared ?? new SharedGpu(adapter, this.limits, memoryBytes ?? 4 * this.largestBuffer);
+    this.shared =
+      parent?.shared ?? new SharedGpu(adapter, this.limits, memoryBytes ?? 4 * this.largestBuffer, loopBudget);
     this.shared.contexts++;
     const info = adapter.info;
     const description =
@@ -402,6 +408,7 @@ export class WebGpuDevice implements PluginDevice {
       gpu.queue.writeBuffer(uniformBuffer, 0, new Uint8Array(scalars.buffer));
       entries.push({ binding: uniform.binding, resource: { buffer: uniformBuffer } });
     }
+    const fault = kernel.faultLayout ? this.faultWord(gpu) : undefined;
     try {
       await scoped(gpu, `launch of '${kernel.name}'`, () => {
         const bindGroup = gpu.createBindGroup({ layout: kernel.layout, entries });
@@ -409,14 +416,42 @@ export class WebGpuDevice implements PluginDevice {
         const pass = encoder.beginComputePass();
         pass.setPipeline(pipeline);
         pass.setBindGroup(0, bindGroup);
+        if (fault) {
+          const faultEntries = [{ binding: 0, resource: { buffer: fault.word } }];
+          pass.setBindGroup(1, gpu.createBindGroup({ layout: kernel.faultLayout!, entries: faultEntries }));
+        }
         pass.dispatchWorkgroups(grid.teamDims[0], grid.teamDims[1], grid.teamDims[2]);
         pass.end();
+        if (fault) encoder.copyBufferToBuffer(fault.word, 0, fault.readback, 0, FAULT_BYTES);
         gpu.queue.submit([encoder.finish()]);
       });
       await this.settled(gpu);
+      if (fault) {
+        await fault.readback.mapAsync(GPUMapMode.READ);
+        const words = new Uint32Array(fault.readback.getMappedRange().slice(0));
+        fault.readback.unmap();
+        if (words[FAULT_WORDS.count] !== 0) throw faultError(kernel, words);
+      }
     } finally {
       uniformBuffer?.destroy();
+      fault?.word.destroy();
+      fault?.readback.destroy();
     }
+  }
+
+  /** A launch's fault word (FAULT_WORDS), zeroed, with the loop budget; and where the device reads it back. */
+  private faultWord(gpu: GPUDevice): { word: GPUBuffer; readback: GPUBuffer } {
+    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
+    const word = gpu.createBuffer({ label: 'fault word', size: FAULT_BYTES, usage });
+    const initial = new Uint32Array(FAULT_BYTES / 4);
+    initial[FAULT_WORDS.budget] = this.shared.loopBudget;
+    gpu.queue.writeBuffer(word, 0, initial);
+    const readback = gpu.createBuffer({
+      label: 'fault word read back',
+      size: FAULT_BYTES,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
+    return { word, readback };
   }
 
   /** The storage binding of a pointer: from its offset to the end of the buffer, as far as a binding reaches. */
@@ -513,4 +548,28 @@ async function scoped<T>(gpu: GPUDevice, what: string, body: () => T): Promise<T
   if (internal) throw errors.unsupported(`${what}: WebGPU internal error: ${internal.message}`);
   if ('error' in result) throw result.error;
   return result.value;
+}
+
+/** The fault word's bytes (FAULT_WORDS: eight u32). */
+const FAULT_BYTES = 32;
+/** Loop iterations an invocation may run by default (WebGpuOptions.loopBudget). */
+export const DEFAULT_LOOP_BUDGET = 2 ** 26;
+
+/**
+ * What a translated kernel recorded in its fault word: an index outside its buffer in a checked
+ * build (KERNEL_TRAP, worded as the host device words it), or loops past their budget (TIMEOUT).
+ */
+function faultError(kernel: WgslKernel, words: Uint32Array): OffloadError {
+  if (words[FAULT_WORDS.kind] === FAULT_KINDS.bounds) {
+    const param = kernel.info.params[words[FAULT_WORDS.param]!]?.name ?? `#${words[FAULT_WORDS.param]}`;
+    const type = FAULT_ELEMENT_TYPES[words[FAULT_WORDS.elementType]!] ?? '?';
+    return errors.kernelTrap(
+      `kernel '${kernel.name}': parameter '${param}' (ptr<${type}>): index ${words[FAULT_WORDS.index]} is outside its buffer of ${words[FAULT_WORDS.elements]} elements (offload build --checked)`,
+    );
+  }
+  return errors.timeout(
+    `launch of '${kernel.name}': an invocation ran past its budget of ${words[FAULT_WORDS.elements]} loop iterations and stopped ` +
+      `(a GPU cannot stop a dispatch, so translated kernels count their loops); raise the budget with ` +
+      `OFFLOAD_WEBGPU_LOOP_BUDGET or Offload.init({ webgpu: { loopBudget } })`,
+  );
 }

@@ -15,6 +15,8 @@ export class WgslKernel implements LoadedKernel {
   readonly name: string;
   readonly params: readonly { name: string; type: 'ptr' | 'i32' | 'f32' }[];
   readonly layout: GPUBindGroupLayout;
+  /** Group 1's layout: the fault word, for an entry point that uses it (WgslKernelInfo.fault). */
+  readonly faultLayout: GPUBindGroupLayout | undefined;
   private readonly pipelineLayout: GPUPipelineLayout;
   /** Pipelines by workgroup size and team memory, made on first use. */
   private readonly pipelines = new Map<string, Promise<GPUComputePipeline>>();
@@ -41,7 +43,16 @@ export class WgslKernel implements LoadedKernel {
     if (info.uniform)
       entries.push({ binding: info.uniform.binding, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform' } });
     this.layout = device.createBindGroupLayout({ label: `${info.name} arguments`, entries });
-    this.pipelineLayout = device.createPipelineLayout({ label: info.name, bindGroupLayouts: [this.layout] });
+    this.faultLayout = info.fault
+      ? device.createBindGroupLayout({
+          label: `${info.name} fault word`,
+          entries: [{ binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } }],
+        })
+      : undefined;
+    this.pipelineLayout = device.createPipelineLayout({
+      label: info.name,
+      bindGroupLayouts: this.faultLayout ? [this.layout, this.faultLayout] : [this.layout],
+    });
   }
 
   /**

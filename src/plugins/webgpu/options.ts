@@ -15,4 +15,10 @@ export interface WebGpuOptions {
    * memory a GPU has). Default: OFFLOAD_WEBGPU_MEMORY, or four of the largest buffer a kernel binds.
    */
   memoryBytes?: number;
+  /**
+   * Loop iterations each invocation of a translated kernel may run, all its loops together, before
+   * the launch fails with TIMEOUT (a GPU cannot stop a dispatch, so the kernel stops itself).
+   * Default: OFFLOAD_WEBGPU_LOOP_BUDGET, or 2^26.
+   */
+  loopBudget?: number;
 }

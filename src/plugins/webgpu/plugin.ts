@@ -16,10 +16,10 @@ export class WebGpuPlugin implements Plugin {
    * @param source An adapter, or (for a context) the device whose GPU the context shares.
    * @param memoryBytes The device's memory budget (see WebGpuOptions.memoryBytes).
    */
-  constructor(source: GPUAdapter | WebGpuDevice, memoryBytes?: number) {
+  constructor(source: GPUAdapter | WebGpuDevice, memoryBytes?: number, loopBudget?: number) {
     this.owner = !(source instanceof WebGpuDevice);
     this.gpuDevice =
-      source instanceof WebGpuDevice ? source.context() : new WebGpuDevice(source, undefined, memoryBytes);
+      source instanceof WebGpuDevice ? source.context() : new WebGpuDevice(source, undefined, memoryBytes, loopBudget);
   }
 
   async init(): Promise<number> {
@@ -55,7 +55,7 @@ registerPlugin(
     }
     const found = await findAdapter(settings);
     noteUnavailable('reason' in found ? found.reason : undefined);
-    return 'adapter' in found ? new WebGpuPlugin(found.adapter, settings.memoryBytes) : undefined;
+    return 'adapter' in found ? new WebGpuPlugin(found.adapter, settings.memoryBytes, settings.loopBudget) : undefined;
   },
   75,
 );

@@ -242,7 +242,7 @@ async function run(attack: Attack & { refused?: string[] }): Promise<string> {
     const t0 = Date.now();
     const servedMs = await checkServed({ proxies: [proxy.address], token: proxy.tenants!.bystander }).then(
       () => `${Date.now() - t0} ms`,
-      (error) => `failed: ${codeOf(error)}`,
+      (error) => `failed: ${codeOf(error)} (${String((error as Error).message).slice(0, 300)})`,
     );
     const { codes, stop } = await started;
     const during = await proxyStats(proxy);

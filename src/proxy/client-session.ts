@@ -25,6 +25,8 @@ import type { ServingDirectory } from './metrics.js';
 
 /** Queues refused at creation whose error is kept for the requests that name them. */
 const MAX_QUEUE_REFUSALS = 256;
+/** A frame's payload up to this size is not charged to --proxy-memory while it arrives (see payloadTarget). */
+export const SMALL_FRAME_BYTES = 64 * 1024;
 
 /** A rendezvous write in progress: chunks land straight in device memory. */
 export interface IncomingWrite {
@@ -104,7 +106,11 @@ export class ClientSession {
     const target = this.chunkTarget(meta, length);
     if (target !== undefined || !this.session) return target;
     try {
-      this.frameGiveBack = this.session.take('pendingBytes', length);
+      // A small frame (every request but a payload's) counts against the tenant's quota only:
+      // connections that fill --proxy-memory with frames they never finish must not close a
+      // client's next request. All small frames together hold at most
+      // --max-connections x SMALL_FRAME_BYTES.
+      this.frameGiveBack = this.session.take('pendingBytes', length, length > SMALL_FRAME_BYTES);
     } catch (error) {
       this.connection.refuse(0, error as OffloadError);
     }

@@ -27,6 +27,8 @@ import type { ServingDirectory } from './metrics.js';
 const MAX_QUEUE_REFUSALS = 256;
 /** A frame's payload up to this size is not charged to --proxy-memory while it arrives (see payloadTarget). */
 export const SMALL_FRAME_BYTES = 64 * 1024;
+/** Unsent frames past which a kernel's print lines are dropped (see forwardPrint). */
+const PRINT_BACKLOG_BYTES = 4 * 1024 * 1024;
 
 /** A rendezvous write in progress: chunks land straight in device memory. */
 export interface IncomingWrite {
@@ -66,6 +68,8 @@ export class ClientSession {
   private readonly sideQueues = new Map<Device, Queue>();
   /** Gives back the pending bytes counted for the frame being received (its payload is buffered until whole). */
   private frameGiveBack: (() => void) | undefined;
+  /** Print lines dropped since the last one sent (see forwardPrint). */
+  private printsDropped = 0;
 
   constructor(
     /** The connection the client's frames come on and its replies go out by. */
@@ -169,8 +173,19 @@ export class ClientSession {
    */
   forwardPrint(line: KernelPrint): void {
     const queue = this.clientQueueIds.get(line.queue);
-    if (queue !== undefined)
-      this.connection.send({ op: 'print', queue, kernel: line.kernel, team: line.team, text: line.text });
+    if (queue === undefined) return;
+    // Lines a client does not read are dropped past PRINT_BACKLOG_BYTES of unsent frames: launches
+    // read before reading stopped would otherwise each leave their print budget in the proxy.
+    if ((this.connection.transport.queuedBytes?.() ?? 0) > PRINT_BACKLOG_BYTES) {
+      this.printsDropped++;
+      return;
+    }
+    if (this.printsDropped > 0) {
+      const text = `${this.printsDropped} print line(s) dropped: the client did not read them`;
+      this.connection.send({ op: 'print', queue, kernel: line.kernel, team: -1, text });
+      this.printsDropped = 0;
+    }
+    this.connection.send({ op: 'print', queue, kernel: line.kernel, team: line.team, text: line.text });
   }
 
   /**

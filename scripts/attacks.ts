@@ -30,6 +30,8 @@ interface Attack {
   proxy: ProxyOptions;
   /** Starts the attack; resolves once it holds what it holds, with the codes it was refused with. */
   start(proxy: ProxyProcess): Promise<{ codes: string[]; stop: () => Promise<void> }>;
+  /** Codes the attacker got only once it stopped (set by its `stop`). */
+  refused?: string[];
 }
 
 function client(proxy: ProxyProcess, token = proxy.token): Promise<Runtime> {
@@ -102,7 +104,7 @@ const attacks: Attack[] = [
         },
       };
     },
-  } as Attack & { refused?: string[] },
+  },
   {
     name: 'trickle',
     scale: '8 connections holding 8 MiB of a 64 MiB frame (measured: 60 MiB), a byte every 2 s',
@@ -149,7 +151,7 @@ const attacks: Attack[] = [
         },
       };
     },
-  } as Attack & { refused?: string[] },
+  },
   {
     name: 'images',
     scale: '4 connections registering the fixture bundle until refused, --proxy-memory 64M',
@@ -226,7 +228,7 @@ const attacks: Attack[] = [
 const row = (stats: ProxyStats): string =>
   `RSS ${(stats.rssBytes / MiB).toFixed(0)} MiB, loop ${stats.eventLoopDelayMaxMs.toFixed(0)} ms`;
 
-async function run(attack: Attack & { refused?: string[] }): Promise<string> {
+async function run(attack: Attack): Promise<string> {
   const proxy = await startProxy({ threads: 1, ...attack.proxy, tenants: ['bystander'] });
   try {
     await checkServed({ proxies: [proxy.address], token: proxy.tenants!.bystander }); // warm: the bundle is built

@@ -517,7 +517,8 @@ describe('the proxy as a whole', { timeout: 120_000 }, () => {
         }
       })();
       assert.equal(refused.code, 'OUT_OF_MEMORY');
-      assert.match(refused.message, /past its limit of 2097152 \(offload proxy --proxy-memory\)/);
+      // b is refused once it holds an eighth of the limit and only the kept last eighth is left.
+      assert.match(refused.message, /limit of 2097152.*\(offload proxy --proxy-memory\)/);
       assert.ok(made > 0 && made < 1500, `b made ${made} buffers`);
       await a.shutdown();
       await proxyStatsUntil(proxy, (stats) => stats.sessions === 1);
@@ -526,6 +527,45 @@ describe('the proxy as a whole', { timeout: 120_000 }, () => {
       assert.ok(stats.proxyMemoryBytes < 2 * MiB);
     } finally {
       await Promise.all([a.shutdown(), b.shutdown()]);
+      await proxy.stop();
+    }
+  });
+
+  it('a kernel that writes across its whole context memory touches only what its context allocated', async () => {
+    // Six connections each allocate 64 bytes and launch a kernel writing every page of a 128 MiB
+    // device: each context's memory reaches only as far as it allocated, so each write past that
+    // traps, and the proxy commits a few MiB, not six devices' worth.
+    const proxy = await startProxy({
+      threads: 1,
+      memory: '128M',
+      args: ['--proxy-memory', '64M', '--quota-memory', '8M'],
+      tenants: ['bystander'],
+    });
+    const attackers = await Promise.all(Array.from({ length: 6 }, () => client(proxy)));
+    try {
+      const before = await proxyStats(proxy);
+      const outcomes = await Promise.all(
+        attackers.map(async (runtime) => {
+          const device = runtime.devices[0]!;
+          const scan = await device.kernel(await runtime.register(await fixtureBundle()), 'scan_memory');
+          const out = await device.alloc(64);
+          const queue = device.queue();
+          // Every 4 KiB page of the device's 128 MiB above the static window, read and written.
+          const pages = (128 * MiB) / 4096;
+          return queue.launch(scan, { teams: 1 }, [STATIC_WINDOW_END, 4096, pages, 1, out]).done.then(
+            () => 'finished',
+            (error: Error & { code?: string }) => `${error.code}: ${error.message}`,
+          );
+        }),
+      );
+      for (const outcome of outcomes) assert.match(outcome, /^KERNEL_TRAP: .*out of bounds/);
+      await checkServed({ proxies: [proxy.address], token: proxy.tenants!.bystander });
+      const during = await proxyStats(proxy);
+      const grown = during.rssBytes - before.rssBytes;
+      // Each context touched its static window and one page of buffer: far below 6 x 128 MiB.
+      assert.ok(grown < 64 * MiB, `the proxy's RSS grew by ${(grown / MiB).toFixed(1)} MiB`);
+    } finally {
+      await Promise.all(attackers.map((runtime) => runtime.shutdown()));
       await proxy.stop();
     }
   });

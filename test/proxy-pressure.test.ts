@@ -177,6 +177,34 @@ describe('back-pressure and progress on a real proxy', { timeout: 240_000 }, () 
     }
   });
 
+  it('one tenant cannot fill the last eighth of --proxy-memory: another tenant is served beside its unfinished frames', async () => {
+    const proxy = await startProxy({ threads: 1, args: ['--proxy-memory', '64M'], tenants: ['bystander'] });
+    const raws: RawClient[] = [];
+    try {
+      const open = async (): Promise<RawClient> => {
+        const raw = await RawClient.open(proxy.address);
+        raws.push(raw);
+        assert.equal((await raw.login(proxy.token)).error, undefined);
+        return raw;
+      };
+      // 50 MiB of frames in progress are the tenant's; 7 MiB more would reach into the last 8.
+      const holder = await open();
+      await holder.write(encodeHead({ op: 'ping', id: 2 }, 50 * MiB));
+      const greedy = await open();
+      await greedy.write(encodeHead({ op: 'ping', id: 2 }, 7 * MiB));
+      await greedy.closedWithin(10_000);
+      const error = greedy.frames.find((frame) => frame.meta.id === 0)?.meta.error as { code: string; message: string };
+      assert.equal(error?.code, 'OUT_OF_MEMORY');
+      assert.match(error.message, /the last eighth is kept for clients holding less \(offload proxy --proxy-memory\)/);
+      assert.doesNotMatch(error.message, /bystander/);
+      // The other tenant registers an image, allocates and launches within the eighth kept.
+      await served(proxy, proxy.tenants!.bystander);
+    } finally {
+      for (const raw of raws) raw.close();
+      await proxy.stop();
+    }
+  });
+
   it('copies of one-byte rows run in slices: the event loop stays free and the data is right', async () => {
     const proxy = await startProxy({ threads: 1, memory: '96M' });
     const runtime = await client(proxy);

@@ -25,6 +25,10 @@ import type { ServingDirectory } from './metrics.js';
 
 /** Queues refused at creation whose error is kept for the requests that name them. */
 const MAX_QUEUE_REFUSALS = 256;
+/** A frame's payload up to this size is not charged to --proxy-memory while it arrives (see payloadTarget). */
+export const SMALL_FRAME_BYTES = 64 * 1024;
+/** Unsent frames past which a kernel's print lines are dropped (see forwardPrint). */
+const PRINT_BACKLOG_BYTES = 4 * 1024 * 1024;
 
 /** A rendezvous write in progress: chunks land straight in device memory. */
 export interface IncomingWrite {
@@ -64,6 +68,8 @@ export class ClientSession {
   private readonly sideQueues = new Map<Device, Queue>();
   /** Gives back the pending bytes counted for the frame being received (its payload is buffered until whole). */
   private frameGiveBack: (() => void) | undefined;
+  /** Print lines dropped since the last one sent (see forwardPrint). */
+  private printsDropped = 0;
 
   constructor(
     /** The connection the client's frames come on and its replies go out by. */
@@ -104,7 +110,11 @@ export class ClientSession {
     const target = this.chunkTarget(meta, length);
     if (target !== undefined || !this.session) return target;
     try {
-      this.frameGiveBack = this.session.take('pendingBytes', length);
+      // A small frame (every request but a payload's) counts against the tenant's quota only:
+      // connections that fill --proxy-memory with frames they never finish must not close a
+      // client's next request. All small frames together hold at most
+      // --max-connections x SMALL_FRAME_BYTES.
+      this.frameGiveBack = this.session.take('pendingBytes', length, length > SMALL_FRAME_BYTES);
     } catch (error) {
       this.connection.refuse(0, error as OffloadError);
     }
@@ -163,8 +173,19 @@ export class ClientSession {
    */
   forwardPrint(line: KernelPrint): void {
     const queue = this.clientQueueIds.get(line.queue);
-    if (queue !== undefined)
-      this.connection.send({ op: 'print', queue, kernel: line.kernel, team: line.team, text: line.text });
+    if (queue === undefined) return;
+    // Lines a client does not read are dropped past PRINT_BACKLOG_BYTES of unsent frames: launches
+    // read before reading stopped would otherwise each leave their print budget in the proxy.
+    if ((this.connection.transport.queuedBytes?.() ?? 0) > PRINT_BACKLOG_BYTES) {
+      this.printsDropped++;
+      return;
+    }
+    if (this.printsDropped > 0) {
+      const text = `${this.printsDropped} print line(s) dropped: the client did not read them`;
+      this.connection.send({ op: 'print', queue, kernel: line.kernel, team: -1, text });
+      this.printsDropped = 0;
+    }
+    this.connection.send({ op: 'print', queue, kernel: line.kernel, team: line.team, text: line.text });
   }
 
   /**

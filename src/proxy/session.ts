@@ -68,8 +68,12 @@ const PROXY_BYTES: Record<keyof SessionQuotas, number> = {
   memoryBytes: 0,
   buffers: 1024,
   queues: 16 * 1024,
-  images: 64 * 1024,
-  imageBytes: 1,
+  // An image's instances on each worker and on the proxy's thread, and the pages of its static
+  // data it writes into its context's memory.
+  images: 256 * 1024,
+  // Its bytes, kept while registered, and the machine code V8 compiles from them: images were
+  // measured at 2.6 times what one byte per byte and 64 KiB per image counted.
+  imageBytes: 3,
   pendingBytes: 1,
 };
 
@@ -90,6 +94,8 @@ export class ProxyMemory {
 export class Tenant {
   /** What the tenant's sessions hold now, together. */
   readonly usage: SessionQuotas = { memoryBytes: 0, buffers: 0, queues: 0, images: 0, imageBytes: 0, pendingBytes: 0 };
+  /** Its sessions' share of the proxy's memory (ProxyMemory.held), together. */
+  proxyBytes = 0;
   constructor(readonly name?: string) {}
 }
 
@@ -137,7 +143,7 @@ export class Session {
    * the proxy's memory, or throws OUT_OF_MEMORY naming the limit and the tenant's own use only.
    * Returns what gives it back (once, however often called).
    */
-  take(what: keyof SessionQuotas, amount = 1): () => void {
+  take(what: keyof SessionQuotas, amount = 1, proxyCharged = true): () => void {
     const limit = this.quotas[what];
     const held = this.tenant.usage[what];
     if (held + amount > limit) {
@@ -147,7 +153,7 @@ export class Session {
           `per token, however many connections use it (offload proxy ${QUOTA_OPTIONS[what]})`,
       );
     }
-    const cost = PROXY_BYTES[what] * amount;
+    const cost = proxyCharged ? PROXY_BYTES[what] * amount : 0;
     if (cost > 0 && this.memory.held + cost > this.memory.limit) {
       // Says nothing of what the other clients hold: only that the proxy as a whole is full.
       throw errors.outOfMemory(
@@ -155,17 +161,28 @@ export class Session {
           `past its limit of ${this.memory.limit} (offload proxy --proxy-memory); try again once some is freed`,
       );
     }
+    // The last eighth of the proxy's memory is kept for tenants holding less than an eighth: one
+    // tenant (however many connections it has) filling it cannot refuse every other's next request.
+    const reserve = this.memory.limit / 8;
+    if (cost > 0 && this.tenant.proxyBytes + cost > reserve && this.memory.held + cost > this.memory.limit - reserve) {
+      throw errors.outOfMemory(
+        `${what} of ${amount} would take ${cost} bytes more of the proxy's own memory; this token's clients hold more than ` +
+          `an eighth of its limit of ${this.memory.limit}, and the last eighth is kept for clients holding less ` +
+          `(offload proxy --proxy-memory); try again once some is freed`,
+      );
+    }
     this.usage[what] += amount;
     if (!this.released) {
       this.tenant.usage[what] += amount;
       this.memory.held += cost;
       this.proxyBytes += cost;
+      this.tenant.proxyBytes += cost;
     }
     let given = false;
     return () => {
       if (given) return;
       given = true;
-      this.give(what, amount);
+      this.give(what, amount, cost);
     };
   }
 
@@ -184,14 +201,14 @@ export class Session {
     return taken;
   }
 
-  /** Gives back `amount` of `what` taken before (see take). */
-  give(what: keyof SessionQuotas, amount = 1): void {
+  /** Gives back `amount` of `what` taken before (see take), which cost the proxy `cost` bytes. */
+  give(what: keyof SessionQuotas, amount = 1, cost = PROXY_BYTES[what] * amount): void {
     this.usage[what] -= amount;
     if (this.released) return; // release() gave back the session's whole share
     this.tenant.usage[what] -= amount;
-    const cost = PROXY_BYTES[what] * amount;
     this.memory.held -= cost;
     this.proxyBytes -= cost;
+    this.tenant.proxyBytes -= cost;
   }
 
   buffer(id: number): Buffer {
@@ -214,6 +231,7 @@ export class Session {
       for (const what of Object.keys(this.usage) as (keyof SessionQuotas)[])
         this.tenant.usage[what] -= this.usage[what];
       this.memory.held -= this.proxyBytes;
+      this.tenant.proxyBytes -= this.proxyBytes;
       this.proxyBytes = 0;
     }
     for (const link of this.attached) link.close();

@@ -318,7 +318,11 @@ const allowedImports = new Set([
 export class HostDevice implements PluginDevice {
   /** The context's memory, dropped when the context ends (so that it can be collected). */
   private memory: WebAssembly.Memory | undefined;
-  /** A view of all device memory (empty once the context ended); never stale: the memory never grows. */
+  /**
+   * A view of the context's memory as far as it has grown (empty once the context ended). The
+   * memory grows with allocation (see allocate), and a view taken before stays valid for the
+   * bytes it covered: a shared memory is never detached.
+   */
   heap: Uint8Array;
   private readonly allocator: DeviceAllocator;
   private readonly images = new Map<number, HostImage>();
@@ -339,11 +343,13 @@ export class HostDevice implements PluginDevice {
     private readonly inlineMode: InlineMode,
   ) {
     const pages = (info.memoryBytes + STATIC_WINDOW_END) / PAGE_BYTES;
-    // initial = maximum: the memory never grows, so views never go stale; the OS commits
-    // pages only when they are touched, so an untouched device costs no RAM.
-    this.memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
+    // The memory starts at the static window and grows only as far as the context allocates: a
+    // kernel's access past that traps, so a context can touch (commit) no more than it holds.
+    // A memory of the device's full size would let a kernel of a 64-byte buffer commit all of it,
+    // in every context.
+    this.memory = new WebAssembly.Memory({ initial: STATIC_WINDOW_END / PAGE_BYTES, maximum: pages, shared: true });
     this.heap = new Uint8Array(this.memory.buffer);
-    this.allocator = new DeviceAllocator({ start: STATIC_WINDOW_END, end: this.heap.length, alignment: 64 });
+    this.allocator = new DeviceAllocator({ start: STATIC_WINDOW_END, end: pages * PAGE_BYTES, alignment: 64 });
     pool.contexts++;
   }
 
@@ -463,9 +469,12 @@ export class HostDevice implements PluginDevice {
       );
     }
     const minPages = info.imports.find((imp) => imp.kind === 'memory')?.memory?.minimum ?? 0;
-    if (minPages * PAGE_BYTES > this.heap.length) {
+    if (minPages * PAGE_BYTES > STATIC_WINDOW_END) {
+      // The memory holds only the static window until buffers are allocated; an image's data
+      // lies inside that window, so needing more is a module not built by 'offload build'.
       throw errors.incompatibleImage(
-        `image of ${shown} needs ${minPages} pages of memory; the device has ${this.heap.length / PAGE_BYTES}`,
+        `image of ${shown} needs ${minPages} pages of memory before any buffer is allocated; ` +
+          `the device gives an image ${STATIC_WINDOW_END / PAGE_BYTES} (its static window): rebuild it with 'offload build'`,
       );
     }
     const staticRange = this.reserveStatic(image, shown, staticSpanOf(info.dataSegments, shown));
@@ -622,8 +631,19 @@ export class HostDevice implements PluginDevice {
       }
       this.pool.heldBytes += growth;
       this.highWater = end;
+      this.grow(end);
     }
     return address;
+  }
+
+  /** Grows the memory to cover `end` (a page multiple past it); running kernels see it at once. */
+  private grow(end: number): void {
+    const memory = this.memory;
+    if (!memory) return;
+    const pages = Math.ceil(end / PAGE_BYTES) - memory.buffer.byteLength / PAGE_BYTES;
+    if (pages <= 0) return;
+    memory.grow(pages);
+    this.heap = new Uint8Array(memory.buffer);
   }
 
   hostView(alloc: Allocation, offset: number, bytes: number): Uint8Array {

@@ -117,8 +117,12 @@ export class KernelEnvironment implements TeamThreadState {
 
   /** The imports of an instance over `memory`. */
   imports(memory: WebAssembly.Memory): WebAssembly.Imports {
-    // The device's memory never grows (its initial size is its maximum), so one view serves.
-    const words = new Int32Array(memory.buffer);
+    // The memory grows as its context allocates: the view is taken again when it has.
+    let words = new Int32Array(memory.buffer);
+    const wordsNow = (): Int32Array => {
+      if (words.byteLength !== memory.buffer.byteLength) words = new Int32Array(memory.buffer);
+      return words;
+    };
     return {
       env: {
         memory,
@@ -151,7 +155,7 @@ export class KernelEnvironment implements TeamThreadState {
         num_teams: (d: number) => sizeAlong(this.teamDims, d),
         thread_id: (d: number) => along(this.threadId, this.threadDims, d),
         num_threads: (d: number) => sizeAlong(this.threadDims, d),
-        barrier: () => barrier(this, words),
+        barrier: () => barrier(this, wordsNow()),
         host_call: (name: number, count: number, ...values: number[]): number => {
           const args = values.slice(0, Math.max(0, Math.min(count, MAX_HOST_CALL_ARGS)));
           return this.onHostCall(readString(memory, name, MAX_HOST_FUNCTION_NAME), args);

@@ -2,11 +2,10 @@
  * The host device: kernels from `wasm` images run on a pool of worker threads, all sharing one
  * `WebAssembly.Memory`; a device pointer is a byte offset into that memory.
  */
-import { createHash } from 'node:crypto';
-import { availableParallelism, cpus } from 'node:os';
-import { performance } from 'node:perf_hooks';
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import { parseBytes, type Environment } from '../../units.js';
+import { environment, performance } from '../../platform.js';
+import { cpuModel, hostParallelism } from './host-threads.js';
 import { dropped } from '../../runtime/debug.js';
 import { copyInto } from '../../shared-copy.js';
 import {
@@ -80,8 +79,8 @@ export interface HostDeviceOptions {
 /** The largest memory a wasm32 module can address, less one page (V8 refuses a full 4 GiB shared memory on some builds). */
 export const MAX_HOST_MEMORY = 65535 * PAGE_BYTES;
 
-export function defaultHostOptions(env: Environment = process.env): HostDeviceOptions {
-  const threads = env.OFFLOAD_HOST_THREADS === undefined ? availableParallelism() : Number(env.OFFLOAD_HOST_THREADS);
+export function defaultHostOptions(env: Environment = environment()): HostDeviceOptions {
+  const threads = env.OFFLOAD_HOST_THREADS === undefined ? hostParallelism() : Number(env.OFFLOAD_HOST_THREADS);
   if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKERS) {
     throw errors.invalidArgument(
       `OFFLOAD_HOST_THREADS must be an integer from 1 to ${MAX_WORKERS}, not ${quoted(String(env.OFFLOAD_HOST_THREADS))}`,
@@ -162,9 +161,17 @@ class HostKernel implements LoadedKernel {
 interface StaticRange {
   start: number;
   end: number;
-  digest: string;
+  /** The first image's bytes: an image with the same bytes shares the range (compared, not hashed: a page has no synchronous hash). */
+  bytes: Uint8Array;
   owner: string;
   users: number;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 class HostImage implements LoadedImage {
@@ -370,7 +377,7 @@ export class HostDevice implements PluginDevice {
     const info: DeviceInfo = {
       name: `host (${threads} wasm worker${threads === 1 ? '' : 's'})`,
       kind: 'cpu',
-      vendor: cpus()[0]?.model.trim() || 'unknown',
+      vendor: cpuModel(),
       plugin: 'host',
       memoryBytes: memoryBytes - STATIC_WINDOW_END,
       // A team's threads take turns on one worker, meeting at barrier() (team-threads.ts).
@@ -565,10 +572,9 @@ export class HostDevice implements PluginDevice {
   private reserveStatic(image: DeviceImage, shown: string, span: StaticSpan | undefined): StaticRange | undefined {
     if (span === undefined) return undefined;
     const { start, end } = span;
-    const digest = createHash('sha256').update(image.bytes).digest('hex');
     for (const range of this.staticRanges) {
       if (start >= range.end || range.start >= end) continue;
-      if (range.start === start && range.end === end && range.digest === digest) {
+      if (range.start === start && range.end === end && sameBytes(range.bytes, image.bytes)) {
         range.users++;
         return range;
       }
@@ -577,7 +583,7 @@ export class HostDevice implements PluginDevice {
           `which overlaps image ${quoted(range.owner)} loaded on this device; rebuild one of them with another --static-base`,
       );
     }
-    const range: StaticRange = { start, end, digest, owner: image.name, users: 1 };
+    const range: StaticRange = { start, end, bytes: image.bytes, owner: image.name, users: 1 };
     this.staticRanges.push(range);
     return range;
   }

@@ -88,9 +88,11 @@ describe('the host device in a page in headless Chromium', { timeout: 120_000, s
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  /** Serves the page (with `headers`, or the isolation headers) and runs it; its output. */
-  async function run(headers?: Record<string, string>): Promise<PageOutput> {
-    const site = await servePage(files, headers);
+  /** Serves the page (with `headers`, or the isolation headers; less the host worker with `noWorker`) and runs it; its output. */
+  async function run(headers?: Record<string, string>, noWorker = false): Promise<PageOutput> {
+    const served = { ...files };
+    if (noWorker) delete served['/offload-host-worker.js'];
+    const site = await servePage(served, headers);
     sites.push(site);
     const page = await browser.newPage();
     const errors: string[] = [];
@@ -141,5 +143,9 @@ describe('the host device in a page in headless Chromium', { timeout: 120_000, s
     assert.match(page.diagnostics[0]!, /^plugin host left out: the page is not cross-origin isolated/);
     assert.match(page.diagnostics[0]!, /Cross-Origin-Opener-Policy: same-origin/);
     assert.match(page.diagnostics[0]!, /Cross-Origin-Embedder-Policy: require-corp/);
+  });
+
+  it('loses the host device, naming the worker script, when offload-host-worker.js is not beside the bundle', async () => {
+    await assert.rejects(run(undefined, true), /host workers keep dying.*offload-host-worker\.js/);
   });
 });

@@ -3,6 +3,7 @@
  * index.ts; what differs is below it, where package.json's "browser" field puts the page's files
  * in place of Node's: bundles by URL (platform-files.browser.ts), WebGPU through navigator.gpu
  * (plugins/webgpu/gpu.browser.ts), proxies over WebSocket only (transport/connect.browser.ts),
- * and no host device (plugins/builtin.browser.ts). Nothing here imports a Node built-in.
+ * and the host device on Web Workers (plugins/host/host-threads.browser.ts). Nothing here imports
+ * a Node built-in.
  */
 export * from './index.js';

@@ -1,14 +1,15 @@
 // The package's browser build: a 20-line page program importing 'offload-ts', bundled by esbuild
 // for the browser as a user's bundler would (through package.json's "browser" condition and
 // field, no plugin, no shim), holds no Node built-in, none of the Node-only modules (TCP, TLS,
-// MPI, the host device's worker threads, the CLI, the `ws` and `webgpu` packages), and the
-// page's own files in their place. Bundles the built package (dist/, built first if missing).
+// MPI, Node's worker threads for the host device, the CLI, the compilers, the `ws` and `webgpu`
+// packages), and the page's own files in their place; the host device's page worker bundles too.
+// Bundles the built package (dist/, built first if missing).
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { bundlePage, PAGE_PROGRAM } from './helpers/browser.js';
+import { bundleHostWorker, bundlePage, PAGE_PROGRAM } from './helpers/browser.js';
 
 describe("the package's browser build", { timeout: 120_000 }, () => {
   let dir: string;
@@ -30,7 +31,7 @@ describe("the package's browser build", { timeout: 120_000 }, () => {
     );
     assert.deepEqual(externals, [], 'nothing left for the page to resolve');
     const nodeOnly = inputs.filter((input) =>
-      /dist\/(transport\/(tcp|websocket-node|poll-window|connect)\.js|transport\/mpi\/|plugins\/host\/|plugins\/webgpu\/gpu\.js|plugins\/builtin\.js|platform-files\.js|cli\/|proxy\/|build\/)|node_modules\/(ws|webgpu)\//.test(
+      /dist\/(transport\/(tcp|websocket-node|poll-window|connect)\.js|transport\/mpi\/|plugins\/host\/(host-threads|garbage|worker)\.js|plugins\/webgpu\/gpu\.js|plugins\/builtin\.js|platform-files\.js|cli\/|proxy\/|build\/(?!wasm-code-shape\.js|wasm-module-info\.js))|node_modules\/(ws|webgpu)\//.test(
         input,
       ),
     );
@@ -39,6 +40,8 @@ describe("the package's browser build", { timeout: 120_000 }, () => {
       'dist/browser.js',
       'dist/platform-files.browser.js',
       'dist/plugins/builtin.browser.js',
+      'dist/plugins/host/host-threads.browser.js',
+      'dist/plugins/host/plugin.js',
       'dist/plugins/webgpu/gpu.browser.js',
       'dist/transport/connect.browser.js',
       'dist/transport/websocket.js',
@@ -47,5 +50,8 @@ describe("the package's browser build", { timeout: 120_000 }, () => {
         inputs.some((input) => input.endsWith(pageFile)),
         `${pageFile} is in the page graph`,
       );
+    const worker = await bundleHostWorker(dir);
+    assert.doesNotMatch(worker, /["'`]node:[a-z_/]+["'`]/, "no node: specifier in the host device's page worker");
+    assert.doesNotMatch(worker, /\brequire\(/);
   });
 });

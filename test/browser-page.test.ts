@@ -1,7 +1,7 @@
 // A page in headless Chromium (Debian's, driven by playwright-core): the 20-line page program of
 // test/helpers/browser.ts, bundled from the built package, served from 127.0.0.1 with the
-// cross-origin isolation headers, runs saxpy on every device the page finds, WebGPU through
-// navigator.gpu (Chromium's software adapter) and a proxy over ws:// started here, its bundle
+// cross-origin isolation headers, runs saxpy on every device the page finds, the host device on
+// Web Workers (its worker bundled beside the page), WebGPU through navigator.gpu (Chromium's software adapter) and a proxy over ws:// started here, its bundle
 // registered by URL; the results are the same as the same program's in Node. A page whose
 // origin the proxy does not allow gets no device from it.
 import assert from 'node:assert/strict';
@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Browser } from 'playwright-core';
 import { map, Offload } from '../src/index.js';
 import { ProxyServer } from '../src/proxy/server.js';
-import { browserSkip, bundlePage, launchChromium, servePage } from './helpers/browser.js';
+import { browserSkip, bundleHostWorker, bundlePage, launchChromium, servePage } from './helpers/browser.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 
 const token = 'page-token-0123456789abcdef';
@@ -55,12 +55,14 @@ describe('a page in headless Chromium', { timeout: 240_000, skip }, () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'offload-page-'));
     bundlePath = await fixtureBundle();
     const [{ code }, kernels] = await Promise.all([bundlePage(dir), readFile(bundlePath)]);
+    const hostWorker = await bundleHostWorker(dir);
     site = await servePage({
       '/': {
         body: '<!doctype html><meta charset="utf-8"><pre id="out"></pre><script type="module" src="main.js"></script>',
         type: 'text/html',
       },
       '/main.js': { body: code, type: 'text/javascript' },
+      '/offload-host-worker.js': { body: hostWorker, type: 'text/javascript' },
       '/kernels.offload': { body: kernels, type: 'application/octet-stream' },
     });
     proxy = await ProxyServer.start({
@@ -102,12 +104,13 @@ describe('a page in headless Chromium', { timeout: 240_000, skip }, () => {
     }
   }
 
-  it('runs saxpy on WebGPU and on a proxy over ws://, the bundle fetched by URL, with the same results as Node', async () => {
+  it('runs saxpy on the host device, on WebGPU and on a proxy over ws://, the bundle fetched by URL, with the same results as Node', async () => {
     const query = new URLSearchParams({ proxy: proxy.address, token, bundle: 'kernels.offload' }).toString();
     const page = await run(query);
     assert.equal(page.error, undefined, page.error);
     assert.equal(page.isolated, true, 'served with COOP/COEP: cross-origin isolated');
     const plugins = page.results!.map((result) => result.plugin);
+    assert.ok(plugins.includes('host'), `the host device on Web Workers: ${plugins.join(', ')}`);
     assert.ok(plugins.includes('webgpu'), `WebGPU through navigator.gpu: ${plugins.join(', ')}`);
     assert.ok(plugins.includes('remote'), `the proxy over WebSocket: ${plugins.join(', ')}`);
     const expected = Array.from({ length: 64 }, (_, i) => 2.5 * i + i / 4);

@@ -75,6 +75,8 @@ export class Runtime {
   private readonly mapper: Mapper;
   /** Contexts made from this runtime; shut down before it. */
   private readonly children = new Set<Runtime>();
+  /** Plugins init left out, and why (a page that is not cross-origin isolated has no host device). */
+  private readonly leftOut: readonly string[];
 
   /** @internal Use `Offload.init()`. */
   constructor(
@@ -82,7 +84,9 @@ export class Runtime {
     private readonly plugins: readonly Plugin[],
     devices: Device[],
     private readonly parent?: Runtime,
+    leftOut?: readonly string[],
   ) {
+    this.leftOut = leftOut ?? parent?.leftOut ?? [];
     this.devices = Object.freeze(devices);
     this.mapper = new Mapper(context.info, context.tracer, (device, kernel) => this.checkTarget(device, kernel));
   }
@@ -238,11 +242,12 @@ export class Runtime {
 
   /**
    * What init went on without, one sentence each: an optional proxy (`optionalProxies`, or
-   * `host:port?` in OFFLOAD_PROXIES) that could not be reached or did not answer. Empty when
-   * everything named was found.
+   * `host:port?` in OFFLOAD_PROXIES) that could not be reached or did not answer; a device this
+   * platform cannot have (the host device in a page that is not cross-origin isolated, naming
+   * the headers to send). Empty when everything named was found.
    */
   get diagnostics(): readonly string[] {
-    return this.plugins.flatMap((plugin) => plugin.diagnostics ?? []);
+    return [...this.leftOut, ...this.plugins.flatMap((plugin) => plugin.diagnostics ?? [])];
   }
 
   /** @internal Contexts made from this runtime and not shut down (diagnostics). */
@@ -483,6 +488,7 @@ async function build(
   );
   const plugins: Plugin[] = [];
   const devices: Device[] = [];
+  const leftOut: string[] = [];
   let made: Promise<Plugin | undefined>[] = [];
   try {
     // Every factory starts at once (a GPU probe overlaps the host workers' start and the proxies'
@@ -494,11 +500,15 @@ async function build(
       const plugin = await promise;
       const name = registered[index]!.name;
       if (!plugin) {
+        const unavailable = registered[index]!.unavailable?.(opts);
+        if (unavailable !== undefined) leftOut.push(`plugin ${name} left out: ${unavailable}`);
         debug.log(
           `plugin ${name}`,
-          name === 'webgpu' && webgpuUnavailable()
-            ? `not loaded: ${webgpuUnavailable()}`
-            : 'not loaded: nothing for it here (see Offload.init options)',
+          unavailable !== undefined
+            ? `not loaded: ${unavailable}`
+            : name === 'webgpu' && webgpuUnavailable()
+              ? `not loaded: ${webgpuUnavailable()}`
+              : 'not loaded: nothing for it here (see Offload.init options)',
         );
         continue;
       }
@@ -520,7 +530,7 @@ async function build(
       await plugin.deinit().catch(dropped('Offload.init', `stopping plugin ${plugin.name} after a failed init`));
     throw asOffloadError(error, 'starting the runtime (Offload.init)');
   }
-  return new Runtime(context, plugins, devices);
+  return new Runtime(context, plugins, devices, undefined, leftOut);
 }
 
 /** The entry point: `const runtime = await Offload.init()`. */

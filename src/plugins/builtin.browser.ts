@@ -1,8 +1,9 @@
 /**
  * The plugins that come with offload-ts, in a page (package.json's "browser" field puts this
- * file in place of builtin.ts there): WebGPU through `navigator.gpu`, and proxies over
- * WebSocket. The host device needs Node's worker threads and is not in the page's build.
+ * file in place of builtin.ts there): the host device on Web Workers (in a cross-origin isolated
+ * page; host-threads.browser.ts), WebGPU through `navigator.gpu`, and proxies over WebSocket.
  */
+import './host/plugin.js';
 import './webgpu/plugin.js';
 import './remote/plugin.js';
 

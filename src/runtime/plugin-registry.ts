@@ -14,19 +14,32 @@ import type { RuntimeOptions } from './options.js';
 
 export type PluginFactory = (options: RuntimeOptions) => Plugin | undefined | Promise<Plugin | undefined>;
 
+/**
+ * Why a factory made nothing, where that is the platform's doing and not the options' (the host
+ * device in a page that is not cross-origin isolated): `runtime.diagnostics` says it, and
+ * OFFLOAD_DEBUG. Undefined when the options alone explain it.
+ */
+export type PluginUnavailable = (options: RuntimeOptions) => string | undefined;
+
 interface Registration {
   name: string;
   factory: PluginFactory;
   priority: number;
+  unavailable?: PluginUnavailable;
 }
 
 const registrations: Registration[] = [];
 
 /** Registers (or replaces) the factory of plugin `name`. Higher priority is created first. */
-export function registerPlugin(name: string, factory: PluginFactory, priority: number): void {
+export function registerPlugin(
+  name: string,
+  factory: PluginFactory,
+  priority: number,
+  unavailable?: PluginUnavailable,
+): void {
   const existing = registrations.findIndex((r) => r.name === name);
   if (existing >= 0) registrations.splice(existing, 1);
-  registrations.push({ name, factory, priority });
+  registrations.push({ name, factory, priority, ...(unavailable && { unavailable }) });
   registrations.sort((a, b) => b.priority - a.priority);
 }
 

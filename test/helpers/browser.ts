@@ -127,3 +127,23 @@ export async function servePage(
       }),
   };
 }
+
+/**
+ * Bundles the host device's page worker as a page's bundler would, beside the page's bundle:
+ * `offload-ts/host-worker` as a second entry point named offload-host-worker.js (the page's
+ * host device starts its workers from that name, next to the bundle). Call after bundlePage.
+ */
+export async function bundleHostWorker(dir: string): Promise<string> {
+  const result = await build({
+    entryPoints: { 'offload-host-worker': 'offload-ts/host-worker' },
+    absWorkingDir: dir,
+    bundle: true,
+    platform: 'browser',
+    format: 'esm',
+    target: 'es2022',
+    write: false,
+    outdir: dir,
+    logLevel: 'silent',
+  });
+  return result.outputFiles[0]!.text;
+}

@@ -2,13 +2,11 @@
  * The host device: kernels from `wasm` images run on a pool of worker threads, all sharing one
  * `WebAssembly.Memory`; a device pointer is a byte offset into that memory.
  */
-import { createHash } from 'node:crypto';
-import { availableParallelism, cpus } from 'node:os';
-import { performance } from 'node:perf_hooks';
 import { errors, quoted, type OffloadError } from '../../errors.js';
 import { parseBytes, type Environment } from '../../units.js';
+import { environment, performance } from '../../platform.js';
+import { cpuModel, hostParallelism } from './host-threads.js';
 import { dropped } from '../../runtime/debug.js';
-import { copyInto } from '../../shared-copy.js';
 import {
   exportedAddresses,
   readWasmModuleInfo,
@@ -36,20 +34,12 @@ import type {
   MemoryKind,
   PluginDevice,
   PluginQueue,
-  Rect,
 } from '../interface.js';
-import {
-  forEachRow,
-  type HostCallListener,
-  type LaunchSettled,
-  MEMORY_KINDS,
-  type PrintListener,
-  settleWhen,
-} from '../interface.js';
-import { fillPattern } from '../fill-pattern.js';
-import { CALL_PENDING, type QueuedCall, SerialPluginQueue, type SerialQueue } from '../serial-queue.js';
+import { type HostCallListener, MEMORY_KINDS, type PrintListener } from '../interface.js';
+import { CALL_PENDING } from '../serial-queue.js';
 import { DeviceAllocator } from './allocator.js';
 import { collectGarbageSoon } from './garbage.js';
+import { HostQueue } from './host-queue.js';
 import { readCodeShapes, type CodeShape } from '../../build/wasm-code-shape.js';
 import { InlinePolicy, inlineMode, type InlineMode } from './inline.js';
 import { alignScratch, type GridWords, trapText, KernelEnvironment } from './kernel-env.js';
@@ -80,8 +70,8 @@ export interface HostDeviceOptions {
 /** The largest memory a wasm32 module can address, less one page (V8 refuses a full 4 GiB shared memory on some builds). */
 export const MAX_HOST_MEMORY = 65535 * PAGE_BYTES;
 
-export function defaultHostOptions(env: Environment = process.env): HostDeviceOptions {
-  const threads = env.OFFLOAD_HOST_THREADS === undefined ? availableParallelism() : Number(env.OFFLOAD_HOST_THREADS);
+export function defaultHostOptions(env: Environment = environment()): HostDeviceOptions {
+  const threads = env.OFFLOAD_HOST_THREADS === undefined ? hostParallelism() : Number(env.OFFLOAD_HOST_THREADS);
   if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKERS) {
     throw errors.invalidArgument(
       `OFFLOAD_HOST_THREADS must be an integer from 1 to ${MAX_WORKERS}, not ${quoted(String(env.OFFLOAD_HOST_THREADS))}`,
@@ -108,13 +98,13 @@ const teamThreadsRun =
 
 /** An argument's value as a kernel takes it: a pointer is its address. */
 /** A queued launch's last word: its idle queue already placed it on the workers. */
-const ON_WORKERS = 1;
+export const ON_WORKERS = 1;
 /** A queued launch's last word: the policy places it in its turn. */
-const IN_TURN = 0;
-const argValue = (arg: LaunchArg): number | bigint =>
+export const IN_TURN = 0;
+export const argValue = (arg: LaunchArg): number | bigint =>
   arg.type === 'ptr' ? (arg.alloc as HostAllocation).address + arg.offset : arg.value;
 
-class HostAllocation implements Allocation {
+export class HostAllocation implements Allocation {
   constructor(
     readonly bytes: number,
     readonly kind: MemoryKind,
@@ -124,7 +114,7 @@ class HostAllocation implements Allocation {
 
 type KernelFunction = (...args: unknown[]) => unknown;
 
-class HostKernel implements LoadedKernel {
+export class HostKernel implements LoadedKernel {
   readonly format = 'wasm';
   /** The kernel instantiated on this (the calling) thread, for inline launches; none with OFFLOAD_HOST_INLINE=never. */
   inline: KernelFunction | undefined;
@@ -162,9 +152,17 @@ class HostKernel implements LoadedKernel {
 interface StaticRange {
   start: number;
   end: number;
-  digest: string;
+  /** The first image's bytes: an image with the same bytes shares the range (compared, not hashed: a page has no synchronous hash). */
+  bytes: Uint8Array;
   owner: string;
   users: number;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 class HostImage implements LoadedImage {
@@ -376,7 +374,7 @@ export class HostDevice implements PluginDevice {
     const info: DeviceInfo = {
       name: `host (${threads} wasm worker${threads === 1 ? '' : 's'})`,
       kind: 'cpu',
-      vendor: cpus()[0]?.model.trim() || 'unknown',
+      vendor: cpuModel(),
       plugin: 'host',
       memoryBytes: memoryBytes - STATIC_WINDOW_END,
       // A team's threads take turns on one worker, meeting at barrier() (team-threads.ts).
@@ -574,10 +572,9 @@ export class HostDevice implements PluginDevice {
   private reserveStatic(image: DeviceImage, shown: string, span: StaticSpan | undefined): StaticRange | undefined {
     if (span === undefined) return undefined;
     const { start, end } = span;
-    const digest = createHash('sha256').update(image.bytes).digest('hex');
     for (const range of this.staticRanges) {
       if (start >= range.end || range.start >= end) continue;
-      if (range.start === start && range.end === end && range.digest === digest) {
+      if (range.start === start && range.end === end && sameBytes(range.bytes, image.bytes)) {
         range.users++;
         return range;
       }
@@ -586,7 +583,7 @@ export class HostDevice implements PluginDevice {
           `which overlaps image ${quoted(range.owner)} loaded on this device; rebuild one of them with another --static-base`,
       );
     }
-    const range: StaticRange = { start, end, digest, owner: image.name, users: 1 };
+    const range: StaticRange = { start, end, bytes: image.bytes, owner: image.name, users: 1 };
     this.staticRanges.push(range);
     return range;
   }
@@ -886,155 +883,5 @@ export class HostDevice implements PluginDevice {
       await Promise.all(images.map((image) => this.pool.unload(image.id)));
     }
     collectGarbageSoon();
-  }
-}
-
-class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSettled {
-  onPrint: PrintListener | undefined;
-  onHostCall: HostCallListener | undefined;
-
-  constructor(private readonly device: HostDevice) {
-    super(device);
-  }
-
-  private address(alloc: Allocation, offset: number): number {
-    return (alloc as HostAllocation).address + offset;
-  }
-
-  submit(dst: Allocation, dstOffset: number, src: Uint8Array): Promise<void> {
-    return this.serial.enqueue(() => {
-      copyInto(this.device.heap, src, this.address(dst, dstOffset));
-    });
-  }
-
-  retrieve(dst: Uint8Array, src: Allocation, srcOffset: number): Promise<void> {
-    return this.serial.enqueue(() => {
-      const start = this.address(src, srcOffset);
-      dst.set(this.device.heap.subarray(start, start + dst.byteLength));
-    });
-  }
-
-  fill(dst: Allocation, offset: number, bytes: number, pattern: Uint8Array): Promise<void> {
-    return this.serial.enqueue(() => {
-      const start = this.address(dst, offset);
-      fillPattern(this.device.heap.subarray(start, start + bytes), pattern);
-    });
-  }
-
-  submitRect(dst: Allocation, src: Uint8Array, rect: Rect): Promise<void> {
-    return this.serial.enqueue(() => {
-      const heap = this.device.heap;
-      const base = this.address(dst, 0);
-      forEachRow(rect, (srcAt, dstAt) => copyInto(heap, src.subarray(srcAt, srcAt + rect.width), base + dstAt));
-    });
-  }
-
-  retrieveRect(dst: Uint8Array, src: Allocation, rect: Rect): Promise<void> {
-    return this.serial.enqueue(() => {
-      const heap = this.device.heap;
-      const base = this.address(src, 0);
-      forEachRow(rect, (srcAt, dstAt) => dst.set(heap.subarray(base + srcAt, base + srcAt + rect.width), dstAt));
-    });
-  }
-
-  copyRect(dst: Allocation, src: Allocation, rect: Rect): Promise<void> {
-    return this.serial.enqueue(() => {
-      const heap = this.device.heap;
-      const from = this.address(src, 0);
-      const to = this.address(dst, 0);
-      forEachRow(rect, (srcAt, dstAt) => heap.copyWithin(to + dstAt, from + srcAt, from + srcAt + rect.width));
-    });
-  }
-
-  exchange(
-    srcDevice: PluginDevice,
-    src: Allocation,
-    srcOffset: number,
-    dstDevice: PluginDevice,
-    dst: Allocation,
-    dstOffset: number,
-    bytes: number,
-  ): Promise<void> {
-    return this.serial.enqueue(() => {
-      if (srcDevice === this.device && dstDevice === this.device) {
-        const start = this.address(src, srcOffset);
-        this.device.heap.copyWithin(this.address(dst, dstOffset), start, start + bytes);
-        return undefined;
-      }
-      // The other device reads from or writes into our memory in place; this queue waits for
-      // it, so nothing else of ours touches those bytes meanwhile.
-      if (srcDevice === this.device) {
-        const start = this.address(src, srcOffset);
-        return this.peers.of(dstDevice).submit(dst, dstOffset, this.device.heap.subarray(start, start + bytes));
-      }
-      const start = this.address(dst, dstOffset);
-      return this.peers.of(srcDevice).retrieve(this.device.heap.subarray(start, start + bytes), src, srcOffset);
-    });
-  }
-
-  launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[], settled: LaunchSettled): void {
-    const hostKernel = kernel as HostKernel;
-    const device = this.device;
-    const print = this.onPrint;
-    // An idle queue runs an inline launch at once, with no promise, closure or array:
-    // its argument values go into the kernel's own array, free again once the call returns.
-    // Placement is decided once per launch: one an idle queue sends to the workers carries
-    // that answer to its turn (the word after its arguments), where the policy is not asked again.
-    const decided = this.serial.readyNow();
-    if (decided && device.placesInline(hostKernel, grid)) {
-      let where: string;
-      try {
-        this.serial.beginNow();
-        const values = device.argValues(args, hostKernel.inlineValues);
-        where = device.launch(hostKernel, grid, values, true, print, undefined, this) as string;
-      } catch (error) {
-        this.serial.endNow();
-        settled.launchSettled(this.serial.failNow(error), undefined);
-        return;
-      }
-      this.serial.endNow();
-      settled.launchSettled(undefined, where);
-      return;
-    }
-    // A busy queue runs it in its turn, deciding then where. `args` is only lent for this call:
-    // their values wait in the queue's word ring (no closure, promise or array per launch).
-    if (args.length > MAX_ARGS) {
-      const error = errors.invalidArgument(`a kernel takes at most ${MAX_ARGS} arguments, not ${args.length}`);
-      settleWhen(
-        this.serial.enqueue(() => Promise.reject(error)),
-        settled,
-      );
-      return;
-    }
-    const at = this.serial.enqueueCall(this, hostKernel, grid, settled, args.length + 1);
-    for (let i = 0; i < args.length; i++) this.serial.setWord(at + i, argValue(args[i]!));
-    this.serial.setWord(at + args.length, decided ? ON_WORKERS : IN_TURN);
-  }
-
-  /**
-   * SerialQueue's QueuedCall: a launch in its turn, its argument values in the queue's words,
-   * then where it was placed when enqueued (ON_WORKERS), or IN_TURN for the policy to say now.
-   * On the workers it returns CALL_PENDING, and `flightSettled` tells the queue how it ended.
-   */
-  runQueued(
-    kernel: unknown,
-    grid: unknown,
-    serial: SerialQueue,
-    at: number,
-    words: number,
-  ): string | typeof CALL_PENDING {
-    const hostKernel = kernel as HostKernel;
-    const device = this.device;
-    const count = words - 1;
-    const inline = serial.word(at + count) === IN_TURN && device.placesInline(hostKernel, grid as Grid);
-    const values = inline ? hostKernel.inlineValues : new Array<number | bigint>(count);
-    for (let i = 0; i < count; i++) values[i] = serial.word(at + i) as number | bigint;
-    return device.launch(hostKernel, grid as Grid, values, inline, this.onPrint, this.onHostCall, this);
-  }
-
-  /** The worker pool's FlightSettled: a launch of this queue on the workers settled. */
-  flightSettled(flight: Flight, error: OffloadError | undefined): void {
-    this.device.landed(flight, error);
-    this.serial.callSettled(error, 'on the workers');
   }
 }

@@ -23,6 +23,7 @@
  */
 import type { Environment } from '../../units.js';
 import { errors, quoted } from '../../errors.js';
+import { environment } from '../../platform.js';
 import type { CodeShape } from '../../build/wasm-code-shape.js';
 
 export type InlineMode = 'auto' | 'never' | 'always';
@@ -43,7 +44,7 @@ const OVER_BUDGET_SKIP = 16;
 /** The most launches a strike sends to the workers. */
 const MAX_SKIP = 1 << 16;
 
-export function inlineMode(env: Environment = process.env): InlineMode {
+export function inlineMode(env: Environment = environment()): InlineMode {
   const value = env.OFFLOAD_HOST_INLINE ?? 'auto';
   if (!(INLINE_MODES as readonly string[]).includes(value)) {
     throw errors.invalidArgument(`OFFLOAD_HOST_INLINE must be one of ${INLINE_MODES.join(', ')}, not ${quoted(value)}`);

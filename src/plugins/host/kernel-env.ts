@@ -4,9 +4,9 @@
  * kernel from costing its thread's heap. One environment per thread that runs kernels (each
  * worker, and the main thread for inline launches): it holds the grid of the team running there.
  */
-import { writeSync } from 'node:fs';
 import { quoted } from '../../errors.js';
 import { MAX_HOST_CALL_ARGS, MAX_HOST_FUNCTION_NAME, MAX_PRINT_CHARS, type Dims } from '../interface.js';
+import { writeTraceLine } from './host-threads.js';
 import { along, barrier, sizeAlong, type Asyncify, type TeamThreadState } from './team-threads.js';
 
 /** Thrown by AssemblyScript's abort(): carries the assertion message and source position. */
@@ -40,15 +40,10 @@ export function readString(memory: WebAssembly.Memory, address: number, max: num
   return read < chars ? `${text}...` : text;
 }
 
-/**
- * Writes a trace line straight to the process's stderr. Not through process.stderr: a worker's
- * is relayed by the main thread and holds every write after the first until the worker returns
- * to its event loop, which it does not while launches come (the lines would pile up in its heap,
- * and be lost if the process exits first). One write of a short line is not torn by another's.
- */
+/** Writes a trace line to standard error at once (host-threads.ts says how). */
 function writeTrace(line: string): void {
   try {
-    writeSync(2, `offload trace: ${line}\n`);
+    writeTraceLine(`offload trace: ${line}\n`);
   } catch {
     // Debug output only: a closed or full stderr drops the line.
   }

@@ -66,7 +66,8 @@ export function takePrints(ring: LaunchRing, slot: number): LaunchPrints | undef
     if (team === END_MARKER || length < 0 || at + HEAD_BYTES + length > end) break;
     lines.push({
       team,
-      text: decoder.decode(ring.prints.subarray(base + at + HEAD_BYTES, base + at + HEAD_BYTES + length)),
+      // A copy: a browser's TextDecoder refuses a view of shared memory.
+      text: decoder.decode(ring.prints.slice(base + at + HEAD_BYTES, base + at + HEAD_BYTES + length)),
     });
     at += HEAD_BYTES + ((length + 3) & ~3);
   }

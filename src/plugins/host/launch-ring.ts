@@ -7,7 +7,6 @@
  * costs an event-loop turn on both sides (~200 us on a 2-vCPU VM); postMessage carries only the
  * slow path (loading and unloading images).
  */
-import type { MessagePort } from 'node:worker_threads';
 
 /** Header fields (Int32 indices). */
 export const H_EPOCH = 0;
@@ -216,6 +215,5 @@ export interface WorkerData {
   index: number;
   ring: SharedArrayBuffer;
   shape: RingShape;
-  control: MessagePort;
   waitBoundMs: number;
 }

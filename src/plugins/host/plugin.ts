@@ -3,6 +3,7 @@ import type { ImageInfo } from '../../image/manifest.js';
 import type { Plugin } from '../interface.js';
 import { registerPlugin } from '../../runtime/plugin-registry.js';
 import { defaultHostOptions, HostDevice, type HostDeviceOptions } from './device.js';
+import { hostUnavailable } from './host-threads.js';
 
 export class HostPlugin implements Plugin {
   readonly name = 'host';
@@ -44,5 +45,11 @@ export class HostPlugin implements Plugin {
   }
 }
 
-// The host plugin is always there: local devices come first in the device table.
-registerPlugin('host', (options) => (options.host === false ? undefined : new HostPlugin(options.host ?? {})), 100);
+// The host plugin is there wherever the platform has workers over shared memory (Node always; a
+// cross-origin isolated page): local devices come first in the device table.
+registerPlugin(
+  'host',
+  (options) => (options.host === false || hostUnavailable() ? undefined : new HostPlugin(options.host ?? {})),
+  100,
+  (options) => (options.host === false ? undefined : hostUnavailable()),
+);

@@ -7,9 +7,9 @@
  * workers and rejects every launch still in flight. Device memories are not the pool's: each
  * image load names the memory (the context) its instances run over.
  */
-import { MessageChannel, Worker, type MessagePort, type WorkerOptions } from 'node:worker_threads';
-import { performance } from 'node:perf_hooks';
 import { errors, quoted, type OffloadError } from '../../errors.js';
+import { environment, performance } from '../../platform.js';
+import type { Environment } from '../../units.js';
 import {
   type ArgKind,
   type ControlMessage,
@@ -26,6 +26,7 @@ import { HostAction, HostSide, type RingLaunch } from './launch-protocol.js';
 import { HostCallServer, type HostCallHandler } from './host-calls.js';
 import { droppedLine, takePrints } from './kernel-print.js';
 import type { PrintListener } from '../interface.js';
+import { type HostWorker, ProcessHold, startHostWorker } from './host-threads.js';
 
 /**
  * The longest any wait sleeps before it looks again. Progress never depends on it (the model
@@ -42,7 +43,7 @@ const DEATH_WINDOW_MS = 10_000;
  * through Atomics.waitAsync costs ~200 us on a 2-vCPU VM (an event-loop round trip); a short
  * synchronous poll catches short launches in ~3 us. Long launches waste one poll per wait.
  */
-export function spinMicros(env: NodeJS.ProcessEnv = process.env): number {
+export function spinMicros(env: Environment = environment()): number {
   const value = env.OFFLOAD_HOST_SPIN_US === undefined ? 50 : Number(env.OFFLOAD_HOST_SPIN_US);
   if (!Number.isFinite(value) || value < 0 || value > 100_000) {
     throw errors.invalidArgument(
@@ -156,41 +157,6 @@ interface RegisteredImage {
   kernels: { name: string; kinds: ArgKind[] }[];
 }
 
-// Built code runs dist/.../worker.js. Tests run the TypeScript source through tsx, whose loader
-// hooks do not reach worker threads on Node 20, so the worker registers them itself first.
-const fromSource = import.meta.url.endsWith('.ts');
-const workerUrl = new URL(`./worker${fromSource ? '.ts' : '.js'}`, import.meta.url);
-const workerScript: string | URL = fromSource
-  ? `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(workerUrl.href)}); })`
-  : workerUrl;
-
-/**
- * The program's node flags, for the workers (a loader such as tsx's must reach them), less those
- * a worker refuses. `--input-type` (a program run as `node --input-type=module -e ...`) made
- * every worker die at its start. V8's and other process-wide flags (`--expose-gc`,
- * `--max-old-space-size=N`) make `new Worker` throw; they already hold for the whole process,
- * workers included, so the ones Node names are dropped, once, for every worker after.
- */
-let workerExecArgv = process.execArgv.filter((arg) => !arg.startsWith('--input-type'));
-
-/** The flags of `execArgv` that Node's ERR_WORKER_INVALID_EXEC_ARGV names; undefined for any other error. */
-function refusedFlags(error: unknown): Set<string> | undefined {
-  if ((error as { code?: unknown }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') return undefined;
-  const named = /flags: (.+)$/.exec((error as Error).message)?.[1];
-  return named === undefined ? undefined : new Set(named.split(', '));
-}
-
-function startWorker(options: Omit<WorkerOptions, 'execArgv'>): Worker {
-  try {
-    return new Worker(workerScript, { ...options, execArgv: workerExecArgv });
-  } catch (error) {
-    const refused = refusedFlags(error);
-    if (!refused) throw error;
-    workerExecArgv = workerExecArgv.filter((arg) => !refused.has(arg));
-    return new Worker(workerScript, { ...options, execArgv: workerExecArgv });
-  }
-}
-
 export class WorkerPool {
   private readonly ring: LaunchRing;
   private readonly host: HostSide<Flight>;
@@ -200,8 +166,7 @@ export class WorkerPool {
     const flight = this.host.inFlight.get(slot)?.launch;
     return flight === undefined ? undefined : (flight.hostCall ?? noHostCalls);
   };
-  private readonly workers: Worker[] = [];
-  private readonly controls: MessagePort[] = [];
+  private readonly workers: HostWorker[] = [];
   /** Workers killed (their launch was withdrawn) whose threads have not exited yet. */
   private readonly dying = new Set<number>();
   /** The last error a worker reported before it exited, by index. */
@@ -214,13 +179,8 @@ export class WorkerPool {
   private pumping = false;
   private lostError: OffloadError | undefined;
   private closed = false;
-  /**
-   * Workers are unref'd so an idle runtime never holds the process open; this timer is ref'd
-   * only while something is outstanding (a launch or a control message), keeping the process
-   * alive exactly as long as a pending promise of ours needs it.
-   */
-  private readonly keepAlive = setInterval(() => {}, 1 << 30);
-  private outstanding = 0;
+  /** Holds the process alive while a launch or control message is outstanding (Node; nothing in a page). */
+  private readonly keepAlive = new ProcessHold();
 
   /** Called once if the device gives up (its workers keep dying). */
   onLost: (error: OffloadError) => void = () => {};
@@ -229,7 +189,6 @@ export class WorkerPool {
     readonly size: number,
     private readonly spinUs: number = spinMicros(),
   ) {
-    this.keepAlive.unref();
     this.ring = LaunchRing.create({ ...FULL_RING, workers: size });
     this.host = new HostSide<Flight>(this.ring);
     this.calls = new HostCallServer(this.ring);
@@ -297,7 +256,7 @@ export class WorkerPool {
     const replies = new Promise<WorkerReply[]>((done) => {
       this.waiters.set(key, { pending: new Set(this.workers.keys()), replies: [], done });
     }).finally(() => this.released());
-    for (const port of this.controls) port.postMessage(message);
+    for (const worker of this.workers) worker.post(message);
     this.wakeAll();
     return replies;
   }
@@ -323,37 +282,21 @@ export class WorkerPool {
   }
 
   private spawn(index: number): void {
-    const { port1, port2 } = new MessageChannel();
-    const data: WorkerData = {
-      index,
-      ring: this.ring.buffer,
-      shape: this.ring.shape,
-      control: port2,
-      waitBoundMs: WAIT_BOUND_MS,
-    };
-    const worker = startWorker({
-      eval: fromSource,
-      workerData: data,
-      transferList: [port2],
-      name: `offload-host-${index}`,
-    });
-    // Queued before its first scan, which reads them all: it holds every image before any launch.
+    const data: WorkerData = { index, ring: this.ring.buffer, shape: this.ring.shape, waitBoundMs: WAIT_BOUND_MS };
+    const images: ControlMessage[] = [];
     for (const [image, { module, memory, kernels }] of this.images)
-      port1.postMessage({ type: 'load', image, module, memory, kernels });
-    worker.on('message', (reply: WorkerReply) => this.onReply(reply));
-    worker.on('error', (error) => this.failures.set(index, error));
-    worker.on('exit', (code) => this.onExit(index, worker, code));
-    // Workers must not keep the process alive: an idle runtime that the user forgot to shut
-    // down should not hang the program at exit.
-    worker.unref();
+      images.push({ type: 'load', image, module, memory, kernels });
+    const worker: HostWorker = startHostWorker(data, images, {
+      reply: (reply) => this.onReply(reply),
+      error: (error) => this.failures.set(index, error),
+      exit: (code) => this.onExit(index, worker, code),
+    });
     this.workers[index] = worker;
-    this.controls[index] = port1;
   }
 
   /** A worker's thread has ended: killed by us, or dead on its own. Replace it and go on. */
-  private onExit(index: number, worker: Worker, code: number): void {
+  private onExit(index: number, worker: HostWorker, code: number): void {
     if (this.closed || this.workers[index] !== worker) return;
-    this.controls[index]!.close();
     const killed = this.dying.delete(index);
     const failure = this.failures.get(index);
     this.failures.delete(index);
@@ -419,12 +362,12 @@ export class WorkerPool {
   }
 
   private hold(): void {
-    if (this.outstanding++ === 0) this.keepAlive.ref();
+    this.keepAlive.hold();
   }
 
   /** @internal A launch or control message has settled. */
   released(): void {
-    if (--this.outstanding === 0) this.keepAlive.unref();
+    this.keepAlive.release();
   }
 
   /** Publishes queued launches while slots are free (a publication's steps run back to back). */
@@ -544,9 +487,8 @@ export class WorkerPool {
     this.closed = true;
     Atomics.store(this.ring.i32, H_STOP, 1);
     this.wakeAll();
-    clearInterval(this.keepAlive);
+    this.keepAlive.close();
     await Promise.all(this.workers.map((worker) => worker.terminate()));
-    for (const port of this.controls) port.close();
   }
 
   /** Stops the workers. Launches still in flight reject with `reason`. */

@@ -69,7 +69,8 @@ document.getElementById('out').textContent = JSON.stringify(results);
 `;
 
 /** Bundles `program` as a page's bundler would: the package through its browser condition, nothing else configured. */
-export async function bundlePage(dir: string, program = PAGE_PROGRAM): Promise<{ code: string; metafile: Metafile }> {
+/** Builds the package (dist/) unless it is there: a page loads the built modules, as a user's would. */
+export async function ensureBuilt(): Promise<void> {
   try {
     await access(path.join(ROOT, 'dist/browser.js'));
   } catch {
@@ -77,6 +78,10 @@ export async function bundlePage(dir: string, program = PAGE_PROGRAM): Promise<{
       cwd: ROOT,
     });
   }
+}
+
+export async function bundlePage(dir: string, program = PAGE_PROGRAM): Promise<{ code: string; metafile: Metafile }> {
+  await ensureBuilt();
   await mkdir(path.join(dir, 'node_modules'), { recursive: true });
   await symlink(ROOT, path.join(dir, 'node_modules', 'offload-ts')).catch(() => {});
   await writeFile(path.join(dir, 'main.js'), program);

@@ -24,9 +24,9 @@ function serve(args: string[]): Promise<{ child: ChildProcess; url: string; outp
     env: { ...process.env, OFFLOAD_PROXIES: '' },
   });
   let output = '';
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   return new Promise((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
       output += `${line}\n`;
       const match = /^serving (http:\/\/\S+)$/.exec(line);
       if (match) resolve({ child, url: match[1]!, output: () => output });

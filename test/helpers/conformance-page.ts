@@ -21,7 +21,7 @@ const options: RuntimeOptions = {
 const out = document.getElementById('out')!;
 try {
   const probe = await Offload.init(options);
-  const plugins = probe.devices.map((device) => device.info.plugin);
+  const plugins: string[] = probe.devices.map((device) => device.info.plugin);
   await probe.shutdown();
   if (!plugins.includes(kind)) {
     out.textContent = JSON.stringify({ plugins, missing: kind });

@@ -49,7 +49,7 @@ let current = root;
 
 /** node:test's (name, options?, fn) and (name, fn). */
 function parse<F>(rest: [Options | F, F?]): [Options, F] {
-  return typeof rest[0] === 'function' ? [{}, rest[0]] : [rest[0], rest[1]!];
+  return typeof rest[0] === 'function' ? [{}, rest[0]] : [rest[0] as Options, rest[1]!];
 }
 
 export function describe(name: string, ...rest: [Options | (() => void), (() => void)?]): void {

@@ -63,6 +63,7 @@ describe('the offload command', { timeout: 240_000 }, () => {
       ['bench', ['--size', '--grid', '--devices', '--proxies', '--kernel', '--peers', '--repeat', '--json']],
       ['launch', ['-np', '--mpi']],
       ['proxy', ['--listen', '--exit-with-parent']],
+      ['serve', ['--port', '--host', '--size', '--no-proxy']],
     ] as const) {
       const { code, stdout } = await offload([command, '--help']);
       assert.equal(code, 0);
@@ -72,7 +73,7 @@ describe('the offload command', { timeout: 240_000 }, () => {
   });
 
   it('wraps every help text to 80 columns and lists each option its usage lines show', async () => {
-    for (const command of ['', 'init', 'devices', 'build', 'demo', 'proxy', 'launch', 'bench']) {
+    for (const command of ['', 'init', 'devices', 'build', 'demo', 'serve', 'proxy', 'launch', 'bench']) {
       const { code, stdout } = await offload(command === '' ? ['--help'] : [command, '--help']);
       assert.equal(code, 0);
       for (const line of stdout.trimEnd().split('\n'))

@@ -30,6 +30,7 @@ export type {
 export type { KernelPrint, RuntimeOptions } from './runtime/options.js';
 export type { ContextOptions } from './api/runtime.js';
 export type { DeviceMetrics, RuntimeMetrics } from './runtime/device-counters.js';
+export type { TraceDocument, TraceEvent } from './runtime/trace.js';
 export { HostFunctions, type HostCall, type HostFunction } from './api/host-functions.js';
 export type { GridSize } from './api/grid.js';
 export { map, type MapSpec, type MapType, type MapBuilder, type HostView } from './omp/map.js';

@@ -16,6 +16,27 @@ import { browserSkip, bundleHostWorker, bundlePage, launchChromium, servePage } 
 import { fixtureBundle } from './helpers/fixtures.js';
 
 const token = 'page-token-0123456789abcdef';
+
+/** A page program that traces (trace: true) saxpy on every device and shows runtime.trace(), through a Blob as a download would. */
+const TRACE_PROGRAM = `import { Offload, map } from 'offload-ts';
+
+const params = new URLSearchParams(location.search);
+const out = document.getElementById('out');
+try {
+  const rt = await Offload.init({ webgpu: { fallback: true }, proxies: params.getAll('proxy'), token: params.get('token'), trace: true });
+  const lib = await rt.register('kernels.offload');
+  for (const device of rt.devices) {
+    const x = new Float32Array(64);
+    const y = new Float32Array(64);
+    await rt.target(device, await device.kernel(lib, 'saxpy'), { teams: 2 }, [64, 2, map.to(x), map.tofrom(y)]);
+  }
+  const blob = new Blob([JSON.stringify(await rt.trace())], { type: 'application/json' });
+  await rt.shutdown();
+  out.textContent = await blob.text();
+} catch (error) {
+  out.textContent = JSON.stringify({ error: String(error) });
+}
+`;
 const MiB = 1024 * 1024;
 
 interface DeviceResult {
@@ -122,6 +143,70 @@ describe('a page in headless Chromium', { timeout: 240_000, skip }, () => {
         node.find((other) => other.plugin === result.plugin)!.y,
         `the page's ${result.plugin} device answers as Node's`,
       );
+  });
+
+  it('keeps a trace in the page (trace: true): runtime.trace() is a Chrome trace with spans of each device and of the proxy', async () => {
+    const traceDir = await mkdtemp(path.join(os.tmpdir(), 'offload-page-trace-'));
+    try {
+      const { code } = await bundlePage(traceDir, TRACE_PROGRAM);
+      const traced = await servePage({
+        '/': {
+          body: '<!doctype html><meta charset="utf-8"><pre id="out"></pre><script type="module" src="main.js"></script>',
+          type: 'text/html',
+        },
+        '/main.js': { body: code, type: 'text/javascript' },
+        '/kernels.offload': { body: await readFile(bundlePath), type: 'application/octet-stream' },
+      });
+      const allowed = await ProxyServer.start({
+        listen: 'ws://127.0.0.1:0',
+        token,
+        allowOrigins: [traced.origin],
+        runtime: { host: { threads: 1, memoryBytes: 16 * MiB }, webgpu: false },
+      });
+      const page = await browser.newPage();
+      try {
+        await page.goto(`${traced.origin}/?${new URLSearchParams({ proxy: allowed.address, token }).toString()}`);
+        const handle = await page.waitForFunction(() => document.getElementById('out')?.textContent, undefined, {
+          timeout: 90_000,
+        });
+        const text = String(await handle.jsonValue());
+        const trace = JSON.parse(text) as {
+          traceEvents: { name: string; ph: string; pid: number; dur?: number; args?: { name?: string } }[];
+          displayTimeUnit: string;
+          error?: string;
+        };
+        assert.equal(trace.error, undefined, trace.error);
+        assert.equal(trace.displayTimeUnit, 'ms');
+        const processes = new Map(
+          trace.traceEvents
+            .filter((event) => event.name === 'process_name')
+            .map((event) => [event.pid, event.args?.name ?? '']),
+        );
+        const spans = trace.traceEvents.filter((event) => event.ph === 'X');
+        const launched = (pid: number) => spans.some((span) => span.pid === pid && span.name === 'saxpy');
+        const gpu = [...processes].find(([, name]) => /WebGPU/i.test(name));
+        assert.ok(gpu && launched(gpu[0]), `a saxpy span on the WebGPU device: ${JSON.stringify([...processes])}`);
+        const remote = [...processes].find(([pid, name]) => pid < 1000 && /remote|proxy|127\.0\.0\.1/i.test(name));
+        assert.ok(
+          remote && launched(remote[0]),
+          `a saxpy span on the remote device: ${JSON.stringify([...processes])}`,
+        );
+        assert.ok(
+          spans.some((span) => span.pid >= 1000 && span.name === 'saxpy'),
+          "the proxy's own span of the launch, merged onto the page's clock",
+        );
+        assert.ok(
+          spans.every((span) => typeof span.dur === 'number' && span.dur >= 0),
+          'every span has its duration',
+        );
+      } finally {
+        await page.close();
+        await allowed.shutdown();
+        await traced.close();
+      }
+    } finally {
+      await rm(traceDir, { recursive: true, force: true });
+    }
   });
 
   it("gets no device from a proxy that does not allow the page's origin, and says where it looked", async () => {

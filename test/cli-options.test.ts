@@ -63,6 +63,7 @@ describe('the offload command', { timeout: 240_000 }, () => {
       ['bench', ['--size', '--grid', '--devices', '--proxies', '--kernel', '--peers', '--repeat', '--json']],
       ['launch', ['-np', '--mpi']],
       ['proxy', ['--listen', '--exit-with-parent']],
+      ['serve', ['--port', '--host', '--size', '--no-proxy']],
     ] as const) {
       const { code, stdout } = await offload([command, '--help']);
       assert.equal(code, 0);
@@ -76,7 +77,7 @@ describe('the offload command', { timeout: 240_000 }, () => {
     const top = await offload(['--help']);
     const commands = [...top.stdout.matchAll(/^ {2}([a-z]+) {2,}/gm)].map((match) => match[1]!);
     assert.ok(
-      ['init', 'devices', 'build', 'demo', 'proxy', 'launch', 'bench'].every((name) => commands.includes(name)),
+      ['init', 'devices', 'build', 'demo', 'serve', 'proxy', 'launch', 'bench'].every((name) => commands.includes(name)),
     );
     for (const command of ['', ...commands]) {
       const { code, stdout } = command === '' ? top : await offload([command, '--help']);

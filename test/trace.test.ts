@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { map, Offload } from '../src/index.js';
+import { map, Offload, type OffloadError } from '../src/index.js';
 import { Tracer } from '../src/runtime/trace.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 
@@ -119,7 +119,35 @@ describe('trace', { timeout: 180_000 }, () => {
     );
   });
 
-  it('refuses a trace option that is not a path', async () => {
-    await assert.rejects(Offload.init({ trace: 42 as never }), /options\.trace must be a file path/);
+  it('refuses a trace option that is not a path or a boolean', async () => {
+    await assert.rejects(Offload.init({ trace: 42 as never }), /options\.trace must be a file path, or true/);
+  });
+
+  it('keeps the trace without a file (trace: true) for runtime.trace(), before and after shutdown', async () => {
+    const runtime = await Offload.init({ host: { threads: 1, memoryBytes: 16 * 1024 * 1024 }, trace: true });
+    const lib = await runtime.register(await fixtureBundle());
+    const device = runtime.devices[0]!;
+    const y = new Float32Array(64);
+    await runtime.target(device, await device.kernel(lib, 'saxpy'), { teams: 2 }, [64, 2, map.to(y), map.tofrom(y)]);
+    const during = await runtime.trace();
+    assert.equal(during.displayTimeUnit, 'ms');
+    const launches = (doc: typeof during) => doc.traceEvents.filter((e) => e.ph === 'X' && e.name === 'saxpy');
+    assert.equal(launches(during).length, 1, JSON.stringify(during.traceEvents.map((e) => e.name)));
+    assert.deepEqual(JSON.parse(JSON.stringify(during)), during, 'plain JSON');
+    const context = await runtime.createContext();
+    assert.equal((await context.trace()).traceEvents.length, during.traceEvents.length, "a context's is its runtime's");
+    await context.shutdown();
+    await runtime.shutdown();
+    const final = await runtime.trace();
+    assert.equal(launches(final).length, 1);
+    const plain = await Offload.init({ host: { threads: 1, memoryBytes: 16 * 1024 * 1024 } });
+    try {
+      await assert.rejects(
+        plain.trace(),
+        (e: OffloadError) => e.code === 'INVALID_ARGUMENT' && /trace: true/.test(e.message),
+      );
+    } finally {
+      await plain.shutdown();
+    }
   });
 });

@@ -18,7 +18,7 @@ import {
 import { registeredPlugins } from '../plugins/builtin.js';
 import { debug, debugFromEnv, dropped } from '../runtime/debug.js';
 import { webgpuUnavailable } from '../plugins/webgpu/adapter.js';
-import { traceFile, Tracer } from '../runtime/trace.js';
+import { traceFile, Tracer, tracing, type ProxyTrace, type TraceDocument } from '../runtime/trace.js';
 import { checkInteger, checkOptions, describe } from './checks.js';
 import { RuntimeContext } from './context.js';
 import { Device } from './device.js';
@@ -361,13 +361,42 @@ export class Runtime {
     const tracer = this.context.tracer;
     if (!tracer || this.parent) return;
     let index = 0;
+    for (const batch of await this.proxyTraces()) tracer.merge(index++, batch.events, batch.clock, batch.dropped);
+  }
+
+  /** The spans the plugins' proxies recorded for this runtime so far (none from a plugin that fails to say). */
+  private async proxyTraces(): Promise<ProxyTrace[]> {
+    const all: ProxyTrace[] = [];
     for (const plugin of this.plugins) {
       const batches = await plugin.traces?.().catch((error: unknown) => {
         dropped('trace', `collecting the spans plugin ${plugin.name}'s devices recorded`)(error);
         return [];
       });
-      for (const batch of batches ?? []) tracer.merge(index++, batch.events, batch.clock, batch.dropped);
+      all.push(...(batches ?? []));
     }
+    return all;
+  }
+
+  /**
+   * The trace so far, as a Chrome trace object (Perfetto and chrome://tracing open it as JSON):
+   * one process per device, a track per queue and one for mapping, a span per copy, launch and
+   * mapping call, the proxies' spans on this clock. It needs `Offload.init({ trace: true })` (or
+   * a trace file). Before shutdown the proxies are asked for their spans now; after it, the whole
+   * run's trace. A page saves it as a file with
+   * `URL.createObjectURL(new Blob([JSON.stringify(trace)], { type: 'application/json' }))`.
+   */
+  async trace(): Promise<TraceDocument> {
+    if (this.parent) return this.parent.trace();
+    const tracer = this.context.tracer;
+    if (!tracer)
+      throw errors.invalidArgument(
+        'trace: this runtime keeps no trace: start it with Offload.init({ trace: true }) (or a trace file, or OFFLOAD_TRACE)',
+      );
+    if (this.shutdownPromise) {
+      await this.shutdownPromise.catch(() => {});
+      return tracer.document();
+    }
+    return tracer.document(await this.proxyTraces());
   }
 
   private stopped: Promise<void> | undefined;
@@ -447,8 +476,10 @@ async function init(options?: RuntimeOptions): Promise<Runtime> {
   if (opts.token !== undefined && typeof opts.token !== 'string') {
     throw errors.invalidArgument(`Offload.init: options.token must be a string, got ${describe(opts.token)}`);
   }
-  if (opts.trace !== undefined && typeof opts.trace !== 'string') {
-    throw errors.invalidArgument(`Offload.init: options.trace must be a file path, got ${describe(opts.trace)}`);
+  if (opts.trace !== undefined && typeof opts.trace !== 'string' && typeof opts.trace !== 'boolean') {
+    throw errors.invalidArgument(
+      `Offload.init: options.trace must be a file path, or true to keep the trace for runtime.trace(), got ${describe(opts.trace)}`,
+    );
   }
   const signal = checkSignal(opts.signal, 'Offload.init: options.signal');
   if (opts.connectTimeoutMs !== undefined)
@@ -478,11 +509,10 @@ async function build(
   launchTimeoutMs: number | undefined,
 ): Promise<Runtime> {
   const log = typeof info === 'function' ? new InfoLog(true, info) : new InfoLog(info);
-  const file = traceFile(opts.trace);
   const context = new RuntimeContext(
     new ImageRegistry(log),
     log,
-    file === undefined ? undefined : new Tracer(file),
+    tracing(opts.trace) ? new Tracer(traceFile(opts.trace)) : undefined,
     launchTimeoutMs,
     checkPrint(opts.print, 'Offload.init'),
   );

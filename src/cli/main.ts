@@ -12,10 +12,11 @@ import * as devices from './devices.js';
 import * as init from './init.js';
 import * as launch from './launch.js';
 import * as proxy from './proxy.js';
+import * as serve from './serve.js';
 import { table, usageError, wrapHelp } from './format.js';
 
 /** Each module exports `summary` (one line) and `run(args)`, which resolves to the exit status. */
-const COMMANDS = { init, devices, build, demo, proxy, launch, bench };
+const COMMANDS = { init, devices, build, demo, serve, proxy, launch, bench };
 type CommandName = keyof typeof COMMANDS;
 
 const HELP = wrapHelp(`Usage: offload <command> [options]

@@ -36,8 +36,12 @@ export interface RuntimeOptions {
   mpi?: boolean;
   /** The proxies' shared secret. Default: OFFLOAD_TOKEN. Required when there are proxies. */
   token?: string;
-  /** Write a Chrome trace (Perfetto) of queues, copies, launches and mapping to this file at shutdown. Default: OFFLOAD_TRACE. */
-  trace?: string;
+  /**
+   * Trace queues, copies, launches and mapping (a Chrome trace, which Perfetto opens): a file path
+   * writes it there at shutdown (Node); `true` keeps it for `runtime.trace()` only (a page's way,
+   * which has no files). Default: OFFLOAD_TRACE.
+   */
+  trace?: string | boolean;
   /** Print one line per load, copy and launch to stderr. Default: OFFLOAD_INFO. */
   info?: boolean | ((line: string) => void);
   /**

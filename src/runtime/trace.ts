@@ -40,9 +40,32 @@ export interface Span {
   end(failed?: boolean): void;
 }
 
-export function traceFile(option: string | undefined, env: Environment = environment()): string | undefined {
+export function traceFile(option: string | boolean | undefined, env: Environment = environment()): string | undefined {
+  if (typeof option === 'boolean') return undefined;
   const file = option ?? env.OFFLOAD_TRACE;
   return file === undefined || file === '' ? undefined : file;
+}
+
+/** Whether the runtime traces: to a file (`traceFile`), or kept for `runtime.trace()` only (`trace: true`, a page's way). */
+export function tracing(option: string | boolean | undefined, env: Environment = environment()): boolean {
+  return option === true || traceFile(option, env) !== undefined;
+}
+
+/**
+ * A Chrome trace as Perfetto and chrome://tracing read it (the JSON object format): what a trace
+ * file holds, and what `runtime.trace()` gives (a page saves it with `JSON.stringify` in a Blob).
+ */
+export interface TraceDocument {
+  traceEvents: TraceEvent[];
+  displayTimeUnit: 'ms';
+  metadata: { 'offload-ts': Record<string, unknown> };
+}
+
+/** One proxy's spans for a trace, on its clock (the remote plugin's `traces()`). */
+export interface ProxyTrace {
+  events: readonly TraceEvent[];
+  clock: ClockAlignment;
+  dropped: number;
 }
 
 /** Events a proxy recorded for one client's session, most kept (MAX_REMOTE_EVENTS). */
@@ -126,20 +149,27 @@ export class Tracer {
    * own: pids PROXY_PID_BASE + k * PROXY_PIDS + device, times moved onto this process's clock.
    */
   merge(proxyIndex: number, events: readonly TraceEvent[], clock: ClockAlignment, dropped = 0): void {
-    const base = PROXY_PID_BASE + proxyIndex * PROXY_PIDS;
     this.clocks.push(clock);
     this.dropped += dropped;
+    this.events.push(...Tracer.moved(proxyIndex, events, clock));
+  }
+
+  /** A proxy's events as `merge` adds them: its pids moved into its block, its times onto this clock. */
+  private static moved(proxyIndex: number, events: readonly TraceEvent[], clock: ClockAlignment): TraceEvent[] {
+    const base = PROXY_PID_BASE + proxyIndex * PROXY_PIDS;
+    const moved: TraceEvent[] = [];
     for (const event of events) {
       const pid = base + event.pid;
       if (event.ph === 'M') {
         const name =
           // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a proxy's trace is data from the wire: whatever its name is, shown as String() shows it
           event.name === 'process_name' ? `proxy ${clock.proxy} ${String(event.args?.name ?? '')}` : event.args?.name;
-        this.events.push({ ...event, pid, args: { name } });
+        moved.push({ ...event, pid, args: { name } });
       } else {
-        this.events.push({ ...event, pid, ts: event.ts - clock.offsetUs });
+        moved.push({ ...event, pid, ts: event.ts - clock.offsetUs });
       }
     }
+    return moved;
   }
 
   private now(): number {
@@ -247,16 +277,31 @@ export class Tracer {
         });
       }
     }
-    const metadata = {
-      'offload-ts': {
-        ...(interrupt === undefined ? {} : { interrupted: interrupt }),
-        clockAlignment:
-          'each proxy: offset = its clock at the hello reply minus the midpoint of that TCP (or MPI) round trip',
-        proxies: this.clocks,
-        droppedProxyEvents: this.dropped,
+    writeTextNow(this.file, JSON.stringify(this.document([], interrupt)));
+  }
+
+  /**
+   * The trace as it stands, as a Chrome trace object: the spans kept so far, with `proxies`'
+   * spans (fetched now, not yet merged) added after those merged already. Changes nothing: the
+   * next call, or the file, still has every span.
+   */
+  document(proxies: readonly ProxyTrace[] = [], interrupt?: Interrupt): TraceDocument {
+    const events = [...this.events];
+    for (const [index, proxy] of proxies.entries())
+      events.push(...Tracer.moved(this.clocks.length + index, proxy.events, proxy.clock));
+    return {
+      traceEvents: events,
+      displayTimeUnit: 'ms',
+      metadata: {
+        'offload-ts': {
+          ...(interrupt === undefined ? {} : { interrupted: interrupt }),
+          clockAlignment:
+            'each proxy: offset = its clock at the hello reply minus the midpoint of that TCP (or MPI) round trip',
+          proxies: [...this.clocks, ...proxies.map((proxy) => proxy.clock)],
+          droppedProxyEvents: proxies.reduce((sum, proxy) => sum + proxy.dropped, this.dropped),
+        },
       },
     };
-    writeTextNow(this.file, JSON.stringify({ traceEvents: this.events, displayTimeUnit: 'ms', metadata }));
   }
 
   /** The events a proxy sends its client, at most `limit` of them, and how many it left out. */

@@ -29,6 +29,28 @@ export interface ConformanceTarget {
   bundle: string;
   /** Releases whatever the target started besides the runtime (which the suite shuts down). */
   cleanup?: () => Promise<void>;
+  /** A second, separate runtime with at least one device, for buffers of another runtime (default: a small host device). */
+  otherRuntime?: () => Promise<Runtime>;
+}
+
+/**
+ * Calls `onUnhandled` with each promise rejection nobody handled: Node's process event, or a
+ * page's `unhandledrejection` (the same suite runs in a page, test/browser-conformance.test.ts).
+ * Returns what stops listening.
+ */
+function watchUnhandled(onUnhandled: (reason: unknown) => void): () => void {
+  const node = (globalThis as { process?: NodeJS.Process }).process;
+  if (node) {
+    node.on('unhandledRejection', onUnhandled);
+    return () => node.off('unhandledRejection', onUnhandled);
+  }
+  const page = globalThis as unknown as {
+    addEventListener(type: string, listener: (event: { reason: unknown }) => void): void;
+    removeEventListener(type: string, listener: (event: { reason: unknown }) => void): void;
+  };
+  const listener = (event: { reason: unknown }): void => onUnhandled(event.reason);
+  page.addEventListener('unhandledrejection', listener);
+  return () => page.removeEventListener('unhandledrejection', listener);
 }
 
 /** The boolean capabilities a test may need (device.info.capabilities). */
@@ -68,9 +90,7 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
     let library: Library;
     const kernels = new Map<string, Kernel>();
     const unhandled: unknown[] = [];
-    const onUnhandled = (reason: unknown): void => {
-      unhandled.push(reason);
-    };
+    let stopWatching = (): void => {};
 
     const kernel = async (name: string): Promise<Kernel> => {
       let found = kernels.get(name);
@@ -94,7 +114,7 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
     };
 
     before(async () => {
-      process.on('unhandledRejection', onUnhandled);
+      stopWatching = watchUnhandled((reason) => unhandled.push(reason));
       target = await setup();
       ({ runtime, device } = target);
       library = await runtime.register(target.bundle);
@@ -103,7 +123,7 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
     after(async () => {
       await runtime?.shutdown();
       await target?.cleanup?.();
-      process.off('unhandledRejection', onUnhandled);
+      stopWatching();
       assert.deepEqual(unhandled, [], 'no promise of the runtime may reject unhandled');
     });
 
@@ -246,7 +266,8 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         await freed.free();
         await rejectsWith(q.read(freed, new Uint8Array(1)).done, 'INVALID_BUFFER', /freed/);
         await q.finish().catch(() => {});
-        const other = await Offload.init({ host: { threads: 1, memoryBytes: 4 * 1024 * 1024 } });
+        const other = await (target.otherRuntime?.() ??
+          Offload.init({ host: { threads: 1, memoryBytes: 4 * 1024 * 1024 } }));
         try {
           const foreign = await other.devices[0]!.alloc(16);
           await rejectsWith(q.write(foreign, new Uint8Array(1)).done, 'INVALID_BUFFER', /another runtime/);

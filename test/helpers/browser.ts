@@ -5,12 +5,12 @@
  * 127.0.0.1 that serves it with the cross-origin isolation headers.
  */
 import { execFile } from 'node:child_process';
-import { access, mkdir, symlink, writeFile } from 'node:fs/promises';
+import { access, mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { build, type Metafile } from 'esbuild';
+import { build, type Metafile, type Plugin } from 'esbuild';
 import { chromium, type Browser } from 'playwright-core';
 
 const ROOT = path.join(import.meta.dirname, '..', '..');
@@ -69,7 +69,8 @@ document.getElementById('out').textContent = JSON.stringify(results);
 `;
 
 /** Bundles `program` as a page's bundler would: the package through its browser condition, nothing else configured. */
-export async function bundlePage(dir: string, program = PAGE_PROGRAM): Promise<{ code: string; metafile: Metafile }> {
+/** Builds the package (dist/) unless it is there: a page loads the built modules, as a user's would. */
+export async function ensureBuilt(): Promise<void> {
   try {
     await access(path.join(ROOT, 'dist/browser.js'));
   } catch {
@@ -77,6 +78,10 @@ export async function bundlePage(dir: string, program = PAGE_PROGRAM): Promise<{
       cwd: ROOT,
     });
   }
+}
+
+export async function bundlePage(dir: string, program = PAGE_PROGRAM): Promise<{ code: string; metafile: Metafile }> {
+  await ensureBuilt();
   await mkdir(path.join(dir, 'node_modules'), { recursive: true });
   await symlink(ROOT, path.join(dir, 'node_modules', 'offload-ts')).catch(() => {});
   await writeFile(path.join(dir, 'main.js'), program);
@@ -92,6 +97,60 @@ export async function bundlePage(dir: string, program = PAGE_PROGRAM): Promise<{
     logLevel: 'silent',
   });
   return { code: result.outputFiles[0]!.text, metafile: result.metafile };
+}
+
+/**
+ * The page versions of src/, as a bundler picks them for the built package: package.json's
+ * "browser" field, its dist/ paths read as the src/ files they are built from (X.js -> X.ts);
+ * src/index.ts, imported from outside src/, is the package's browser entry, src/browser.ts.
+ */
+function pageSources(): Plugin {
+  return {
+    name: 'offload-page-sources',
+    async setup(build) {
+      const pkg = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as {
+        browser: Record<string, string>;
+      };
+      const swaps = new Map<string, string>();
+      const source = (dist: string): string =>
+        path.join(ROOT, dist.replace(/^\.\/dist\//, 'src/').replace(/\.js$/, '.ts'));
+      for (const [from, to] of Object.entries(pkg.browser)) swaps.set(source(from), source(to));
+      swaps.set(path.join(ROOT, 'src/index.ts'), path.join(ROOT, 'src/browser.ts'));
+      build.onResolve({ filter: /^\.\.?\// }, (args) => {
+        const resolved = path.resolve(args.resolveDir, args.path).replace(/\.js$/, '.ts');
+        const swap = swaps.get(resolved);
+        if (!swap || swap === args.importer) return undefined;
+        // src/browser.ts imports src/index.ts itself; only the way in from outside is swapped.
+        if (resolved.endsWith('src/index.ts') && args.importer.startsWith(path.join(ROOT, 'src'))) return undefined;
+        return { path: swap };
+      });
+    },
+  };
+}
+
+/**
+ * Bundles a test's page program (`entry`, TypeScript) from the sources, for a page: src/ as the
+ * package's browser build has it, and node:test and node:assert/strict replaced by the page
+ * shims of page-node-test.ts and page-node-assert.ts, so a suite written for node:test runs in
+ * the page unchanged.
+ */
+export async function bundleTestPage(entry: string): Promise<string> {
+  const result = await build({
+    entryPoints: [entry],
+    absWorkingDir: ROOT,
+    bundle: true,
+    platform: 'browser',
+    format: 'esm',
+    target: 'es2022',
+    write: false,
+    logLevel: 'silent',
+    alias: {
+      'node:test': path.join(ROOT, 'test/helpers/page-node-test.ts'),
+      'node:assert/strict': path.join(ROOT, 'test/helpers/page-node-assert.ts'),
+    },
+    plugins: [pageSources()],
+  });
+  return result.outputFiles[0]!.text;
 }
 
 /** What `servePage` serves: a path's body and content type. */

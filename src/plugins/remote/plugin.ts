@@ -9,7 +9,7 @@ import { errors, messageOf, OffloadError } from '../../errors.js';
 import type { ImageInfo } from '../../image/manifest.js';
 import type { Plugin, PluginDevice, RemoteTrace } from '../interface.js';
 import { registerPlugin } from '../../runtime/plugin-registry.js';
-import { traceFile } from '../../runtime/trace.js';
+import { tracing } from '../../runtime/trace.js';
 import { discoverProxies, type TlsClientOptions } from '../../transport/connect.js';
 import { tlsFromEnv } from '../../transport/tls-files.js';
 import type { Connector } from '../../transport/transport.js';
@@ -187,7 +187,7 @@ registerPlugin(
       requestTimeoutMs: options.requestTimeoutMs,
       connectTimeoutMs: options.connectTimeoutMs,
       signal: options.signal,
-      trace: traceFile(options.trace) !== undefined,
+      trace: tracing(options.trace),
       tls: options.tls ?? (await tlsFromEnv()),
     });
   },

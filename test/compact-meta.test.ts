@@ -174,9 +174,11 @@ describe('the compact form of launch frames', { timeout: 120_000 }, () => {
       return bytes;
     };
     assertProtocol(() => compactMeta.decode(patched(1, 4)), /unknown flags 4/);
-    assertProtocol(() => compactMeta.decode(patched(2, 4)), /teams has rank 4/);
+    // kind, presence, id, queue, image: the teams' rank is byte 26.
+    assert.equal(full[26], 2, "the teams' rank is where the test says");
+    assertProtocol(() => compactMeta.decode(patched(26, 4)), /teams has rank 4/);
     // The high word of the id at 2^21: the id would be 2^53 or more.
-    assertProtocol(() => compactMeta.decode(patched(8, 0, 0, 0x20, 0)), /id is not below 2\^53/);
+    assertProtocol(() => compactMeta.decode(patched(6, 0, 0, 0x20, 0)), /id is not below 2\^53/);
     const reply = compactBytes({ op: 'reply', id: 1 });
     reply[8] = 0xff;
     assertProtocol(() => compactMeta.decode(reply), /id is not below 2\^53/);

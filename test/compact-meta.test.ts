@@ -8,6 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import { OffloadError } from '../src/errors.js';
 import { RemoteConnection } from '../src/plugins/remote/connection.js';
 import { compactMeta } from '../src/protocol/compact.js';
+import { decodeRequest } from '../src/protocol/decode-request.js';
+import { args, gridSize, string, uint, type Field, type Fields } from '../src/protocol/fields.js';
+import { REQUESTS } from '../src/protocol/messages.js';
 import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
 import {
   COMPACT_MAGIC,
@@ -123,6 +126,33 @@ describe('the compact form of launch frames', { timeout: 120_000 }, () => {
       assert.equal(roundTrip(launch({ kernel })).meta.kernel, kernel);
     // A bare reply is 9 bytes of meta, against 20-odd of JSON.
     assert.equal(compactBytes({ op: 'reply', id: 5 }).length, 9);
+  });
+
+  it('carries every field declared for a launch, each through both decoders', () => {
+    // A value of each field's kind, different from launch()'s: a field declared in REQUESTS.launch
+    // reaches the proxy's decoder in both forms with no other edit.
+    const sample = (field: Field<unknown>): unknown =>
+      field.compact === uint.compact
+        ? 2 ** 40 + 3
+        : field.compact === string.compact
+          ? 'another'
+          : field.compact === gridSize.compact
+            ? [5, 6]
+            : field.compact === args.compact
+              ? [{ i64: '-1' }, 0.25]
+              : assert.fail('a launch field of a kind this test does not know');
+    for (const [name, field] of Object.entries(REQUESTS.launch as Fields)) {
+      const meta = launch({ [name]: sample(field) });
+      const out = roundTrip(meta);
+      assert.equal(out.magic, COMPACT_MAGIC, name);
+      const request = decodeRequest({ meta: out.meta, payload: new Uint8Array(0) });
+      assert.deepStrictEqual((request as unknown as Record<string, unknown>)[name], sample(field), name);
+      const fromJson = decodeRequest({
+        meta: JSON.parse(JSON.stringify(meta)) as Record<string, unknown>,
+        payload: new Uint8Array(0),
+      });
+      assert.deepStrictEqual(fromJson, request, `${name}: the JSON form decodes the same`);
+    }
   });
 
   it('sends JSON for what it does not carry, and that decodes as before', () => {

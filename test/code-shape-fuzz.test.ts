@@ -321,7 +321,7 @@ function shrink(program: Program): Program {
 /** Shrunk failures found by this fuzzer, kept: each must agree with the oracle. */
 const REGRESSIONS: Program[] = [];
 
-describe('the provably-short reader against random binaryen modules', { timeout: 120_000 }, () => {
+describe('the provably-short reader against random binaryen modules', { timeout: 300_000 }, () => {
   before(async () => {
     binaryen = (await import('binaryen')).default;
   });

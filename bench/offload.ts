@@ -38,3 +38,10 @@ const builtXsbench = new URL('../dist/apps/xsbench.js', import.meta.url);
 export const xsbench: typeof import('../src/apps/xsbench.js') = existsSync(builtPath)
   ? await import(builtXsbench.href)
   : await import('../src/apps/xsbench.js');
+
+/** A module of the runtime from the same place as the rest (`path` under src/, without extension): a bench that builds a plugin itself must use the runtime's own registry. */
+export async function runtimeModule<T>(path: string): Promise<T> {
+  return (await import(
+    existsSync(builtPath) ? new URL(`../dist/${path}.js`, import.meta.url).href : `../src/${path}.js`
+  )) as T;
+}

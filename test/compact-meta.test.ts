@@ -8,6 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import { OffloadError } from '../src/errors.js';
 import { RemoteConnection } from '../src/plugins/remote/connection.js';
 import { compactMeta } from '../src/protocol/compact.js';
+import { decodeRequest } from '../src/protocol/decode-request.js';
+import { args, gridSize, string, uint, type Field, type Fields } from '../src/protocol/fields.js';
+import { REQUESTS } from '../src/protocol/messages.js';
 import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
 import {
   COMPACT_MAGIC,
@@ -125,6 +128,33 @@ describe('the compact form of launch frames', { timeout: 120_000 }, () => {
     assert.equal(compactBytes({ op: 'reply', id: 5 }).length, 9);
   });
 
+  it('carries every field declared for a launch, each through both decoders', () => {
+    // A value of each field's kind, different from launch()'s: a field declared in REQUESTS.launch
+    // reaches the proxy's decoder in both forms with no other edit.
+    const sample = (field: Field<unknown>): unknown =>
+      field.compact === uint.compact
+        ? 2 ** 40 + 3
+        : field.compact === string.compact
+          ? 'another'
+          : field.compact === gridSize.compact
+            ? [5, 6]
+            : field.compact === args.compact
+              ? [{ i64: '-1' }, 0.25]
+              : assert.fail('a launch field of a kind this test does not know');
+    for (const [name, field] of Object.entries(REQUESTS.launch as Fields)) {
+      const meta = launch({ [name]: sample(field) });
+      const out = roundTrip(meta);
+      assert.equal(out.magic, COMPACT_MAGIC, name);
+      const request = decodeRequest({ meta: out.meta, payload: new Uint8Array(0) });
+      assert.deepStrictEqual((request as unknown as Record<string, unknown>)[name], sample(field), name);
+      const fromJson = decodeRequest({
+        meta: JSON.parse(JSON.stringify(meta)) as Record<string, unknown>,
+        payload: new Uint8Array(0),
+      });
+      assert.deepStrictEqual(fromJson, request, `${name}: the JSON form decodes the same`);
+    }
+  });
+
   it('sends JSON for what it does not carry, and that decodes as before', () => {
     const json: Record<string, unknown>[] = [
       { op: 'ping', id: 1 },
@@ -174,9 +204,11 @@ describe('the compact form of launch frames', { timeout: 120_000 }, () => {
       return bytes;
     };
     assertProtocol(() => compactMeta.decode(patched(1, 4)), /unknown flags 4/);
-    assertProtocol(() => compactMeta.decode(patched(2, 4)), /teams has rank 4/);
+    // kind, presence, id, queue, image: the teams' rank is byte 26.
+    assert.equal(full[26], 2, "the teams' rank is where the test says");
+    assertProtocol(() => compactMeta.decode(patched(26, 4)), /teams has rank 4/);
     // The high word of the id at 2^21: the id would be 2^53 or more.
-    assertProtocol(() => compactMeta.decode(patched(8, 0, 0, 0x20, 0)), /id is not below 2\^53/);
+    assertProtocol(() => compactMeta.decode(patched(6, 0, 0, 0x20, 0)), /id is not below 2\^53/);
     const reply = compactBytes({ op: 'reply', id: 1 });
     reply[8] = 0xff;
     assertProtocol(() => compactMeta.decode(reply), /id is not below 2\^53/);

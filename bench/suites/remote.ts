@@ -21,6 +21,7 @@ import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SpawnedProxy } from '../../src/proxy/spawn.js';
 import { cpuSeconds, startHog, type Hog } from '../hog.js';
+import { compactCodec, compactRoundTrip } from '../compact-form.js';
 
 const MiB = 1024 * 1024;
 const COPY_BYTES = 64 * MiB;
@@ -367,6 +368,9 @@ export const remoteSuite: Suite = {
       const launchRows = await launches(device, empty, raw, polling, plan);
       progress('remote: launch-heavy loop over one and two proxies');
       const rows = [...copyRows, ...launchRows, await scaling(single, pair, plan)];
+      progress('remote: launch round trips with the compact launch frames and without them');
+      rows.push(await compactRoundTrip(device, empty, proxies[0]!.address, token, plan));
+      rows.push(await compactCodec(plan));
       progress(`remote: the proxy's CPU, idle with clients connected and at ${LAUNCHES_PER_S} launches/s`);
       rows.push(...(await proxyCpu(proxies[0]!, device, empty)));
       if (plan.busy) {

@@ -1,294 +1,39 @@
 import { asOffloadError, errors, OffloadError } from '../errors.js';
-import { MAX_FILL_PATTERN_BYTES, MAX_MILLISECONDS } from '../units.js';
-import type { Grid as PluginGrid, LaunchSettled, PluginEvent, PluginQueue, Rect } from '../plugins/interface.js';
+import { MAX_FILL_PATTERN_BYTES } from '../units.js';
+import type { Grid as PluginGrid, PluginQueue } from '../plugins/interface.js';
 import { asLaunchArgs, type LoweredArg } from './launch-scratch.js';
 import { abortable, checkSignal } from '../abort.js';
-import { Buffer, DevicePointer } from './buffer.js';
-import {
-  checkArgumentCount,
-  checkInteger,
-  checkOptions,
-  checkRange,
-  checkScalar,
-  checkSize,
-  describe,
-  hostBytes,
-  isOptionsObject,
-  scalarProblem,
-} from './checks.js';
+import { Buffer } from './buffer.js';
+import { checkInteger, checkOptions, checkRange, checkSize, describe, hostBytes, isOptionsObject } from './checks.js';
 import type { Device } from './device.js';
-import { type GridSize, lowerGrid } from './grid.js';
 import { Kernel } from './kernel.js';
+import { Event, LaunchEvent, operationEvent, type RecordOptions, type WaitOptions } from './event.js';
+import { checkRect, type RectCopy } from './rect.js';
+import {
+  checkedBuffer,
+  type Grid,
+  launchArgs,
+  launchGrid,
+  type KernelArgument,
+  type LaunchGrid,
+  type PointerResolver,
+} from './launch-arguments.js';
+
+// The types and values a program (and omp, proxy) import from here, now each in its own file.
+export { Event, type RecordOptions, type WaitOptions } from './event.js';
+export type { RectCopy, RectSide } from './rect.js';
+export {
+  MAX_TIMEOUT_MS,
+  type Grid,
+  type ItemsGrid,
+  type KernelArgument,
+  type LaunchGrid,
+  type PointerResolver,
+} from './launch-arguments.js';
 import { completeLaunch, setPointerLengths } from './items.js';
 import { dropped } from '../runtime/debug.js';
 import { rectBytes } from '../plugins/interface.js';
 import { performance, warn } from '../platform.js';
-
-/** A point in a queue: `done` settles when everything before it in its queue has completed. */
-export class Event {
-  /** @internal What the plugins see of it: for a launch's event, the event itself. */
-  readonly plugin: PluginEvent;
-
-  /** @internal */
-  constructor(
-    plugin: PluginEvent | undefined,
-    /** @internal */ readonly device: Device,
-  ) {
-    this.plugin = plugin ?? (this as unknown as PluginEvent);
-  }
-
-  /** Resolves when the operation (and all before it in its queue) completed; rejects with its error. */
-  get done(): Promise<void> {
-    return this.plugin.done;
-  }
-
-  /** True once the event has completed or failed. */
-  query(): boolean {
-    return this.plugin.query();
-  }
-
-  /**
-   * Milliseconds from `start` to this event, on the device's clock (a remote device's: its
-   * proxy's), as olGetEventElapsedTime and cudaEventElapsedTime: both must have been recorded
-   * with `queue.record({ timing: true })`, on devices that share a clock (this process's
-   * devices do; a proxy's devices share the proxy's). Resolves once both have completed;
-   * rejects with the error of one that failed, or INVALID_ARGUMENT for untimed events or
-   * events of different clocks.
-   */
-  async elapsedSince(start: Event): Promise<number> {
-    const device = this.device.id;
-    if (!(start instanceof Event))
-      throw errors.invalidArgument(`elapsedSince: start must be an Event, got ${describe(start)}`, device);
-    const [from, to] = [start.plugin.timing, this.plugin.timing];
-    if (!from || !to) {
-      const which = !from && !to ? 'neither event was' : !from ? 'start was not' : 'this event was not';
-      throw errors.invalidArgument(
-        `elapsedSince: ${which} recorded with timing; record both with queue.record({ timing: true })`,
-        device,
-      );
-    }
-    if (from.clock !== to.clock) {
-      throw errors.invalidArgument(
-        `elapsedSince: start is an event of device ${start.device.id} (${start.device.info.location}) and this one of device ${device} ` +
-          `(${this.device.info.location}); their clocks differ, so their times do not compare`,
-        device,
-      );
-    }
-    await Promise.all([start.done, this.done]);
-    return (await to.at) - (await from.at);
-  }
-
-  /**
-   * Waits as `done` does, with a way out: rejects with ABORTED (TIMEOUT for `AbortSignal.timeout(ms)`) as soon
-   * as `options.signal` aborts. Only the wait ends; the operation goes on, and `done` still
-   * settles when it does.
-   */
-  wait(options?: WaitOptions): Promise<void> {
-    try {
-      const signal = checkSignal(checkOptions(options, 'event.wait: options').signal, 'event.wait: options.signal');
-      return abortable(this.done, signal, 'event.wait');
-    } catch (error) {
-      return Promise.reject(error);
-    }
-  }
-}
-
-const PENDING = 0;
-const COMPLETED = 1;
-const FAILED = 2;
-/** The `done` of every launch that completed before anyone asked (a settled promise is immutable). */
-const COMPLETED_PROMISE = Promise.resolve();
-const noop = (): void => {};
-
-/**
- * The event of a launch: the one object a launch makes. The plugin tells it when the
- * launch settles (LaunchSettled); its `done` promise is made only when asked for. A launch that
- * was still running when the plugin returned is counted by its queue, its library and its
- * buffers until then (Queue.launch); one that ran at once needed no counting.
- */
-class LaunchEvent extends Event implements PluginEvent, LaunchSettled {
-  private state = PENDING;
-  private failure: OffloadError | undefined = undefined;
-  private promise: Promise<void> | undefined = undefined;
-  private resolveDone: (() => void) | undefined = undefined;
-  private rejectDone: ((error: OffloadError) => void) | undefined = undefined;
-  /** Set when it was still running after the plugin's launch call: its queue, library and these buffers count it. */
-  counted = false;
-  buffers: Buffer[] | undefined = undefined;
-  /** When it was enqueued, where OFFLOAD_INFO wants its time; else -1. */
-  started = -1;
-
-  constructor(
-    readonly owner: Queue,
-    public kernel: Kernel,
-    public grid: PluginGrid,
-  ) {
-    super(undefined, owner.device);
-  }
-
-  /**
-   * This event made new for another launch of its queue (Queue.launchResolving): only once it
-   * settled within its launch call, so that no plugin, queue or buffer holds it, and its caller
-   * took only its `done`.
-   */
-  renew(kernel: Kernel, grid: PluginGrid): this {
-    this.kernel = kernel;
-    this.grid = grid;
-    this.state = PENDING;
-    this.failure = this.promise = this.resolveDone = this.rejectDone = undefined;
-    this.counted = false;
-    this.buffers = undefined;
-    this.started = -1;
-    return this;
-  }
-
-  /** @internal PluginEvent's: the plugin queue it belongs to. */
-  get queue(): PluginQueue {
-    return this.owner.plugin;
-  }
-
-  /** @internal PluginEvent's: a launch's event is not timed. */
-  get timing(): undefined {
-    return undefined;
-  }
-
-  override get done(): Promise<void> {
-    // Small, so that V8 inlines it where a launch is awaited; the promise is made apart.
-    return this.promise ?? (this.state === COMPLETED ? COMPLETED_PROMISE : this.makeDone());
-  }
-
-  private makeDone(): Promise<void> {
-    const failure = this.failure; // set exactly when it failed
-    const promise =
-      failure !== undefined
-        ? Promise.reject(failure)
-        : new Promise<void>((resolve, reject) => {
-            this.resolveDone = resolve;
-            this.rejectDone = reject;
-          });
-    promise.catch(noop); // its failure is the queue's too: finish() reports it if no wait does
-    return (this.promise = promise);
-  }
-
-  override query(): boolean {
-    return this.state !== PENDING;
-  }
-
-  /** @internal LaunchSettled's: once, from the plugin. */
-  launchSettled(error: unknown, where: string | undefined): void {
-    if (this.state !== PENDING) return;
-    const device = this.device.id;
-    const failure =
-      error === undefined
-        ? undefined
-        : asOffloadError(error, `running an operation of a queue of device ${device}`, { device });
-    this.state = failure === undefined ? COMPLETED : FAILED;
-    this.failure = failure;
-    this.owner.launchEnded(this, failure !== undefined, where);
-    if (failure === undefined) this.resolveDone?.();
-    else this.rejectDone?.(failure);
-  }
-}
-
-/** Options of the waits that take an AbortSignal (`event.wait`, `queue.finish`). */
-export interface WaitOptions {
-  /** Ends the wait (not the work waited for) with ABORTED, or TIMEOUT for `AbortSignal.timeout(ms)`. */
-  signal?: AbortSignal;
-}
-
-/** What `queue.record()` takes. */
-export interface RecordOptions {
-  /**
-   * Also read the device's clock when the queue reaches the event, for `event.elapsedSince()`.
-   * Off by default: a plain event costs no clock read (nor, on a remote device, a time in its reply).
-   */
-  timing?: boolean;
-}
-
-/**
- * One side of a rectangular copy: where its first row starts, and the bytes from one row to
- * the next and one slice to the next (defaults: rows packed, `width` bytes apart; slices packed,
- * `rowPitch * height` apart).
- */
-export interface RectSide {
-  offset?: number;
-  rowPitch?: number;
-  slicePitch?: number;
-}
-
-/**
- * A rectangular copy (olMemcpyRect, cudaMemcpy3D): `depth` slices of `height` rows of `width`
- * bytes, read from `src` and written to `dst` with the layout each side says.
- */
-export interface RectCopy {
-  /** Bytes per row. */
-  width: number;
-  /** Rows per slice. */
-  height: number;
-  /** Slices; default 1. */
-  depth?: number;
-  /** The layout of the side read from (the host view of writeRect, the buffer of readRect, src of copyRect). */
-  src?: RectSide;
-  /** The layout of the side written to. */
-  dst?: RectSide;
-}
-
-/** The bytes `rect` spans on one side, from its offset to the end of its last row. */
-function rectSpan(width: number, height: number, depth: number, rowPitch: number, slicePitch: number): number {
-  if (width === 0 || height === 0 || depth === 0) return 0;
-  return (depth - 1) * slicePitch + (height - 1) * rowPitch + width;
-}
-
-/** `rect` checked against the byte lengths of both sides, as the plugin contract's Rect. */
-function checkRect(rect: unknown, what: string, srcLength: number, dstLength: number, device: number): Rect {
-  const shape = checkOptions(rect, `${what}: rect`);
-  const width = checkSize(shape.width, `${what}: rect.width`, device);
-  const height = checkSize(shape.height, `${what}: rect.height`, device);
-  const depth = checkSize(shape.depth ?? 1, `${what}: rect.depth`, device);
-  if (width === 0 || height === 0 || depth === 0)
-    throw errors.invalidArgument(
-      `${what}: rect is ${width} x ${height} x ${depth} bytes; every extent must be at least 1 (liboffload's INVALID_SIZE)`,
-      device,
-    );
-  const side = (name: 'src' | 'dst', length: number) => {
-    const layout = checkOptions(shape[name], `${what}: rect.${name}`);
-    const offset = checkSize(layout.offset ?? 0, `${what}: rect.${name}.offset`, device);
-    const rowPitch = checkSize(layout.rowPitch ?? width, `${what}: rect.${name}.rowPitch`, device);
-    if (rowPitch < width)
-      throw errors.invalidArgument(
-        `${what}: rect.${name}.rowPitch ${rowPitch} is less than rect.width ${width}: rows would overlap`,
-        device,
-      );
-    const slicePitch = checkSize(layout.slicePitch ?? rowPitch * height, `${what}: rect.${name}.slicePitch`, device);
-    if (depth > 1 && slicePitch < rowPitch * height) {
-      throw errors.invalidArgument(
-        `${what}: rect.${name}.slicePitch ${slicePitch} is less than rowPitch * height (${rowPitch * height}): slices would overlap`,
-        device,
-      );
-    }
-    const span = rectSpan(width, height, depth, rowPitch, slicePitch);
-    if (!Number.isSafeInteger(offset + span) || offset + span > length) {
-      throw errors.outOfBounds(
-        `${what}: the ${name} side's last row ends at byte ${offset + span}, beyond its ${length} bytes`,
-        device,
-      );
-    }
-    return { offset, rowPitch, slicePitch };
-  };
-  const src = side('src', srcLength);
-  const dst = side('dst', dstLength);
-  return {
-    width,
-    height,
-    depth,
-    srcOffset: src.offset,
-    srcRowPitch: src.rowPitch,
-    srcSlicePitch: src.slicePitch,
-    dstOffset: dst.offset,
-    dstRowPitch: dst.rowPitch,
-    dstSlicePitch: dst.slicePitch,
-  };
-}
 
 /** A fill pattern as its bytes (a copy: the caller may change its array once fill() returns). */
 function fillPatternBytes(pattern: unknown, device: number): Uint8Array {
@@ -324,79 +69,12 @@ function hostFunctionError(thrown: unknown, device: number): OffloadError {
   );
 }
 
-/**
- * An operation's promise as an event of `owner`, its errors attributed to its device; counted as
- * pending by `owner` until it settles.
- */
-function operationEvent(owner: Queue, done: Promise<unknown>): PluginEvent {
-  const device = owner.device.id;
-  let settled = false;
-  owner.began();
-  const tracked = done.then(
-    () => {
-      settled = true;
-      owner.ended(false);
-    },
-    (error: unknown) => {
-      settled = true;
-      owner.ended(true);
-      throw asOffloadError(error, `running an operation of a queue of device ${device}`, { device });
-    },
-  );
-  tracked.catch(() => {}); // its failure is the queue's too: finish() reports it if no wait does
-  return { done: tracked, queue: owner.plugin, query: () => settled };
-}
-
 export interface CopyOptions {
   srcOffset?: number;
   dstOffset?: number;
   /** Bytes to copy; default: the rest of `src` after `srcOffset`. */
   byteLength?: number;
 }
-
-export interface Grid {
-  /**
-   * Number of teams (at least 1), or teams along [x, y, z] (each within `device.info.maxTeamDims`,
-   * their product within `maxTeams`). A kernel reads its place with teamId(d) and numTeams(d).
-   */
-  teams: GridSize;
-  /**
-   * Threads per team; default 1. A number is clamped to `device.info.maxThreadsPerTeam`, as
-   * OpenMP's thread_limit; dimensions [x, y, z] are taken as given or refused (within
-   * `maxThreadDims`, their product within `maxThreadsPerTeam`). The threads of a team share its
-   * team memory and meet at barrier().
-   */
-  threads?: GridSize;
-  /**
-   * Bytes of scratch memory per team, shared by its threads (teamMemory() in a kernel); default
-   * 0; at most `device.info.maxTeamMemoryBytes`. Its contents start undefined and end with the team.
-   */
-  teamMemoryBytes?: number;
-  /**
-   * Time limit in milliseconds: a launch still running after it fails with TIMEOUT, naming the
-   * kernel and the limit, and the device stops it and goes on (on the host device the workers
-   * running it are replaced). Counted from when the launch begins to run, not while it waits
-   * for a worker. Default: OFFLOAD_LAUNCH_TIMEOUT, or none.
-   */
-  timeoutMs?: number;
-}
-
-/**
- * The grid of a per-item kernel's launch (its first parameter is `i: item`): the items, and the
- * device picks the teams (`device.suggestGrid` says which).
- */
-export interface ItemsGrid {
-  /** Number of items (1 to 2^31 - 1), or items along [x, y] or [x, y, z] (their product too). */
-  items: GridSize;
-  /** As Grid.timeoutMs. */
-  timeoutMs?: number;
-}
-
-/** What `queue.launch` takes: teams for a kernel written for teams, items for a per-item one. */
-export type LaunchGrid = Grid | ItemsGrid;
-
-/** The longest time limit a launch takes (about 24 days, what a Node timer can wait). */
-export const MAX_TIMEOUT_MS = MAX_MILLISECONDS;
 
 /**
  * Device queues of Queue objects the program dropped without destroying them: released when the
@@ -405,19 +83,6 @@ export const MAX_TIMEOUT_MS = MAX_MILLISECONDS;
 const abandoned = new FinalizationRegistry<PluginQueue>((plugin) => {
   plugin.destroy().catch(dropped('queue', 'releasing a queue the program dropped'));
 });
-
-/** A kernel argument: a number (i32, f32, f64), a bigint (i64), a Buffer or a DevicePointer (ptr). */
-export type KernelArgument = number | bigint | Buffer | DevicePointer;
-
-/** @internal What a resolving launch (Queue.launchResolving) asks for the pointer an argument stands for. */
-export interface PointerResolver {
-  /**
-   * For a pointer argument: the pointer it stands for; undefined when it stands for one the
-   * launch cannot take (the launch then does nothing); a Buffer, a DevicePointer or any other
-   * value as it is (the launch checks it as usual).
-   */
-  pointerFor(value: unknown): unknown;
-}
 
 /**
  * An in-order queue of a device. Enqueueing methods return an Event at once and never throw:
@@ -526,13 +191,7 @@ export class Queue {
   }
 
   private buffer(value: unknown, name: string): Buffer {
-    if (!(value instanceof Buffer))
-      throw errors.invalidArgument(`${name} must be a Buffer, got ${describe(value)}`, this.device.id);
-    if (value.device.context !== this.device.context) {
-      throw errors.invalidBuffer(`${name} belongs to another runtime`, this.device.id);
-    }
-    if (value.freed) throw errors.invalidBuffer(`${name} (${value.describe()}) was freed`, this.device.id);
-    return value;
+    return checkedBuffer(this.device, value, name);
   }
 
   private localBuffer(value: unknown, name: string): Buffer {
@@ -636,160 +295,6 @@ export class Queue {
     });
   }
 
-  /** Why pointer argument `index` of a launch of `kernel` is refused (launch found that it is). */
-  private pointerArgumentError(kernel: Kernel, index: number, value: unknown): OffloadError {
-    const device = this.device.id;
-    const param = kernel.params[index]!;
-    const position = `launch of '${kernel.name}': argument ${index} '${param.name}'`;
-    try {
-      const pointer = value instanceof DevicePointer;
-      const buffer = this.buffer(pointer ? value.buffer : value, `${position} (ptr)`);
-      if (buffer.device !== this.device) {
-        return errors.invalidBuffer(
-          `${position} is a ${buffer.describe()}, but the kernel runs on device ${device}`,
-          device,
-        );
-      }
-      const offset = pointer ? checkSize(value.byteOffset, `${position}: the pointer's offset`, device) : 0;
-      checkRange(offset, 0, buffer.byteLength, `${position}: pointer into ${buffer.describe()}`, device);
-    } catch (error) {
-      return asOffloadError(error, position);
-    }
-    return asOffloadError(new Error('the launch refused it, but no check of it fails'), `checking ${position}`, {
-      device,
-    });
-  }
-
-  /**
-   * The kernel and grid of a launch checked (the kernel is this device's, its library still
-   * registered, the grid within the device's limits) and the grid lowered, with its time limit.
-   * A plain grid (numbers only) equal to the kernel's last one gets the same lowered grid again.
-   */
-  private launchGrid(kernel: Kernel, grid: LaunchGrid): PluginGrid {
-    const device = this.device.id;
-    if (!(kernel instanceof Kernel))
-      throw errors.invalidArgument(`launch: kernel must be a Kernel, got ${describe(kernel)}`, device);
-    if (kernel.device !== this.device) {
-      throw errors.invalidArgument(
-        `launch: kernel '${kernel.name}' was loaded for device ${kernel.device.id}, not for this queue's device ${device}`,
-        device,
-      );
-    }
-    const library = kernel.library.record;
-    if (library.unregistered)
-      throw errors.invalidArgument(
-        `launch: the library '${library.name}' of kernel '${kernel.name}' was unregistered`,
-        device,
-      );
-    const shape = isOptionsObject(grid) ? grid : checkOptions(grid, `launch of '${kernel.name}': grid`);
-    // Each field read once: a getter answering differently the second time must not split the check from the cache.
-    const { teams, threads, teamMemoryBytes, timeoutMs } = shape;
-    const cache = kernel.scratch;
-    if (
-      cache.grid !== undefined &&
-      teams === cache.teams &&
-      threads === cache.threads &&
-      teamMemoryBytes === cache.teamMemoryBytes &&
-      timeoutMs === cache.timeoutMs
-    )
-      return cache.grid;
-    const lowered = this.lowerLaunchGrid(kernel, { teams, threads, teamMemoryBytes, timeoutMs });
-    if (typeof teams === 'number' && (threads === undefined || typeof threads === 'number')) {
-      Object.freeze(lowered.teamDims);
-      Object.freeze(lowered.threadDims);
-      cache.grid = Object.freeze(lowered);
-      cache.teams = teams;
-      cache.threads = threads;
-      cache.teamMemoryBytes = teamMemoryBytes;
-      cache.timeoutMs = timeoutMs;
-    }
-    return lowered;
-  }
-
-  private lowerLaunchGrid(kernel: Kernel, shape: Record<string, unknown>): PluginGrid {
-    const device = this.device.id;
-    const info = this.device.info;
-    const lowered = lowerGrid(shape, kernel.name, info, device);
-    const limit = shape.timeoutMs;
-    if (limit !== undefined) {
-      // Named only when refused (a proxy gives every launch its limit: this is a hot path there).
-      lowered.timeoutMs =
-        typeof limit === 'number' && Number.isInteger(limit) && limit >= 1 && limit <= MAX_TIMEOUT_MS
-          ? limit
-          : checkInteger(limit, `launch of '${kernel.name}': grid.timeoutMs`, 1, MAX_TIMEOUT_MS, device);
-      if (!info.launchTimeouts) {
-        throw errors.unsupported(
-          `launch of '${kernel.name}': device ${device} (${info.name}) cannot stop a running launch, so it takes no grid.timeoutMs`,
-          device,
-        );
-      }
-    } else if (info.launchTimeouts) {
-      // The runtime's default (OFFLOAD_LAUNCH_TIMEOUT) applies where a device can honour it.
-      lowered.timeoutMs = this.device.context.launchTimeoutMs;
-    }
-    return lowered;
-  }
-
-  /**
-   * A launch's arguments checked against `kernel`'s parameters and lowered into `slots`.
-   * Checked first and described only on failure: a launch builds no message (the messages of
-   * four arguments were a fifth of an inline launch's 1.6 us).
-   */
-  private launchArgs(
-    kernel: Kernel,
-    args: readonly KernelArgument[],
-    slots: LoweredArg[],
-    resolver: PointerResolver | undefined,
-  ): boolean {
-    const device = this.device.id;
-    if (!Array.isArray(args))
-      throw errors.invalidArgument(`launch of '${kernel.name}': args must be an array, got ${describe(args)}`, device);
-    const params = kernel.params;
-    if (args.length !== params.length) checkArgumentCount(`launch of '${kernel.name}'`, params, args.length, device);
-    for (let index = 0; index < params.length; index++) {
-      const param = params[index]!;
-      const given: unknown = args[index];
-      const slot = slots[index]!;
-      if (slot.type === 'ptr') {
-        let value = given;
-        if (resolver !== undefined) {
-          value = resolver.pointerFor(given);
-          if (value === undefined) return false;
-        }
-        // Buffer first: `instanceof` walks an object's prototypes until it finds the class, so
-        // a Buffer answers at the first step, anything else only at the end of its chain.
-        let buffer = value;
-        let offset: unknown = 0;
-        if (!(value instanceof Buffer) && value instanceof DevicePointer) {
-          buffer = value.buffer;
-          offset = value.byteOffset;
-        }
-        if (
-          !(buffer instanceof Buffer) ||
-          buffer.device !== this.device ||
-          buffer.freed ||
-          typeof offset !== 'number' ||
-          !Number.isSafeInteger(offset) ||
-          offset < 0 ||
-          offset > buffer.byteLength // a pointer may point one past the end (as in C), never further
-        )
-          throw this.pointerArgumentError(kernel, index, value);
-        slot.alloc = buffer.allocation;
-        slot.offset = offset;
-        slot.buffer = buffer;
-        continue;
-      }
-      // checkScalar throws, naming the argument, only for a value scalarProblem refused (a
-      // resolving launch declines instead, without building the message).
-      if (scalarProblem(given, param.type) !== undefined) {
-        if (resolver !== undefined) return false;
-        checkScalar(given, param, `launch of '${kernel.name}': argument ${index}`, device);
-      }
-      slot.value = given as number | bigint;
-    }
-    return true;
-  }
-
   /**
    * Launches `kernel` over `grid` with `args` (numbers, bigints for i64, Buffers for pointers).
    * A launch the device runs at once (inline on the host device) allocates its Event and nothing
@@ -841,9 +346,9 @@ export class Queue {
         grid = complete.grid as unknown as Grid;
         args = complete.args as KernelArgument[];
       }
-      lowered = this.launchGrid(kernel, grid);
+      lowered = launchGrid(this.device, kernel, grid);
       slots = kernel.scratch.take();
-      if (!this.launchArgs(kernel, args, slots, resolver)) {
+      if (!launchArgs(this.device, kernel, args, slots, resolver)) {
         kernel.scratch.give(slots);
         return undefined;
       }

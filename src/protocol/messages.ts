@@ -11,94 +11,126 @@
  */
 import type { DeviceInfo } from '../plugins/interface.js';
 import type { EntryInfo, ImageFormat, ImageInfo, ParamInfo } from '../image/manifest.js';
-import type { WireArg, WireError } from './wire.js';
+import type { WireError } from './wire.js';
+import { MAX_FILL_PATTERN_BYTES } from '../units.js';
+import {
+  args,
+  array,
+  byteArray,
+  flag,
+  gridSize,
+  object,
+  optional,
+  string,
+  uint,
+  wireError,
+  type Fields,
+  type FieldsOf,
+} from './fields.js';
 
 /** A grid size on the wire: one number (a 1-D size), or 1 to 3 of them. */
 export type WireGridSize = number | [number] | [number, number] | [number, number, number];
 
-/** The request ops and their fields (besides `op` and `id`). Payloads travel beside the fields: noted per op. */
-/** A request or reply with no fields of its own (beyond op and id). */
+/** A reply with no fields of its own (beyond op and id). */
 type NoFields = Record<never, never>;
 
-export interface Requests {
+/** The fields of a rectangle's device side (the host side travels packed: rows one after another). */
+const rect = {
+  width: uint,
+  height: uint,
+  depth: uint,
+  offset: uint,
+  rowPitch: uint,
+  slicePitch: uint,
+};
+
+/**
+ * The request ops and their fields (besides `op` and `id`), each declared once: the `Requests`
+ * type, the proxy's decoder (decode-request.ts) and the compact form of a launch (compact.ts)
+ * follow from this table, so a new field is one line here (and its use). Payloads travel beside
+ * the fields: noted per op.
+ */
+export const REQUESTS = {
   /** The first frame: a client logs in with the token, a peer proxy's link with a write grant. */
   /** `compact`: the client speaks the compact form of launch frames (protocol/compact.ts). */
-  hello: { version: number; token?: string; grant?: string; trace?: boolean; compact?: boolean };
-  ping: NoFields;
+  hello: { version: uint, token: optional(string), grant: optional(string), trace: flag, compact: flag },
+  ping: {},
   /** Payload: the image's bytes. */
-  register: { image: number; name: string; info: Omit<ImageInfo, 'offset' | 'size'>; entries: readonly EntryInfo[] };
-  load: { image: number; device: number };
-  unload: { image: number };
-  alloc: { device: number; buffer: number; bytes: number; kind: string };
+  register: {
+    image: uint,
+    name: string,
+    info: object<Omit<ImageInfo, 'offset' | 'size'>>(),
+    entries: array<EntryInfo>(),
+  },
+  load: { image: uint, device: uint },
+  unload: { image: uint },
+  alloc: { device: uint, buffer: uint, bytes: uint, kind: string },
   /** Names a device global of a loaded image as the client's buffer `buffer`. */
-  global: { image: number; device: number; name: string; buffer: number };
-  free: { buffer: number };
-  queue: { queue: number; device: number };
-  'queue-destroy': { queue: number };
+  global: { image: uint, device: uint, name: string, buffer: uint },
+  free: { buffer: uint },
+  queue: { queue: uint, device: uint },
+  'queue-destroy': { queue: uint },
   /** Payload: the bytes (at most EAGER_BYTES), or none with `stream` (they follow as `chunk` frames after `ready`). */
-  write: { queue: number; buffer: number; offset: number; bytes: number; stream?: boolean };
-  read: { queue: number; buffer: number; offset: number; bytes: number };
-  copy: { queue: number; src: number; srcOffset: number; dst: number; dstOffset: number; bytes: number };
+  write: { queue: uint, buffer: uint, offset: uint, bytes: uint, stream: flag },
+  read: { queue: uint, buffer: uint, offset: uint, bytes: uint },
+  copy: { queue: uint, src: uint, srcOffset: uint, dst: uint, dstOffset: uint, bytes: uint },
   /** A copy to a buffer of the same client on another proxy, which this proxy sends itself (with the buffer's write grant). */
   'send-peer': {
-    queue: number;
-    src: number;
-    srcOffset: number;
-    bytes: number;
-    peer: string;
-    grant: string;
-    device: number;
-    dst: number;
-    dstOffset: number;
-  };
+    queue: uint,
+    src: uint,
+    srcOffset: uint,
+    bytes: uint,
+    peer: string,
+    grant: string,
+    device: uint,
+    dst: uint,
+    dstOffset: uint,
+  },
+  /** The compact form carries every field of a launch: each kind here must have one (compact.ts checks). */
   launch: {
-    queue: number;
-    image: number;
-    kernel: string;
-    teams: WireGridSize;
-    threads: WireGridSize;
-    teamMemoryBytes?: number;
-    timeoutMs?: number;
-    args: WireArg[];
-  };
-  record: { queue: number; event: number; timing?: boolean };
-  wait: { queue: number; event: number };
+    queue: uint,
+    image: uint,
+    teams: gridSize,
+    threads: gridSize,
+    timeoutMs: optional(uint),
+    teamMemoryBytes: optional(uint),
+    kernel: string,
+    args,
+  },
+  record: { queue: uint, event: uint, timing: flag },
+  wait: { queue: uint, event: uint },
   /** Parks the queue at gate `gate` until the client's `signal` of it. */
-  'wait-host': { queue: number; gate: number };
-  signal: { gate: number; error?: WireError };
-  sync: { queue: number };
+  'wait-host': { queue: uint, gate: uint },
+  signal: { gate: uint, error: wireError },
+  sync: { queue: uint },
   /** `pattern`: 1 to MAX_FILL_PATTERN_BYTES bytes, each an integer 0..255. */
-  fill: { queue: number; buffer: number; offset: number; bytes: number; pattern: number[] };
+  fill: { queue: uint, buffer: uint, offset: uint, bytes: uint, pattern: byteArray(MAX_FILL_PATTERN_BYTES) },
   /** Payload: the rows, packed. */
-  'write-rect': WireRect & { queue: number; buffer: number };
-  'read-rect': WireRect & { queue: number; buffer: number };
+  'write-rect': { queue: uint, buffer: uint, ...rect },
+  'read-rect': { queue: uint, buffer: uint, ...rect },
   'copy-rect': {
-    queue: number;
-    width: number;
-    height: number;
-    depth: number;
-    src: number;
-    srcOffset: number;
-    srcRowPitch: number;
-    srcSlicePitch: number;
-    dst: number;
-    dstOffset: number;
-    dstRowPitch: number;
-    dstSlicePitch: number;
-  };
-  'memory-info': { device: number };
-  trace: NoFields;
-}
+    queue: uint,
+    width: uint,
+    height: uint,
+    depth: uint,
+    src: uint,
+    srcOffset: uint,
+    srcRowPitch: uint,
+    srcSlicePitch: uint,
+    dst: uint,
+    dstOffset: uint,
+    dstRowPitch: uint,
+    dstSlicePitch: uint,
+  },
+  'memory-info': { device: uint },
+  trace: {},
+} satisfies Record<string, Fields>;
+
+/** The request ops and their fields, as types (from REQUESTS). */
+export type Requests = { [Op in keyof typeof REQUESTS]: FieldsOf<(typeof REQUESTS)[Op]> };
 
 /** The device side of a rectangle (the host side travels packed: rows one after another). */
-export interface WireRect {
-  width: number;
-  height: number;
-  depth: number;
-  offset: number;
-  rowPitch: number;
-  slicePitch: number;
-}
+export type WireRect = FieldsOf<typeof rect>;
 
 export type RequestOp = keyof Requests;
 

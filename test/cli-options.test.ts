@@ -77,7 +77,9 @@ describe('the offload command', { timeout: 240_000 }, () => {
     const top = await offload(['--help']);
     const commands = [...top.stdout.matchAll(/^ {2}([a-z]+) {2,}/gm)].map((match) => match[1]!);
     assert.ok(
-      ['init', 'devices', 'build', 'demo', 'serve', 'proxy', 'launch', 'bench'].every((name) => commands.includes(name)),
+      ['init', 'devices', 'build', 'demo', 'serve', 'proxy', 'launch', 'bench'].every((name) =>
+        commands.includes(name),
+      ),
     );
     for (const command of ['', ...commands]) {
       const { code, stdout } = command === '' ? top : await offload([command, '--help']);

@@ -17,8 +17,11 @@ interface NodeProcess {
   stdout?: { write(text: string): unknown };
   stderr?: { write(text: string): unknown };
   emitWarning?: (text: string) => void;
-  /** Node >= 20.16: a built-in module without an import, which a page's build would have to resolve. */
-  getBuiltinModule?: (id: 'node:fs') => FileSystem;
+  /**
+   * Node >= 20.16: a built-in module without an import, which a page's build would have to
+   * resolve; named without the `node:` scheme so that no page bundle holds a Node specifier.
+   */
+  getBuiltinModule?: (id: 'fs') => FileSystem;
 }
 
 /** What endsMidLine needs of node:fs. */
@@ -47,7 +50,7 @@ export function environment(): Environment {
  * /dev/fd cannot reopen it (macOS duplicates the write-only descriptor), and in a page.
  */
 export function endsMidLine(fd: number): boolean {
-  const fs = nodeProcess()?.getBuiltinModule?.('node:fs');
+  const fs = nodeProcess()?.getBuiltinModule?.('fs');
   if (!fs) return false;
   try {
     const stats = fs.fstatSync(fd);

@@ -115,7 +115,7 @@ describe('the conformance suite in headless Chromium', { timeout: 240_000, skip 
 });
 
 // The page shims themselves, in Node: a suite run through them fails where node:test would.
-describe('the page shims of node:test and node:assert/strict', () => {
+describe('the page shims of node:test and node:assert/strict', { timeout: 30_000 }, () => {
   it('compare as strict assert does: -0 apart from 0, NaN equal, typed arrays by content and type', async () => {
     const { default: shim } = await import('./helpers/page-node-assert.js');
     shim.deepEqual([NaN, new Float32Array([1, 2])], [NaN, new Float32Array([1, 2])]);

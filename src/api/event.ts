@@ -3,7 +3,7 @@
  * bookkeeping that turns a queue operation's promise into an event its queue counts.
  */
 import { asOffloadError, errors, type OffloadError } from '../errors.js';
-import type { Grid as PluginGrid, LaunchSettled, PluginEvent, PluginQueue } from '../plugins/interface.js';
+import type { Grid as PluginGrid, PluginEvent, PluginQueue } from '../plugins/interface.js';
 import { abortable, checkSignal } from '../abort.js';
 import type { Buffer } from './buffer.js';
 import { checkOptions, describe } from './checks.js';
@@ -91,9 +91,11 @@ const noop = (): void => {};
  * The event of a launch: the one object a launch makes. The plugin tells it when the
  * launch settles (LaunchSettled); its `done` promise is made only when asked for. A launch that
  * was still running when the plugin returned is counted by its queue, its library and its
- * buffers until then (Queue.launch); one that ran at once needed no counting.
+ * buffers until then (Queue.launch); one that ran at once needed no counting. It is the plugins'
+ * PluginEvent and LaunchSettled by shape, not by an `implements` clause: those members are
+ * internal, and a published class may not claim an interface its declarations leave out.
  */
-export class LaunchEvent extends Event implements PluginEvent, LaunchSettled {
+export class LaunchEvent extends Event {
   private state = PENDING;
   private failure: OffloadError | undefined = undefined;
   private promise: Promise<void> | undefined = undefined;

@@ -70,7 +70,7 @@ export const MAX_TIMEOUT_MS = MAX_MILLISECONDS;
 /** A kernel argument: a number (i32, f32, f64), a bigint (i64), a Buffer or a DevicePointer (ptr). */
 export type KernelArgument = number | bigint | Buffer | DevicePointer;
 
-/** @internal What a resolving launch (Queue.launchResolving) asks for the pointer an argument stands for. */
+/** Internal: what a resolving launch (Queue.launchResolving) asks for the pointer an argument stands for. */
 export interface PointerResolver {
   /**
    * For a pointer argument: the pointer it stands for; undefined when it stands for one the

@@ -1,5 +1,5 @@
 /** Options of `Offload.init`, with their environment fallbacks. */
-import type { HostDeviceOptions } from '../plugins/host/device.js';
+import type { HostDeviceOptions } from '../plugins/host/options.js';
 import type { WebGpuOptions } from '../plugins/webgpu/options.js';
 import type { TlsClientOptions } from '../transport/tcp.js';
 import { writeStderr } from '../platform.js';

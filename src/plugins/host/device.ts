@@ -42,6 +42,7 @@ import { collectGarbageSoon } from './garbage.js';
 import { HostQueue } from './host-queue.js';
 import { readCodeShapes, type CodeShape } from '../../build/wasm-code-shape.js';
 import { InlinePolicy, inlineMode, type InlineMode } from './inline.js';
+import type { HostDeviceOptions } from './options.js';
 import { alignScratch, type GridWords, trapText, KernelEnvironment } from './kernel-env.js';
 import type { TeamShape } from './launch-protocol.js';
 import {
@@ -57,15 +58,6 @@ import { droppedLine } from './kernel-print.js';
 import { ARG_KIND, type ArgKind, fitErrorText, MAX_ARGS, MAX_WORKERS, PRINT_BYTES } from './launch-ring.js';
 import { type Flight, type FlightSettled, WorkerPool } from './worker-pool.js';
 import type { HostCallHandler } from './host-calls.js';
-
-export interface HostDeviceOptions {
-  /** Worker threads that run teams. */
-  threads: number;
-  /** Device memory in bytes (a multiple of 64 KiB, at most 4 GiB - 64 KiB). */
-  memoryBytes: number;
-  /** Which launches run on the calling thread (inline.ts). */
-  inline: InlineMode;
-}
 
 /** The largest memory a wasm32 module can address, less one page (V8 refuses a full 4 GiB shared memory on some builds). */
 export const MAX_HOST_MEMORY = 65535 * PAGE_BYTES;

@@ -2,7 +2,8 @@
 import type { ImageInfo } from '../../image/manifest.js';
 import type { Plugin } from '../interface.js';
 import { registerPlugin } from '../../runtime/plugin-registry.js';
-import { defaultHostOptions, HostDevice, type HostDeviceOptions } from './device.js';
+import { defaultHostOptions, HostDevice } from './device.js';
+import type { HostDeviceOptions } from './options.js';
 import { hostUnavailable } from './host-threads.js';
 
 export class HostPlugin implements Plugin {

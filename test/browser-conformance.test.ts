@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import type { Browser } from 'playwright-core';
-import { browserSkip, bundleTestPage, launchChromium, servePage } from './helpers/browser.js';
+import { browserSkip, bundleTestHostWorker, bundleTestPage, launchChromium, servePage } from './helpers/browser.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 import type { PageTestResult } from './helpers/page-node-test.js';
 import { startProxy, type ProxyProcess } from './helpers/proxy.js';
@@ -35,13 +35,18 @@ describe('the conformance suite in headless Chromium', { timeout: 240_000, skip 
 
   before(async () => {
     const entry = path.join(import.meta.dirname, 'helpers', 'conformance-page.ts');
-    const [code, kernels] = await Promise.all([bundleTestPage(entry), fixtureBundle().then((file) => readFile(file))]);
+    const [code, worker, kernels] = await Promise.all([
+      bundleTestPage(entry),
+      bundleTestHostWorker(),
+      fixtureBundle().then((file) => readFile(file)),
+    ]);
     site = await servePage({
       '/': {
         body: '<!doctype html><meta charset="utf-8"><pre id="out"></pre><script type="module" src="main.js"></script>',
         type: 'text/html',
       },
       '/main.js': { body: code, type: 'text/javascript' },
+      '/offload-host-worker.js': { body: worker, type: 'text/javascript' },
       '/kernels.offload': { body: kernels, type: 'application/octet-stream' },
     });
     [proxy, browser] = await Promise.all([

@@ -71,12 +71,13 @@ describe('a page in headless Chromium', { timeout: 240_000, skip }, () => {
   let proxy: ProxyServer;
   let site: Awaited<ReturnType<typeof servePage>>;
   let bundlePath: string;
+  let hostWorker: string;
 
   before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'offload-page-'));
     bundlePath = await fixtureBundle();
     const [{ code }, kernels] = await Promise.all([bundlePage(dir), readFile(bundlePath)]);
-    const hostWorker = await bundleHostWorker(dir);
+    hostWorker = await bundleHostWorker(dir);
     site = await servePage({
       '/': {
         body: '<!doctype html><meta charset="utf-8"><pre id="out"></pre><script type="module" src="main.js"></script>',
@@ -155,6 +156,7 @@ describe('a page in headless Chromium', { timeout: 240_000, skip }, () => {
           type: 'text/html',
         },
         '/main.js': { body: code, type: 'text/javascript' },
+        '/offload-host-worker.js': { body: hostWorker, type: 'text/javascript' },
         '/kernels.offload': { body: await readFile(bundlePath), type: 'application/octet-stream' },
       });
       const allowed = await ProxyServer.start({

@@ -21,7 +21,13 @@ import { benchBundle } from '../kernel-bundle.js';
 import { measure, type Plan, type Series } from '../measure.js';
 import type { Row, Suite } from '../suite.js';
 import type { PageFigures } from '../browser/page.js';
-import { browserSkip, bundleTestPage, launchChromium, servePage } from '../../test/helpers/browser.js';
+import {
+  browserSkip,
+  bundleTestHostWorker,
+  bundleTestPage,
+  launchChromium,
+  servePage,
+} from '../../test/helpers/browser.js';
 
 const MiB = 1024 * 1024;
 const COPY_BYTES = 64 * MiB;
@@ -86,6 +92,7 @@ export const browserSuite: Suite = {
         type: 'text/html',
       },
       '/main.js': { body: page, type: 'text/javascript' },
+      '/offload-host-worker.js': { body: await bundleTestHostWorker(), type: 'text/javascript' },
       '/kernels.offload': { body: await readFile(bundlePath), type: 'application/octet-stream' },
     });
     const token = randomBytes(16).toString('hex');

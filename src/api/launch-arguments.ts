@@ -70,7 +70,7 @@ export const MAX_TIMEOUT_MS = MAX_MILLISECONDS;
 /** A kernel argument: a number (i32, f32, f64), a bigint (i64), a Buffer or a DevicePointer (ptr). */
 export type KernelArgument = number | bigint | Buffer | DevicePointer;
 
-/** Internal: what a resolving launch (Queue.launchResolving) asks for the pointer an argument stands for. */
+/** @internal What a resolving launch (Queue.launchResolving) asks for the pointer an argument stands for. */
 export interface PointerResolver {
   /**
    * For a pointer argument: the pointer it stands for; undefined when it stands for one the
@@ -186,6 +186,7 @@ function lowerLaunchGrid(target: Device, kernel: Kernel, shape: Record<string, u
 }
 
 /**
+ * @internal
  * A launch's arguments checked against `kernel`'s parameters and lowered into `slots`.
  * Checked first and described only on failure: a launch builds no message (the messages of
  * four arguments were a fifth of an inline launch's 1.6 us).

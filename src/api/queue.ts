@@ -22,14 +22,9 @@ import {
 // The types and values a program (and omp, proxy) import from here, now each in its own file.
 export { Event, type RecordOptions, type WaitOptions } from './event.js';
 export type { RectCopy, RectSide } from './rect.js';
-export {
-  MAX_TIMEOUT_MS,
-  type Grid,
-  type ItemsGrid,
-  type KernelArgument,
-  type LaunchGrid,
-  type PointerResolver,
-} from './launch-arguments.js';
+export { MAX_TIMEOUT_MS, type Grid, type ItemsGrid, type KernelArgument, type LaunchGrid } from './launch-arguments.js';
+/** @internal */
+export type { PointerResolver } from './launch-arguments.js';
 import { completeLaunch, setPointerLengths } from './items.js';
 import { dropped } from '../runtime/debug.js';
 import { rectBytes } from '../plugins/interface.js';

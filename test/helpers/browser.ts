@@ -135,6 +135,18 @@ function pageSources(): Plugin {
  * the page unchanged.
  */
 export async function bundleTestPage(entry: string): Promise<string> {
+  return bundleFromSources(entry, {
+    'node:test': path.join(ROOT, 'test/helpers/page-node-test.ts'),
+    'node:assert/strict': path.join(ROOT, 'test/helpers/page-node-assert.ts'),
+  });
+}
+
+/** The host device's page worker built from src/ as bundleTestPage builds the page: serve it as /offload-host-worker.js. */
+export function bundleTestHostWorker(): Promise<string> {
+  return bundleFromSources(path.join(ROOT, 'src/plugins/host/offload-host-worker.ts'));
+}
+
+async function bundleFromSources(entry: string, alias: Record<string, string> = {}): Promise<string> {
   const result = await build({
     entryPoints: [entry],
     absWorkingDir: ROOT,
@@ -144,10 +156,7 @@ export async function bundleTestPage(entry: string): Promise<string> {
     target: 'es2022',
     write: false,
     logLevel: 'silent',
-    alias: {
-      'node:test': path.join(ROOT, 'test/helpers/page-node-test.ts'),
-      'node:assert/strict': path.join(ROOT, 'test/helpers/page-node-assert.ts'),
-    },
+    alias,
     plugins: [pageSources()],
   });
   return result.outputFiles[0]!.text;

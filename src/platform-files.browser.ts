@@ -9,7 +9,8 @@ import { errors } from './errors.js';
 const fetched = new Map<string, Promise<Uint8Array>>();
 
 /** Fetches `url`; fails as Node's file reads fail (`code` ENOENT for a 404), saying the URL and status. */
-export function readBytes(url: string): Promise<Uint8Array> {
+export function readBytes(location: string | URL): Promise<Uint8Array> {
+  const url = String(location);
   let bytes = fetched.get(url);
   if (!bytes) {
     bytes = fetch(url).then(async (response) => {

@@ -5,8 +5,8 @@
 import { writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 
-/** The bytes of the file at `path` (Node's errors as they are: `code` ENOENT for none). */
-export function readBytes(path: string): Promise<Uint8Array> {
+/** The bytes of the file at `path`, a path or a `file:` URL (Node's errors as they are: `code` ENOENT for none). */
+export function readBytes(path: string | URL): Promise<Uint8Array> {
   return readFile(path);
 }
 

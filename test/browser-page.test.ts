@@ -5,19 +5,44 @@
 // registered by URL; the results are the same as the same program's in Node. A page whose
 // origin the proxy does not allow gets no device from it.
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Browser } from 'playwright-core';
 import { map, Offload } from '../src/index.js';
 import { ProxyServer } from '../src/proxy/server.js';
+import { wrapperSource } from '../src/build/wrappers.js';
+import { decodeBundle } from '../src/image/bundle.js';
 import { browserSkip, bundleHostWorker, bundlePage, launchChromium, servePage } from './helpers/browser.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 
 const token = 'page-token-0123456789abcdef';
 
 /** A page program that traces (trace: true) saxpy on every device and shows runtime.trace(), through a Blob as a download would. */
+// A page program that launches through the typed wrapper `offload build` writes (kernels.js),
+// which finds the bundle beside itself (new URL('./kernels.offload', import.meta.url)).
+const WRAPPER_PROGRAM = `import { Offload, map } from 'offload-ts';
+import { load } from './kernels.js';
+
+const out = document.getElementById('out');
+try {
+  const rt = await Offload.init({ webgpu: { fallback: true } });
+  const k = await load(rt);
+  const results = [];
+  for (const device of rt.devices) {
+    const x = Float32Array.from({ length: 64 }, (_, i) => i);
+    const y = Float32Array.from({ length: 64 }, (_, i) => i / 4);
+    await k.saxpy(device, { teams: 4 }, 64, 2.5, map.to(x), map.tofrom(y));
+    results.push({ plugin: device.info.plugin, y: Array.from(y) });
+  }
+  await rt.shutdown();
+  out.textContent = JSON.stringify(results);
+} catch (error) {
+  out.textContent = JSON.stringify({ error: String(error) });
+}
+`;
+
 const TRACE_PROGRAM = `import { Offload, map } from 'offload-ts';
 
 const params = new URLSearchParams(location.search);
@@ -144,6 +169,46 @@ describe('a page in headless Chromium', { timeout: 240_000, skip }, () => {
         node.find((other) => other.plugin === result.plugin)!.y,
         `the page's ${result.plugin} device answers as Node's`,
       );
+  });
+
+  it('launches through the typed wrapper offload build writes, which finds the bundle beside it by URL', async () => {
+    const wrapperDir = await mkdtemp(path.join(os.tmpdir(), 'offload-page-wrapper-'));
+    try {
+      const bytes = await readFile(bundlePath);
+      const wrapper = wrapperSource(decodeBundle(bytes).manifest, 'kernels.offload', ['kernels.ts']);
+      await writeFile(path.join(wrapperDir, 'kernels.js'), wrapper);
+      const { code } = await bundlePage(wrapperDir, WRAPPER_PROGRAM);
+      const wrapped = await servePage({
+        '/': {
+          body: '<!doctype html><meta charset="utf-8"><pre id="out"></pre><script type="module" src="main.js"></script>',
+          type: 'text/html',
+        },
+        '/main.js': { body: code, type: 'text/javascript' },
+        '/offload-host-worker.js': { body: hostWorker, type: 'text/javascript' },
+        '/kernels.offload': { body: bytes, type: 'application/octet-stream' },
+      });
+      const page = await browser.newPage();
+      try {
+        await page.goto(`${wrapped.origin}/`);
+        const handle = await page.waitForFunction(() => document.getElementById('out')?.textContent, undefined, {
+          timeout: 90_000,
+        });
+        const results = JSON.parse(String(await handle.jsonValue())) as DeviceResult[] | { error: string };
+        assert.ok(Array.isArray(results), JSON.stringify(results));
+        assert.deepEqual(
+          results.map((result) => result.plugin),
+          ['host', 'webgpu'],
+        );
+        const expected = Array.from({ length: 64 }, (_, i) => 2.5 * i + i / 4);
+        for (const result of results)
+          assert.deepEqual(result.y, expected, `saxpy through the wrapper on ${result.plugin}`);
+      } finally {
+        await page.close();
+        await wrapped.close();
+      }
+    } finally {
+      await rm(wrapperDir, { recursive: true, force: true });
+    }
   });
 
   it('keeps a trace in the page (trace: true): runtime.trace() is a Chrome trace with spans of each device and of the proxy', async () => {

@@ -66,6 +66,15 @@ export interface ShutdownOptions {
 const DEFAULT_GRACE_MS = 5000;
 
 /**
+ * A WHATWG `URL` object (Node's and a page's global), named by its shape so that the published
+ * declarations need neither the DOM library nor @types/node; `register` takes only a real `URL`.
+ */
+export interface BundleUrl {
+  readonly href: string;
+  readonly protocol: string;
+}
+
+/**
  * One offloading runtime: its devices (local first, then remote), registered libraries and
  * everything allocated through it. `shutdown()` frees all of it.
  */
@@ -287,14 +296,14 @@ export class Runtime {
   }
 
   /**
-   * Registers a bundle: a path to a `.offload` file (in a page, its URL), or its bytes. Images load
-   * on first use per device.
+   * Registers a bundle: a path to a `.offload` file or its `file:` URL (in a page, its URL), or
+   * its bytes. Images load on first use per device.
    */
-  async register(bundle: string | Uint8Array | ArrayBuffer): Promise<Library> {
+  async register(bundle: string | BundleUrl | Uint8Array | ArrayBuffer): Promise<Library> {
     this.context.checkOpen();
     let bytes: Uint8Array;
-    if (typeof bundle === 'string') {
-      // A file in Node; a URL in a page (fetched once per page: platform-files.browser.ts).
+    if (typeof bundle === 'string' || bundle instanceof URL) {
+      // A file (path or file: URL) in Node; a URL in a page (fetched once per page: platform-files.browser.ts).
       try {
         bytes = await readBytes(bundle);
       } catch (error) {
@@ -309,7 +318,7 @@ export class Runtime {
       bytes = new Uint8Array(bundle);
     } else {
       throw errors.invalidArgument(
-        `register: expected a bundle path (a URL in a page) or its bytes (Uint8Array or ArrayBuffer), got ${describe(bundle)}`,
+        `register: expected a bundle path or URL or its bytes (Uint8Array or ArrayBuffer), got ${describe(bundle)}`,
       );
     }
     const record = this.context.registry.register(decodeBundle(bytes));

@@ -45,9 +45,8 @@ export function wrapperSource(manifest: Manifest, bundleFileName: string, source
   // Encoded, so that '#', '?' or '%' in the file name stay part of the path.
   const bundleUrl = JSON.stringify(`./${encodeURIComponent(bundleFileName)}`);
   return `${header(sources)}
-import { fileURLToPath } from 'node:url';
-
-const BUNDLE = fileURLToPath(new URL(${bundleUrl}, import.meta.url));
+// A file: URL in Node, the page's URL of the bundle beside this module in a page.
+const BUNDLE = new URL(${bundleUrl}, import.meta.url);
 const KERNELS = ${JSON.stringify(names)};
 
 /**

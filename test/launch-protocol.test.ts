@@ -1,10 +1,11 @@
 /**
- * The host device's launch protocol, model-checked: the production state machines of
- * src/plugins/host/launch-protocol.ts (main thread and 2-3 workers, each step one access to
- * shared memory) run in every order they can interleave, on a small ring, and the invariants
- * are checked after every step (each team of each launch runs exactly once, with that launch's
- * payload; a launch completes once, after its last team; nothing waits for a wake-up that never
- * comes). Each exploration is exhaustive over its scenario: it visits every reachable state.
+ * The host device's launch protocol (src/plugins/host/launch-protocol.ts), model-checked: the
+ * production state machines of launch-host-side.ts and launch-worker-side.ts (main thread and 2-3
+ * workers, each step one access to shared memory) run in every order they can interleave, on a
+ * small ring, and the invariants are checked after every step (each team of each launch runs
+ * exactly once, with that launch's payload; a launch completes once, after its last team; nothing
+ * waits for a wake-up that never comes). Each exploration is exhaustive over its scenario: it
+ * visits every reachable state.
  *
  * The same checker, run on the first protocol (test/fixtures/launch-protocol-v1.ts), finds the
  * two faults that made the host device run a team twice under load and hang in CI.

@@ -1,7 +1,7 @@
 /**
  * The host device's launch protocol as a system the model checker (interleavings.ts) can
- * explore: the production state machines of launch-protocol.ts (the main thread's HostSide and
- * each worker's WorkerSide) on a small ring, with the actions their drivers take (waits,
+ * explore: the production state machines of launch-protocol.ts (the main thread's HostSide, in
+ * launch-host-side.ts, and each worker's WorkerSide, in launch-worker-side.ts) on a small ring, with the actions their drivers take (waits,
  * notifies, kills, running a team) played by this harness as steps of their own.
  *
  * Threads: 0 publishes (the program's launch() calls), 1 is the pump (collection, withdrawals,
@@ -22,13 +22,9 @@ import {
   H_DONE_COUNT,
   H_EPOCH,
 } from '../../src/plugins/host/launch-ring.js';
-import {
-  HostAction,
-  HostSide,
-  type RingLaunch,
-  WorkerAction,
-  WorkerSide,
-} from '../../src/plugins/host/launch-protocol.js';
+import { HostAction, HostSide } from '../../src/plugins/host/launch-host-side.js';
+import type { RingLaunch } from '../../src/plugins/host/launch-protocol.js';
+import { WorkerAction, WorkerSide } from '../../src/plugins/host/launch-worker-side.js';
 import { Fifo } from '../../src/plugins/fifo.js';
 import type { InterleavedSystem } from './interleavings.js';
 

@@ -11,14 +11,22 @@ import { fillPattern } from '../fill-pattern.js';
 import { CALL_PENDING, type QueuedCall, SerialPluginQueue, type SerialQueue } from '../serial-queue.js';
 import { MAX_ARGS } from './launch-ring.js';
 import { type Flight, type FlightSettled } from './worker-pool.js';
-import { argValue, HostAllocation, type HostDevice, HostKernel, IN_TURN, ON_WORKERS } from './device.js';
+import type { HostKernel } from './context-images.js';
+import type { ContextMemory, HostAllocation } from './context-memory.js';
+import type { HostDevice } from './device.js';
+import { argValue, IN_TURN, type LaunchPlacement, ON_WORKERS } from './launch-placement.js';
 
 export class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSettled {
   onPrint: PrintListener | undefined;
   onHostCall: HostCallListener | undefined;
 
+  private readonly memory: ContextMemory;
+  private readonly placement: LaunchPlacement;
+
   constructor(private readonly device: HostDevice) {
     super(device);
+    this.memory = device.memory;
+    this.placement = device.placement;
   }
 
   private address(alloc: Allocation, offset: number): number {
@@ -27,27 +35,27 @@ export class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSe
 
   submit(dst: Allocation, dstOffset: number, src: Uint8Array): Promise<void> {
     return this.serial.enqueue(() => {
-      copyInto(this.device.heap, src, this.address(dst, dstOffset));
+      copyInto(this.memory.heap, src, this.address(dst, dstOffset));
     });
   }
 
   retrieve(dst: Uint8Array, src: Allocation, srcOffset: number): Promise<void> {
     return this.serial.enqueue(() => {
       const start = this.address(src, srcOffset);
-      dst.set(this.device.heap.subarray(start, start + dst.byteLength));
+      dst.set(this.memory.heap.subarray(start, start + dst.byteLength));
     });
   }
 
   fill(dst: Allocation, offset: number, bytes: number, pattern: Uint8Array): Promise<void> {
     return this.serial.enqueue(() => {
       const start = this.address(dst, offset);
-      fillPattern(this.device.heap.subarray(start, start + bytes), pattern);
+      fillPattern(this.memory.heap.subarray(start, start + bytes), pattern);
     });
   }
 
   submitRect(dst: Allocation, src: Uint8Array, rect: Rect): Promise<void> {
     return this.serial.enqueue(() => {
-      const heap = this.device.heap;
+      const heap = this.memory.heap;
       const base = this.address(dst, 0);
       forEachRow(rect, (srcAt, dstAt) => copyInto(heap, src.subarray(srcAt, srcAt + rect.width), base + dstAt));
     });
@@ -55,7 +63,7 @@ export class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSe
 
   retrieveRect(dst: Uint8Array, src: Allocation, rect: Rect): Promise<void> {
     return this.serial.enqueue(() => {
-      const heap = this.device.heap;
+      const heap = this.memory.heap;
       const base = this.address(src, 0);
       forEachRow(rect, (srcAt, dstAt) => dst.set(heap.subarray(base + srcAt, base + srcAt + rect.width), dstAt));
     });
@@ -63,7 +71,7 @@ export class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSe
 
   copyRect(dst: Allocation, src: Allocation, rect: Rect): Promise<void> {
     return this.serial.enqueue(() => {
-      const heap = this.device.heap;
+      const heap = this.memory.heap;
       const from = this.address(src, 0);
       const to = this.address(dst, 0);
       forEachRow(rect, (srcAt, dstAt) => heap.copyWithin(to + dstAt, from + srcAt, from + srcAt + rect.width));
@@ -82,35 +90,35 @@ export class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSe
     return this.serial.enqueue(() => {
       if (srcDevice === this.device && dstDevice === this.device) {
         const start = this.address(src, srcOffset);
-        this.device.heap.copyWithin(this.address(dst, dstOffset), start, start + bytes);
+        this.memory.heap.copyWithin(this.address(dst, dstOffset), start, start + bytes);
         return undefined;
       }
       // The other device reads from or writes into our memory in place; this queue waits for
       // it, so nothing else of ours touches those bytes meanwhile.
       if (srcDevice === this.device) {
         const start = this.address(src, srcOffset);
-        return this.peers.of(dstDevice).submit(dst, dstOffset, this.device.heap.subarray(start, start + bytes));
+        return this.peers.of(dstDevice).submit(dst, dstOffset, this.memory.heap.subarray(start, start + bytes));
       }
       const start = this.address(dst, dstOffset);
-      return this.peers.of(srcDevice).retrieve(this.device.heap.subarray(start, start + bytes), src, srcOffset);
+      return this.peers.of(srcDevice).retrieve(this.memory.heap.subarray(start, start + bytes), src, srcOffset);
     });
   }
 
   launch(kernel: LoadedKernel, grid: Grid, args: readonly LaunchArg[], settled: LaunchSettled): void {
     const hostKernel = kernel as HostKernel;
-    const device = this.device;
+    const placement = this.placement;
     const print = this.onPrint;
     // An idle queue runs an inline launch at once, with no promise, closure or array:
     // its argument values go into the kernel's own array, free again once the call returns.
     // Placement is decided once per launch: one an idle queue sends to the workers carries
     // that answer to its turn (the word after its arguments), where the policy is not asked again.
     const decided = this.serial.readyNow();
-    if (decided && device.placesInline(hostKernel, grid)) {
+    if (decided && placement.placesInline(hostKernel, grid)) {
       let where: string;
       try {
         this.serial.beginNow();
-        const values = device.argValues(args, hostKernel.inlineValues);
-        where = device.launch(hostKernel, grid, values, true, print, undefined, this) as string;
+        const values = placement.argValues(args, hostKernel.inlineValues);
+        where = placement.launch(hostKernel, grid, values, true, print, undefined, this) as string;
       } catch (error) {
         this.serial.endNow();
         settled.launchSettled(this.serial.failNow(error), undefined);
@@ -148,17 +156,17 @@ export class HostQueue extends SerialPluginQueue implements QueuedCall, FlightSe
     words: number,
   ): string | typeof CALL_PENDING {
     const hostKernel = kernel as HostKernel;
-    const device = this.device;
+    const placement = this.placement;
     const count = words - 1;
-    const inline = serial.word(at + count) === IN_TURN && device.placesInline(hostKernel, grid as Grid);
+    const inline = serial.word(at + count) === IN_TURN && placement.placesInline(hostKernel, grid as Grid);
     const values = inline ? hostKernel.inlineValues : new Array<number | bigint>(count);
     for (let i = 0; i < count; i++) values[i] = serial.word(at + i) as number | bigint;
-    return device.launch(hostKernel, grid as Grid, values, inline, this.onPrint, this.onHostCall, this);
+    return placement.launch(hostKernel, grid as Grid, values, inline, this.onPrint, this.onHostCall, this);
   }
 
   /** The worker pool's FlightSettled: a launch of this queue on the workers settled. */
   flightSettled(flight: Flight, error: OffloadError | undefined): void {
-    this.device.landed(flight, error);
+    this.placement.landed(flight, error);
     this.serial.callSettled(error, 'on the workers');
   }
 }

@@ -1,7 +1,7 @@
 /**
  * A host-device worker's loop, on either platform (worker.ts starts it in Node, and
  * offload-host-worker.ts in a page): runs teams of kernel launches taken from the shared launch ring, by
- * driving its side of the launch protocol (launch-protocol.ts) and doing what each step asks.
+ * driving its side of the launch protocol (launch-worker-side.ts) and doing what each step asks.
  *
  * It never returns to its event loop while it has launches to run. In Node it sleeps in
  * Atomics.wait on the ring's EPOCH and polls its control port synchronously (receiveMessageOnPort)
@@ -38,7 +38,7 @@ import {
   S_TRAPPED,
   type WorkerReply,
 } from './launch-ring.js';
-import { WorkerAction, WorkerSide } from './launch-protocol.js';
+import { WorkerAction, WorkerSide } from './launch-worker-side.js';
 import { asyncifyOf, runTeamThreads, type Asyncify } from './team-threads.js';
 
 /** Runs the worker's loop over `channel`; returns its control handler (a page's worker calls it on each message). */

@@ -1,6 +1,6 @@
 /**
  * The host device's workers, and the main thread's side of the launch protocol
- * (launch-protocol.ts): publishing launches, collecting them, withdrawing those that run past
+ * (launch-host-side.ts): publishing launches, collecting them, withdrawing those that run past
  * their time limit, and replacing workers that are killed or die, so the device goes on.
  *
  * Ownership: the pool owns its workers, the ring and the control ports. `close()` stops the
@@ -22,7 +22,8 @@ import {
   type WorkerData,
   type WorkerReply,
 } from './launch-ring.js';
-import { HostAction, HostSide, type RingLaunch } from './launch-protocol.js';
+import { HostAction, HostSide } from './launch-host-side.js';
+import type { RingLaunch } from './launch-protocol.js';
 import { HostCallServer, type HostCallHandler } from './host-calls.js';
 import { droppedLine, takePrints } from './kernel-print.js';
 import type { PrintListener } from '../interface.js';

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Offload, OffloadError, type Runtime } from '../src/index.js';
 import { encodeFrame, FrameDecoder, type Frame } from '../src/transport/frame.js';
-import { MAX_HOST_CALLS_IN_FLIGHT, REMOTE_PRINT_BUDGET_CHARS } from '../src/plugins/remote/connection.js';
+import { MAX_HOST_CALLS_IN_FLIGHT, REMOTE_PRINT_BUDGET_CHARS } from '../src/plugins/remote/launch-windows.js';
 import { FAKE_DEVICE } from './helpers/fake-proxy.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 

@@ -1,8 +1,8 @@
 /**
- * Kernels using wasm's 128-bit SIMD (offload build enables it, src/build/compile.ts): they build,
- * stay wasm-only with a note saying why, the code-shape reader reads them (the inline-launch
- * policy), and they compute on the host device's workers what the scalar arithmetic does, bit for
- * bit.
+ * Kernels using wasm's 128-bit SIMD (offload build enables it, src/build/assemblyscript-build.ts):
+ * they build, stay wasm-only with a note saying why, the code-shape reader reads them (the
+ * inline-launch policy), and they compute on the host device's workers what the scalar arithmetic
+ * does, bit for bit.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';

@@ -1,14 +1,14 @@
 import { asOffloadError, errors, OffloadError } from '../errors.js';
-import { MAX_FILL_PATTERN_BYTES } from '../units.js';
 import type { Grid as PluginGrid, PluginQueue } from '../plugins/interface.js';
 import { asLaunchArgs, type LoweredArg } from './launch-scratch.js';
 import { abortable, checkSignal } from '../abort.js';
 import { Buffer } from './buffer.js';
-import { checkInteger, checkOptions, checkRange, checkSize, describe, hostBytes, isOptionsObject } from './checks.js';
+import { checkOptions, checkRange, checkSize, describe, hostBytes, isOptionsObject } from './checks.js';
+import { enqueueCopyRect, enqueueFill, enqueueReadRect, enqueueWriteRect } from './fill-and-rect-copies.js';
 import type { Device } from './device.js';
 import { Kernel } from './kernel.js';
 import { Event, LaunchEvent, operationEvent, type RecordOptions, type WaitOptions } from './event.js';
-import { checkRect, type RectCopy } from './rect.js';
+import type { RectCopy } from './rect.js';
 import {
   checkedBuffer,
   type Grid,
@@ -27,29 +27,7 @@ export { MAX_TIMEOUT_MS, type Grid, type ItemsGrid, type KernelArgument, type La
 export type { PointerResolver } from './launch-arguments.js';
 import { completeLaunch, setPointerLengths } from './items.js';
 import { dropped } from '../runtime/debug.js';
-import { rectBytes } from '../plugins/interface.js';
 import { performance, warn } from '../platform.js';
-
-/** A fill pattern as its bytes (a copy: the caller may change its array once fill() returns). */
-function fillPatternBytes(pattern: unknown, device: number): Uint8Array {
-  if (typeof pattern === 'number') {
-    checkInteger(pattern, 'fill: pattern (a number is one byte)', 0, 255, device);
-    return Uint8Array.of(pattern);
-  }
-  if (!ArrayBuffer.isView(pattern)) {
-    throw errors.invalidArgument(
-      `fill: pattern must be a number (one byte), a TypedArray or a DataView of 1 to ${MAX_FILL_PATTERN_BYTES} bytes, got ${describe(pattern)}`,
-      device,
-    );
-  }
-  if (pattern.byteLength < 1 || pattern.byteLength > MAX_FILL_PATTERN_BYTES) {
-    throw errors.invalidArgument(
-      `fill: pattern must be 1 to ${MAX_FILL_PATTERN_BYTES} bytes long, got ${pattern.byteLength} (a ${describe(pattern)}); for more, write the bytes`,
-      device,
-    );
-  }
-  return new Uint8Array(pattern.buffer, pattern.byteOffset, pattern.byteLength).slice();
-}
 
 /** The failure of a host function: HOST_FUNCTION_FAILED, its cause the thrown value. */
 function hostFunctionError(thrown: unknown, device: number): OffloadError {
@@ -181,7 +159,8 @@ export class Queue {
     return new Event({ done, queue: this.plugin, query: () => true }, this.device);
   }
 
-  private trace(name: string, args: Record<string, unknown>, done: Promise<unknown>, enqueuedAt?: number): void {
+  /** @internal Traces an operation of this queue (a span of the runtime's trace, when one is on). */
+  trace(name: string, args: Record<string, unknown>, done: Promise<unknown>, enqueuedAt?: number): void {
     this.device.context.tracer?.operation(this.device.id, this.device.info.name, this.id, name, args, done, enqueuedAt);
   }
 
@@ -189,7 +168,8 @@ export class Queue {
     return checkedBuffer(this.device, value, name);
   }
 
-  private localBuffer(value: unknown, name: string): Buffer {
+  /** @internal `value` checked as a buffer of this queue's device. */
+  localBuffer(value: unknown, name: string): Buffer {
     const buffer = this.buffer(value, name);
     if (buffer.device !== this.device) {
       throw errors.invalidBuffer(
@@ -465,31 +445,7 @@ export class Queue {
    * On a remote device it is one small frame, not the bytes.
    */
   fill(buffer: Buffer, pattern: number | ArrayBufferView, offset = 0, bytes?: number): Event {
-    return this.op(() => {
-      const device = this.device.id;
-      const dst = this.localBuffer(buffer, 'fill: buffer');
-      const bytesOf = fillPatternBytes(pattern, device);
-      const at = checkSize(offset, 'fill: offset', device);
-      checkRange(at, 0, dst.byteLength, `fill of ${dst.describe()}`, device);
-      const length = checkSize(bytes ?? dst.byteLength - at, 'fill: bytes', device);
-      checkRange(at, length, dst.byteLength, `fill of ${dst.describe()}`, device);
-      if (bytesOf.byteLength > length) {
-        throw errors.invalidArgument(
-          `fill: the pattern's ${bytesOf.byteLength} bytes are more than the ${length} bytes to fill; pass a pattern no longer than the fill`,
-          device,
-        );
-      }
-      if (length % bytesOf.byteLength !== 0) {
-        throw errors.invalidArgument(
-          `fill: ${length} bytes is not a multiple of the pattern's ${bytesOf.byteLength} bytes; pass bytes that is`,
-          device,
-        );
-      }
-      const done = this.plugin.fill(dst.allocation, at, length, bytesOf);
-      this.trace('fill', { bytes: length, offset: at }, done);
-      dst.use(done);
-      return done;
-    });
+    return this.op(() => enqueueFill(this, buffer, pattern, offset, bytes));
   }
 
   /**
@@ -498,60 +454,17 @@ export class Queue {
    * in one frame (at most 64 MiB of rows).
    */
   writeRect(buffer: Buffer, hostView: ArrayBufferView, rect: RectCopy): Event {
-    return this.op(() => {
-      const dst = this.localBuffer(buffer, 'writeRect: buffer');
-      const src = hostBytes(hostView, 'writeRect: hostView', this.device.id);
-      const checked = checkRect(
-        rect,
-        `writeRect into ${dst.describe()}`,
-        src.byteLength,
-        dst.byteLength,
-        this.device.id,
-      );
-      const done = this.plugin.submitRect(dst.allocation, src, checked);
-      this.trace('writeRect', { bytes: rectBytes(checked) }, done);
-      dst.use(done);
-      return done;
-    });
+    return this.op(() => enqueueWriteRect(this, buffer, hostView, rect));
   }
 
   /** Copies a rectangle of `buffer` into `hostView`: `rect.src` is the buffer's layout, `rect.dst` the host view's. */
   readRect(buffer: Buffer, hostView: ArrayBufferView, rect: RectCopy): Event {
-    return this.op(() => {
-      const src = this.localBuffer(buffer, 'readRect: buffer');
-      const dst = hostBytes(hostView, 'readRect: hostView', this.device.id);
-      const checked = checkRect(
-        rect,
-        `readRect from ${src.describe()}`,
-        src.byteLength,
-        dst.byteLength,
-        this.device.id,
-      );
-      const done = this.plugin.retrieveRect(dst, src.allocation, checked);
-      this.trace('readRect', { bytes: rectBytes(checked) }, done);
-      src.use(done);
-      return done;
-    });
+    return this.op(() => enqueueReadRect(this, buffer, hostView, rect));
   }
 
   /** Copies a rectangle between two buffers of this queue's device. */
   copyRect(dst: Buffer, src: Buffer, rect: RectCopy): Event {
-    return this.op(() => {
-      const to = this.localBuffer(dst, 'copyRect: dst');
-      const from = this.localBuffer(src, 'copyRect: src');
-      const checked = checkRect(
-        rect,
-        `copyRect from ${from.describe()}`,
-        from.byteLength,
-        to.byteLength,
-        this.device.id,
-      );
-      const done = this.plugin.copyRect(to.allocation, from.allocation, checked);
-      this.trace('copyRect', { bytes: rectBytes(checked) }, done);
-      from.use(done);
-      to.use(done);
-      return done;
-    });
+    return this.op(() => enqueueCopyRect(this, dst, src, rect));
   }
 
   /**

@@ -1,7 +1,8 @@
 /**
  * What the WGSL translation maps AssemblyScript onto: its value types, the device library's and
  * the builtins' WGSL twins, memory access types, the support functions a translated module may
- * call, and the names WGSL reserves. Tables only; wgsl-translate.ts walks the syntax trees.
+ * call, and the names WGSL reserves. Tables only; the translator (wgsl-translate.ts and the layers
+ * it names) walks the syntax trees.
  */
 import { FAULT_BINDING_NAME, FAULT_KINDS, FAULT_WORDS, ITEM_COUNT_PARAMS } from '../image/manifest.js';
 import type { SyntaxNode } from './compiler-job.js';

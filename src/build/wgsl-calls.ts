@@ -4,18 +4,17 @@
  */
 import type { SyntaxNode } from './compiler-job.js';
 import {
-  atRunTimeIfConstant,
   DEVICE_FUNCTIONS,
   DEVICE_PREFIX,
+  isConstant,
   MATH_BUILTINS,
   MATHF,
-  mathName,
+  mathSupport,
   TEAM_MEMORY_BASE,
   type Ty,
   type Value,
 } from './wgsl-builtins.js';
 import { SIMD_CONSTRUCTORS, SIMD_HELPERS, SIMD_MEMORY, SIMD_OPERATIONS, type SimdOperation } from './wgsl-simd.js';
-import { truthy } from './wgsl-expressions.js';
 import { MemoryTranslator } from './wgsl-memory.js';
 import { helperName } from './wgsl-names.js';
 import { describe, fail, NO_V128, SIMD_TYPES, typeName, typeOf } from './wgsl-types.js';
@@ -35,7 +34,7 @@ export abstract class CallTranslator extends MemoryTranslator {
         const math = MATHF[name];
         if (!math || math.arity !== args.length) return fail(node, `calls Mathf.${name}, which WGSL has no twin for`);
         const values = args.map((arg) => this.coerce(this.expression(arg, 'f32'), 'f32', arg));
-        return { code: `${mathName(math.wgsl, 'f32')}(${atRunTimeIfConstant(values).join(', ')})`, type: 'f32' };
+        return { code: this.math(math.wgsl, 'f32', values), type: 'f32' };
       }
       if (element === '~lib/math/NativeMath')
         return fail(node, `calls Math.${name}, which computes in f64 (WGSL has no f64): use Mathf.${name}`);
@@ -72,8 +71,9 @@ export abstract class CallTranslator extends MemoryTranslator {
       if ('unsupported' in device) return fail(node, `calls ${name}(): ${device.unsupported}`);
       if (args.length > device.args.length || args.length < device.args.length - (device.optional ?? 0))
         fail(node, `calls ${name}() with ${args.length} arguments`);
-      const values = args.map((arg, i) => this.coerce(this.expression(arg, device.args[i]), device.args[i]!, arg).code);
+      const values = args.map((arg, i) => this.coerce(this.expression(arg, device.args[i]), device.args[i]!, arg));
       if (device === DEVICE_FUNCTIONS.barrier) this.barriers++;
+      for (const support of device.support ?? []) this.use(support);
       return { code: device.wgsl(values), type: device.type };
     }
     if (element?.startsWith('~lib/builtins/'))
@@ -124,7 +124,7 @@ export abstract class CallTranslator extends MemoryTranslator {
         fail(node, `calls ${name}() with a lane that is not a constant 0 to 3`);
       codes.push(`${Number(lane.value)}`);
     }
-    return { code: operation.wgsl(codes), type: operation.type };
+    return { code: operation.wgsl(codes), type: operation.type, ...(operation.grouped ? { grouped: true } : {}) };
   }
 
   protected builtin(node: SyntaxNode, name: string, typeArgs: string[], args: SyntaxNode[], context?: Ty): Value {
@@ -140,7 +140,7 @@ export abstract class CallTranslator extends MemoryTranslator {
       );
       if (a.base !== b.base) fail(node, 'selects between addresses of different pointers');
       return {
-        code: `select(${b.code}, ${a.code}, ${truthy(this.expression(args[2]!, 'bool'), node)})`,
+        code: `select(${b.code}, ${a.code}, ${this.truthy(this.expression(args[2]!, 'bool'), node).code})`,
         type: a.type,
         base: a.base,
       };
@@ -161,6 +161,18 @@ export abstract class CallTranslator extends MemoryTranslator {
     if (!math.types.includes(type) || values.some((value) => value.base !== undefined))
       fail(node, `calls ${name}() on a ${values.some((v) => v.base) ? 'address' : type}`);
     const coerced = values.map((value) => this.coerce(value, type, node));
-    return { code: `${mathName(math.wgsl, type)}(${atRunTimeIfConstant(coerced).join(', ')})`, type };
+    return { code: this.math(math.wgsl, type, coerced), type };
+  }
+
+  /**
+   * A math function on `values`: f32 min and max as wasm's, and the first argument computed at
+   * run time when all are constants (WGSL would evaluate, and may refuse, sqrt(-1.0)).
+   */
+  private math(wgsl: string, type: Ty, values: Value[]): string {
+    const support = mathSupport(wgsl, type);
+    const name = support === undefined ? wgsl : this.use(support);
+    const constant = values.every(isConstant);
+    const args = values.map((value, i) => (constant && i === 0 ? this.atRunTime(value) : value).code);
+    return `${name}(${args.join(', ')})`;
   }
 }

@@ -5,11 +5,12 @@
  */
 import type { ConstantSyntax, SyntaxNode } from './compiler-job.js';
 import {
-  atRunTime,
+  group,
   isConstant,
   keepsConstant,
   MATHF_CONSTANTS,
   MAX_DEPTH,
+  runTimeIdentity,
   SMALL_INTEGERS,
   wgslType,
   type Ty,
@@ -26,7 +27,31 @@ export abstract class ExpressionTranslator extends TranslationState {
   protected abstract element(node: SyntaxNode, valueOf?: (read: Value) => Value): Value;
 
   protected condition(node: SyntaxNode): string {
-    return truthy(this.expression(node, 'bool'), node);
+    return this.truthy(this.expression(node, 'bool'), node).code;
+  }
+
+  /** AssemblyScript's truthiness of `value`, as a bool. */
+  protected truthy(value: Value, node: SyntaxNode): Value {
+    if (value.base !== undefined) return fail(node, 'tests an address for zero (its value differs between devices)');
+    switch (value.type) {
+      case 'bool':
+        return value;
+      case 'f32':
+        return { code: `${this.use('offload_truthy_f32')}(${value.code})`, type: 'bool' };
+      case 'void':
+        return fail(node, 'tests a call without a value');
+      case 'v128':
+        return fail(node, 'tests a v128 for truth (test its lanes with anyLane or v128.any_true)');
+      default:
+        return { ...group(`${value.code} != ${zero(value.type)}`), type: 'bool' };
+    }
+  }
+
+  /** `value` computed when the kernel runs (see SUPPORT_FUNCTIONS.offload_i32). */
+  protected atRunTime(value: Value): Value {
+    const identity = runTimeIdentity(value.type);
+    if (identity === undefined) return value;
+    return { code: `${this.use(identity)}(${value.code})`, type: value.type };
   }
 
   protected expression(node: SyntaxNode, context?: Ty, statement = false): Value {
@@ -43,9 +68,7 @@ export abstract class ExpressionTranslator extends TranslationState {
     switch (node.k) {
       case 'Parenthesized': {
         const inner = this.expression(node.expression as SyntaxNode, context);
-        return /^\(.*\)$/.test(inner.code) && balanced(inner.code.slice(1, -1))
-          ? inner
-          : { ...inner, code: `(${inner.code})` };
+        return inner.grouped ? inner : { ...inner, ...group(inner.code) };
       }
       case 'Literal':
         return literal(node, context);
@@ -111,7 +134,7 @@ export abstract class ExpressionTranslator extends TranslationState {
    * only where neither arm has an effect or could trap under wasm, else an `if` that sets a variable.
    */
   protected conditional(node: SyntaxNode, context: Ty | undefined): Value {
-    const condition = truthy(this.expression(node.condition as SyntaxNode, 'bool'), node);
+    const condition = this.truthy(this.expression(node.condition as SyntaxNode, 'bool'), node).code;
     const mark = this.effects;
     const first = this.collect(() => this.expression(node.ifThen as SyntaxNode, context));
     let a = first.value;
@@ -139,9 +162,9 @@ export abstract class ExpressionTranslator extends TranslationState {
    * AssemblyScript does; one that needs statements first becomes an `if` around them.
    */
   protected logical(node: SyntaxNode, operator: string, left: Value, rightNode: SyntaxNode): Value {
-    const test = truthy(left, node);
-    const right = this.collect(() => truthy(this.expression(rightNode, 'bool'), rightNode));
-    if (right.before.length === 0) return { code: `(${test} ${OPERATORS[operator]!} ${right.value})`, type: 'bool' };
+    const test = this.truthy(left, node).code;
+    const right = this.collect(() => this.truthy(this.expression(rightNode, 'bool'), rightNode).code);
+    if (right.before.length === 0) return { ...group(`${test} ${OPERATORS[operator]!} ${right.value}`), type: 'bool' };
     const name = `offload_c${this.temps++}`;
     const when = operator === 'Ampersand_Ampersand' ? name : `!${name}`;
     this.hoist(node, `var ${name} = ${test}; if (${when}) { ${right.before.join(' ')} ${name} = ${right.value}; }`);
@@ -161,7 +184,12 @@ export abstract class ExpressionTranslator extends TranslationState {
       let value = this.expression(constant.initializer, declared ?? context);
       if (declared) value = this.coerce(value, declared, node);
       if (value.base !== undefined) fail(node, `reads constant '${constant.name}', which holds an address`);
-      return { code: value.code, type: value.type, literal: declared ? undefined : value.literal };
+      return {
+        code: value.code,
+        type: value.type,
+        literal: declared ? undefined : value.literal,
+        ...(value.grouped ? { grouped: true } : {}),
+      };
     } catch (error) {
       if (!(error instanceof Untranslatable) || error.line === node.line) throw error;
       throw new Untranslatable(
@@ -209,14 +237,14 @@ export abstract class ExpressionTranslator extends TranslationState {
       if (left.base !== undefined || right.base !== undefined) fail(node, 'shifts an address');
       // WGSL shifts by a u32; its operands are unary expressions (hence the parentheses everywhere).
       // wasm shifts by the count's low 5 bits, as WGSL does at run time; WGSL refuses a constant count of 32 or more.
-      if (isConstant(left) && isConstant(right)) left = atRunTime(left);
+      if (isConstant(left) && isConstant(right)) left = this.atRunTime(left);
       // A count the kernel computes is masked too: WGSL refuses 32 or more where it can evaluate it early (from the overrides).
       const amount = right.literal
         ? `${BigInt.asUintN(5, BigInt(right.literal.value as string))}u`
         : `(${right.type === 'i32' ? `u32(${right.code})` : right.code} & 31u)`;
       if (operator === 'GreaterThan_GreaterThan_GreaterThan' && left.type === 'i32')
         return { code: `bitcast<i32>(bitcast<u32>(${left.code}) >> ${amount})`, type: 'i32' };
-      const code = `(${left.code} ${operator === 'LessThan_LessThan' ? '<<' : '>>'} ${amount})`;
+      const shifted = group(`${left.code} ${operator === 'LessThan_LessThan' ? '<<' : '>>'} ${amount}`);
       // x << 2 is 4x: its value / 4 is x (the bits shifted out are the same either way).
       const quarter =
         operator === 'LessThan_LessThan' && right.literal && Number(right.literal.value) === 2
@@ -224,7 +252,7 @@ export abstract class ExpressionTranslator extends TranslationState {
             ? `u32(${left.code})`
             : left.code
           : undefined;
-      return { code, type: left.type, ...(quarter ? { words: quarter } : {}) };
+      return { ...shifted, type: left.type, ...(quarter ? { words: quarter } : {}) };
     }
     if (isInteger(left.type) && isInteger(right.type) && unsignedness(left.type) !== unsignedness(right.type)) {
       if (right.literal) right = literal(right.literal, left.type);
@@ -250,28 +278,28 @@ export abstract class ExpressionTranslator extends TranslationState {
         fail(node, `uses an address in '${symbol}' (only +, - and comparisons keep it traceable to its pointer)`);
       }
     }
-    if (COMPARISONS.has(operator)) return { code: `(${left.code} ${symbol} ${right.code})`, type: 'bool' };
+    if (COMPARISONS.has(operator)) return { ...group(`${left.code} ${symbol} ${right.code}`), type: 'bool' };
     if (operator === 'Percent' && type === 'f32')
       fail(
         node,
         "computes an f32 remainder: AssemblyScript's is exact (fmod), WGSL's is x - y * trunc(x / y), which rounds",
       );
     // Two constants: WGSL would evaluate them when compiling and refuse an overflow or a division by zero.
-    if (isConstant(left) && isConstant(right)) left = atRunTime(left);
+    if (isConstant(left) && isConstant(right)) left = this.atRunTime(left);
     else if (
       (operator === 'Slash' || operator === 'Percent') &&
       isConstant(right) &&
       !(right.literal?.literalKind === 'Integer' && BigInt(right.literal.value as string) !== 0n)
     )
       // WGSL refuses a constant divisor of 0 (wasm traps when it runs).
-      right = atRunTime(right);
+      right = this.atRunTime(right);
     const lw = left.words ?? literalWords(left);
     const rw = right.words ?? literalWords(right);
     const words =
       (operator === 'Plus' || operator === 'Minus') && unsignedness(type) && lw !== undefined && rw !== undefined
         ? `(${lw} ${symbol} ${rw})`
         : undefined;
-    return { code: `(${left.code} ${symbol} ${right.code})`, type, base, ...(words ? { words } : {}) };
+    return { ...group(`${left.code} ${symbol} ${right.code}`), type, base, ...(words ? { words } : {}) };
   }
 
   protected unify(node: SyntaxNode, a: SyntaxNode, b: SyntaxNode, context?: Ty): [Value, Value] {
@@ -294,16 +322,18 @@ export abstract class ExpressionTranslator extends TranslationState {
       case 'Minus': {
         if (operand.k === 'Literal') return literal(operand, context, true);
         let value = this.expression(operand, context);
-        if (isConstant(value)) value = atRunTime(value);
+        if (isConstant(value)) value = this.atRunTime(value);
         if (value.base !== undefined) fail(node, 'negates an address');
         if (value.type === 'bool') fail(node, 'negates a bool');
         // WGSL has no unary minus on u32; AssemblyScript's wraps.
-        return { code: unsignedness(value.type) ? `(0u - ${value.code})` : `-${value.code}`, type: value.type };
+        return unsignedness(value.type)
+          ? { ...group(`0u - ${value.code}`), type: value.type }
+          : { code: `-${value.code}`, type: value.type };
       }
       case 'Plus':
         return this.expression(operand, context);
       case 'Exclamation':
-        return { code: `!(${truthy(this.expression(operand, 'bool'), node)})`, type: 'bool' };
+        return { code: `!(${this.truthy(this.expression(operand, 'bool'), node).code})`, type: 'bool' };
       case 'Tilde': {
         const value = this.expression(operand, context === 'bool' ? undefined : context);
         if (!isInteger(value.type) || value.base !== undefined) fail(node, `complements a ${value.type}`);
@@ -324,12 +354,12 @@ export abstract class ExpressionTranslator extends TranslationState {
     if (small !== undefined) {
       // A cast to i8..u16 wraps to its width; the result computes on as an i32 or u32.
       let value = this.expression(node.expression as SyntaxNode);
-      if (isConstant(value)) value = atRunTime(value);
+      if (isConstant(value)) value = this.atRunTime(value);
       if (!isInteger(value.type) || value.base !== undefined)
         fail(node, `casts a ${value.base ? 'address' : value.type} to a small integer`);
       if (!small.signed)
-        return { code: `(u32(${value.code}) & ${small.bits === 8 ? '0xffu' : '0xffffu'})`, type: 'u32' };
-      return { code: `((i32(${value.code}) << ${32 - small.bits}u) >> ${32 - small.bits}u)`, type: 'i32' };
+        return { ...group(`u32(${value.code}) & ${small.bits === 8 ? '0xffu' : '0xffffu'}`), type: 'u32' };
+      return { ...group(`(i32(${value.code}) << ${32 - small.bits}u) >> ${32 - small.bits}u`), type: 'i32' };
     }
     const to = typeOfNode(node.toType as SyntaxNode, 'a cast');
     const value = this.expression(node.expression as SyntaxNode, to);
@@ -343,15 +373,24 @@ export abstract class ExpressionTranslator extends TranslationState {
       (value.type === 'u32' && to === 'usize') ||
       (value.type === 'usize' && to === 'u32' && value.base === undefined)
     ) {
-      return { code: value.code, type: to, base: value.base, ...(isConstant(value) ? { constant: true } : {}) };
+      return {
+        code: value.code,
+        type: to,
+        base: value.base,
+        ...(isConstant(value) ? { constant: true } : {}),
+        ...(value.grouped ? { grouped: true } : {}),
+      };
     }
     if (value.base !== undefined)
       return fail(node, `converts an address to ${to} (an address's value differs between devices)`);
-    if (to === 'bool') return { code: truthy(value, node), type: 'bool' };
+    if (to === 'bool') return this.truthy(value, node);
     if (value.type === 'bool') return { code: `select(${zero(to)}, ${one(to)}, ${value.code})`, type: to };
     if (value.type === 'void') return fail(node, 'converts a call without a value');
     if (value.type === 'f32' && isInteger(to))
-      return { code: `offload_f32_to_${wgslType(to)}(${value.code})`, type: to };
+      return {
+        code: `${this.use(to === 'i32' ? 'offload_f32_to_i32' : 'offload_f32_to_u32')}(${value.code})`,
+        type: to,
+      };
     return keepsConstant(value, { code: `${wgslType(to)}(${value.code})`, type: to });
   }
 
@@ -399,31 +438,5 @@ export abstract class ExpressionTranslator extends TranslationState {
       node,
       `reads '${(object.text as string | undefined) ?? describe(object)}.${name}', which the WGSL translation does not cover`,
     );
-  }
-}
-
-/** Whether `code`'s parentheses balance (so that `(code)` is one group). */
-export function balanced(code: string): boolean {
-  let depth = 0;
-  for (const char of code) {
-    if (char === '(') depth++;
-    else if (char === ')' && --depth < 0) return false;
-  }
-  return depth === 0;
-}
-
-export function truthy(value: Value, node: SyntaxNode): string {
-  if (value.base !== undefined) return fail(node, 'tests an address for zero (its value differs between devices)');
-  switch (value.type) {
-    case 'bool':
-      return value.code;
-    case 'f32':
-      return `offload_truthy_f32(${value.code})`;
-    case 'void':
-      return fail(node, 'tests a call without a value');
-    case 'v128':
-      return fail(node, 'tests a v128 for truth (test its lanes with anyLane or v128.any_true)');
-    default:
-      return `(${value.code} != ${zero(value.type)})`;
   }
 }

@@ -10,7 +10,6 @@ import {
   ITEM_VARS,
   TRANSLATED_THREADS,
   TRANSLATED_THREADS_XYZ,
-  TYPED_POINTER,
   wgslType,
 } from './wgsl-builtins.js';
 import { zero } from './wgsl-literals.js';
@@ -18,6 +17,7 @@ import { helperName } from './wgsl-names.js';
 import { alwaysReturns, StatementTranslator } from './wgsl-statements.js';
 import type { Binding } from './wgsl-translation-state.js';
 import { typeOf } from './wgsl-types.js';
+import { pointerElementOf } from './kernel-signatures.js';
 import { POINTER_BYTES_PREFIX } from '../image/manifest.js';
 
 /** Translates one function: a kernel (an entry point with its bindings) or a helper (a WGSL function). */
@@ -48,18 +48,19 @@ export class FunctionTranslator extends StatementTranslator {
     let binding = 1;
     const items = this.role === 'items';
     // A per-item kernel takes its body's parameters but the item, and then the item counts.
+    // A typed pointer's element type, read once from the compiler's name for `ptr<T>`.
     const entryParams = [
       ...(items ? params.slice(1) : params),
       ...this.extraParams.map((name) => ({ name, type: 'i32' })),
       ...(items ? ITEM_COUNT_NAMES.map((name) => ({ name, type: 'i32' })) : []),
-    ];
+    ].map((param) => ({ ...param, element: pointerElementOf(param.type) }));
     entryParams.forEach((param, index) => {
       const bytes = `${POINTER_BYTES_PREFIX}${param.name}`;
-      if (this.extraParams.includes(bytes) && TYPED_POINTER.test(param.type))
+      if (this.extraParams.includes(bytes) && param.element !== undefined)
         this.checked.set(param.name, { bytes, param: index });
     });
     for (const param of entryParams) {
-      const element = TYPED_POINTER.exec(param.type)?.[1];
+      const element = param.element;
       if (element !== undefined) {
         // A typed pointer: an array of its element type where only `x[i]` reads and writes it, else words.
         const name = `${kernel}__p_${param.name}`;

@@ -4,7 +4,7 @@
  */
 import type { SyntaxNode } from './compiler-job.js';
 import { V128 } from './wgsl-simd.js';
-import type { Ty, Value } from './wgsl-builtins.js';
+import { group, type Ty, type Value } from './wgsl-builtins.js';
 import { fail, unsignedness } from './wgsl-types.js';
 
 /** A u32 literal's value / 4 when it is a multiple of 4 (as code), else undefined. */
@@ -26,8 +26,9 @@ export function one(type: Ty): string {
 /** An f32 literal that WGSL reads back to the same value. */
 export function f32Literal(value: number): string {
   const rounded = Math.fround(value);
-  const text = String(rounded);
-  return `${text}${/[.e]/.test(text) ? '' : '.0'}f`;
+  // JavaScript writes an integer below 1e21 without a point or an exponent; WGSL's f32 wants one.
+  const bare = !Number.isFinite(rounded) || (Number.isInteger(rounded) && Math.abs(rounded) < 1e21);
+  return `${rounded}${bare ? '.0' : ''}f`;
 }
 
 /** A numeric literal in its context's type (i32 without one), as AssemblyScript types it. */
@@ -62,5 +63,6 @@ export function literal(node: SyntaxNode, context?: Ty, negate = false): Value {
       `uses the literal ${big}, which AssemblyScript types i64 here (WGSL has no i64): write <u32>${big}`,
     );
   const n = Number(BigInt.asIntN(32, big));
-  return { code: n === -(2 ** 31) ? 'i32(-2147483648)' : n < 0 ? `(${n}i)` : `${n}i`, type: 'i32', ...tagged };
+  if (n < 0 && n !== -(2 ** 31)) return { ...group(`${n}i`), type: 'i32', ...tagged };
+  return { code: n === -(2 ** 31) ? 'i32(-2147483648)' : `${n}i`, type: 'i32', ...tagged };
 }

@@ -4,7 +4,7 @@
  * binding's words (1- and 2-byte accesses shift and mask within a word, stores atomically).
  */
 import type { SyntaxNode } from './compiler-job.js';
-import { atRunTime, ATOMIC_RMW, MEMORY_TYPES, TEAM_MEMORY_BASE, type Ty, type Value } from './wgsl-builtins.js';
+import { ATOMIC_RMW, group, MEMORY_TYPES, TEAM_MEMORY_BASE, type Ty, type Value } from './wgsl-builtins.js';
 import { V128 } from './wgsl-simd.js';
 import { ExpressionTranslator } from './wgsl-expressions.js';
 import { fail, isInteger } from './wgsl-types.js';
@@ -23,7 +23,7 @@ export abstract class MemoryTranslator extends ExpressionTranslator {
     const param = pointer.base;
     // Read and written as 32-bit words (a ptr<T> passed this way is bound as words).
     this.memory.raw?.add(param);
-    const binding = this.pointers.get(param)!;
+    const binding = this.binding(param);
     const atomic = this.memory.atomic.has(param);
     const first = `offload_w${this.temps++}`;
     this.hoist(node, `let ${first} = ${pointer.words ?? `((${pointer.code}) >> 2u)`} + bitcast<u32>(${index.code});`);
@@ -65,7 +65,7 @@ export abstract class MemoryTranslator extends ExpressionTranslator {
           ? value.words
           : `${value.words} + ${immediate / 4}u`
         : `(${offset}) >> 2u`;
-    return { binding: this.pointers.get(value.base)!, param: value.base, offset, word };
+    return { binding: this.binding(value.base), param: value.base, offset, word };
   }
 
   protected memoryAccess(node: SyntaxNode, name: 'load' | 'store', typeArgs: string[], args: SyntaxNode[]): Value {
@@ -123,9 +123,9 @@ export abstract class MemoryTranslator extends ExpressionTranslator {
     const shift = `((${byte} & 3u) * 8u)`;
     if (!isStore) {
       const raw = atomic ? `atomicLoad(&${word})` : word;
-      if (!memoryType.signed) return { code: `((${raw} >> ${shift}) & ${mask})`, type: 'u32' };
+      if (!memoryType.signed) return { ...group(`(${raw} >> ${shift}) & ${mask}`), type: 'u32' };
       const width = memoryType.bytes * 8;
-      return { code: `(bitcast<i32>(${raw} << (${32 - width}u - ${shift})) >> ${32 - width}u)`, type: 'i32' };
+      return { ...group(`bitcast<i32>(${raw} << (${32 - width}u - ${shift})) >> ${32 - width}u`), type: 'i32' };
     }
     // Neighbouring bytes may belong to other invocations: clear and set this one's bits atomically.
     this.memory.atomic.add(at.param);
@@ -163,10 +163,10 @@ export abstract class MemoryTranslator extends ExpressionTranslator {
         node,
         `updates '${object.text as string}[...]' at an index that loads, stores or calls; compute the index first`,
       );
-    const at = atRunTime(index);
+    const at = this.atRunTime(index);
     const u = index.type === 'i32' ? `u32(${at.code})` : at.code;
     const param = bound.base;
-    const binding = this.pointers.get(param)!;
+    const binding = this.binding(param);
     // A checked build: a read outside reads element 0 and a store outside is skipped, each recording the fault.
     const checked = this.checked.get(param);
     const check = checked && {
@@ -178,8 +178,10 @@ export abstract class MemoryTranslator extends ExpressionTranslator {
         `stores to '${object.text as string}[...]' in a for-loop's update, where a checked build's test cannot stand: move it into the body`,
       );
     const guarded = (store: Value): Value =>
-      check ? { code: `if (offload_in_bounds(${u}, ${check.args})) { ${store.code}; }`, type: 'void' } : store;
-    const checkedAt = check && valueOf === undefined ? `offload_checked_index(${u}, ${check.args})` : u;
+      check
+        ? { code: `if (${this.use('offload_in_bounds')}(${u}, ${check.args})) { ${store.code}; }`, type: 'void' }
+        : store;
+    const checkedAt = check && valueOf === undefined ? `${this.use('offload_checked_index')}(${u}, ${check.args})` : u;
     if (this.typedArrays.has(param)) {
       const slot = `${binding}[${checkedAt}]`;
       this.effects++;

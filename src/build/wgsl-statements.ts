@@ -128,7 +128,8 @@ export abstract class StatementTranslator extends CallTranslator {
   protected loopBody(node: SyntaxNode, depth: number): { code: string; guard: string } {
     const barriers = this.barriers;
     const code = this.block(node, depth);
-    const guard = this.barriers === barriers ? `${'  '.repeat(depth)}if (offload_over_budget()) { break; }\n` : '';
+    const guard =
+      this.barriers === barriers ? `${'  '.repeat(depth)}if (${this.use('offload_over_budget')}()) { break; }\n` : '';
     return { code, guard };
   }
 

@@ -27,7 +27,9 @@ import { TEAM_MEMORY_OVERRIDE } from './wgsl-kernels.js';
 import {
   GRID_VARS,
   ITEM_VARS,
+  SUPPORT_CALLS,
   SUPPORT_FUNCTIONS,
+  type SupportName,
   TEAM_MEMORY_WORDS,
   TRANSLATED_THREADS,
   TRANSLATED_THREADS_XYZ,
@@ -38,6 +40,12 @@ import type { MemoryUse } from './wgsl-translation-state.js';
 import { Untranslatable } from './wgsl-types.js';
 
 export type { TranslationNote };
+
+/** What a translated function's WGSL needs the module to declare. */
+interface ModuleNeeds {
+  support: ReadonlySet<SupportName>;
+  teamMemory: boolean;
+}
 
 export interface Translation {
   /** The WGSL module of the translated kernels ('' when none translates). */
@@ -63,8 +71,9 @@ export function translateKernels(
   const { functions } = sources;
   const byInternal = new Map(functions.map((fn) => [fn.internalName, fn]));
   const constants = new Map(sources.constants.map((constant) => [constant.internalName, constant]));
-  const helpers = new Map<string, { code: string; barrier: boolean } | { error: Untranslatable }>();
+  const helpers = new Map<string, { code: string; barrier: boolean; needs: ModuleNeeds } | { error: Untranslatable }>();
   const chunks: string[] = [];
+  const needs: ModuleNeeds[] = [];
   const translated: string[] = [];
   const notes: TranslationNote[] = [];
   /** Translates a called function of the sources once; its failure is the caller's, naming where in it. */
@@ -85,7 +94,7 @@ export function translateKernels(
           { written: new Set(), atomic: new Set() },
         );
         const code = translator.translate();
-        known = { code, barrier: translator.barriers > 0 };
+        known = { code, barrier: translator.barriers > 0, needs: translator };
       } catch (error) {
         if (!(error instanceof Untranslatable)) throw error;
         known = {
@@ -135,7 +144,9 @@ export function translateKernels(
       const lengths = (kernel.wrapped?.lengths ?? []).map((name) => `${POINTER_BYTES_PREFIX}${name}`);
       // The first pass learns which bindings are written and which need atomics; the second emits with that.
       new FunctionTranslator(fn, role, byInternal, constants, helperCall, use, lengths).translate();
-      chunks.push(new FunctionTranslator(fn, role, byInternal, constants, helperCall, use, lengths).translate());
+      const translator = new FunctionTranslator(fn, role, byInternal, constants, helperCall, use, lengths);
+      chunks.push(translator.translate());
+      needs.push(translator);
       translated.push(kernel.name);
     } catch (error) {
       // Source nested deeper than the translator's recursion reaches stays wasm-only too.
@@ -148,36 +159,30 @@ export function translateKernels(
   }
   if (translated.length === 0) return { wgsl: '', kernels: [], notes };
   const used = [...helpers.values()].flatMap((helper) => ('code' in helper ? [helper.code] : []));
+  needs.push(...[...helpers.values()].flatMap((helper) => ('needs' in helper ? [helper.needs] : [])));
   const header = [
     `// Translated by offload build from AssemblyScript (docs/wgsl-abi.md): ${translated.join(', ')}.`,
     `override ${TRANSLATED_THREADS}: u32 = 64;`,
     ...TRANSLATED_THREADS_XYZ.slice(1).map((name) => `override ${name}: u32 = 1;`),
     ...[...GRID_VARS, ...ITEM_VARS].map((name) => `var<private> ${name}: vec3u;`),
   ];
-  if ([...chunks, ...used].some((code) => code.includes(TEAM_MEMORY_WORDS))) {
+  if (needs.some((need) => need.teamMemory)) {
     // A hand-written file may declare the override already: one module holds both.
     if (!options.teamMemoryDeclared) header.push(`override ${TEAM_MEMORY_OVERRIDE}: u32 = 16;`);
     header.push(`var<workgroup> ${TEAM_MEMORY_WORDS}: array<u32, ${TEAM_MEMORY_OVERRIDE} / 4u>;`);
   }
   // The support functions the kernels call, and those these call (offload_is_nan, which comes first).
-  const calls = (texts: string[], name: string): boolean => texts.some((text) => text.includes(`${name}(`));
-  const called = new Set(Object.keys(SUPPORT_FUNCTIONS).filter((name) => calls([...chunks, ...used], name)));
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const name of Object.keys(SUPPORT_FUNCTIONS))
-      if (
-        !called.has(name) &&
-        calls(
-          [...called].map((caller) => SUPPORT_FUNCTIONS[caller]!),
-          name,
-        )
-      ) {
-        called.add(name);
-        grew = true;
-      }
-  }
-  const support = Object.entries(SUPPORT_FUNCTIONS).flatMap(([name, code]) => (called.has(name) ? [code] : []));
-  if (support.some((code) => code.startsWith('fn offload_fault_at(')))
+  const called = new Set<SupportName>();
+  const add = (name: SupportName): void => {
+    if (called.has(name)) return;
+    called.add(name);
+    for (const callee of SUPPORT_CALLS[name] ?? []) add(callee);
+  };
+  for (const need of needs) for (const name of need.support) add(name);
+  const support = Object.entries(SUPPORT_FUNCTIONS).flatMap(([name, code]) =>
+    called.has(name as SupportName) ? [code] : [],
+  );
+  if (called.has('offload_fault_at'))
     header.push(
       `@group(1) @binding(0) var<storage, read_write> ${FAULT_BINDING_NAME}: array<atomic<u32>, 8>;`,
       'var<private> offload_spent: u32;',

@@ -6,7 +6,7 @@
  * and the hooks declared here.
  */
 import type { ConstantSyntax, FunctionSyntax, SyntaxNode } from './compiler-job.js';
-import { TEAM_MEMORY_BASE, TEAM_MEMORY_WORDS, type Ty } from './wgsl-builtins.js';
+import { TEAM_MEMORY_BASE, TEAM_MEMORY_WORDS, type SupportName, type Ty } from './wgsl-builtins.js';
 import { isPlainName } from './wgsl-names.js';
 import { fail, typeOf } from './wgsl-types.js';
 
@@ -59,6 +59,10 @@ export abstract class TranslationState {
   protected readonly checked = new Map<string, { bytes: string; param: number }>();
   /** Whether a for-loop's update is being translated (a checked store, an `if`, cannot stand there). */
   protected inUpdate = false;
+  /** The support functions (SUPPORT_FUNCTIONS) the translation calls, by name. */
+  readonly support = new Set<SupportName>();
+  /** Whether the translation reads or writes team memory (the module then declares its array). */
+  teamMemory = false;
 
   constructor(
     protected readonly fn: FunctionSyntax,
@@ -97,6 +101,18 @@ export abstract class TranslationState {
     } finally {
       this.scopes.pop();
     }
+  }
+
+  /** Records a call of support function `name`, and returns its name for the call. */
+  protected use(name: SupportName): string {
+    this.support.add(name);
+    return name;
+  }
+
+  /** The WGSL name of the binding of pointer parameter `param` (or of team memory). */
+  protected binding(param: string): string {
+    if (param === TEAM_MEMORY_BASE) this.teamMemory = true;
+    return this.pointers.get(param)!;
   }
 
   /** Translates with a list of its own for the statements it needs first; returns both. */

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { buildBundle, formatNote, type BuildOptions } from '../src/build/compile.js';
+import { SUPPORT_CALLS, SUPPORT_FUNCTIONS, type SupportName } from '../src/build/wgsl-builtins.js';
 import { decodeBundle } from '../src/image/bundle.js';
 import { Offload } from '../src/index.js';
 import { rejectsWith } from './conformance/suite.js';
@@ -126,6 +127,15 @@ function refusedSource(): { text: string; lines: Map<string, number> } {
   }
   return { text, lines };
 }
+
+it('declares every support function that a support function calls (the module emits those too)', () => {
+  const names = Object.keys(SUPPORT_FUNCTIONS) as SupportName[];
+  for (const name of names) {
+    const body = SUPPORT_FUNCTIONS[name].slice(SUPPORT_FUNCTIONS[name].indexOf('{'));
+    const calls = names.filter((callee) => body.includes(`${callee}(`));
+    assert.deepEqual([...(SUPPORT_CALLS[name] ?? [])].sort(), calls.sort(), name);
+  }
+});
 
 describe('WGSL translation in offload build', { timeout: 300_000 }, () => {
   let dir: string;

@@ -1,7 +1,8 @@
 /**
  * What the WGSL translation maps AssemblyScript onto: its value types, the device library's and
  * the builtins' WGSL twins, memory access types, the support functions a translated module may
- * call, and the names WGSL reserves. Tables only; wgsl-translate.ts walks the syntax trees.
+ * call, and the names WGSL reserves. Tables only; the translator (wgsl-translate.ts and the layers
+ * it names) walks the syntax trees.
  */
 import { FAULT_BINDING_NAME, FAULT_KINDS, FAULT_WORDS, ITEM_COUNT_PARAMS } from '../image/manifest.js';
 import type { SyntaxNode } from './compiler-job.js';
@@ -34,6 +35,13 @@ export interface Value {
   literal?: SyntaxNode;
   /** A WGSL constant expression other than a literal (a cast literal): WGSL evaluates it when compiling. */
   constant?: boolean;
+  /** `code` is one parenthesized expression, `(...)`: an operand, or `(x)` in the source, as it is. */
+  grouped?: boolean;
+}
+
+/** `inner` in parentheses, marked as such (see Value.grouped). */
+export function group(inner: string): { code: string; grouped: true } {
+  return { code: `(${inner})`, grouped: true };
 }
 
 /** Whether WGSL evaluates `value` when compiling (and refuses an overflow or a division by zero there). */
@@ -62,8 +70,6 @@ export const GRID_VARS = ['offload_team', 'offload_teams', 'offload_thread'] as 
 export const ITEM_VARS = ['offload_item', 'offload_items'] as const;
 /** The item counts a per-item kernel takes after its own parameters (ITEM_COUNT_PARAMS of the manifest). */
 export const ITEM_COUNT_NAMES = ITEM_COUNT_PARAMS;
-/** The resolved type of a typed pointer parameter (`ptr<T>` of the device library). */
-export const TYPED_POINTER = /^~lib\/offload-ts\/device\/ptr<(.+)>$/;
 /** Element types a typed pointer's binding can be an array of, when nothing else reads it as words. */
 export const ARRAY_ELEMENTS = new Set(['i32', 'u32', 'f32']);
 
@@ -74,34 +80,46 @@ export const ARRAY_ELEMENTS = new Set(['i32', 'u32', 'f32']);
  */
 export const DEVICE_FUNCTIONS: Record<
   string,
-  { type: Ty; args: Ty[]; optional?: number; wgsl: (args: (string | undefined)[]) => string } | { unsupported: string }
+  | {
+      type: Ty;
+      args: Ty[];
+      optional?: number;
+      /** The support functions (SUPPORT_FUNCTIONS) its WGSL calls. */
+      support?: SupportName[];
+      wgsl: (args: (Value | undefined)[]) => string;
+    }
+  | { unsupported: string }
 > = {
   // The dimension argument (default x) picks a component of the builtin's vec3u.
-  teamId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_team', d)})` },
-  numTeams: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_teams', d)})` },
-  threadId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_thread', d)})` },
+  teamId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_team', d, '0u')})` },
+  numTeams: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_teams', d, '1u')})` },
+  threadId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis('offload_thread', d, '0u')})` },
   // Translated kernels have a one-dimensional workgroup: threads along y and z are 1.
   numThreads: {
     type: 'i32',
     args: ['i32'],
     optional: 1,
+    support: ['offload_i32'],
     // Computed at run time: an expression of override constants alone is evaluated, and may be refused, when the pipeline is made.
-    wgsl: ([d]) => `offload_i32(i32(${axis(`vec3u(${TRANSLATED_THREADS_XYZ.join(', ')})`, d)}))`,
+    wgsl: ([d]) => `offload_i32(i32(${axis(`vec3u(${TRANSLATED_THREADS_XYZ.join(', ')})`, d, '0u')}))`,
   },
   barrier: { type: 'void', args: [], wgsl: () => 'workgroupBarrier()' },
   // A per-item kernel's item and range (set at the start of its entry point; see ITEM_VARS).
-  itemId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis(ITEM_VARS[0], d)})` },
-  itemCount: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis(ITEM_VARS[1], d)})` },
+  itemId: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis(ITEM_VARS[0], d, '0u')})` },
+  itemCount: { type: 'i32', args: ['i32'], optional: 1, wgsl: ([d]) => `i32(${axis(ITEM_VARS[1], d, '1u')})` },
   hostCall: { unsupported: 'a GPU cannot wait for the program in the middle of a dispatch' },
   print: { unsupported: 'print() writes to the host, which WGSL kernels cannot reach' },
 };
 
-/** Component `d` (an i32 expression, default x) of a vec3u builtin. */
-export function axis(vector: string, d: string | undefined): string {
-  const literal = d === undefined ? 0 : /^\(?(\d+)i?\)?$/.exec(d)?.[1];
-  if (literal !== undefined && Number(literal) <= 2) return `${vector}.${'xyz'[Number(literal)]}`;
+/**
+ * Component `d` (an i32 value, default x) of a vec3u builtin: a swizzle where `d` is a literal
+ * 0 to 2, else the component chosen when the kernel runs and `past` beyond z.
+ */
+export function axis(vector: string, d: Value | undefined, past: '0u' | '1u'): string {
+  const literal = d === undefined ? 0 : d.literal?.literalKind === 'Integer' ? Number(d.literal.value) : undefined;
+  if (literal !== undefined && literal >= 0 && literal <= 2) return `${vector}.${'xyz'[literal]}`;
   // Past z a dimension has size 1 and index 0, as on the host device.
-  return `select(${vector}[min(u32(${d}), 2u)], ${vector.endsWith('s') ? '1u' : '0u'}, u32(${d}) > 2u)`;
+  return `select(${vector}[min(u32(${d!.code}), 2u)], ${past}, u32(${d!.code}) > 2u)`;
 }
 export const DEVICE_PREFIX = '~lib/offload-ts/device/';
 
@@ -167,9 +185,10 @@ export const ATOMIC_RMW: Record<string, string> = {
 
 /**
  * WGSL functions that make the translation compute what wasm computes (docs/wgsl-abi.md,
- * "Semantics"), emitted into a module that calls them.
+ * "Semantics"), emitted into a module that calls them, with those they call. The translator
+ * records each one it calls (TranslationState.use); the module takes those and what they call.
  */
-export const SUPPORT_FUNCTIONS: Record<string, string> = {
+export const SUPPORT_FUNCTIONS = {
   // NaN tested on the bits: lavapipe (and other drivers' fast math) fold `x != x` to false.
   offload_is_nan: 'fn offload_is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }',
   // AssemblyScript's truthiness of an f32 (neither zero nor NaN), evaluating it once.
@@ -199,21 +218,35 @@ export const SUPPORT_FUNCTIONS: Record<string, string> = {
   offload_over_budget: `fn offload_over_budget() -> bool { if (offload_budget == 0u) { offload_budget = max(atomicLoad(&${FAULT_BINDING_NAME}[${FAULT_WORDS.budget}]), 1u); } offload_spent += 1u; if (offload_spent <= offload_budget) { return false; } offload_fault_at(${FAULT_KINDS.budget}u, 0u, offload_spent, offload_budget, 0u); return true; }`,
 };
 
-/** A value computed when the kernel runs (see SUPPORT_FUNCTIONS.offload_i32). */
-export function atRunTime(value: Value): Value {
-  if (value.type === 'bool' || value.type === 'void') return value;
-  return { code: `offload_${wgslType(value.type)}(${value.code})`, type: value.type };
+export type SupportName = keyof typeof SUPPORT_FUNCTIONS;
+
+/** The support functions each support function calls (so that a module that calls it has them too). */
+export const SUPPORT_CALLS: Partial<Record<SupportName, SupportName[]>> = {
+  offload_truthy_f32: ['offload_is_nan'],
+  offload_min_f32: ['offload_is_nan'],
+  offload_max_f32: ['offload_is_nan'],
+  offload_f32_to_i32: ['offload_is_nan'],
+  offload_f32_to_u32: ['offload_is_nan'],
+  offload_in_bounds: ['offload_fault_at'],
+  offload_checked_index: ['offload_in_bounds'],
+  offload_over_budget: ['offload_fault_at'],
+};
+
+/** The support function that hands a value of `type` through unchanged, so that WGSL computes it at run time (see offload_i32). */
+export function runTimeIdentity(type: Ty): SupportName | undefined {
+  if (type === 'i32' || type === 'f32') return `offload_${type}`;
+  return type === 'u32' || type === 'usize' ? 'offload_u32' : undefined;
 }
 
-/** The arguments' code, the first computed at run time when all are constants (WGSL would evaluate, and may refuse, sqrt(-1.0)). */
-export function atRunTimeIfConstant(values: Value[]): string[] {
-  const constant = values.every(isConstant);
-  return values.map((value, i) => (constant && i === 0 ? atRunTime(value) : value).code);
-}
-
-/** The WGSL function computing a math builtin on `type`: min and max of f32 as wasm's. */
-export function mathName(wgsl: string, type: Ty): string {
-  return type === 'f32' && (wgsl === 'min' || wgsl === 'max') ? `offload_${wgsl}_f32` : wgsl;
+/** The support function computing a math builtin on `type` in place of WGSL's: min and max of f32 as wasm's. */
+export function mathSupport(wgsl: string, type: Ty): SupportName | undefined {
+  return type !== 'f32'
+    ? undefined
+    : wgsl === 'min'
+      ? 'offload_min_f32'
+      : wgsl === 'max'
+        ? 'offload_max_f32'
+        : undefined;
 }
 
 /** Sizes and value types of what load<T>/store<T> can move. */

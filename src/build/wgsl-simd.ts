@@ -14,6 +14,8 @@ export interface SimdOperation {
   type: 'f32' | 'i32' | 'v128' | 'bool';
   /** The lane an extract_lane reads: its last argument, a constant 0..3. */
   lane?: true;
+  /** Its WGSL is one parenthesized expression (see Value.grouped). */
+  grouped?: true;
   wgsl: (args: string[]) => string;
 }
 
@@ -42,6 +44,7 @@ const i32Compare = (op: string): SimdOperation => ({
 const bitsBinary = (op: string): SimdOperation => ({
   args: ['v128', 'v128'],
   type: 'v128',
+  grouped: true,
   wgsl: ([a, b]) => `(${a!} ${op} ${b!})`,
 });
 
@@ -59,8 +62,8 @@ export const SIMD_OPERATIONS: Record<string, Record<string, SimdOperation>> = {
     le: f32Compare('<='),
     gt: f32Compare('>'),
     ge: f32Compare('>='),
-    neg: { args: ['v128'], type: 'v128', wgsl: ([a]) => `(${a!} ^ ${V128}(0x80000000u))` },
-    abs: { args: ['v128'], type: 'v128', wgsl: ([a]) => `(${a!} & ${V128}(0x7fffffffu))` },
+    neg: { args: ['v128'], type: 'v128', grouped: true, wgsl: ([a]) => `(${a!} ^ ${V128}(0x80000000u))` },
+    abs: { args: ['v128'], type: 'v128', grouped: true, wgsl: ([a]) => `(${a!} & ${V128}(0x7fffffffu))` },
     sqrt: { args: ['v128'], type: 'v128', wgsl: ([a]) => fromF(`sqrt(${asF(a!)})`) },
     convert_i32x4_s: { args: ['v128'], type: 'v128', wgsl: ([a]) => fromF(`vec4f(${asI(a!)})`) },
     extract_lane: { args: ['v128'], type: 'f32', lane: true, wgsl: ([a, lane]) => `bitcast<f32>(${a!}[${lane!}])` },
@@ -82,11 +85,12 @@ export const SIMD_OPERATIONS: Record<string, Record<string, SimdOperation>> = {
     and: bitsBinary('&'),
     or: bitsBinary('|'),
     xor: bitsBinary('^'),
-    not: { args: ['v128'], type: 'v128', wgsl: ([a]) => `(~${a!})` },
+    not: { args: ['v128'], type: 'v128', grouped: true, wgsl: ([a]) => `(~${a!})` },
     any_true: { args: ['v128'], type: 'bool', wgsl: ([a]) => `any(${a!} != ${V128}(0u))` },
     bitselect: {
       args: ['v128', 'v128', 'v128'],
       type: 'v128',
+      grouped: true,
       wgsl: ([a, b, m]) => `((${a!} & ${m!}) | (${b!} & ~${m!}))`,
     },
   },
@@ -110,6 +114,7 @@ export const SIMD_HELPERS: Record<string, SimdOperation> = {
   laneIndices: {
     args: ['i32'],
     type: 'v128',
+    grouped: true,
     wgsl: ([first]) => `(${V128}(bitcast<u32>(${first!})) + ${V128}(0u, 1u, 2u, 3u))`,
   },
   anyLane: SIMD_OPERATIONS.v128!.any_true!,

@@ -185,7 +185,7 @@ const CASES: Case[] = [
     kernel: 'grid3d',
     teams: 5,
     threads: 8,
-    args: () => [{ data: new Int32Array(5 * 8 + 6) }],
+    args: () => [{ data: new Int32Array(5 * 8 + 8) }],
   },
   // A new user's kernels
   {

@@ -101,7 +101,7 @@ export const DEVICE_FUNCTIONS: Record<
     optional: 1,
     support: ['offload_i32'],
     // Computed at run time: an expression of override constants alone is evaluated, and may be refused, when the pipeline is made.
-    wgsl: ([d]) => `offload_i32(i32(${axis(`vec3u(${TRANSLATED_THREADS_XYZ.join(', ')})`, d, '0u')}))`,
+    wgsl: ([d]) => `offload_i32(i32(${axis(`vec3u(${TRANSLATED_THREADS_XYZ.join(', ')})`, d, '1u')}))`,
   },
   barrier: { type: 'void', args: [], wgsl: () => 'workgroupBarrier()' },
   // A per-item kernel's item and range (set at the start of its entry point; see ITEM_VARS).

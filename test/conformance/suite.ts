@@ -820,10 +820,10 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
         const teams: [number, number, number] = [2, 3, 2];
         const threads: [number, number, number] = [3, 2, 2];
         const total = 12 * 12;
-        await withBuffer((total + 6) * 4, async (out) => {
+        await withBuffer((total + 8) * 4, async (out) => {
           const q = device.queue();
           q.launch(await kernel('grid3d'), { teams, threads }, [out]);
-          const got = new Int32Array(total + 6);
+          const got = new Int32Array(total + 8);
           q.read(out, got);
           await q.finish();
           const expected: number[] = [];
@@ -835,7 +835,11 @@ export function conformance(kind: string, setup: () => Promise<ConformanceTarget
                     for (let hx = 0; hx < 3; hx++)
                       expected.push(tx + 10 * ty + 100 * tz + 1000 * (hx + 10 * hy + 100 * hz));
           assert.deepEqual([...got.subarray(0, total)], expected);
-          assert.deepEqual([...got.subarray(total)], [...teams, ...threads], 'numTeams(d) and numThreads(d)');
+          assert.deepEqual(
+            [...got.subarray(total)],
+            [...teams, 1, ...threads, 1],
+            'numTeams(d) and numThreads(d), d = 0 to 3',
+          );
         });
       });
 

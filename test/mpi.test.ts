@@ -7,7 +7,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { readFileSync } from 'node:fs';
-import { release } from 'node:os';
+import { cpus, release } from 'node:os';
 import { mpiUnavailable } from '../src/transport/mpi/addon.js';
 import { hugePagesFromEnv, progressFromEnv } from '../src/transport/mpi/hub.js';
 
@@ -296,6 +296,20 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
     assert.notEqual(code, 0);
     assert.match(stderr, /OFFLOAD_POLL_US must be a number of microseconds/);
     assert.ok(!stderr.includes('u'.repeat(100)), 'the value was echoed unbounded');
+  });
+
+  it("weighs the machine's load against the machine's cores, though mpirun binds each rank to one", async () => {
+    // Bound to a core, a rank's availableParallelism() is 1: against it any other runnable
+    // thread on the machine looked like a crowd, and every round trip went through the
+    // progress thread's sleeps.
+    const { code, stdout, stderr } = await job(1, 1, 'round-trips', false, {
+      mpirun: ['--bind-to', 'core'],
+      env: { OFFLOAD_DEBUG: '1' },
+    });
+    assert.equal(code, 0, `${stdout}\n${stderr}`.slice(-2000));
+    const cores = [...stderr.matchAll(/polling: MPI: .*?(\d+) cores/g)].map((match) => Number(match[1]));
+    assert.ok(cores.length > 0, `no polling report of the MPI hub: ${stderr.slice(-600)}`);
+    assert.deepEqual(new Set(cores), new Set([cpus().length]));
   });
 
   it('runs every launch once while arming, disarming and wakes race (random pauses around the 2 ms quiet mark)', async () => {

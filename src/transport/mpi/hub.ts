@@ -31,13 +31,13 @@
  * bytes sent twice before go from huge pages (OFFLOAD_MPI_HUGE_PAGES; offload_mpi.c).
  */
 import { readFileSync } from 'node:fs';
-import { availableParallelism, hostname } from 'node:os';
+import { availableParallelism, cpus, hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { asOffloadError, errors, OffloadError, quoted } from '../../errors.js';
 import { encodeFrame, FrameDecoder } from '../frame.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, heartbeatInterval, peerTimeoutFromEnv } from '../heartbeat.js';
 import { PollPolicy } from '../poll-policy.js';
-import { pollOverride, reportPolicy, sampleLoad } from '../poll-window.js';
+import { ownThreadIds, pollOverride, reportPolicy, sampleLoad, threadRunnable } from '../poll-window.js';
 import type { Transport } from '../transport.js';
 import { loadMpiAddon, mpiUnavailable, type MpiAddon } from './addon.js';
 import { MpiTransport } from './transport.js';
@@ -103,8 +103,20 @@ export class MpiHub {
   /** Messages that came while expected, within the window (diagnostics). */
   private expectedArrivals = 0;
   /** How long it may: the same policy as TCP's event loop for the same frames (OFFLOAD_POLL_US overrides it). */
-  private readonly polling = new PollPolicy({ cores: availableParallelism(), overrideUs: pollOverride() });
+  // The load sample counts the whole machine's runnable threads, so it is weighed against the
+  // machine's cores: mpirun binds each of a few ranks to a core of its own, and a rank's
+  // availableParallelism() is then 1, which would make every machine look crowded.
+  private readonly polling = new PollPolicy({
+    cores: cpus().length || availableParallelism(),
+    overrideUs: pollOverride(),
+  });
   private readonly loadSample = { sampledAt: -Infinity };
+  /**
+   * The progress thread's id (Linux), when known. It yields the CPU between its looks while
+   * sends are in flight, so it is often runnable; counted as another program's thread it made
+   * both ranks of an idle job look crowded, sleep, and take 600 us a launch instead of 20.
+   */
+  private progressThread: string | undefined;
   /** When a channel last expected a frame (performance.now()), until one comes. */
   private expectedAt: number | undefined;
   private failure: OffloadError | undefined;
@@ -124,7 +136,13 @@ export class MpiHub {
     const { rank, size, tagUpperBound, progressThread } = mpi.init();
     // MPI_THREAD_SERIALIZED is what the thread needs; an MPI that offers less gets the timer.
     this.progress = progress === 'thread' && progressThread ? 'thread' : 'poll';
-    if (this.progress === 'thread') mpi.startProgress(() => this.woken());
+    if (this.progress === 'thread') {
+      const before = ownThreadIds();
+      mpi.startProgress(() => this.woken());
+      const started = before && [...(ownThreadIds() ?? [])].filter((tid) => !before.has(tid));
+      // Known only when exactly one thread appeared (Linux): another thread that started at the same time leaves it unknown.
+      this.progressThread = started?.length === 1 ? started[0] : undefined;
+    }
     this.rank = rank;
     this.size = size;
     this.tagLimit = tagUpperBound;
@@ -270,7 +288,9 @@ export class MpiHub {
   expectSoon(): void {
     if (!this.active()) return;
     const now = performance.now();
-    sampleLoad(this.polling, now, this.loadSample);
+    sampleLoad(this.polling, now, this.loadSample, () =>
+      this.progressThread !== undefined && threadRunnable(this.progressThread) ? 1 : 0,
+    );
     const windowUs = this.polling.window();
     reportPolicy('MPI', this.polling);
     this.expectedAt = now;

@@ -112,9 +112,9 @@ export class MpiHub {
   });
   private readonly loadSample = { sampledAt: -Infinity };
   /**
-   * The progress thread's id (Linux), when known. It yields the CPU between its looks while
-   * sends are in flight, so it is often runnable; counted as another program's thread it made
-   * both ranks of an idle job look crowded, sleep, and take 600 us a launch instead of 20.
+   * The progress thread's id (Linux), when known. It yields the CPU between its looks, so it is
+   * often runnable when the hub samples the load (right after a send); counted as another
+   * program's thread it made an idle rank look crowded.
    */
   private progressThread: string | undefined;
   /** When a channel last expected a frame (performance.now()), until one comes. */

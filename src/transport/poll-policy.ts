@@ -9,10 +9,16 @@
  *     /proc/loadavg, sampled and smoothed; elsewhere the 1-minute load average) fit in the
  *     other cores;
  *   - spins pay: after three spins in a row that found nothing (the peer computes longer than
- *     the spin, or the client pauses) it backs off, spinning only on every 2nd, 4th, ... 64th
+ *     the spin, or the client pauses: a frame that still came sooner than frames slept for are
+ *     seen is no reason to sleep) it backs off, spinning only on every 2nd, 4th, ... 64th
  *     expected frame to see whether replies come quickly again (one that does restores it);
- *   - a wake-up costs more than a few microseconds: now and then (one expected frame in 32) it
- *     sleeps instead, and when frames slept for come as soon as spun-for ones do (bare metal with
+ *     a probe spins as long as a sleep takes to see a frame, and one that finds its frame keeps
+ *     spinning through misses for 64 frames: two MPI ranks that answer each other at once,
+ *     backed off by a few slow launches, each probed the other asleep and slept for good;
+ *   - a wake-up costs more than a few microseconds: now and then it sleeps instead (one expected
+ *     frame in 32, rarer where a sleep costs much more than a spun-for reply takes, so that these
+ *     samples add at most 5 % to the average reply: over MPI a sleep costs hundreds of
+ *     microseconds), and when frames slept for come as soon as spun-for ones do (bare metal with
  *     a cheap wake-up), spinning buys nothing and stops, spinning for one frame in 16 to see.
  * OFFLOAD_POLL_US set overrides all of it: that window after every expected frame, 0 never.
  * Deterministic: the caller feeds it loads and arrival times (test/poll-policy.test.ts).
@@ -24,8 +30,14 @@ export const AUTO_POLL_US = 50;
 const MISSES_TO_BACK_OFF = 3;
 /** At most one expected frame in 2^this is spun for while backed off. */
 const MAX_BACKOFF = 6;
-/** One expected frame in this many is slept for, to measure what a wake-up costs. */
+/** A probe spins at most this many windows. */
+const PROBE_MAX_WINDOWS = 20;
+/** At least one expected frame in this many is slept for, to measure what a wake-up costs. */
 const SLEEP_SAMPLE_EVERY = 32;
+/** At most one in this many, however dear a sleep is. */
+const SLEEP_SAMPLE_RAREST = 4096;
+/** The share of the average reply's time the sleep samples may add. */
+const SLEEP_SAMPLE_COST = 0.05;
 /** One expected frame in this many is spun for while wake-ups are cheap (are they still?). */
 const CHEAP_WAKE_PROBE_EVERY = 16;
 /** A wake-up adding less than this to a reply's arrival is cheaper than any spin. */
@@ -42,6 +54,8 @@ export type PollMode = 'override' | 'spin' | 'crowded' | 'backed-off' | 'cheap-w
 export interface PollPolicyOptions {
   /** The cores this process may run on. */
   cores: number;
+  /** What the others are, in the policy's words, one and many (default: runnable threads besides this one). */
+  others?: readonly [one: string, many: string];
   /** OFFLOAD_POLL_US when set: the window, always. */
   overrideUs?: number;
   /** The longest spin chosen by itself (AUTO_POLL_US). */
@@ -52,13 +66,16 @@ export class PollPolicy {
   readonly cores: number;
   readonly overrideUs: number | undefined;
   readonly maxUs: number;
+  private readonly othersAre: readonly [one: string, many: string];
   /** Runnable threads besides this one, smoothed; undefined before the first sample. */
   private others: number | undefined;
   private crowded = false;
   private misses = 0;
+  /** Misses still forgiven after a probe found its frame. */
+  private graceLeft = 0;
   private backoff = 0;
   private sinceProbe = 0;
-  private expected = 0;
+  private sinceSleepSample = 0;
   /** The window the last expected frame got (what `arrived` judges). */
   private lastWindowUs = 0;
   /** Running figures of how long after being expected a frame came: spun for, and slept for. */
@@ -70,13 +87,23 @@ export class PollPolicy {
     this.cores = Math.max(1, Math.floor(options.cores));
     this.overrideUs = options.overrideUs;
     this.maxUs = options.maxUs ?? AUTO_POLL_US;
+    this.othersAre = options.others ?? ['runnable thread besides this one', 'runnable threads besides this one'];
   }
 
   /** A sample of the machine: runnable threads besides this one (a fraction for a load average). */
   observeLoad(others: number): void {
     if (!Number.isFinite(others)) return;
     const sample = Math.max(0, others);
-    this.others = this.others === undefined ? sample : this.others + LOAD_WEIGHT * (sample - this.others);
+    this.judgeCrowd(this.others === undefined ? sample : this.others + LOAD_WEIGHT * (sample - this.others));
+  }
+
+  /** The others counted exactly (not a sample to smooth): the figure is this from now on. */
+  knowOthers(others: number): void {
+    if (Number.isFinite(others)) this.judgeCrowd(Math.max(0, others));
+  }
+
+  private judgeCrowd(others: number): void {
+    this.others = others;
     const spare = this.cores - 1;
     if (this.crowded && this.others < spare - LOAD_HYSTERESIS) this.crowded = false;
     else if (!this.crowded && this.others > spare + LOAD_HYSTERESIS) this.crowded = true;
@@ -91,15 +118,32 @@ export class PollPolicy {
   private choose(): number {
     if (this.overrideUs !== undefined) return this.overrideUs;
     if (this.crowded) return 0;
-    this.expected++;
     if (this.backoff > 0 || this.wakeIsCheap()) {
       // A probe now and then: do spins pay again?
       if (++this.sinceProbe < (this.backoff > 0 ? 2 ** this.backoff : CHEAP_WAKE_PROBE_EVERY)) return 0;
       this.sinceProbe = 0;
-      return this.maxUs;
+      return this.backoff > 0 ? this.probeUs() : this.maxUs;
     }
     // Now and then a frame slept for, to know what a wake-up costs here.
-    return this.expected % SLEEP_SAMPLE_EVERY === 0 ? 0 : this.maxUs;
+    if (++this.sinceSleepSample < this.sleepSampleEvery()) return this.maxUs;
+    this.sinceSleepSample = 0;
+    return 0;
+  }
+
+  /**
+   * A backed-off probe spins as long as a frame slept for takes to be seen (up to 20 windows):
+   * a peer that backed off too answers a probe late, by its own sleep, and a probe of one window
+   * would miss it for ever.
+   */
+  private probeUs(): number {
+    return Math.max(this.maxUs, Math.min(PROBE_MAX_WINDOWS * this.maxUs, this.sleptGapUs ?? Infinity));
+  }
+
+  /** Expected frames per one slept for: the rarer, the more a sleep costs beside a spun-for reply. */
+  private sleepSampleEvery(): number {
+    if (this.spunGapUs === undefined || this.sleptGapUs === undefined) return SLEEP_SAMPLE_EVERY;
+    const every = (this.sleptGapUs - this.spunGapUs) / (SLEEP_SAMPLE_COST * Math.max(1, this.spunGapUs));
+    return Math.min(SLEEP_SAMPLE_RAREST, Math.max(SLEEP_SAMPLE_EVERY, Math.ceil(every)));
   }
 
   /** The frame expected last came `gapUs` microseconds after it was expected. */
@@ -107,16 +151,27 @@ export class PollPolicy {
     if (this.overrideUs !== undefined || !(gapUs >= 0)) return;
     if (this.lastWindowUs === 0) {
       // Slept for: a figure of what a wake-up adds (a reply the peer took long over says nothing).
-      if (!this.crowded && gapUs <= 20 * this.maxUs) this.sleptGapUs = blend(this.sleptGapUs, gapUs);
+      if (!this.crowded && gapUs <= PROBE_MAX_WINDOWS * this.maxUs) this.sleptGapUs = blend(this.sleptGapUs, gapUs);
       return;
     }
     if (gapUs <= this.lastWindowUs) {
+      // A probe found its frame: spin again, and through misses for as many frames as the
+      // rarest probe is apart, so that a peer still backed off finds this side spinning when
+      // it probes in turn.
+      if (this.backoff > 0) this.graceLeft = 2 ** MAX_BACKOFF;
       this.misses = 0;
       this.backoff = 0;
       this.sinceProbe = 0;
-      this.spunGapUs = blend(this.spunGapUs, gapUs);
+      if (gapUs <= this.maxUs) this.spunGapUs = blend(this.spunGapUs, gapUs);
       return;
     }
+    if (this.graceLeft > 0) {
+      this.graceLeft--;
+      return;
+    }
+    // Sooner than a frame slept for is seen: a longer spin would have paid, not a sleep (the peer
+    // slept itself, or took a little longer than the window).
+    if (this.sleptGapUs !== undefined && gapUs <= this.sleptGapUs) return;
     // The spin found nothing; a probe that finds nothing backs off further at once.
     if (this.backoff > 0 || ++this.misses >= MISSES_TO_BACK_OFF) {
       this.misses = 0;
@@ -141,20 +196,23 @@ export class PollPolicy {
 
   /** The mode in words, for OFFLOAD_DEBUG. */
   describe(): string {
-    const load = this.others === undefined ? 'not sampled yet' : this.others.toFixed(2);
+    const load =
+      this.others === undefined
+        ? `${this.othersAre[1]}: not sampled yet`
+        : `${Number.isInteger(this.others) ? this.others : this.others.toFixed(2)} ${this.othersAre[this.others === 1 ? 0 : 1]}`;
     switch (this.mode) {
       case 'override':
         return this.overrideUs === 0
           ? 'OFFLOAD_POLL_US=0: sleeps as soon as nothing is ready'
           : `OFFLOAD_POLL_US=${this.overrideUs}: spins ${this.overrideUs} us for every frame expected`;
       case 'crowded':
-        return `sleeps: ${load} runnable threads besides this one do not fit in the other ${this.cores - 1} of ${this.cores} cores`;
+        return `sleeps: ${load} ${this.others === 1 ? 'does' : 'do'} not fit in the other ${this.cores - 1} of ${this.cores} cores`;
       case 'backed-off':
         return `sleeps: spins found nothing (the peer takes longer than ${this.maxUs} us); spins for one expected frame in ${2 ** this.backoff}`;
       case 'cheap-wake':
         return `sleeps: a wake-up adds ${(this.sleptGapUs! - this.spunGapUs!).toFixed(1)} us to a reply, less than a spin saves`;
       case 'spin':
-        return `spins up to ${this.maxUs} us for every frame expected (${load} runnable threads besides this one, ${this.cores} cores)`;
+        return `spins up to ${this.maxUs} us for every frame expected (${load}, ${this.cores} cores)`;
     }
   }
 

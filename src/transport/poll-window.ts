@@ -16,7 +16,7 @@
  * sleep for the same reason (OFFLOAD_HOST_SPIN_US), and the MPI hub polls its own way
  * (mpi/hub.ts).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { errors, quoted } from '../errors.js';
@@ -46,7 +46,6 @@ export function pollOverride(env: NodeJS.ProcessEnv = process.env): number | und
   return env.OFFLOAD_POLL_US === undefined || env.OFFLOAD_POLL_US === '' ? undefined : value;
 }
 
-/** Where the policies' changes of mind go (OFFLOAD_DEBUG, set by the layers that log). */
 /** How often the machine's load is sampled while frames are expected, in milliseconds. */
 const LOAD_SAMPLE_MS = 50;
 
@@ -66,34 +65,11 @@ export function othersRunnable(): number {
   return loadavg()[0]! - 1;
 }
 
-/** This process's threads (Linux: /proc/self/task), or undefined elsewhere. */
-export function ownThreadIds(): Set<string> | undefined {
-  try {
-    return new Set(readdirSync('/proc/self/task'));
-  } catch {
-    return undefined;
-  }
-}
-
-/** Whether this process's thread `tid` is runnable at this instant (Linux; false elsewhere or when it is gone). */
-export function threadRunnable(tid: string): boolean {
-  try {
-    const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'latin1');
-    return stat[stat.lastIndexOf(')') + 2] === 'R';
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Feeds `policy` a load sample when the last one is older than LOAD_SAMPLE_MS; `now` is
- * performance.now(). `own`: runnable threads of this process's own polling (a progress thread
- * that yields between its looks) that are no one else's work and must not count as a crowd.
- */
-export function sampleLoad(policy: PollPolicy, now: number, state: { sampledAt: number }, own?: () => number): void {
+/** Feeds `policy` a load sample when the last one is older than LOAD_SAMPLE_MS; `now` is performance.now(). */
+function sampleLoad(policy: PollPolicy, now: number, state: { sampledAt: number }): void {
   if (policy.overrideUs !== undefined || now - state.sampledAt < LOAD_SAMPLE_MS) return;
   state.sampledAt = now;
-  policy.observeLoad(othersRunnable() - (own?.() ?? 0));
+  policy.observeLoad(othersRunnable());
 }
 
 /** This thread's policy (made by the transports as they open, from the environment). */

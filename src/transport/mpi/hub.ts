@@ -37,7 +37,7 @@ import { asOffloadError, errors, OffloadError, quoted } from '../../errors.js';
 import { encodeFrame, FrameDecoder } from '../frame.js';
 import { DEFAULT_CLIENT_TIMEOUT_MS, heartbeatInterval, peerTimeoutFromEnv } from '../heartbeat.js';
 import { PollPolicy } from '../poll-policy.js';
-import { ownThreadIds, pollOverride, reportPolicy, sampleLoad, threadRunnable } from '../poll-window.js';
+import { pollOverride, reportPolicy } from '../poll-window.js';
 import type { Transport } from '../transport.js';
 import { loadMpiAddon, mpiUnavailable, type MpiAddon } from './addon.js';
 import { MpiTransport } from './transport.js';
@@ -102,27 +102,32 @@ export class MpiHub {
   private expectUntil = 0;
   /** Messages that came while expected, within the window (diagnostics). */
   private expectedArrivals = 0;
-  /** How long it may: the same policy as TCP's event loop for the same frames (OFFLOAD_POLL_US overrides it). */
-  // The load sample counts the whole machine's runnable threads, so it is weighed against the
-  // machine's cores: mpirun binds each of a few ranks to a core of its own, and a rank's
-  // availableParallelism() is then 1, which would make every machine look crowded.
+  /**
+   * How long it may: the same policy as TCP's event loop for the same frames (OFFLOAD_POLL_US
+   * overrides it), but its crowd is the job's other ranks on this host, not the machine's load.
+   * A quiet rank sees a message only at its progress thread's next look and a wake of its event
+   * loop: on a 2-vCPU VM a launch round trip through both ranks' sleeps took 600-900 us, against
+   * 20 us spinning idle and 65-73 us spinning beside a busy process per core (bench/README.md).
+   * So a rank spins while the job's ranks on this host fit in its cores, each waiting for the
+   * other on a core of its own (what mpirun binds them to), whatever else runs there: the
+   * scheduler shares a core between a spinning rank and another program, and the spin takes
+   * nothing from the peer that must answer. Ranks that oversubscribe the cores sleep (as Open
+   * MPI's ranks yield when oversubscribed), and spins that find nothing still back off. The
+   * machine's cores, not the rank's: mpirun binds each of a few ranks to one core.
+   */
   private readonly polling = new PollPolicy({
     cores: cpus().length || availableParallelism(),
     overrideUs: pollOverride(),
+    others: ['other rank of this job on this host', 'other ranks of this job on this host'],
   });
-  private readonly loadSample = { sampledAt: -Infinity };
-  /**
-   * The progress thread's id (Linux), when known. It yields the CPU between its looks, so it is
-   * often runnable when the hub samples the load (right after a send); counted as another
-   * program's thread it made an idle rank look crowded.
-   */
-  private progressThread: string | undefined;
-  /** When a channel last expected a frame (performance.now()), until one comes. */
+  /** When a channel last expected a frame (performance.now()), until one comes, and whether it sleeps for it. */
   private expectedAt: number | undefined;
+  private sleepsForFrame = false;
   private failure: OffloadError | undefined;
   private finalized = false;
   /** Each other rank's process, as its `role` message said: a rank taken as gone on this host is ended at finalize. */
   private readonly processes = new Map<number, { pid: number; host: string }>();
+  private readonly host = hostname();
   private roleWaiters: (() => void)[] = [];
   private onAccept: ((transport: Transport) => void) | undefined;
   private onAllAppsGone: (() => void) | undefined;
@@ -136,21 +141,16 @@ export class MpiHub {
     const { rank, size, tagUpperBound, progressThread } = mpi.init();
     // MPI_THREAD_SERIALIZED is what the thread needs; an MPI that offers less gets the timer.
     this.progress = progress === 'thread' && progressThread ? 'thread' : 'poll';
-    if (this.progress === 'thread') {
-      const before = ownThreadIds();
-      mpi.startProgress(() => this.woken());
-      const started = before && [...(ownThreadIds() ?? [])].filter((tid) => !before.has(tid));
-      // Known only when exactly one thread appeared (Linux): another thread that started at the same time leaves it unknown.
-      this.progressThread = started?.length === 1 ? started[0] : undefined;
-    }
+    if (this.progress === 'thread') mpi.startProgress(() => this.woken());
     this.rank = rank;
     this.size = size;
+    this.countRanksHere();
     this.tagLimit = tagUpperBound;
     this.roles.set(rank, role);
     for (let other = 0; other < size; other++) {
       if (other === rank) continue;
       this.heardAt.set(other, Date.now());
-      this.control(other, { op: 'role', role, pid: process.pid, host: hostname() });
+      this.control(other, { op: 'role', role, pid: process.pid, host: this.host });
     }
     // A proxy waits longer for an application rank (whose event loop may be busy with its own
     // work) than anyone waits for a proxy rank.
@@ -288,12 +288,10 @@ export class MpiHub {
   expectSoon(): void {
     if (!this.active()) return;
     const now = performance.now();
-    sampleLoad(this.polling, now, this.loadSample, () =>
-      this.progressThread !== undefined && threadRunnable(this.progressThread) ? 1 : 0,
-    );
     const windowUs = this.polling.window();
     reportPolicy('MPI', this.polling);
     this.expectedAt = now;
+    this.sleepsForFrame = windowUs === 0;
     if (windowUs === 0) return;
     // Traffic now: the hub polls from the event loop's turns, not through the progress thread.
     this.lastTraffic = now;
@@ -308,7 +306,8 @@ export class MpiHub {
    */
   private pollsWhileBusy(): boolean {
     if (this.sends.size > 0 || this.polling.overrideUs !== undefined) return true;
-    return this.polling.mode === 'spin';
+    // A frame the policy gave no window (a sample of what a sleep costs) is slept for.
+    return this.polling.mode === 'spin' && !this.sleepsForFrame;
   }
 
   /** Whether any channel keeps the process alive (Transport.hold). */
@@ -446,6 +445,7 @@ export class MpiHub {
         if (this.expectedAt !== undefined) {
           this.polling.arrived((now - this.expectedAt) * 1000);
           this.expectedAt = undefined;
+          this.sleepsForFrame = false;
           reportPolicy('MPI', this.polling);
         }
         this.heardAt.set(source, Date.now());
@@ -478,6 +478,7 @@ export class MpiHub {
         if (meta.role === 'proxy' || meta.role === 'app') this.roles.set(source, meta.role);
         if (Number.isSafeInteger(meta.pid) && (meta.pid as number) > 1 && typeof meta.host === 'string')
           this.processes.set(source, { pid: meta.pid as number, host: meta.host });
+        this.countRanksHere();
         for (const wake of this.roleWaiters.splice(0)) wake();
         this.checkAllGone();
         return;
@@ -507,6 +508,13 @@ export class MpiHub {
         this.checkAllGone();
         return;
     }
+  }
+
+  /** The polling policy's crowd: the other ranks on this host (a rank not heard from yet counts as one). */
+  private countRanksHere(): void {
+    let elsewhere = 0;
+    for (const [rank, other] of this.processes) if (rank !== this.rank && other.host !== this.host) elsewhere++;
+    this.polling.knowOthers(this.size - 1 - elsewhere);
   }
 
   private checkAllGone(): void {
@@ -579,10 +587,9 @@ export class MpiHub {
           ? `PMIX_NAMESPACE=${process.env.PMIX_NAMESPACE}`
           : undefined;
     if (job === undefined) return;
-    const host = hostname();
     for (const rank of this.gone) {
       const gone = this.processes.get(rank);
-      if (!gone || gone.host !== host || gone.pid === process.pid) continue;
+      if (!gone || gone.host !== this.host || gone.pid === process.pid) continue;
       try {
         const env = readFileSync(`/proc/${gone.pid}/environ`, 'utf8').split('\0');
         const ranked = env.includes(`OMPI_COMM_WORLD_RANK=${rank}`) || env.includes(`PMIX_RANK=${rank}`);

@@ -10,14 +10,15 @@
  *     other cores;
  *   - spins pay: after three spins in a row that found nothing (the peer computes longer than
  *     the spin, or the client pauses: a frame that still came sooner than frames slept for are
- *     seen is no reason to sleep) it backs off, spinning only on every 2nd, 4th, ... 64th
+ *     seen is no reason to sleep; where a sleep adds more than three windows to a reply, as
+ *     many misses as it adds windows, up to 16) it backs off, spinning only on every 2nd, 4th, ... 64th
  *     expected frame to see whether replies come quickly again (one that does restores it);
  *     a probe spins as long as a sleep takes to see a frame, and one that finds its frame keeps
  *     spinning through misses for 64 frames: two MPI ranks that answer each other at once,
  *     backed off by a few slow launches, each probed the other asleep and slept for good;
  *   - a wake-up costs more than a few microseconds: now and then it sleeps instead (one expected
  *     frame in 32, rarer where a sleep costs much more than a spun-for reply takes, so that these
- *     samples add at most 5 % to the average reply: over MPI a sleep costs hundreds of
+ *     samples add at most 2 % to the average reply: over MPI a sleep costs hundreds of
  *     microseconds), and when frames slept for come as soon as spun-for ones do (bare metal with
  *     a cheap wake-up), spinning buys nothing and stops, spinning for one frame in 16 to see.
  * OFFLOAD_POLL_US set overrides all of it: that window after every expected frame, 0 never.
@@ -28,6 +29,8 @@
 export const AUTO_POLL_US = 50;
 /** Spins in a row that found nothing before the policy backs off. */
 const MISSES_TO_BACK_OFF = 3;
+/** At most this many where a sleep is dear (see missesToBackOff). */
+const MOST_MISSES_TO_BACK_OFF = 16;
 /** At most one expected frame in 2^this is spun for while backed off. */
 const MAX_BACKOFF = 6;
 /** A probe spins at most this many windows. */
@@ -37,7 +40,7 @@ const SLEEP_SAMPLE_EVERY = 32;
 /** At most one in this many, however dear a sleep is. */
 const SLEEP_SAMPLE_RAREST = 4096;
 /** The share of the average reply's time the sleep samples may add. */
-const SLEEP_SAMPLE_COST = 0.05;
+const SLEEP_SAMPLE_COST = 0.02;
 /** One expected frame in this many is spun for while wake-ups are cheap (are they still?). */
 const CHEAP_WAKE_PROBE_EVERY = 16;
 /** A wake-up adding less than this to a reply's arrival is cheaper than any spin. */
@@ -173,10 +176,20 @@ export class PollPolicy {
     // slept itself, or took a little longer than the window).
     if (this.sleptGapUs !== undefined && gapUs <= this.sleptGapUs) return;
     // The spin found nothing; a probe that finds nothing backs off further at once.
-    if (this.backoff > 0 || ++this.misses >= MISSES_TO_BACK_OFF) {
+    if (this.backoff > 0 || ++this.misses >= this.missesToBackOff()) {
       this.misses = 0;
       this.backoff = Math.min(MAX_BACKOFF, this.backoff + 1);
     }
+  }
+
+  /**
+   * Misses in a row before backing off: three, or as many windows as a sleep adds to a reply
+   * when that is more (a miss costs a window of CPU; a frame slept for in vain, what a sleep adds).
+   */
+  private missesToBackOff(): number {
+    if (this.spunGapUs === undefined || this.sleptGapUs === undefined) return MISSES_TO_BACK_OFF;
+    const windows = Math.ceil((this.sleptGapUs - this.spunGapUs) / this.maxUs);
+    return Math.min(MOST_MISSES_TO_BACK_OFF, Math.max(MISSES_TO_BACK_OFF, windows));
   }
 
   private wakeIsCheap(): boolean {

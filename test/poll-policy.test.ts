@@ -158,7 +158,10 @@ describe('the polling policy', { timeout: 30_000 }, () => {
     const three = new PollPolicy({ cores: 2, others: words });
     three.knowOthers(2);
     assert.equal(three.window(), 0);
-    assert.match(three.describe(), /sleeps: 2 other ranks of this job on this host do not fit in the other 1 of 2 cores/);
+    assert.match(
+      three.describe(),
+      /sleeps: 2 other ranks of this job on this host do not fit in the other 1 of 2 cores/,
+    );
   });
 
   it('a miss now and then does not back off', () => {

@@ -103,17 +103,14 @@ export class MpiHub {
   /** Messages that came while expected, within the window (diagnostics). */
   private expectedArrivals = 0;
   /**
-   * How long it may: the same policy as TCP's event loop for the same frames (OFFLOAD_POLL_US
-   * overrides it), but its crowd is the job's other ranks on this host, not the machine's load.
-   * A quiet rank sees a message only at its progress thread's next look and a wake of its event
-   * loop: on a 2-vCPU VM a launch round trip through both ranks' sleeps took 600-900 us, against
-   * 20 us spinning idle and 65-73 us spinning beside a busy process per core (bench/README.md).
-   * So a rank spins while the job's ranks on this host fit in its cores, each waiting for the
-   * other on a core of its own (what mpirun binds them to), whatever else runs there: the
-   * scheduler shares a core between a spinning rank and another program, and the spin takes
-   * nothing from the peer that must answer. Ranks that oversubscribe the cores sleep (as Open
-   * MPI's ranks yield when oversubscribed), and spins that find nothing still back off. The
-   * machine's cores, not the rank's: mpirun binds each of a few ranks to one core.
+   * How long it may: TCP's policy (OFFLOAD_POLL_US overrides it), but its crowd is the job's
+   * other ranks on this host, not the machine's load. A quiet rank sees a message only at its
+   * progress thread's next look and a wake of its event loop: on a 2-vCPU VM a launch round trip
+   * through both ranks' sleeps took 600-900 us, against 20 us spinning idle and 65-73 us spinning
+   * beside a busy process per core (bench/README.md). So a rank spins while the job's ranks here
+   * fit in the machine's cores (mpirun binds each to one), whatever else runs: the scheduler
+   * shares a core between a spinning rank and another program, and the spin takes nothing from
+   * the peer that must answer. Oversubscribed ranks sleep, as Open MPI's yield then.
    */
   private readonly polling = new PollPolicy({
     cores: cpus().length || availableParallelism(),

@@ -50,6 +50,8 @@ const BUSY_MS = 2;
 /** How long one turn keeps polling while sends are in flight, in microseconds. */
 const BURST_US = 300;
 const ROLES_TIMEOUT_MS = 30_000;
+/** What completed when nothing was in flight: no call to ask (a spin makes many polls). */
+const NOTHING_SENT: readonly number[] = [];
 /** Sends at least this long are bulk data: their arrays' pages are worth collapsing (see `post`). */
 const BULK_BYTES = 256 * 1024;
 
@@ -422,7 +424,7 @@ export class MpiHub {
   /** True if a send completed or a message arrived. */
   private pollOnce(): boolean {
     try {
-      const sent = this.mpi.completed();
+      const sent = this.sends.size > 0 ? this.mpi.completed() : NOTHING_SENT;
       for (const id of sent) {
         const send = this.sends.get(id);
         this.sends.delete(id);

@@ -16,19 +16,19 @@
  *            application rank gone counts as having said bye
  * Messages between two ranks are not overtaken (all are received through one wildcard probe),
  * so a channel's frames arrive in order; a payload whose frame's sink gave a view (a write's
- * chunk, into device memory) is received straight into it. Progress is polled from the event loop
- * at every setImmediate while traffic is recent (while the rank has sends in flight, or a channel
- * expects a frame soon, a turn keeps polling for up to 300 us, BURST_US; nothing blocks longer;
- * without sends in flight only while the polling policy would spin, poll-policy.ts). A channel
- * expects one when it awaits the reply to its one request, or has answered every request of its
- * client (Transport.expectSoon; for the policy's window, as TCP's event loop keeps turning for
- * it): the frame is seen as it arrives, not at the next turn. When the rank
- * goes quiet, the addon's progress thread watches MPI instead and wakes the event loop when a
- * message arrives or a send completes (OFFLOAD_MPI_PROGRESS=thread, the default): a request
- * after a pause is seen at the thread's next look (at most 100 us later) and a wake of the event
- * loop, not at the next turn of a 1 ms timer (a launch after a 10 ms pause: 0.3-0.65 ms, against
- * 1.7-4.2 ms with the timer, on a 2-vCPU VM). OFFLOAD_MPI_PROGRESS=poll keeps the timer. Bulk sends of
- * bytes sent twice before go from huge pages (OFFLOAD_MPI_HUGE_PAGES; offload_mpi.c).
+ * chunk, into device memory) is received straight into it. Progress is polled from the event
+ * loop at every setImmediate while traffic is recent (while the rank has sends in flight, or a
+ * channel expects a frame soon, a turn keeps polling for up to 300 us, BURST_US; nothing blocks
+ * longer; without sends in flight only while the polling policy would spin, poll-policy.ts). A
+ * channel expects one when it awaits the reply to its one request, or has answered every request
+ * of its client (Transport.expectSoon; for the policy's window): the frame is seen as it
+ * arrives, not at the next turn. When the rank goes quiet, the addon's progress thread watches
+ * MPI instead and wakes the event loop when a message arrives or a send completes
+ * (OFFLOAD_MPI_PROGRESS=thread, the default): a request after a pause is seen at the thread's
+ * next look (at most 100 us later) and a wake of the event loop, not at the next turn of a 1 ms
+ * timer (a launch after a 10 ms pause: 0.3-0.65 ms, against 1.7-4.2 ms with the timer, on a
+ * 2-vCPU VM). OFFLOAD_MPI_PROGRESS=poll keeps the timer. Bulk sends of bytes sent twice before
+ * go from huge pages (OFFLOAD_MPI_HUGE_PAGES; offload_mpi.c).
  */
 import { readFileSync } from 'node:fs';
 import { availableParallelism, cpus, hostname } from 'node:os';
@@ -112,8 +112,7 @@ export class MpiHub {
    * beside a busy process per core (bench/README.md). So a rank spins while the job's ranks here
    * fit in the machine's cores (mpirun binds each to one), whatever else runs: the scheduler
    * shares a core between a spinning rank and another program, and the spin takes nothing from
-   * the peer that must answer. Oversubscribed ranks sleep, as Open MPI's yield then.
-   */
+   * the peer that must answer. Oversubscribed ranks sleep, as Open MPI's yield then. */
   private readonly polling = new PollPolicy({
     cores: cpus().length || availableParallelism(),
     overrideUs: pollOverride(),

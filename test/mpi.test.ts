@@ -27,11 +27,11 @@ function unavailable(): string | undefined {
 const missing = unavailable();
 const skip = missing !== undefined && process.env.OFFLOAD_REQUIRE_MPI !== '1' ? missing : false;
 
-/** Runs one mpirun job: `proxies` proxy ranks and `apps` ranks of the test application. */
 /** A busy process for a core, which leaves when its parent is gone. */
 const BUSY_LOOP =
   'const parent = process.ppid; for (let i = 1, x = 0; ; i++) { x = (x * 1103515245 + 12345) | 0; if ((i & 0x3fffff) === 0 && process.ppid !== parent) process.exit(x & 0); }';
 
+/** Runs one mpirun job: `proxies` proxy ranks and `apps` ranks of the test application. */
 function job(
   proxies: number,
   apps: number,

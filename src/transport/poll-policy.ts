@@ -11,8 +11,9 @@
  *   - spins pay: after three spins in a row that found nothing (the peer computes longer than
  *     the spin, or the client pauses: a frame that still came sooner than frames slept for are
  *     seen is no reason to sleep; where a sleep adds more than three windows to a reply, as
- *     many misses as it adds windows, up to 16) it backs off, spinning only on every 2nd, 4th, ... 64th
- *     expected frame to see whether replies come quickly again (one that does restores it);
+ *     many misses as it adds windows, up to 16) it backs off, spinning only on every 2nd, 4th,
+ *     ... 64th expected frame to see whether replies come quickly again (one that does restores
+ *     it);
  *     a probe spins as long as a sleep takes to see a frame, and one that finds its frame keeps
  *     spinning through misses for 64 frames: two MPI ranks that answer each other at once,
  *     backed off by a few slow launches, each probed the other asleep and slept for good;

@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { cpus, release } from 'node:os';
 import { mpiUnavailable } from '../src/transport/mpi/addon.js';
 import { hugePagesFromEnv, progressFromEnv } from '../src/transport/mpi/hub.js';
+import { startCpuHog } from './helpers/cpu-hog.js';
 
 const cli = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 const app = fileURLToPath(new URL('./mpi/app.ts', import.meta.url));
@@ -26,10 +27,6 @@ function unavailable(): string | undefined {
 
 const missing = unavailable();
 const skip = missing !== undefined && process.env.OFFLOAD_REQUIRE_MPI !== '1' ? missing : false;
-
-/** A busy process for a core, which leaves when its parent is gone. */
-const BUSY_LOOP =
-  'const parent = process.ppid; for (let i = 1, x = 0; ; i++) { x = (x * 1103515245 + 12345) | 0; if ((i & 0x3fffff) === 0 && process.ppid !== parent) process.exit(x & 0); }';
 
 /** Runs one mpirun job: `proxies` proxy ranks and `apps` ranks of the test application. */
 function job(
@@ -308,10 +305,7 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
     // process per core slept through its progress thread for every frame: 600-900 us a round
     // trip against 65-75 us spinning (bench/README.md).
     const cores = cpus().length;
-    const busy = Array.from({ length: cores }, () =>
-      // Each leaves when its parent is gone (a busy loop must not outlive a killed test).
-      spawn(process.execPath, ['-e', BUSY_LOOP], { stdio: 'ignore' }),
-    );
+    const hog = await startCpuHog(60_000);
     try {
       const { code, stdout, stderr } = await job(1, 1, 'round-trips', false, {
         mpirun: ['--bind-to', 'core'],
@@ -328,7 +322,7 @@ describe('MPI transport', { skip, timeout: 300_000 }, () => {
           : 'sleeps: 1 other rank of this job on this host does not fit in the other 0 of 1 cores';
       assert.deepEqual(Object.fromEntries(first), { client: expected, proxy: expected }, stderr.slice(-600));
     } finally {
-      for (const child of busy) child.kill('SIGKILL');
+      await hog.stop();
     }
   });
 

@@ -54,7 +54,7 @@ const LOAD_SAMPLE_MS = 50;
  * (/proc/loadavg's fourth field, at this instant) less this one; elsewhere the 1-minute load
  * average less one.
  */
-export function othersRunnable(): number {
+function othersRunnable(): number {
   try {
     const fields = readFileSync('/proc/loadavg', 'latin1').split(' ');
     const running = Number(fields[3]?.split('/')[0]);

@@ -7,10 +7,13 @@
  * OFFLOAD_DEBUG.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { AUTO_POLL_US, PollPolicy } from '../src/transport/poll-policy.js';
 import { pollOverride } from '../src/transport/poll-window.js';
+import { startCpuHog } from './helpers/cpu-hog.js';
+import { fixtureBundle } from './helpers/fixtures.js';
+import { startProxy } from './helpers/proxy.js';
 
 /**
  * The windows of `count` expected frames, each arriving `gapUs` after it was expected (a
@@ -28,6 +31,37 @@ function windows(policy: PollPolicy, count: number, gapUs: number | ((windowUs: 
 
 /** A peer that answers in 12 us, seen 70 us later by a thread that slept (a VM's wake-up). */
 const quickPeer = (windowUs: number): number => (windowUs > 0 ? 12 : 82);
+
+/**
+ * A client and a proxy on a machine crowded by a load (three runnable threads besides each: a busy
+ * process per core and the peer), answering each other for 12,000 launches: `seen` says when a
+ * side sees a frame that comes `comesUs` after it was expected, given the window it spun. The
+ * proxy answers in 5 us; the client sends its next request 2 us after it sees the reply. Returns
+ * the client's round trips and the share of the last 2000 frames either side spun for.
+ */
+function crowdedPair(seen: (windowUs: number, comesUs: number) => number) {
+  const client = new PollPolicy({ cores: 2 });
+  const proxy = new PollPolicy({ cores: 2 });
+  client.observeLoad(3);
+  proxy.observeLoad(3);
+  const LAUNCHES = 12_000;
+  let proxyWindow = proxy.window();
+  let clientSawLast = 0;
+  let spins = 0;
+  const trips: number[] = [];
+  for (let launch = 0; launch < LAUNCHES; launch++) {
+    const clientWindow = client.window();
+    const proxySaw = seen(proxyWindow, clientSawLast + 2);
+    proxy.arrived(proxySaw);
+    const replyComes = proxySaw - (clientSawLast + 2) + 5;
+    if (launch >= LAUNCHES - 2000) spins += (clientWindow > 0 ? 1 : 0) + (proxyWindow > 0 ? 1 : 0);
+    proxyWindow = proxy.window();
+    clientSawLast = seen(clientWindow, replyComes);
+    client.arrived(clientSawLast);
+    trips.push(clientSawLast);
+  }
+  return { client, proxy, trips, spun: spins / 4000 };
+}
 
 describe('the polling policy', { timeout: 30_000 }, () => {
   it('spins on a machine with a core to spare while frames come within the spin', () => {
@@ -149,6 +183,68 @@ describe('the polling policy', { timeout: 30_000 }, () => {
     assert.equal(proxy.mode, 'spin');
   });
 
+  it('on a machine crowded by a load, spins where a trial shows it pays: the peer on another core', () => {
+    // Beside one busy process per core, a frame slept for is seen 175 us after it comes (the
+    // wake-up crosses to a core that runs a busy process); a spin sees it as it comes, and takes
+    // nothing from the peer, which runs on the other core. Both asleep: 355 us a round trip.
+    const { client, proxy, trips } = crowdedPair((windowUs, comesUs) =>
+      comesUs <= windowUs ? comesUs : comesUs + 175,
+    );
+    const late = trips.slice(-2000).sort((a, b) => a - b);
+    const mean = late.reduce((sum, trip) => sum + trip, 0) / late.length;
+    assert.ok(
+      late[1000]! < 20 && mean < 60,
+      `round trips of the last 2000: median ${late[1000]} us, mean ${mean.toFixed(1)} us`,
+    );
+    assert.equal(client.mode, 'crowd-spin');
+    assert.equal(proxy.mode, 'crowd-spin');
+    assert.match(
+      client.describe(),
+      /^spins up to \d+ us for every frame expected: frames spun for came in \d+ us, slept for in \d+ us, though 3 runnable threads besides this one do not fit in the other 1 of 2 cores$/,
+    );
+  });
+
+  it('on a machine crowded by a load, sleeps where a trial shows a spin costs: the peer on the same core', () => {
+    // One core for both: the peer computes only once the spin ends, and a sleeper is woken on its
+    // own core in 20 us. Both asleep: 45 us a round trip; a spin only adds to it.
+    const { client, proxy, trips, spun } = crowdedPair((windowUs, comesUs) => windowUs + comesUs + 20);
+    const late = trips.slice(-2000).sort((a, b) => a - b);
+    const mean = late.reduce((sum, trip) => sum + trip, 0) / late.length;
+    assert.equal(late[1000], 45);
+    assert.ok(
+      mean < 50 && spun < 0.05,
+      `the last 2000 round trips: mean ${mean.toFixed(1)} us, ${(spun * 100).toFixed(1)} % spun for`,
+    );
+    assert.equal(client.mode, 'crowded');
+    assert.equal(proxy.mode, 'crowded');
+    assert.match(
+      client.describe(),
+      /^sleeps: 3 runnable threads besides this one do not fit in the other 1 of 2 cores; a spin brought frames no sooner \(\d+ us against 45 us slept for\)$/,
+    );
+  });
+
+  it('holding a spin on a crowded machine, sleeps after three frames later than the longest spin, and tries again', () => {
+    const { client } = crowdedPair((windowUs, comesUs) => (comesUs <= windowUs ? comesUs : comesUs + 175));
+    assert.equal(client.mode, 'crowd-spin');
+    // The program pauses 5 ms between launches; a frame later than a spin but within 1 ms is no reason.
+    windows(client, 2, 900);
+    assert.equal(client.mode, 'crowd-spin');
+    windows(client, 3, 5000);
+    assert.equal(client.mode, 'crowded');
+    assert.match(client.describe(), /; spins found nothing 3 times in a row \(the peer pauses\)$/);
+    // The next trial, within 256 frames: it sleeps for 16 and spins for 16, and spins pay again.
+    const seen = windows(client, 300, (windowUs) => (windowUs > 0 ? 5 : 180));
+    assert.ok(seen.slice(0, 200).filter((w) => w > 0).length <= 16, 'asleep until the trial but for its spins');
+    assert.equal(client.mode, 'crowd-spin');
+  });
+
+  it("never spins while an MPI job's ranks counted on this host do not fit in its cores", () => {
+    const three = new PollPolicy({ cores: 2 });
+    three.knowOthers(2);
+    assert.ok(windows(three, 1000, (windowUs) => (windowUs > 0 ? 5 : 400)).every((w) => w === 0));
+    assert.equal(three.mode, 'crowded');
+  });
+
   it("counts an MPI job's ranks on this host exactly, in its own words", () => {
     const words = ['other rank of this job on this host', 'other ranks of this job on this host'] as const;
     const pair = new PollPolicy({ cores: 2, others: words });
@@ -234,5 +330,56 @@ describe('the polling policy', { timeout: 30_000 }, () => {
       result.stderr,
       /offload-ts debug: (client|proxy) polling: TCP: OFFLOAD_POLL_US=0: sleeps as soon as nothing is ready/,
     );
+  });
+
+  it('a client beside a busy process per core tries spinning and says what the trial found', async () => {
+    // Which verdict depends on where the scheduler puts the client and its proxy (another core:
+    // spins pay; the same core: they cost), so either is right; a trial must have ended.
+    const bundle = await fixtureBundle();
+    const hog = await startCpuHog(30_000);
+    const proxy = await startProxy({ threads: 1 });
+    try {
+      const script = `
+        import { Offload } from './src/index.js';
+        const runtime = await Offload.init({ host: false, webgpu: false });
+        const device = runtime.devices.find((d) => d.info.plugin === 'remote');
+        const empty = await device.kernel(await runtime.register(${JSON.stringify(bundle)}), 'empty');
+        const queue = device.queue();
+        for (let i = 0; i < 600; i++) await queue.launch(empty, { teams: 1 }, []).done;
+        await runtime.shutdown();
+      `;
+      const stderr = await new Promise<string>((resolve, reject) =>
+        execFile(
+          process.execPath,
+          ['--import', 'tsx', '--input-type=module', '-e', script],
+          {
+            cwd: new URL('..', import.meta.url),
+            encoding: 'utf8',
+            timeout: 25_000,
+            env: {
+              ...process.env,
+              OFFLOAD_DEBUG: '1',
+              OFFLOAD_POLL_US: '',
+              OFFLOAD_PROXIES: proxy.address,
+              OFFLOAD_TOKEN: proxy.token,
+            },
+          },
+          (error, _stdout, stderr) => (error ? reject(new Error(stderr.slice(-2000))) : resolve(stderr)),
+        ),
+      );
+      const polling = stderr.split('\n').filter((line) => line.includes('client polling: TCP'));
+      assert.match(polling[0] ?? '', /sleeps: .* do not fit in the other/, polling.join('\n').slice(0, 1000));
+      assert.ok(
+        polling.some((line) =>
+          /spins up to \d+ us for every frame expected: frames spun for came in \d+ us, slept for in \d+ us, though|; a spin brought frames no sooner \(\d+ us against \d+ us slept for\)/.test(
+            line,
+          ),
+        ),
+        polling.join('\n').slice(0, 1000),
+      );
+    } finally {
+      await proxy.stop();
+      await hog.stop();
+    }
   });
 });

@@ -7,7 +7,9 @@
  * a remote launch 115 us instead of 28 us (bench/README.md). So the policy spins only when
  *   - the machine has a core to spare: the runnable threads besides this one (Linux's
  *     /proc/loadavg, sampled and smoothed; elsewhere the 1-minute load average) fit in the
- *     other cores;
+ *     other cores; on a machine crowded by a load, which does not say whether the peer shares
+ *     this core, spins are tried now and then and kept where they pay (crowd-trial.ts); an MPI
+ *     job's ranks counted exactly on too few cores share them with the peer, and sleep;
  *   - spins pay: after three spins in a row that found nothing (the peer computes longer than
  *     the spin, or the client pauses: a frame that still came sooner than frames slept for are
  *     seen is no reason to sleep; where a sleep adds more than three windows to a reply, as
@@ -25,6 +27,7 @@
  * OFFLOAD_POLL_US set overrides all of it: that window after every expected frame, 0 never.
  * Deterministic: the caller feeds it loads and arrival times (test/poll-policy.test.ts).
  */
+import { CrowdTrial } from './crowd-trial.js';
 
 /** The longest spin the policy chooses by itself, in microseconds (OFFLOAD_POLL_US's default). */
 export const AUTO_POLL_US = 50;
@@ -53,7 +56,7 @@ const LOAD_HYSTERESIS = 0.25;
 /** Weight of a new arrival in the running figures of frames spun for and slept for. */
 const GAP_WEIGHT = 0.25;
 
-export type PollMode = 'override' | 'spin' | 'crowded' | 'backed-off' | 'cheap-wake';
+export type PollMode = 'override' | 'spin' | 'crowded' | 'crowd-spin' | 'backed-off' | 'cheap-wake';
 
 export interface PollPolicyOptions {
   /** The cores this process may run on. */
@@ -74,6 +77,10 @@ export class PollPolicy {
   /** Runnable threads besides this one, smoothed; undefined before the first sample. */
   private others: number | undefined;
   private crowded = false;
+  /** Whether the others were counted (knowOthers), not sampled from the machine's load. */
+  private counted = false;
+  /** Spins tried now and then while the machine is crowded by a sampled load. */
+  private trial: CrowdTrial;
   private misses = 0;
   /** Misses still forgiven after a probe found its frame. */
   private graceLeft = 0;
@@ -92,6 +99,11 @@ export class PollPolicy {
     this.overrideUs = options.overrideUs;
     this.maxUs = options.maxUs ?? AUTO_POLL_US;
     this.othersAre = options.others ?? ['runnable thread besides this one', 'runnable threads besides this one'];
+    this.trial = this.newTrial();
+  }
+
+  private newTrial(): CrowdTrial {
+    return new CrowdTrial(this.maxUs, PROBE_MAX_WINDOWS * this.maxUs);
   }
 
   /** A sample of the machine: runnable threads besides this one (a fraction for a load average). */
@@ -103,14 +115,19 @@ export class PollPolicy {
 
   /** The others counted exactly (not a sample to smooth): the figure is this from now on. */
   knowOthers(others: number): void {
-    if (Number.isFinite(others)) this.judgeCrowd(Math.max(0, others));
+    if (!Number.isFinite(others)) return;
+    this.counted = true;
+    this.judgeCrowd(Math.max(0, others));
   }
 
   private judgeCrowd(others: number): void {
     this.others = others;
     const spare = this.cores - 1;
     if (this.crowded && this.others < spare - LOAD_HYSTERESIS) this.crowded = false;
-    else if (!this.crowded && this.others > spare + LOAD_HYSTERESIS) this.crowded = true;
+    else if (!this.crowded && this.others > spare + LOAD_HYSTERESIS) {
+      this.crowded = true;
+      this.trial = this.newTrial();
+    }
   }
 
   /** A frame is expected now: how many microseconds to spin for it (0: sleep). */
@@ -121,7 +138,7 @@ export class PollPolicy {
 
   private choose(): number {
     if (this.overrideUs !== undefined) return this.overrideUs;
-    if (this.crowded) return 0;
+    if (this.crowded) return this.counted ? 0 : this.trial.window();
     if (this.backoff > 0 || this.wakeIsCheap()) {
       // A probe now and then: do spins pay again?
       if (++this.sinceProbe < (this.backoff > 0 ? 2 ** this.backoff : CHEAP_WAKE_PROBE_EVERY)) return 0;
@@ -153,9 +170,13 @@ export class PollPolicy {
   /** The frame expected last came `gapUs` microseconds after it was expected. */
   arrived(gapUs: number): void {
     if (this.overrideUs !== undefined || !(gapUs >= 0)) return;
+    if (this.crowded) {
+      if (!this.counted) this.trial.arrived(gapUs);
+      return;
+    }
     if (this.lastWindowUs === 0) {
       // Slept for: a figure of what a wake-up adds (a reply the peer took long over says nothing).
-      if (!this.crowded && gapUs <= PROBE_MAX_WINDOWS * this.maxUs) this.sleptGapUs = blend(this.sleptGapUs, gapUs);
+      if (gapUs <= PROBE_MAX_WINDOWS * this.maxUs) this.sleptGapUs = blend(this.sleptGapUs, gapUs);
       return;
     }
     if (gapUs <= this.lastWindowUs) {
@@ -202,7 +223,7 @@ export class PollPolicy {
   /** What the policy does now and why. */
   get mode(): PollMode {
     if (this.overrideUs !== undefined) return 'override';
-    if (this.crowded) return 'crowded';
+    if (this.crowded) return this.trial.spins && !this.counted ? 'crowd-spin' : 'crowded';
     if (this.backoff > 0) return 'backed-off';
     if (this.wakeIsCheap()) return 'cheap-wake';
     return 'spin';
@@ -219,8 +240,13 @@ export class PollPolicy {
         return this.overrideUs === 0
           ? 'OFFLOAD_POLL_US=0: sleeps as soon as nothing is ready'
           : `OFFLOAD_POLL_US=${this.overrideUs}: spins ${this.overrideUs} us for every frame expected`;
-      case 'crowded':
-        return `sleeps: ${load} ${this.others === 1 ? 'does' : 'do'} not fit in the other ${this.cores - 1} of ${this.cores} cores`;
+      case 'crowded': {
+        const crowd = `${load} ${this.others === 1 ? 'does' : 'do'} not fit in the other ${this.cores - 1} of ${this.cores} cores`;
+        const trial = this.counted ? undefined : this.trial.describe();
+        return `sleeps: ${crowd}${trial ? `; ${trial}` : ''}`;
+      }
+      case 'crowd-spin':
+        return `${this.trial.describe()!}, though ${load} ${this.others === 1 ? 'does' : 'do'} not fit in the other ${this.cores - 1} of ${this.cores} cores`;
       case 'backed-off':
         return `sleeps: spins found nothing (the peer takes longer than ${this.maxUs} us); spins for one expected frame in ${2 ** this.backoff}`;
       case 'cheap-wake':

@@ -5,7 +5,8 @@
  * setImmediate after another: each turn an epoll_wait that does not block) for a window before
  * it may sleep, and stops as soon as bytes come. A frame that comes within the window is read at
  * once. How long the window is, if there is one at all, is the policy's (poll-policy.ts: only
- * while the machine has a core to spare and spins find what they wait for); OFFLOAD_POLL_US
+ * while the machine has a core to spare and spins find what they wait for, or where trials on a
+ * crowded machine show they bring frames sooner); OFFLOAD_POLL_US
  * overrides it, and OFFLOAD_DEBUG says what it chose whenever that changes.
  * Without the window each message wakes a sleeping thread, and on a VM whose idle vCPUs halt
  * that is an interrupt, a VM exit and an entry: a remote launch round trip on a local proxy cost

@@ -92,7 +92,8 @@ export class PollPolicy {
   /** Running figures of how long after being expected a frame came: spun for, and slept for. */
   private spunGapUs: number | undefined;
   private sleptGapUs: number | undefined;
-  private lastMode: PollMode | undefined;
+  /** The mode last said, with the crowd trial's verdict and its reason. */
+  private lastSaid: string | undefined;
 
   constructor(options: PollPolicyOptions) {
     this.cores = Math.max(1, Math.floor(options.cores));
@@ -256,11 +257,11 @@ export class PollPolicy {
     }
   }
 
-  /** The mode's description when the mode changed since the last call, else undefined. */
+  /** The mode's description when the mode, or a crowd trial's verdict, changed since the last call; else undefined. */
   changed(): string | undefined {
-    const mode = this.mode;
-    if (mode === this.lastMode) return undefined;
-    this.lastMode = mode;
+    const said = this.crowded && !this.counted ? `${this.mode}: ${this.trial.verdictSaid}` : this.mode;
+    if (said === this.lastSaid) return undefined;
+    this.lastSaid = said;
     return this.describe();
   }
 }

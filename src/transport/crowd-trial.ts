@@ -14,11 +14,11 @@
  * later than the trial's (CHANGED): the scheduler moved one side to the other's core, or away.
  * Greedy on both sides, this finds what pays for both: on two cores one side's spin already
  * shortens its replies, and then the other's pays too; on one core two spinners share it by turns.
- * Ten client processes one after the other beside the busy processes, unpinned: round trips of
- * 68-126 us, against 48-385 us always sleeping (bench/README.md). Trials at random moments, to
- * keep the two sides' trials apart, did worse there (60-163 us).
  * A frame later than the longest spin says nothing of wake-ups; MISSES_TO_SLEEP of them in a row
- * while spinning (the peer pauses) make it sleep until the next trial.
+ * while spinning (the peer pauses) make it sleep until the next trial. Ten client processes one
+ * after the other beside the busy processes, unpinned: round trips of 68-126 us, against 48-385
+ * us always sleeping (bench/README.md); trials at random moments, to keep the two sides' trials
+ * apart, did worse there (60-163 us).
  * Deterministic: the caller feeds it arrival times (test/poll-policy.test.ts).
  */
 

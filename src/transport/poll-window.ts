@@ -6,8 +6,8 @@
  * it may sleep, and stops as soon as bytes come. A frame that comes within the window is read at
  * once. How long the window is, if there is one at all, is the policy's (poll-policy.ts: only
  * while the machine has a core to spare and spins find what they wait for, or where trials on a
- * crowded machine show they bring frames sooner); OFFLOAD_POLL_US
- * overrides it, and OFFLOAD_DEBUG says what it chose whenever that changes.
+ * crowded machine show they bring frames sooner); OFFLOAD_POLL_US overrides it, and
+ * OFFLOAD_DEBUG says what it chose whenever that changes.
  * Without the window each message wakes a sleeping thread, and on a VM whose idle vCPUs halt
  * that is an interrupt, a VM exit and an entry: a remote launch round trip on a local proxy cost
  * 73-94 us there, and 17-30 us with a window of 50 us on both sides (bench/README.md). The price

@@ -1,10 +1,12 @@
 /**
  * The polling policy (src/transport/poll-policy.ts), fed loads and arrival times: it spins while
- * the machine has a core to spare and spins find their frame, sleeps on a crowded machine, backs
- * off after spins that found nothing and comes back when a probe finds one, stops when a wake-up
- * costs nothing, and OFFLOAD_POLL_US overrides all of it; each change is said once, in words.
- * Then the same policy in a process: a client on a crowded machine sleeps and says so under
- * OFFLOAD_DEBUG.
+ * the machine has a core to spare and spins find their frame; on a crowded machine it tries
+ * sleeping and spinning and keeps what pays (a client and a proxy modelled on one core and on
+ * two, and moved from one to the other), while an MPI job's ranks counted on too few cores sleep;
+ * it backs off after spins that found nothing and comes back when a probe finds one, stops when
+ * a wake-up costs nothing, and OFFLOAD_POLL_US overrides all of it; each change is said once, in
+ * words. Then the same policy in a process: a client says under OFFLOAD_DEBUG what it chose, and
+ * beside a busy process per core, what its trial found.
  */
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';

@@ -6,12 +6,24 @@
  *     takes the core the peer needs;
  *   - on two cores, in 350-450 us sleeping (each wake-up crosses to a core that runs the busy
  *     process), 270-300 us with one of them spinning and 70-107 us with both.
- * So under a crowd each side runs trials: TRIAL_FRAMES expected frames slept for, then as many
- * spun for, each as long as a sleep took to see one (longer never pays); it spins until the next
- * trial when the spun-for frames came sooner by a clear margin (SPIN_PAYS; a spin held stops
- * only at no sooner at all). Trials come every FIRST_HOLD expected frames at first, twice as far
- * apart each time the verdict stays, up to LONGEST_HOLD; and at once when held frames came much
- * later than the trial's (CHANGED): the scheduler moved one side to the other's core, or away.
+ * So under a crowd each side runs trials: TRIAL_FRAMES expected frames slept for and as many spun
+ * for, in turns, each spin as long as a sleep took to see a frame (longer never pays); it spins
+ * until the next trial when the spun-for frames came sooner by a clear margin (SPIN_PAYS; a spin
+ * held stops only at no sooner at all). In turns, not sixteen of one then sixteen of the other:
+ * the peer's own trial or verdict may change halfway, and frames taken in turns see the same peer.
+ * Which of a pair comes first is a coin's: in a fixed order, two sides trying in step spin only
+ * while the other sleeps, and spins there never meet.
+ * A trial ends at once after TRIAL_LATE_TO_STOP spun-for frames in a row clearly later than the
+ * slept-for median (CLEARLY_LATER): on a shared core each waits out the spin (75 us to 1 ms).
+ * Trials come every FIRST_HOLD expected frames at first, twice as far apart each time the verdict
+ * stays, up to LONGEST_HOLD; and at once when a run of held frames came clearly later than the
+ * trial's: the scheduler moved one side to the other's core, or away. Pinned beside a busy
+ * process per core (bench/README.md, six runs each), turns and the early end took a shared
+ * core's round trips from 1.60-1.85 times the bare TCP ping-pong's to 1.40-1.47 (69-77 us), and
+ * left two cores' as they were (0.48-0.59 times, against 0.51-0.58). What is left on a shared
+ * core is in the tail: there 1-1.5 % of round trips wait out the busy process's turn (0.3-16 ms)
+ * and carry half the time, which medians of sixteen frames do not see (always asleep: 1.2-1.3
+ * times there and 1.1 on two cores, pinned, but 48-385 us from run to run unpinned).
  * Greedy on both sides, this finds what pays for both: on two cores one side's spin already
  * shortens its replies, and then the other's pays too; on one core two spinners share it by turns.
  * A frame later than the longest spin says nothing of wake-ups; MISSES_TO_SLEEP of them in a row
@@ -19,27 +31,39 @@
  * after the other beside the busy processes, unpinned: round trips of 68-126 us, against 48-385
  * us always sleeping (bench/README.md); trials at random moments, to keep the two sides' trials
  * apart, did worse there (60-163 us).
- * Deterministic: the caller feeds it arrival times (test/poll-policy.test.ts).
+ * Deterministic: the caller feeds it arrival times and the coin (test/poll-policy.test.ts).
  */
 
-/** Frames slept for, then as many spun for, in one trial; held frames are watched in runs of as many. */
+/** Frames slept for, and as many spun for, in one trial (in turns); held frames are watched in runs of as many. */
 const TRIAL_FRAMES = 16;
 /** Expected frames between the first trials, and at most. */
 const FIRST_HOLD = 256;
 const LONGEST_HOLD = 4096;
 /** Spins start to pay when the spun-for median is under this share of the slept-for one. */
 const SPIN_PAYS = 0.9;
-/** A run of held frames whose median is this much later than the trial's, and CHANGED_US more, calls a trial. */
-const CHANGED = 1.5;
-const CHANGED_US = 20;
+/**
+ * Clearly later: by this factor and CLEARLY_LATER_US more. A run of held frames whose median is
+ * clearly later than the trial's calls a trial.
+ */
+const CLEARLY_LATER = 1.5;
+const CLEARLY_LATER_US = 20;
+/** Spun-for frames in a row, each clearly later than the slept-for median, that end a spin trial at once. */
+const TRIAL_LATE_TO_STOP = 2;
 /** Frames in a row that come later than the longest spin before a held spin sleeps. */
 const MISSES_TO_SLEEP = 3;
 
-type Phase = 'sleep-trial' | 'spin-trial' | 'hold';
+type Phase = 'trial' | 'hold';
 
 export class CrowdTrial {
-  private phase: Phase = 'sleep-trial';
-  /** How long after being expected this phase's frames came (held ones: the current run). */
+  private phase: Phase = 'trial';
+  /** A trial's frames, slept for and spun for in turns, each: how long after being expected it came. */
+  private slept: number[] = [];
+  private spun: number[] = [];
+  /** Spun-for frames of this trial in a row that came clearly later than the slept-for ones. */
+  private lateInTrial = 0;
+  /** Whether the current pair of a trial's frames spins for its first, or its second. */
+  private spinFirst = false;
+  /** The current run of held frames, likewise. */
   private samples: number[] = [];
   /** The last trial's medians: slept for, and spun for. */
   private sleptUs: number | undefined;
@@ -53,10 +77,11 @@ export class CrowdTrial {
   private misses = 0;
   private lastWindowUs = 0;
 
-  /** Spins last at least `minUs` and at most `maxUs`. */
+  /** Spins last at least `minUs` and at most `maxUs`; `random` orders each pair of a trial's frames. */
   constructor(
     private readonly minUs: number,
     private readonly maxUs: number,
+    private readonly random: () => number = Math.random,
   ) {}
 
   /** Whether it spins now (outside the trials). */
@@ -71,31 +96,41 @@ export class CrowdTrial {
 
   /** A frame is expected now: how many microseconds to spin for it (0: sleep). */
   window(): number {
-    const spin = this.phase === 'spin-trial' || (this.phase === 'hold' && this.spins);
+    const spin = this.phase === 'trial' ? this.trialSpins() : this.spins;
     this.lastWindowUs = spin ? this.spinUs() : 0;
     return this.lastWindowUs;
   }
 
-  /** As long as a frame slept for took to be seen, within the bounds. */
+  /**
+   * Whether this frame of a trial is spun for: one of each pair is, which one by a coin, so that
+   * the peer's trial, whatever its phase, spins as often with this side's spins as with its sleeps.
+   */
+  private trialSpins(): boolean {
+    if ((this.slept.length + this.spun.length) % 2 === 0) this.spinFirst = this.random() < 0.5;
+    return this.spun.length < this.slept.length || (this.spun.length === this.slept.length && this.spinFirst);
+  }
+
+  /** As long as a frame slept for took to be seen (in this trial, else in the last), within the bounds. */
   private spinUs(): number {
-    return Math.min(this.maxUs, Math.max(this.minUs, this.sleptUs ?? this.minUs));
+    const slept = this.slept.length > 0 ? median(this.slept) : this.sleptUs;
+    return Math.min(this.maxUs, Math.max(this.minUs, slept ?? this.minUs));
   }
 
   /** The frame expected last came `gapUs` microseconds after it was expected. */
   arrived(gapUs: number): void {
+    if (this.phase === 'trial') {
+      if (this.lastWindowUs === 0) this.slept.push(gapUs);
+      else {
+        this.spun.push(gapUs);
+        const late = this.slept.length > 0 && this.clearlyLater(gapUs, median(this.slept));
+        this.lateInTrial = late ? this.lateInTrial + 1 : 0;
+      }
+      const done = this.spun.length === TRIAL_FRAMES && this.slept.length === TRIAL_FRAMES;
+      if (done || this.lateInTrial >= TRIAL_LATE_TO_STOP) this.judge();
+      return;
+    }
     this.samples.push(gapUs);
     const run = this.samples.length === TRIAL_FRAMES ? median(this.samples.splice(0)) : undefined;
-    if (this.phase === 'sleep-trial') {
-      if (run !== undefined) {
-        this.sleptUs = run;
-        this.phase = 'spin-trial';
-      }
-      return;
-    }
-    if (this.phase === 'spin-trial') {
-      if (run !== undefined) this.judge(run);
-      return;
-    }
     if (this.spins && this.lastWindowUs > 0) {
       this.misses = gapUs > this.maxUs ? this.misses + 1 : 0;
       if (this.misses >= MISSES_TO_SLEEP) {
@@ -107,17 +142,23 @@ export class CrowdTrial {
       }
     }
     const trialUs = this.spins ? this.spunUs! : this.sleptUs!;
-    const changed = run !== undefined && this.reason === 'trial' && run > CHANGED * trialUs + CHANGED_US;
+    const changed = run !== undefined && this.reason === 'trial' && this.clearlyLater(run, trialUs);
     if (changed) this.hold = FIRST_HOLD;
     if (--this.holdLeft <= 0 || changed) {
       this.samples = [];
-      this.phase = 'sleep-trial';
+      this.phase = 'trial';
     }
   }
 
-  private judge(spunUs: number): void {
-    this.spunUs = spunUs;
-    const ratio = spunUs / Math.max(1, this.sleptUs!);
+  private clearlyLater(gapUs: number, thanUs: number): boolean {
+    return gapUs > CLEARLY_LATER * thanUs + CLEARLY_LATER_US;
+  }
+
+  private judge(): void {
+    this.sleptUs = median(this.slept.splice(0));
+    this.spunUs = median(this.spun.splice(0));
+    this.lateInTrial = 0;
+    const ratio = this.spunUs / Math.max(1, this.sleptUs);
     const verdict = ratio < SPIN_PAYS || (this.spins && ratio < 1) ? 'spin' : 'sleep';
     this.hold = verdict === this.verdict ? Math.min(LONGEST_HOLD, 2 * this.hold) : FIRST_HOLD;
     this.verdict = verdict;

@@ -67,6 +67,8 @@ export interface PollPolicyOptions {
   overrideUs?: number;
   /** The longest spin chosen by itself (AUTO_POLL_US). */
   maxUs?: number;
+  /** Orders the frames of a crowd trial (default Math.random; tests pass a seeded one). */
+  random?: () => number;
 }
 
 export class PollPolicy {
@@ -74,6 +76,7 @@ export class PollPolicy {
   readonly overrideUs: number | undefined;
   readonly maxUs: number;
   private readonly othersAre: readonly [one: string, many: string];
+  private readonly random: (() => number) | undefined;
   /** Runnable threads besides this one, smoothed; undefined before the first sample. */
   private others: number | undefined;
   private crowded = false;
@@ -100,11 +103,12 @@ export class PollPolicy {
     this.overrideUs = options.overrideUs;
     this.maxUs = options.maxUs ?? AUTO_POLL_US;
     this.othersAre = options.others ?? ['runnable thread besides this one', 'runnable threads besides this one'];
+    this.random = options.random;
     this.trial = this.newTrial();
   }
 
   private newTrial(): CrowdTrial {
-    return new CrowdTrial(this.maxUs, PROBE_MAX_WINDOWS * this.maxUs);
+    return new CrowdTrial(this.maxUs, PROBE_MAX_WINDOWS * this.maxUs, this.random);
   }
 
   /** A sample of the machine: runnable threads besides this one (a fraction for a load average). */

@@ -5,7 +5,7 @@
  * bench: each child checks its parent is still the one that started it (and exits if not), and
  * the bench kills them by PID when it stops them, when it exits, and on SIGINT/SIGTERM.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 
@@ -92,3 +92,19 @@ export function cpuSeconds(pid: number): number | undefined {
 
 /** Linux's USER_HZ, which /proc counts CPU time in (100 on every architecture Node runs on). */
 const CLOCK_TICKS = 100;
+
+/**
+ * Pins every thread of each process in `pids` to `cpus` (a taskset list: '0', '0,1') with
+ * util-linux's taskset; false where that cannot be done (no taskset, not Linux), true once all
+ * are pinned. For rows that compare two contenders in the same placement: beside a busy
+ * process per core, where the scheduler puts a client and its server moves a round trip from
+ * about 50 us (one core) to over 100 (two), so that a baseline and a contender placed apart by
+ * chance compare placements, not code.
+ */
+export function pinProcesses(pids: readonly number[], cpus: string): boolean {
+  for (const pid of pids) {
+    const result = spawnSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
+    if (result.status !== 0) return false;
+  }
+  return true;
+}

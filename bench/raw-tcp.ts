@@ -63,6 +63,11 @@ export class RawTcpPeer {
     return new RawTcpPeer(child, socket, pollUs);
   }
 
+  /** The peer process's id (to pin it beside the proxy it is the baseline of). */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
   private expect(bytes: number): Promise<void> {
     return new Promise((resolve) => (this.waiting = { bytes, resolve }));
   }

@@ -3,8 +3,9 @@
  * bare TCP socket to another Node process (bench/raw-tcp.ts): bulk transfers, launch round
  * trips, pipelined launches; and a launch-heavy loop over one proxy against two. The CPU an
  * idle proxy takes with clients connected, and one serving 200 launches a second. With `--busy`
- * the transfer and launch rows again beside a CPU hog (bench/hog.ts), their baselines too, and
- * ten client processes one after the other under it: is latency the same from run to run?
+ * the transfer and launch rows again beside a CPU hog (bench/hog.ts), their baselines too; the
+ * launch round trip against the ping-pong again with both pinned alike, on one core and on two;
+ * and ten client processes one after the other under it: is latency the same from run to run?
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +21,8 @@ import type { Row, Suite } from '../suite.js';
 import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SpawnedProxy } from '../../src/proxy/spawn.js';
-import { cpuSeconds, startHog, type Hog } from '../hog.js';
+import { cpuSeconds, pinProcesses, startHog, type Hog } from '../hog.js';
+import { availableParallelism } from 'node:os';
 import { compactCodec, compactRoundTrip } from '../compact-form.js';
 
 const MiB = 1024 * 1024;
@@ -117,6 +119,7 @@ async function launches(
   raw: RawTcpPeer,
   polling: RawTcpPeer,
   plan: Plan,
+  roundTripGoal: Row['goal'] = { op: '<=', value: 1.5 },
 ): Promise<Row[]> {
   const queue = device.queue();
   const rounds = plan.quick ? 300 : 1000;
@@ -163,7 +166,7 @@ async function launches(
       unit: 'us',
       offload: sequential!,
       baseline: pingPong!,
-      goal: { op: '<=', value: 1.5 },
+      goal: roundTripGoal,
     },
     {
       name: 'remote empty-kernel launch round trip vs TCP ping-pong polling as the runtime does',
@@ -294,6 +297,78 @@ function underHog(rows: Row[], hog: Hog): Row[] {
   }));
 }
 
+/** Where the pinned rows put this process (the client) and its servers (the proxy, the raw TCP peer). */
+const PLACEMENTS = [
+  { name: 'client and servers pinned to one core', client: '0', servers: '0' },
+  { name: 'the client pinned to one core, its servers to the other', client: '0', servers: '1' },
+] as const;
+/** Untimed round trips after each move, so that both sides' polling sees the new placement. */
+const SETTLE_ROUNDS = 3000;
+
+/**
+ * The launch round trip against the TCP ping-pong with both pinned the same way, beside the hog
+ * pinned one busy process per core: on one core and on two. Unpinned, the proxy and the raw
+ * peer are placed apart by chance, and the row then compares placements (bench/hog.ts).
+ */
+async function pinnedLaunches(
+  device: Device,
+  empty: Kernel,
+  raw: RawTcpPeer,
+  proxy: SpawnedProxy,
+  hog: Hog,
+  plan: Plan,
+  progress: (line: string) => void,
+): Promise<Row[]> {
+  const cores = availableParallelism();
+  const servers = [proxy.child.pid, raw.pid].filter((pid): pid is number => pid !== undefined);
+  const everyCore = `0-${cores - 1}`;
+  if (cores < 2 || servers.length < 2 || !hog.pids.every((pid, i) => pinProcesses([pid], String(i % cores)))) {
+    pinProcesses(hog.pids, everyCore);
+    progress('remote: no pinned rows (they need two cores and taskset)');
+    return [];
+  }
+  const queue = device.queue();
+  const rounds = plan.quick ? 300 : 1000;
+  const rows: Row[] = [];
+  try {
+    for (const placement of PLACEMENTS) {
+      if (!pinProcesses([process.pid], placement.client) || !pinProcesses(servers, placement.servers)) {
+        progress(`remote: no row for ${placement.name}: taskset failed`);
+        continue;
+      }
+      progress(`remote: launch round trips, ${placement.name}`);
+      for (let i = 0; i < SETTLE_ROUNDS; i++) await queue.launch(empty, { teams: 1 }, []).done;
+      for (let i = 0; i < SETTLE_ROUNDS; i++) await raw.ping();
+      const [launch, ping] = await measure(plan, [
+        {
+          label: `await queue.launch(empty, { teams: 1 }, []).done on the remote device, ${placement.name}`,
+          count: rounds,
+          run: async () => {
+            for (let i = 0; i < rounds; i++) await queue.launch(empty, { teams: 1 }, []).done;
+          },
+        },
+        {
+          label: `one byte to another Node process over bare TCP and one byte back, ${placement.name}`,
+          count: rounds,
+          run: async () => {
+            for (let i = 0; i < rounds; i++) await raw.ping();
+          },
+        },
+      ]);
+      rows.push({
+        name: `remote empty-kernel launch round trip vs TCP ping-pong, ${placement.name}`,
+        unit: 'us',
+        offload: launch!,
+        baseline: ping!,
+        goal: { op: '<=', value: 1.5 },
+      });
+    }
+  } finally {
+    pinProcesses([process.pid, ...servers, ...hog.pids], everyCore);
+  }
+  return rows;
+}
+
 /** Runs bench/remote-client.ts --launches-only against `address`; its median launch round trip in us. */
 function clientRun(address: string, token: string): Promise<number> {
   const client = fileURLToPath(new URL('../remote-client.ts', import.meta.url));
@@ -378,7 +453,10 @@ export const remoteSuite: Suite = {
         progress(`remote: under a CPU hog (pids ${hog.pids.join(', ')})`);
         try {
           rows.push(...underHog(await transfers(device, raw, plan), hog));
-          rows.push(...underHog(await launches(device, empty, raw, polling, plan), hog));
+          const unpinned =
+            'none: the proxy and the raw peer where the scheduler put them, apart by chance (the pinned rows below compare like with like)';
+          rows.push(...underHog(await launches(device, empty, raw, polling, plan, unpinned), hog));
+          rows.push(...underHog(await pinnedLaunches(device, empty, raw, proxies[0]!, hog, plan, progress), hog));
           progress('remote: client processes one after the other under the hog');
           rows.push(await separateRuns(proxies[0]!.address, token, plan, hog));
         } finally {

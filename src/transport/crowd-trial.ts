@@ -18,9 +18,9 @@
  * Trials come every FIRST_HOLD expected frames at first, twice as far apart each time the verdict
  * stays, up to LONGEST_HOLD; and at once when a run of held frames came clearly later than the
  * trial's: the scheduler moved one side to the other's core, or away. Pinned beside a busy
- * process per core (bench/README.md, six runs each), turns and the early end took a shared
- * core's round trips from 1.60-1.85 times the bare TCP ping-pong's to 1.40-1.47 (69-77 us), and
- * left two cores' as they were (0.48-0.59 times, against 0.51-0.58). What is left on a shared
+ * process per core (bench/README.md: six runs before, three after), turns and the early end
+ * took a shared core's round trips from 1.60-1.85 times the bare TCP ping-pong's to 1.40-1.47
+ * (69-77 us), and left two cores' as they were (0.48-0.59 times, against 0.51-0.58). What is left on a shared
  * core is in the tail: there 1-1.5 % of round trips wait out the busy process's turn (0.3-16 ms)
  * and carry half the time, which medians of sixteen frames do not see (always asleep: 1.2-1.3
  * times there and 1.1 on two cores, pinned, but 48-385 us from run to run unpinned).

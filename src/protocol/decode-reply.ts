@@ -15,6 +15,7 @@ import {
   type MemoryInfo,
   type PluginName,
 } from '../plugins/interface.js';
+import { toldProcess, type ProcessId } from '../transport/co-location.js';
 import type { Frame } from '../transport/frame.js';
 import type { LoadedKernelInfo, ProxyFrame, ReplyBodies } from './messages.js';
 import { Meta } from './wire.js';
@@ -59,13 +60,15 @@ export function decodeProxyFrame(frame: Frame, proxy: string): ProxyFrame {
 
 /**
  * The hello's reply: the proxy's devices, its peers, its clock (`now` undefined when it did not
- * say), and whether it speaks the compact form of launches (protocol/compact.ts).
+ * say), whether it speaks the compact form of launches (protocol/compact.ts), and its process
+ * when it told it (a proxy on this host: transport/co-location.ts; not yet checked).
  */
 export function decodeHelloReply(reply: Frame): {
   devices: DeviceInfo[];
   peers: readonly string[] | 'any';
   now: number | undefined;
   compact: boolean;
+  process: ProcessId | undefined;
 } {
   const meta = new Meta(reply);
   const now = reply.meta.now;
@@ -81,6 +84,7 @@ export function decodeHelloReply(reply: Frame): {
           : [],
     now: typeof now === 'number' && Number.isFinite(now) ? now : undefined,
     compact: reply.meta.compact === true,
+    process: toldProcess(reply.meta.pid, reply.meta.started),
   };
 }
 

@@ -53,7 +53,16 @@ const rect = {
 export const REQUESTS = {
   /** The first frame: a client logs in with the token, a peer proxy's link with a write grant. */
   /** `compact`: the client speaks the compact form of launch frames (protocol/compact.ts). */
-  hello: { version: uint, token: optional(string), grant: optional(string), trace: flag, compact: flag },
+  /** `pid`, `started`: the client's process, told only over loopback (transport/co-location.ts). */
+  hello: {
+    version: uint,
+    token: optional(string),
+    grant: optional(string),
+    trace: flag,
+    compact: flag,
+    pid: optional(uint),
+    started: optional(uint),
+  },
   ping: {},
   /** Payload: the image's bytes. */
   register: {
@@ -164,7 +173,15 @@ export interface LoadedKernelInfo {
 /** What a successful reply carries besides `id`, per request op (payloads: read, read-rect, trace). */
 export interface ReplyBodies {
   /** `compact`: the proxy took the client's offer; launch frames may travel compact both ways from now on. */
-  hello: { devices: DeviceInfo[]; peers: readonly string[] | 'any'; now: number; compact?: true };
+  /** `pid`, `started`: the proxy's process, told only to a client over loopback (transport/co-location.ts). */
+  hello: {
+    devices: DeviceInfo[];
+    peers: readonly string[] | 'any';
+    now: number;
+    compact?: true;
+    pid?: number;
+    started?: number;
+  };
   load: { kernels: LoadedKernelInfo[] };
   alloc: { address: number; grant: string };
   global: { bytes: number; address: number };

@@ -7,6 +7,7 @@
  */
 import { Tracer } from '../runtime/trace.js';
 import { asOffloadError, errors, OffloadError } from '../errors.js';
+import { toldProcess } from '../transport/co-location.js';
 import { startHeartbeat } from '../transport/heartbeat.js';
 import type { ReplyBodies, RequestOf } from '../protocol/messages.js';
 import { compactMeta } from '../protocol/compact.js';
@@ -44,6 +45,9 @@ export function hello(client: ClientSession, request: RequestOf<'hello'>): undef
   transport.limits = undefined;
   // The client offered the compact form: it is spoken both ways from the welcome on.
   if (request.compact === true) transport.metaCodec = compactMeta;
+  // A client on this host: whether the two share their only core (transport/co-location.ts).
+  const told = toldProcess(request.pid, request.started);
+  if (told) transport.peerProcess?.(told);
   startHeartbeat(transport, directory.peerTimeoutMs);
   if (login.grant) {
     // A peer proxy's link, on a client's behalf: it may write into the granted buffer only.
@@ -86,5 +90,7 @@ function welcome(client: ClientSession, id: number): void {
     now: Tracer.now(),
   };
   if (client.connection.transport.metaCodec === compactMeta) reply.compact = true;
+  const local = client.connection.transport.localProcess?.();
+  if (local) Object.assign(reply, local);
   client.connection.send(reply);
 }

@@ -24,6 +24,8 @@
  *     samples add at most 2 % to the average reply: over MPI a sleep costs hundreds of
  *     microseconds), and when frames slept for come as soon as spun-for ones do (bare metal with
  *     a cheap wake-up), spinning buys nothing and stops, spinning for one frame in 16 to see.
+ * And it never spins while this thread and every peer it polls for may run on one core only
+ * (co-location.ts): the spin would take the core the answer needs.
  * OFFLOAD_POLL_US set overrides all of it: that window after every expected frame, 0 never.
  * Deterministic: the caller feeds it loads and arrival times (test/poll-policy.test.ts).
  */
@@ -56,7 +58,7 @@ const LOAD_HYSTERESIS = 0.25;
 /** Weight of a new arrival in the running figures of frames spun for and slept for. */
 const GAP_WEIGHT = 0.25;
 
-export type PollMode = 'override' | 'spin' | 'crowded' | 'crowd-spin' | 'backed-off' | 'cheap-wake';
+export type PollMode = 'override' | 'shared-core' | 'spin' | 'crowded' | 'crowd-spin' | 'backed-off' | 'cheap-wake';
 
 export interface PollPolicyOptions {
   /** The cores this process may run on. */
@@ -95,6 +97,8 @@ export class PollPolicy {
   /** Running figures of how long after being expected a frame came: spun for, and slept for. */
   private spunGapUs: number | undefined;
   private sleptGapUs: number | undefined;
+  /** The one core this thread and its peers may run on, while that is so (co-location.ts). */
+  private sharedCore: { core: number; peers: number } | undefined;
   /** The mode last said, with the crowd trial's verdict and its reason. */
   private lastSaid: string | undefined;
 
@@ -125,6 +129,11 @@ export class PollPolicy {
     this.judgeCrowd(Math.max(0, others));
   }
 
+  /** Whether this thread and its `peers` may all run on one core only, `core` (undefined: not so, or not known). */
+  observeSharedCore(core: number | undefined, peers = 1): void {
+    this.sharedCore = core === undefined ? undefined : { core, peers };
+  }
+
   private judgeCrowd(others: number): void {
     this.others = others;
     const spare = this.cores - 1;
@@ -143,6 +152,7 @@ export class PollPolicy {
 
   private choose(): number {
     if (this.overrideUs !== undefined) return this.overrideUs;
+    if (this.sharedCore) return 0;
     if (this.crowded) return this.counted ? 0 : this.trial.window();
     if (this.backoff > 0 || this.wakeIsCheap()) {
       // A probe now and then: do spins pay again?
@@ -174,7 +184,7 @@ export class PollPolicy {
 
   /** The frame expected last came `gapUs` microseconds after it was expected. */
   arrived(gapUs: number): void {
-    if (this.overrideUs !== undefined || !(gapUs >= 0)) return;
+    if (this.overrideUs !== undefined || this.sharedCore || !(gapUs >= 0)) return;
     if (this.crowded) {
       if (!this.counted) this.trial.arrived(gapUs);
       return;
@@ -228,6 +238,7 @@ export class PollPolicy {
   /** What the policy does now and why. */
   get mode(): PollMode {
     if (this.overrideUs !== undefined) return 'override';
+    if (this.sharedCore) return 'shared-core';
     if (this.crowded) return this.trial.spins && !this.counted ? 'crowd-spin' : 'crowded';
     if (this.backoff > 0) return 'backed-off';
     if (this.wakeIsCheap()) return 'cheap-wake';
@@ -245,6 +256,10 @@ export class PollPolicy {
         return this.overrideUs === 0
           ? 'OFFLOAD_POLL_US=0: sleeps as soon as nothing is ready'
           : `OFFLOAD_POLL_US=${this.overrideUs}: spins ${this.overrideUs} us for every frame expected`;
+      case 'shared-core': {
+        const { core, peers } = this.sharedCore!;
+        return `sleeps: this thread and its ${peers === 1 ? 'peer' : `${peers} peers`} may run on core ${core} only (a spin would take the core the answer needs)`;
+      }
       case 'crowded': {
         const crowd = `${load} ${this.others === 1 ? 'does' : 'do'} not fit in the other ${this.cores - 1} of ${this.cores} cores`;
         const trial = this.counted ? undefined : this.trial.describe();

@@ -21,6 +21,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { errors, quoted } from '../errors.js';
+import { coLocation } from './co-location.js';
 import { PollPolicy } from './poll-policy.js';
 import { reportPolicy } from './poll-report.js';
 
@@ -66,11 +67,15 @@ function othersRunnable(): number {
   return loadavg()[0]! - 1;
 }
 
-/** Feeds `policy` a load sample when the last one is older than LOAD_SAMPLE_MS; `now` is performance.now(). */
+/**
+ * Feeds `policy` a load sample, and whether this thread shares its only core with its peers, when
+ * the last sample is older than LOAD_SAMPLE_MS; `now` is performance.now().
+ */
 function sampleLoad(policy: PollPolicy, now: number, state: { sampledAt: number }): void {
   if (policy.overrideUs !== undefined || now - state.sampledAt < LOAD_SAMPLE_MS) return;
   state.sampledAt = now;
   policy.observeLoad(othersRunnable());
+  policy.observeSharedCore(coLocation.sharedCore(), coLocation.peerCount);
 }
 
 /** This thread's policy (made by the transports as they open, from the environment). */

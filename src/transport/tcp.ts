@@ -7,6 +7,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { abortError } from '../abort.js';
 import { asOffloadError, errors, OffloadError, quoted } from '../errors.js';
+import { coLocation, isLoopbackPeer, isVisibleProcess, thisProcess, type ProcessId } from './co-location.js';
 import { encodeHead, type Frame, type MetaCodec, type PayloadSink } from './frame.js';
 import { configurePollWindow, frameArrived, pollForAWhile } from './poll-window.js';
 import { FrameReceiver, type Transport, type TransportStats } from './transport.js';
@@ -118,6 +119,8 @@ class TcpTransport implements Transport {
   metaCodec?: MetaCodec;
   private readonly receiver = new FrameReceiver(this);
   private isClosed = false;
+  /** Whether the peer is on this host (loopback), where it may learn this process. */
+  private readonly local: boolean;
 
   /** `reader`: the socket was made with its `onread` (plain TCP); without one (TLS), reads come as 'data'. */
   constructor(
@@ -127,6 +130,8 @@ class TcpTransport implements Transport {
   ) {
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 1000);
+    this.local = isLoopbackPeer(socket.remoteAddress);
+    coLocation.opened();
     if (reader) reader.attach(this.receiver);
     else
       socket.on('data', (chunk: Buffer) => {
@@ -181,6 +186,14 @@ class TcpTransport implements Transport {
     if (!this.isClosed) pollForAWhile();
   }
 
+  localProcess(): ProcessId | undefined {
+    return this.local ? thisProcess() : undefined;
+  }
+
+  peerProcess(told: ProcessId): void {
+    if (this.local && !this.isClosed && isVisibleProcess(told)) coLocation.peerIs(this, told);
+  }
+
   hold(held: boolean): void {
     if (held) this.socket.ref();
     else this.socket.unref();
@@ -209,6 +222,7 @@ class TcpTransport implements Transport {
   close(reason?: OffloadError): void {
     if (this.isClosed) return;
     this.isClosed = true;
+    coLocation.closed(this);
     // What was sent last (often the reply saying why it closes) still reaches the peer, before
     // the FIN; nothing more is read, and a peer that never reads holds the socket LINGER_MS at most.
     this.socket.pause();

@@ -14,6 +14,9 @@ import {
   type PayloadSink,
 } from './frame.js';
 import { HEARTBEAT_OP } from './heartbeat.js';
+import type { ProcessId } from './co-location.js';
+
+export type { ProcessId } from './co-location.js';
 
 export interface TransportStats {
   framesSent: number;
@@ -48,6 +51,14 @@ export interface Transport {
    * does so for a while (TCP: the poll window, OFFLOAD_POLL_US).
    */
   expectSoon?(): void;
+  /**
+   * Optional: this process, for a peer on this host (TCP over loopback) to find it; undefined
+   * where the peer is elsewhere (a remote host learns nothing) or nothing is known. Told in the
+   * hello, so that two peers sharing their only core do not spin for each other (co-location.ts).
+   */
+  localProcess?(): ProcessId | undefined;
+  /** Optional: the peer said it is process `told` (from the wire: checked before it counts). */
+  peerProcess?(told: ProcessId): void;
   /**
    * Optional: stops reading from the peer until `resumeReading` (its frames wait in the OS's
    * buffers, and then in the peer's): a proxy whose replies are not being read stops taking

@@ -144,12 +144,16 @@ export class RemoteConnection {
     if (options.token !== undefined) hello.token = options.token;
     if (options.grant !== undefined) hello.grant = options.grant;
     if (options.trace === true) hello.trace = true;
+    // A proxy on this host learns this process, to tell whether the two share their only core.
+    const local = transport.localProcess?.();
+    if (local) Object.assign(hello, local);
     try {
       const sent = Tracer.now();
       const reply = await connection.request({ op: 'hello', ...hello });
       const received = Tracer.now();
-      const { devices, peers, now, compact } = decodeHelloReply(reply);
+      const { devices, peers, now, compact, process } = decodeHelloReply(reply);
       if (!compact) transport.metaCodec = undefined;
+      if (process) transport.peerProcess?.(process);
       // The proxy's clock read between send and receive: at the midpoint, within half the round trip.
       if (now !== undefined)
         connection.clock = { proxy: address, offsetUs: now - (sent + received) / 2, roundTripUs: received - sent };

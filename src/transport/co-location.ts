@@ -1,0 +1,141 @@
+/**
+ * Whether this thread and every peer it polls for over TCP may run on one and the same core
+ * only (pinned with taskset, a cpuset of one CPU, a container given one core). There a spin for
+ * the peer's frame takes the very core the peer needs to send it: beside a busy process on that
+ * core, a client and its proxy answered each other in 56-69 us both asleep and in 190-199 us both
+ * spinning 50 us, against 47-51 us for a bare ping-pong (bench/README.md); trials of spinning cost
+ * what they try. So peers on one host tell each other their process in the hello (only over
+ * loopback: a remote host learns nothing), each checks it names a process it can see (the pid's
+ * start time, so a peer in another pid namespace, or a pid reused, names nobody), and the polling
+ * policy reads both sides' allowed cores while it samples the load: one core shared by all means
+ * sleep. Pinning changes while connected (taskset -p) are seen within a sample.
+ * Linux only (/proc); elsewhere nothing is known and nothing changes.
+ */
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+
+/** A process as a peer on the same host can find it: its pid and its start time (clock ticks since boot). */
+export interface ProcessId {
+  pid: number;
+  started: number;
+}
+
+/** Peers watched at most: past this many connections, nothing is read and the rule stays off. */
+export const MAX_WATCHED_PEERS = 8;
+/** The longest Cpus_allowed_list read (a machine of thousands of CPUs, listed one by one, needs no more). */
+const MAX_CPU_LIST_CHARS = 16_384;
+/** The highest pid Linux gives (PID_MAX_LIMIT). */
+const MAX_PID = 4_194_304;
+
+/** Whether `address` (a socket's remoteAddress) is this host's loopback: 127.0.0.0/8 or ::1, also as a mapped IPv4 address. */
+export function isLoopbackPeer(address: string | undefined): boolean {
+  if (address === undefined) return false;
+  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
+  if (isIP(v4) === 4) return v4.startsWith('127.');
+  return address === '::1' || address === '0:0:0:0:0:0:0:1';
+}
+
+/** The start time of process `pid` (field 22 of /proc/PID/stat), or undefined when it cannot be read. */
+function startTime(pid: number): number | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return undefined;
+  }
+  // The command name (field 2) is in parentheses and may hold spaces and ')': fields 3 on follow the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  const started = Number(fields[22 - 3]);
+  return Number.isSafeInteger(started) ? started : undefined;
+}
+
+let self: ProcessId | null | undefined;
+
+/** This process (read once); undefined off Linux. */
+export function thisProcess(): ProcessId | undefined {
+  if (self === undefined) {
+    const started = startTime(process.pid);
+    self = started === undefined ? null : { pid: process.pid, started };
+  }
+  return self ?? undefined;
+}
+
+/** A process as a peer told it (pid and start time, anything from the wire): undefined unless both are plausible integers. */
+export function toldProcess(pid: unknown, started: unknown): ProcessId | undefined {
+  if (typeof pid !== 'number' || !Number.isSafeInteger(pid) || pid < 1 || pid > MAX_PID) return undefined;
+  if (typeof started !== 'number' || !Number.isSafeInteger(started) || started < 0) return undefined;
+  return { pid, started };
+}
+
+/** Whether `told` (from a peer, so anything) names a process this one can see, alive now. */
+export function isVisibleProcess(told: ProcessId): boolean {
+  const checked = toldProcess(told.pid, told.started);
+  return checked !== undefined && startTime(checked.pid) === checked.started;
+}
+
+/**
+ * The one CPU a /proc status text allows (its Cpus_allowed_list: '3', '0-1,4'), or undefined when
+ * it allows more, or says nothing readable.
+ */
+export function onlyCpu(status: string): number | undefined {
+  const line = /^Cpus_allowed_list:[ \t]*([^\n]*)$/m.exec(status.slice(0, 64 * 1024))?.[1]?.trim();
+  if (line === undefined || line.length === 0 || line.length > MAX_CPU_LIST_CHARS) return undefined;
+  if (!/^\d+(-\d+)?$/.test(line)) return undefined;
+  const [first, last] = line.split('-').map(Number);
+  if (last !== undefined && last !== first) return undefined;
+  return Number.isSafeInteger(first) ? first : undefined;
+}
+
+/** The one CPU the thread behind a /proc status file may run on; undefined when more, or unreadable. */
+function onlyCpuOf(path: string): number | undefined {
+  try {
+    return onlyCpu(readFileSync(path, 'latin1'));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * This thread's TCP connections and the processes of those whose peer is on this host. One per
+ * thread (a module's state is its thread's), as the polling policy is.
+ */
+class CoLocation {
+  private open = 0;
+  private readonly peers = new Map<object, ProcessId>();
+
+  /** A connection opened (`key` names it until `closed`). */
+  opened(): void {
+    this.open++;
+  }
+
+  closed(key: object): void {
+    this.open = Math.max(0, this.open - 1);
+    this.peers.delete(key);
+  }
+
+  /** The peer of connection `key` is process `peer` on this host (checked by the caller). */
+  peerIs(key: object, peer: ProcessId): void {
+    this.peers.set(key, peer);
+  }
+
+  /**
+   * The one core this thread and the peers of all its connections may run on, or undefined when
+   * that is not so (or not known: a connection whose peer did not say, too many to watch).
+   * Reads this thread's and each peer's main thread's allowed CPUs.
+   */
+  sharedCore(): number | undefined {
+    if (this.open === 0 || this.peers.size !== this.open || this.open > MAX_WATCHED_PEERS) return undefined;
+    const core = onlyCpuOf('/proc/thread-self/status');
+    if (core === undefined) return undefined;
+    for (const peer of this.peers.values()) if (onlyCpuOf(`/proc/${peer.pid}/status`) !== core) return undefined;
+    return core;
+  }
+
+  /** Peers on this host known now (for the policy's words). */
+  get peerCount(): number {
+    return this.peers.size;
+  }
+}
+
+/** This thread's connections and their peers on this host. */
+export const coLocation = new CoLocation();

@@ -11,13 +11,22 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
-import { isLoopbackPeer, isVisibleProcess, onlyCpu, thisProcess, toldProcess } from '../src/transport/co-location.js';
+import {
+  isLoopbackPeer,
+  isVisibleProcess,
+  lastCpu,
+  onlyCpu,
+  thisProcess,
+  toldProcess,
+} from '../src/transport/co-location.js';
 import { PollPolicy } from '../src/transport/poll-policy.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 import { startProxy, type ProxyProcess } from './helpers/proxy.js';
 import { RawClient } from './helpers/raw-client.js';
 
 const SHARED = /sleeps: this thread and its peer may run on core (\d+) only/;
+/** Either way of sharing a core. */
+const SHARING = /sleeps: this thread and its peer (may run on core \d+ only|run on core \d+ for now)/;
 
 describe('co-location: the pieces, fed anything', { timeout: 30_000 }, () => {
   it("reads the one CPU of a status text's Cpus_allowed_list, and nothing from anything else", () => {
@@ -96,12 +105,26 @@ describe('co-location: the pieces, fed anything', { timeout: 30_000 }, () => {
     assert.deepEqual(toldProcess(1, 0), { pid: 1, started: 0 });
   });
 
-  it('the policy sleeps while the core is shared, says so once, learns nothing meanwhile, and OFFLOAD_POLL_US still overrides', () => {
+  it('reads the CPU a /proc stat text says its thread ran on last, whatever its command name holds', () => {
+    // Fields 3 to 38 (state, ppid, ..., exit signal), then 39 (the CPU), then five more.
+    const stat = (name: string, cpu: string) =>
+      `42 (${name}) S ${Array.from({ length: 35 }, (_, i) => i + 4).join(' ')} ${cpu} 0 0 0 0 0\n`;
+    assert.equal(lastCpu(stat('node', '1')), 1);
+    assert.equal(lastCpu(stat('a) b ) c', '7')), 7);
+    for (const cpu of ['-1', 'x', '1.5', '', '99999999999999999999'])
+      assert.equal(lastCpu(stat('node', cpu)), undefined, JSON.stringify(cpu));
+    assert.equal(lastCpu('42 node S 1'), undefined);
+    assert.equal(lastCpu(''), undefined);
+    const self = readFileSync('/proc/thread-self/stat', 'latin1');
+    assert.ok(lastCpu(self)! < availableParallelism() + 64, 'this thread ran on a CPU of this machine');
+  });
+
+  it('the policy sleeps while pinned to the core its peers are pinned to, says so once, learns nothing meanwhile; OFFLOAD_POLL_US still overrides', () => {
     const policy = new PollPolicy({ cores: 2 });
     policy.observeLoad(0);
     assert.equal(policy.window(), 50);
     policy.arrived(10);
-    policy.observeSharedCore(0, 2);
+    policy.observeSharedCore({ core: 0, peers: 2, pinned: true });
     assert.equal(policy.mode, 'shared-core');
     assert.match(policy.changed() ?? '', /sleeps: this thread and its 2 peers may run on core 0 only/);
     for (let i = 0; i < 1000; i++) {
@@ -114,9 +137,44 @@ describe('co-location: the pieces, fed anything', { timeout: 30_000 }, () => {
     assert.equal(policy.mode, 'spin', 'nothing learnt while sleeping for the shared core');
     assert.equal(policy.window(), 50);
     const pinned = new PollPolicy({ cores: 1, overrideUs: 25 });
-    pinned.observeSharedCore(0);
+    pinned.observeSharedCore({ core: 0, peers: 1, pinned: true });
     assert.equal(pinned.window(), 25);
     assert.equal(pinned.mode, 'override');
+  });
+
+  it('where the peer ran last on this core, the policy sleeps on a crowded machine only, and tries again once they are apart', () => {
+    const forNow = { core: 1, peers: 1, pinned: false };
+    // A core to spare: the scheduler wakes the peer on the idle one, and spins pay.
+    const spare = new PollPolicy({ cores: 2 });
+    spare.observeLoad(0);
+    spare.observeSharedCore(forNow);
+    assert.equal(spare.mode, 'spin');
+    assert.equal(spare.window(), 50);
+    // Crowded: sleeps while they share the core, then trials again.
+    const crowded = new PollPolicy({ cores: 2, random: () => 0.25 });
+    crowded.observeLoad(3);
+    crowded.observeSharedCore(forNow);
+    assert.equal(crowded.mode, 'shared-core');
+    assert.match(
+      crowded.changed() ?? '',
+      /sleeps: this thread and its peer run on core 1 for now, and 3 runnable threads besides this one do not fit in the other 1 of 2 cores/,
+    );
+    for (let i = 0; i < 100; i++) {
+      assert.equal(crowded.window(), 0);
+      crowded.arrived(3000);
+    }
+    crowded.observeSharedCore(undefined);
+    const trial = Array.from({ length: 8 }, () => {
+      const window = crowded.window();
+      crowded.arrived(window > 0 ? 20 : 300);
+      return window;
+    });
+    assert.ok(trial.some((window) => window > 0) && trial.some((window) => window === 0), String(trial));
+    // An MPI job's ranks counted exactly keep their own rule: they sleep on too few cores anyway.
+    const ranks = new PollPolicy({ cores: 2 });
+    ranks.knowOthers(3);
+    ranks.observeSharedCore(forNow);
+    assert.equal(ranks.mode, 'crowded');
   });
 });
 
@@ -239,7 +297,7 @@ describe('co-location: a client and its proxy pinned with taskset', { timeout: 9
   });
 
   it(
-    'on two cores neither says so',
+    'on two cores neither says it shares a core',
     { skip: availableParallelism() < 2 && 'one core: nothing to place apart' },
     async () => {
       const proxy = await startProxy({
@@ -249,8 +307,8 @@ describe('co-location: a client and its proxy pinned with taskset', { timeout: 9
       try {
         const client = pollingLines(await pinnedClient(proxy, '1'), 'client');
         assert.ok(client.length > 0, 'the client said what it chose');
-        assert.ok(!client.some((line) => SHARED.test(line)), client.join('\n').slice(0, 1500));
-        assert.ok(!pollingLines(proxy.output(), 'proxy').some((line) => SHARED.test(line)));
+        assert.ok(!client.some((line) => SHARING.test(line)), client.join('\n').slice(0, 1500));
+        assert.ok(!pollingLines(proxy.output(), 'proxy').some((line) => SHARING.test(line)));
       } finally {
         await proxy.stop();
       }

@@ -1,14 +1,15 @@
 /**
- * Whether this thread and every peer it polls for over TCP may run on one and the same core
- * only (pinned with taskset, a cpuset of one CPU, a container given one core). There a spin for
- * the peer's frame takes the very core the peer needs to send it: beside a busy process on that
- * core, a client and its proxy answered each other in 56-69 us both asleep and in 190-199 us both
- * spinning 50 us, against 47-51 us for a bare ping-pong (bench/README.md); trials of spinning cost
- * what they try. So peers on one host tell each other their process in the hello (only over
- * loopback: a remote host learns nothing), each checks it names a process it can see (the pid's
- * start time, so a peer in another pid namespace, or a pid reused, names nobody), and the polling
- * policy reads both sides' allowed cores while it samples the load: one core shared by all means
- * sleep. Pinning changes while connected (taskset -p) are seen within a sample.
+ * Whether this thread and the peers it polls for over TCP run on one core: pinned there (taskset,
+ * a cpuset of one CPU, a container given one core), or, on a machine crowded by other programs,
+ * placed there by the scheduler for now. There a spin for the peer's frame takes the very core
+ * the peer needs to send it: beside a busy process on that core, a client and its proxy answered
+ * each other in 56-69 us both asleep and in 190-199 us both spinning 50 us, against 47-51 us for
+ * a bare ping-pong (bench/README.md); trials of spinning cost what they try. So peers on one host
+ * tell each other their process in the hello (only over loopback: a remote host learns nothing),
+ * each checks it names a process it can see (the pid's start time, so a peer in another pid
+ * namespace, or a pid reused, names nobody), and the polling policy reads, as it samples the
+ * load, where each side may run and where each ran last. Pinning changes while connected
+ * (taskset -p) and the scheduler's moves are seen within a sample.
  * Linux only (/proc); elsewhere nothing is known and nothing changes.
  */
 import { readFileSync } from 'node:fs';
@@ -43,10 +44,7 @@ function startTime(pid: number): number | undefined {
   } catch {
     return undefined;
   }
-  // The command name (field 2) is in parentheses and may hold spaces and ')': fields 3 on follow the last ')'.
-  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  const started = Number(fields[22 - 3]);
-  return Number.isSafeInteger(started) ? started : undefined;
+  return statField(text, 22);
 }
 
 let self: ProcessId | null | undefined;
@@ -95,6 +93,42 @@ function onlyCpuOf(path: string): number | undefined {
   }
 }
 
+/** The CPU a /proc stat text says its thread ran on last (field 39), or undefined. */
+export function lastCpu(stat: string): number | undefined {
+  return statField(stat, 39);
+}
+
+/**
+ * Field `field` (counted from 1, as proc(5) does) of a /proc stat text, as a non-negative
+ * integer; undefined where it is not one. The command name (field 2) is in parentheses and may
+ * hold spaces and ')': the fields from 3 on follow the last ')'.
+ */
+function statField(stat: string, field: number): number | undefined {
+  const close = stat.lastIndexOf(')');
+  if (close < 0) return undefined;
+  const text = stat.slice(close + 2).split(' ')[field - 3];
+  if (text === undefined || !/^\d{1,15}$/.test(text)) return undefined;
+  return Number(text);
+}
+
+function lastCpuOf(path: string): number | undefined {
+  try {
+    return lastCpu(readFileSync(path, 'latin1'));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Where this thread and its peers run: on `core`, all of them, either because none may run
+ * elsewhere (`pinned`) or because each peer ran there last and this thread runs there now.
+ */
+export interface SharedCore {
+  core: number;
+  peers: number;
+  pinned: boolean;
+}
+
 /**
  * This thread's TCP connections and the processes of those whose peer is on this host. One per
  * thread (a module's state is its thread's), as the polling policy is.
@@ -119,21 +153,19 @@ class CoLocation {
   }
 
   /**
-   * The one core this thread and the peers of all its connections may run on, or undefined when
-   * that is not so (or not known: a connection whose peer did not say, too many to watch).
-   * Reads this thread's and each peer's main thread's allowed CPUs.
+   * The core this thread and the peers of all its connections share (SharedCore), or undefined
+   * when they do not (or it is not known: a connection whose peer did not say, too many to watch).
+   * Reads this thread's and each peer's main thread's /proc status and stat.
    */
-  sharedCore(): number | undefined {
+  sharedCore(): SharedCore | undefined {
     if (this.open === 0 || this.peers.size !== this.open || this.open > MAX_WATCHED_PEERS) return undefined;
-    const core = onlyCpuOf('/proc/thread-self/status');
-    if (core === undefined) return undefined;
-    for (const peer of this.peers.values()) if (onlyCpuOf(`/proc/${peer.pid}/status`) !== core) return undefined;
-    return core;
-  }
-
-  /** Peers on this host known now (for the policy's words). */
-  get peerCount(): number {
-    return this.peers.size;
+    const peers = [...this.peers.values()];
+    const only = onlyCpuOf('/proc/thread-self/status');
+    if (only !== undefined && peers.every((peer) => onlyCpuOf(`/proc/${peer.pid}/status`) === only))
+      return { core: only, peers: peers.length, pinned: true };
+    const now = lastCpuOf('/proc/thread-self/stat');
+    if (now === undefined || !peers.every((peer) => lastCpuOf(`/proc/${peer.pid}/stat`) === now)) return undefined;
+    return { core: now, peers: peers.length, pinned: false };
   }
 }
 

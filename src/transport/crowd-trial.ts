@@ -31,6 +31,8 @@
  * after the other beside the busy processes, unpinned: round trips of 68-126 us, against 48-385
  * us always sleeping (bench/README.md); trials at random moments, to keep the two sides' trials
  * apart, did worse there (60-163 us).
+ * Where the peer is a process on this host that can be seen, the policy does not ask a trial
+ * while the two ran on one core last: it sleeps (co-location.ts).
  * Deterministic: the caller feeds it arrival times and the coin (test/poll-policy.test.ts).
  */
 

@@ -24,11 +24,13 @@
  *     samples add at most 2 % to the average reply: over MPI a sleep costs hundreds of
  *     microseconds), and when frames slept for come as soon as spun-for ones do (bare metal with
  *     a cheap wake-up), spinning buys nothing and stops, spinning for one frame in 16 to see.
- * And it never spins while this thread and every peer it polls for may run on one core only
- * (co-location.ts): the spin would take the core the answer needs.
+ * And it never spins while this thread and every peer it polls for may run on one core only,
+ * nor, on a machine crowded by a load, while they run on one core for now (co-location.ts): the
+ * spin would take the core the answer needs.
  * OFFLOAD_POLL_US set overrides all of it: that window after every expected frame, 0 never.
  * Deterministic: the caller feeds it loads and arrival times (test/poll-policy.test.ts).
  */
+import type { SharedCore } from './co-location.js';
 import { CrowdTrial } from './crowd-trial.js';
 
 /** The longest spin the policy chooses by itself, in microseconds (OFFLOAD_POLL_US's default). */
@@ -97,8 +99,8 @@ export class PollPolicy {
   /** Running figures of how long after being expected a frame came: spun for, and slept for. */
   private spunGapUs: number | undefined;
   private sleptGapUs: number | undefined;
-  /** The one core this thread and its peers may run on, while that is so (co-location.ts). */
-  private sharedCore: { core: number; peers: number } | undefined;
+  /** The core this thread and its peers share, while they do (co-location.ts). */
+  private shared: SharedCore | undefined;
   /** The mode last said, with the crowd trial's verdict and its reason. */
   private lastSaid: string | undefined;
 
@@ -129,9 +131,18 @@ export class PollPolicy {
     this.judgeCrowd(Math.max(0, others));
   }
 
-  /** Whether this thread and its `peers` may all run on one core only, `core` (undefined: not so, or not known). */
-  observeSharedCore(core: number | undefined, peers = 1): void {
-    this.sharedCore = core === undefined ? undefined : { core, peers };
+  /** The core this thread and its peers share now (undefined: none, or not known). */
+  observeSharedCore(shared: SharedCore | undefined): void {
+    this.shared = shared;
+  }
+
+  /**
+   * Whether the core is shared so that a spin takes it from the peer: always where both are
+   * pinned to it; where they ran there last, only on a crowded machine (with a core to spare the
+   * scheduler wakes the peer on an idle one).
+   */
+  private get sharesCore(): boolean {
+    return this.shared !== undefined && (this.shared.pinned || (this.crowded && !this.counted));
   }
 
   private judgeCrowd(others: number): void {
@@ -152,7 +163,7 @@ export class PollPolicy {
 
   private choose(): number {
     if (this.overrideUs !== undefined) return this.overrideUs;
-    if (this.sharedCore) return 0;
+    if (this.sharesCore) return 0;
     if (this.crowded) return this.counted ? 0 : this.trial.window();
     if (this.backoff > 0 || this.wakeIsCheap()) {
       // A probe now and then: do spins pay again?
@@ -184,7 +195,7 @@ export class PollPolicy {
 
   /** The frame expected last came `gapUs` microseconds after it was expected. */
   arrived(gapUs: number): void {
-    if (this.overrideUs !== undefined || this.sharedCore || !(gapUs >= 0)) return;
+    if (this.overrideUs !== undefined || this.sharesCore || !(gapUs >= 0)) return;
     if (this.crowded) {
       if (!this.counted) this.trial.arrived(gapUs);
       return;
@@ -238,7 +249,7 @@ export class PollPolicy {
   /** What the policy does now and why. */
   get mode(): PollMode {
     if (this.overrideUs !== undefined) return 'override';
-    if (this.sharedCore) return 'shared-core';
+    if (this.sharesCore) return 'shared-core';
     if (this.crowded) return this.trial.spins && !this.counted ? 'crowd-spin' : 'crowded';
     if (this.backoff > 0) return 'backed-off';
     if (this.wakeIsCheap()) return 'cheap-wake';
@@ -257,8 +268,11 @@ export class PollPolicy {
           ? 'OFFLOAD_POLL_US=0: sleeps as soon as nothing is ready'
           : `OFFLOAD_POLL_US=${this.overrideUs}: spins ${this.overrideUs} us for every frame expected`;
       case 'shared-core': {
-        const { core, peers } = this.sharedCore!;
-        return `sleeps: this thread and its ${peers === 1 ? 'peer' : `${peers} peers`} may run on core ${core} only (a spin would take the core the answer needs)`;
+        const { core, peers, pinned } = this.shared!;
+        const who = `this thread and its ${peers === 1 ? 'peer' : `${peers} peers`}`;
+        return pinned
+          ? `sleeps: ${who} may run on core ${core} only (a spin would take the core the answer needs)`
+          : `sleeps: ${who} run on core ${core} for now, and ${load} ${this.others === 1 ? 'does' : 'do'} not fit in the other ${this.cores - 1} of ${this.cores} cores (a spin would take the core the answer needs)`;
       }
       case 'crowded': {
         const crowd = `${load} ${this.others === 1 ? 'does' : 'do'} not fit in the other ${this.cores - 1} of ${this.cores} cores`;
@@ -278,7 +292,12 @@ export class PollPolicy {
 
   /** The mode's description when the mode, or a crowd trial's verdict, changed since the last call; else undefined. */
   changed(): string | undefined {
-    const said = this.crowded && !this.counted ? `${this.mode}: ${this.trial.verdictSaid}` : this.mode;
+    const said =
+      this.mode === 'shared-core'
+        ? `${this.mode}: ${this.shared!.pinned ? 'pinned' : 'for now'} ${this.shared!.core}`
+        : this.crowded && !this.counted
+          ? `${this.mode}: ${this.trial.verdictSaid}`
+          : this.mode;
     if (said === this.lastSaid) return undefined;
     this.lastSaid = said;
     return this.describe();

@@ -124,9 +124,9 @@ describe('co-location: the pieces, fed anything', { timeout: 30_000 }, () => {
     policy.observeLoad(0);
     assert.equal(policy.window(), 50);
     policy.arrived(10);
-    policy.observeSharedCore({ core: 0, peers: 2, pinned: true });
+    policy.observeSharedCore({ core: 0, pinned: true });
     assert.equal(policy.mode, 'shared-core');
-    assert.match(policy.changed() ?? '', /sleeps: this thread and its 2 peers may run on core 0 only/);
+    assert.match(policy.changed() ?? '', /sleeps: this thread and its peer may run on core 0 only/);
     for (let i = 0; i < 1000; i++) {
       assert.equal(policy.window(), 0);
       // Frames slept for that come late, and would back it off or teach it a dear wake-up.
@@ -137,13 +137,13 @@ describe('co-location: the pieces, fed anything', { timeout: 30_000 }, () => {
     assert.equal(policy.mode, 'spin', 'nothing learnt while sleeping for the shared core');
     assert.equal(policy.window(), 50);
     const pinned = new PollPolicy({ cores: 1, overrideUs: 25 });
-    pinned.observeSharedCore({ core: 0, peers: 1, pinned: true });
+    pinned.observeSharedCore({ core: 0, pinned: true });
     assert.equal(pinned.window(), 25);
     assert.equal(pinned.mode, 'override');
   });
 
   it('where the peer ran last on this core, the policy sleeps on a crowded machine only, and tries again once they are apart', () => {
-    const forNow = { core: 1, peers: 1, pinned: false };
+    const forNow = { core: 1, pinned: false };
     // A core to spare: the scheduler wakes the peer on the idle one, and spins pay.
     const spare = new PollPolicy({ cores: 2 });
     spare.observeLoad(0);

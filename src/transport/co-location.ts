@@ -21,7 +21,7 @@ export interface ProcessId {
   started: number;
 }
 
-/** Peers watched at most: past this many connections, nothing is read and the rule stays off. */
+/** Peers watched at most, each read every sample: the connections past this many are not watched. */
 export const MAX_WATCHED_PEERS = 8;
 /** The longest Cpus_allowed_list read (a machine of thousands of CPUs, listed one by one, needs no more). */
 const MAX_CPU_LIST_CHARS = 16_384;
@@ -120,52 +120,48 @@ function lastCpuOf(path: string): number | undefined {
 }
 
 /**
- * Where this thread and its peers run: on `core`, all of them, either because none may run
- * elsewhere (`pinned`) or because each peer ran there last and this thread runs there now.
+ * Where this thread and a peer run: on `core`, both, either because neither may run elsewhere
+ * (`pinned`) or because the peer ran there last and this thread runs there now.
  */
 export interface SharedCore {
   core: number;
-  peers: number;
   pinned: boolean;
 }
 
 /**
- * This thread's TCP connections and the processes of those whose peer is on this host. One per
- * thread (a module's state is its thread's), as the polling policy is.
+ * The peers on this host of this thread's TCP connections (at most MAX_WATCHED_PEERS of them),
+ * each with the core it shares with this thread as last sampled. One per thread (a module's
+ * state is its thread's), as the polling policy is; the policy asks about the connection whose
+ * frame it expects, so a client with other proxies elsewhere still sleeps for the one beside it.
  */
 class CoLocation {
-  private open = 0;
-  private readonly peers = new Map<object, ProcessId>();
-
-  /** A connection opened (`key` names it until `closed`). */
-  opened(): void {
-    this.open++;
-  }
-
-  closed(key: object): void {
-    this.open = Math.max(0, this.open - 1);
-    this.peers.delete(key);
-  }
+  private readonly peers = new Map<object, { process: ProcessId; shared: SharedCore | undefined }>();
 
   /** The peer of connection `key` is process `peer` on this host (checked by the caller). */
   peerIs(key: object, peer: ProcessId): void {
-    this.peers.set(key, peer);
+    if (this.peers.size < MAX_WATCHED_PEERS) this.peers.set(key, { process: peer, shared: undefined });
   }
 
-  /**
-   * The core this thread and the peers of all its connections share (SharedCore), or undefined
-   * when they do not (or it is not known: a connection whose peer did not say, too many to watch).
-   * Reads this thread's and each peer's main thread's /proc status and stat.
-   */
-  sharedCore(): SharedCore | undefined {
-    if (this.open === 0 || this.peers.size !== this.open || this.open > MAX_WATCHED_PEERS) return undefined;
-    const peers = [...this.peers.values()];
+  closed(key: object): void {
+    this.peers.delete(key);
+  }
+
+  /** Reads where this thread and each watched peer's main thread may run and ran last (/proc). */
+  sample(): void {
+    if (this.peers.size === 0) return;
     const only = onlyCpuOf('/proc/thread-self/status');
-    if (only !== undefined && peers.every((peer) => onlyCpuOf(`/proc/${peer.pid}/status`) === only))
-      return { core: only, peers: peers.length, pinned: true };
     const now = lastCpuOf('/proc/thread-self/stat');
-    if (now === undefined || !peers.every((peer) => lastCpuOf(`/proc/${peer.pid}/stat`) === now)) return undefined;
-    return { core: now, peers: peers.length, pinned: false };
+    for (const peer of this.peers.values()) {
+      const { pid } = peer.process;
+      if (only !== undefined && onlyCpuOf(`/proc/${pid}/status`) === only) peer.shared = { core: only, pinned: true };
+      else if (now !== undefined && lastCpuOf(`/proc/${pid}/stat`) === now) peer.shared = { core: now, pinned: false };
+      else peer.shared = undefined;
+    }
+  }
+
+  /** The core this thread shares with the peer of connection `key`, as last sampled (undefined: none, or not known). */
+  sharedWith(key: object): SharedCore | undefined {
+    return this.peers.get(key)?.shared;
   }
 }
 

@@ -24,7 +24,7 @@
  *     samples add at most 2 % to the average reply: over MPI a sleep costs hundreds of
  *     microseconds), and when frames slept for come as soon as spun-for ones do (bare metal with
  *     a cheap wake-up), spinning buys nothing and stops, spinning for one frame in 16 to see.
- * And it never spins while this thread and every peer it polls for may run on one core only,
+ * And it never spins for a frame of a peer on this host while the two may run on one core only,
  * nor, on a machine crowded by a load, while they run on one core for now (co-location.ts): the
  * spin would take the core the answer needs.
  * OFFLOAD_POLL_US set overrides all of it: that window after every expected frame, 0 never.
@@ -99,7 +99,7 @@ export class PollPolicy {
   /** Running figures of how long after being expected a frame came: spun for, and slept for. */
   private spunGapUs: number | undefined;
   private sleptGapUs: number | undefined;
-  /** The core this thread and its peers share, while they do (co-location.ts). */
+  /** The core this thread shares with the peer whose frame it expects, while it does (co-location.ts). */
   private shared: SharedCore | undefined;
   /** The mode last said, with the crowd trial's verdict and its reason. */
   private lastSaid: string | undefined;
@@ -131,7 +131,7 @@ export class PollPolicy {
     this.judgeCrowd(Math.max(0, others));
   }
 
-  /** The core this thread and its peers share now (undefined: none, or not known). */
+  /** The core this thread shares with the peer whose frame it expects next (undefined: none, or not known). */
   observeSharedCore(shared: SharedCore | undefined): void {
     this.shared = shared;
   }
@@ -268,8 +268,8 @@ export class PollPolicy {
           ? 'OFFLOAD_POLL_US=0: sleeps as soon as nothing is ready'
           : `OFFLOAD_POLL_US=${this.overrideUs}: spins ${this.overrideUs} us for every frame expected`;
       case 'shared-core': {
-        const { core, peers, pinned } = this.shared!;
-        const who = `this thread and its ${peers === 1 ? 'peer' : `${peers} peers`}`;
+        const { core, pinned } = this.shared!;
+        const who = 'this thread and its peer';
         return pinned
           ? `sleeps: ${who} may run on core ${core} only (a spin would take the core the answer needs)`
           : `sleeps: ${who} run on core ${core} for now, and ${load} ${this.others === 1 ? 'does' : 'do'} not fit in the other ${this.cores - 1} of ${this.cores} cores (a spin would take the core the answer needs)`;

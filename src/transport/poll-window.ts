@@ -68,14 +68,14 @@ function othersRunnable(): number {
 }
 
 /**
- * Feeds `policy` a load sample, and whether this thread shares its only core with its peers, when
+ * Feeds `policy` a load sample, and reads where this thread and its peers on this host run, when
  * the last sample is older than LOAD_SAMPLE_MS; `now` is performance.now().
  */
 function sampleLoad(policy: PollPolicy, now: number, state: { sampledAt: number }): void {
   if (policy.overrideUs !== undefined || now - state.sampledAt < LOAD_SAMPLE_MS) return;
   state.sampledAt = now;
   policy.observeLoad(othersRunnable());
-  policy.observeSharedCore(coLocation.sharedCore());
+  coLocation.sample();
 }
 
 /** This thread's policy (made by the transports as they open, from the environment). */
@@ -104,10 +104,14 @@ export function pollPolicy(): PollPolicy {
   return policy;
 }
 
-/** A frame is expected soon: the loop keeps turning for the window the policy gives from now. */
-export function pollForAWhile(): void {
+/**
+ * A frame is expected soon (over connection `from`, when given: whether its peer shares this
+ * thread's core counts): the loop keeps turning for the window the policy gives from now.
+ */
+export function pollForAWhile(from?: object): void {
   const now = performance.now();
   sampleLoad(policy, now, load);
+  policy.observeSharedCore(from && coLocation.sharedWith(from));
   const windowUs = policy.window();
   reportPolicy('TCP', policy);
   expectedAt = now;

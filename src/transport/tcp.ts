@@ -131,7 +131,6 @@ class TcpTransport implements Transport {
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 1000);
     this.local = isLoopbackPeer(socket.remoteAddress);
-    coLocation.opened();
     if (reader) reader.attach(this.receiver);
     else
       socket.on('data', (chunk: Buffer) => {
@@ -183,7 +182,7 @@ class TcpTransport implements Transport {
   }
 
   expectSoon(): void {
-    if (!this.isClosed) pollForAWhile();
+    if (!this.isClosed) pollForAWhile(this);
   }
 
   localProcess(): ProcessId | undefined {

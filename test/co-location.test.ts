@@ -6,7 +6,7 @@
  * they sleep, on two cores they do not.
  */
 import assert from 'node:assert/strict';
-import { execFile, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { after, before, describe, it } from 'node:test';
@@ -20,7 +20,7 @@ import {
   toldProcess,
 } from '../src/transport/co-location.js';
 import { PollPolicy } from '../src/transport/poll-policy.js';
-import { fixtureBundle } from './helpers/fixtures.js';
+import { launchingClient } from './helpers/launching-client.js';
 import { startProxy, type ProxyProcess } from './helpers/proxy.js';
 import { RawClient } from './helpers/raw-client.js';
 
@@ -238,38 +238,7 @@ describe('co-location: the hello on the wire', { timeout: 60_000 }, () => {
  * A client pinned to `cpus` launching on `proxy` for 400 ms under OFFLOAD_DEBUG (the policy
  * samples where it runs every 50 ms); its stderr.
  */
-async function pinnedClient(proxy: ProxyProcess, cpus: string): Promise<string> {
-  const bundle = await fixtureBundle();
-  const script = `
-    import { Offload } from './src/index.js';
-    const runtime = await Offload.init({ host: false, webgpu: false });
-    const device = runtime.devices.find((d) => d.info.plugin === 'remote');
-    const empty = await device.kernel(await runtime.register(${JSON.stringify(bundle)}), 'empty');
-    const queue = device.queue();
-    const end = performance.now() + 400;
-    while (performance.now() < end) await queue.launch(empty, { teams: 1 }, []).done;
-    await runtime.shutdown();
-  `;
-  return new Promise<string>((resolve, reject) =>
-    execFile(
-      'taskset',
-      ['-c', cpus, process.execPath, '--import', 'tsx', '--input-type=module', '-e', script],
-      {
-        cwd: new URL('..', import.meta.url),
-        encoding: 'utf8',
-        timeout: 25_000,
-        env: {
-          ...process.env,
-          OFFLOAD_DEBUG: '1',
-          OFFLOAD_POLL_US: '',
-          OFFLOAD_PROXIES: proxy.address,
-          OFFLOAD_TOKEN: proxy.token,
-        },
-      },
-      (error, _stdout, stderr) => (error ? reject(new Error(stderr.slice(-2000))) : resolve(stderr)),
-    ),
-  );
-}
+const pinnedClient = (proxy: ProxyProcess, cpus: string) => launchingClient(proxy, { cpus, ms: 400 });
 
 const pollingLines = (text: string, who: string) =>
   text.split('\n').filter((line) => line.includes(`${who} polling: TCP`));

@@ -9,12 +9,12 @@
  * beside a busy process per core, what its trial found (or that it shares its proxy's core).
  */
 import assert from 'node:assert/strict';
-import { execFile, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { AUTO_POLL_US, PollPolicy } from '../src/transport/poll-policy.js';
 import { pollOverride } from '../src/transport/poll-window.js';
 import { startCpuHog } from './helpers/cpu-hog.js';
-import { fixtureBundle } from './helpers/fixtures.js';
+import { launchingClient } from './helpers/launching-client.js';
 import { startProxy } from './helpers/proxy.js';
 
 /**
@@ -430,38 +430,10 @@ describe('the polling policy', { timeout: 60_000 }, () => {
     // Which verdict depends on where the scheduler puts the client and its proxy (another core:
     // spins pay; the same core: they cost), so either is right; a trial must have ended, or the
     // client must have seen its proxy on its own core (then it sleeps without a trial).
-    const bundle = await fixtureBundle();
     const hog = await startCpuHog(30_000);
     const proxy = await startProxy({ threads: 1 });
     try {
-      const script = `
-        import { Offload } from './src/index.js';
-        const runtime = await Offload.init({ host: false, webgpu: false });
-        const device = runtime.devices.find((d) => d.info.plugin === 'remote');
-        const empty = await device.kernel(await runtime.register(${JSON.stringify(bundle)}), 'empty');
-        const queue = device.queue();
-        for (let i = 0; i < 600; i++) await queue.launch(empty, { teams: 1 }, []).done;
-        await runtime.shutdown();
-      `;
-      const stderr = await new Promise<string>((resolve, reject) =>
-        execFile(
-          process.execPath,
-          ['--import', 'tsx', '--input-type=module', '-e', script],
-          {
-            cwd: new URL('..', import.meta.url),
-            encoding: 'utf8',
-            timeout: 25_000,
-            env: {
-              ...process.env,
-              OFFLOAD_DEBUG: '1',
-              OFFLOAD_POLL_US: '',
-              OFFLOAD_PROXIES: proxy.address,
-              OFFLOAD_TOKEN: proxy.token,
-            },
-          },
-          (error, _stdout, stderr) => (error ? reject(new Error(stderr.slice(-2000))) : resolve(stderr)),
-        ),
-      );
+      const stderr = await launchingClient(proxy, { launches: 600 });
       const polling = stderr.split('\n').filter((line) => line.includes('client polling: TCP'));
       assert.match(polling[0] ?? '', /sleeps: .* do not fit in the other/, polling.join('\n').slice(0, 1000));
       assert.ok(

@@ -11,14 +11,8 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
-import {
-  isLoopbackPeer,
-  isVisibleProcess,
-  lastCpu,
-  onlyCpu,
-  thisProcess,
-  toldProcess,
-} from '../src/transport/co-location.js';
+import { isLoopbackPeer, isVisibleProcess, lastCpu, onlyCpu, thisProcess } from '../src/transport/co-location.js';
+import { toldProcess } from '../src/transport/process-id.js';
 import { PollPolicy } from '../src/transport/poll-policy.js';
 import { launchingClient } from './helpers/launching-client.js';
 import { startProxy, type ProxyProcess } from './helpers/proxy.js';

@@ -15,7 +15,7 @@ import {
   type MemoryInfo,
   type PluginName,
 } from '../plugins/interface.js';
-import { toldProcess, type ProcessId } from '../transport/co-location.js';
+import { toldProcess, type ProcessId } from '../transport/process-id.js';
 import type { Frame } from '../transport/frame.js';
 import type { LoadedKernelInfo, ProxyFrame, ReplyBodies } from './messages.js';
 import { Meta } from './wire.js';

@@ -7,7 +7,7 @@
  */
 import { Tracer } from '../runtime/trace.js';
 import { asOffloadError, errors, OffloadError } from '../errors.js';
-import { toldProcess } from '../transport/co-location.js';
+import { toldProcess } from '../transport/process-id.js';
 import { startHeartbeat } from '../transport/heartbeat.js';
 import type { ReplyBodies, RequestOf } from '../protocol/messages.js';
 import { compactMeta } from '../protocol/compact.js';

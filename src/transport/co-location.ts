@@ -14,19 +14,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
-
-/** A process as a peer on the same host can find it: its pid and its start time (clock ticks since boot). */
-export interface ProcessId {
-  pid: number;
-  started: number;
-}
+import { toldProcess, type ProcessId } from './process-id.js';
 
 /** Peers watched at most, each read every sample: the connections past this many are not watched. */
 export const MAX_WATCHED_PEERS = 8;
 /** The longest Cpus_allowed_list read (a machine of thousands of CPUs, listed one by one, needs no more). */
 const MAX_CPU_LIST_CHARS = 16_384;
-/** The highest pid Linux gives (PID_MAX_LIMIT). */
-const MAX_PID = 4_194_304;
 
 /** Whether `address` (a socket's remoteAddress) is this host's loopback: 127.0.0.0/8 or ::1, also as a mapped IPv4 address. */
 export function isLoopbackPeer(address: string | undefined): boolean {
@@ -56,13 +49,6 @@ export function thisProcess(): ProcessId | undefined {
     self = started === undefined ? null : { pid: process.pid, started };
   }
   return self ?? undefined;
-}
-
-/** A process as a peer told it (pid and start time, anything from the wire): undefined unless both are plausible integers. */
-export function toldProcess(pid: unknown, started: unknown): ProcessId | undefined {
-  if (typeof pid !== 'number' || !Number.isSafeInteger(pid) || pid < 1 || pid > MAX_PID) return undefined;
-  if (typeof started !== 'number' || !Number.isSafeInteger(started) || started < 0) return undefined;
-  return { pid, started };
 }
 
 /** Whether `told` (from a peer, so anything) names a process this one can see, alive now. */

@@ -14,9 +14,9 @@ import {
   type PayloadSink,
 } from './frame.js';
 import { HEARTBEAT_OP } from './heartbeat.js';
-import type { ProcessId } from './co-location.js';
+import type { ProcessId } from './process-id.js';
 
-export type { ProcessId } from './co-location.js';
+export type { ProcessId } from './process-id.js';
 
 export interface TransportStats {
   framesSent: number;

@@ -132,11 +132,15 @@ class CoLocation {
     this.peers.delete(key);
   }
 
-  /** Reads where this thread and each watched peer's main thread may run and ran last (/proc). */
-  sample(): void {
+  /**
+   * Reads where this thread and each watched peer's main thread may run, and, on a `crowded`
+   * machine (the only one where it counts), where they ran last (/proc): one read a sample on a
+   * machine that is neither crowded nor pinned.
+   */
+  sample(crowded: boolean): void {
     if (this.peers.size === 0) return;
     const only = onlyCpuOf('/proc/thread-self/status');
-    const now = lastCpuOf('/proc/thread-self/stat');
+    const now = crowded ? lastCpuOf('/proc/thread-self/stat') : undefined;
     for (const peer of this.peers.values()) {
       const { pid } = peer.process;
       if (only !== undefined && onlyCpuOf(`/proc/${pid}/status`) === only) peer.shared = { core: only, pinned: true };

@@ -142,7 +142,12 @@ export class PollPolicy {
    * scheduler wakes the peer on an idle one).
    */
   private get sharesCore(): boolean {
-    return this.shared !== undefined && (this.shared.pinned || (this.crowded && !this.counted));
+    return this.shared !== undefined && (this.shared.pinned || this.crowdedByLoad);
+  }
+
+  /** Whether the machine is crowded by a sampled load (not by an MPI job's ranks counted exactly). */
+  get crowdedByLoad(): boolean {
+    return this.crowded && !this.counted;
   }
 
   private judgeCrowd(others: number): void {

@@ -75,7 +75,7 @@ function sampleLoad(policy: PollPolicy, now: number, state: { sampledAt: number 
   if (policy.overrideUs !== undefined || now - state.sampledAt < LOAD_SAMPLE_MS) return;
   state.sampledAt = now;
   policy.observeLoad(othersRunnable());
-  coLocation.sample();
+  coLocation.sample(policy.crowdedByLoad);
 }
 
 /** This thread's policy (made by the transports as they open, from the environment). */

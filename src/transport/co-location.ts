@@ -63,11 +63,11 @@ export function isVisibleProcess(told: ProcessId): boolean {
  */
 export function onlyCpu(status: string): number | undefined {
   const line = /^Cpus_allowed_list:[ \t]*([^\n]*)$/m.exec(status.slice(0, 64 * 1024))?.[1]?.trim();
-  if (line === undefined || line.length === 0 || line.length > MAX_CPU_LIST_CHARS) return undefined;
-  if (!/^\d+(-\d+)?$/.test(line)) return undefined;
-  const [first, last] = line.split('-').map(Number);
-  if (last !== undefined && last !== first) return undefined;
-  return Number.isSafeInteger(first) ? first : undefined;
+  if (line === undefined || line.length > MAX_CPU_LIST_CHARS) return undefined;
+  // One CPU: '3', or a range of one, '3-3'.
+  const [, first, last] = /^(\d{1,15})(?:-(\d{1,15}))?$/.exec(line) ?? [];
+  if (first === undefined || (last !== undefined && Number(last) !== Number(first))) return undefined;
+  return Number(first);
 }
 
 /** The one CPU the thread behind a /proc status file may run on; undefined when more, or unreadable. */

@@ -16,8 +16,6 @@ import {
 import { HEARTBEAT_OP } from './heartbeat.js';
 import type { ProcessId } from './process-id.js';
 
-export type { ProcessId } from './process-id.js';
-
 export interface TransportStats {
   framesSent: number;
   framesReceived: number;

@@ -8,6 +8,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { lastCpu } from '../src/transport/co-location.js';
 
 /** A busy loop that looks at its parent every few million iterations (a few ms) and leaves when it is gone. */
 const LOOP = `
@@ -107,4 +108,50 @@ export function pinProcesses(pids: readonly number[], cpus: string): boolean {
     if (result.status !== 0) return false;
   }
   return true;
+}
+
+/** The core process `pid`'s main thread ran on last (/proc/PID/stat field 39); undefined off Linux or once it is gone. */
+export function lastCore(pid: number): number | undefined {
+  try {
+    return lastCpu(readFileSync(`/proc/${pid}/stat`, 'latin1'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** How often a placement watch looks. */
+const PLACEMENT_SAMPLE_MS = 20;
+
+/** Where a client and its server ran while watched: shares of the looks. */
+export interface Placement {
+  /** Both on one core. */
+  together: number;
+  /** Every busy process of the hog on one core (the other cores free of them). */
+  hogTogether: number;
+}
+
+/**
+ * Watches where the main threads of processes `a` and `b`, and the busy processes `hog`, run,
+ * every PLACEMENT_SAMPLE_MS until stopped (undefined when no look could read `a` and `b`). Beside
+ * a busy process per core the scheduler moves all of them about, and where it puts them decides a
+ * client's round trip to its proxy: this says what a run had.
+ */
+export function watchPlacement(a: number, b: number, hog: readonly number[]): { stop(): Placement | undefined } {
+  let looks = 0;
+  let together = 0;
+  let hogTogether = 0;
+  const timer = setInterval(() => {
+    const coreA = lastCore(a);
+    const coreB = lastCore(b);
+    if (coreA === undefined || coreB === undefined) return;
+    looks++;
+    if (coreA === coreB) together++;
+    if (new Set(hog.map(lastCore)).size === 1) hogTogether++;
+  }, PLACEMENT_SAMPLE_MS);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      return looks === 0 ? undefined : { together: together / looks, hogTogether: hogTogether / looks };
+    },
+  };
 }

@@ -24,6 +24,8 @@ function pollFor(micros) {
 
 const server = net.createServer((socket) => {
   socket.setNoDelay(true);
+  // Its one client gone (closed, or its process ended without closing it): so is this peer.
+  socket.on('close', () => process.exit(0));
   let pending = Buffer.alloc(0);
   let sinking = 0;
   const source = Buffer.alloc(1024 * 1024, 0x5a);

@@ -8,7 +8,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { lastCpu } from '../src/transport/co-location.js';
+import { lastCpuOf } from '../src/transport/co-location.js';
 
 /** A busy loop that looks at its parent every few million iterations (a few ms) and leaves when it is gone. */
 const LOOP = `
@@ -110,13 +110,18 @@ export function pinProcesses(pids: readonly number[], cpus: string): boolean {
   return true;
 }
 
-/** The core process `pid`'s main thread ran on last (/proc/PID/stat field 39); undefined off Linux or once it is gone. */
-export function lastCore(pid: number): number | undefined {
-  try {
-    return lastCpu(readFileSync(`/proc/${pid}/stat`, 'latin1'));
-  } catch {
-    return undefined;
-  }
+/** The core process `pid`'s main thread ran on last; undefined off Linux or once it is gone. */
+export const lastCore = (pid: number): number | undefined => lastCpuOf(`/proc/${pid}/stat`);
+
+/**
+ * Pins the hog's busy processes one per core (for pinned rows); where that cannot be done (one
+ * core, no taskset) leaves them on every core and says false.
+ */
+export function pinHogPerCore(hog: Hog): boolean {
+  const cores = availableParallelism();
+  if (cores >= 2 && hog.pids.every((pid, i) => pinProcesses([pid], String(i % cores)))) return true;
+  pinProcesses(hog.pids, `0-${cores - 1}`);
+  return false;
 }
 
 /** How often a placement watch looks. */

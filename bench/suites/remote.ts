@@ -21,7 +21,7 @@ import type { Row, Suite } from '../suite.js';
 import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SpawnedProxy } from '../../src/proxy/spawn.js';
-import { cpuSeconds, pinProcesses, startHog, watchPlacement, type Hog, type Placement } from '../hog.js';
+import { cpuSeconds, pinHogPerCore, pinProcesses, startHog, watchPlacement, type Hog, type Placement } from '../hog.js';
 import { availableParallelism } from 'node:os';
 import { compactCodec, compactRoundTrip } from '../compact-form.js';
 
@@ -319,11 +319,9 @@ async function pinnedLaunches(
   plan: Plan,
   progress: (line: string) => void,
 ): Promise<Row[]> {
-  const cores = availableParallelism();
   const servers = [proxy.child.pid, raw.pid].filter((pid): pid is number => pid !== undefined);
-  const everyCore = `0-${cores - 1}`;
-  if (cores < 2 || servers.length < 2 || !hog.pids.every((pid, i) => pinProcesses([pid], String(i % cores)))) {
-    pinProcesses(hog.pids, everyCore);
+  const everyCore = `0-${availableParallelism() - 1}`;
+  if (servers.length < 2 || !pinHogPerCore(hog)) {
     progress('remote: no pinned rows (they need two cores and taskset)');
     return [];
   }
@@ -452,13 +450,9 @@ async function separateRuns(proxy: SpawnedProxy, token: string, plan: Plan, hog:
       'no bimodal latency',
     ),
   ];
-  const cores = availableParallelism();
-  const everyCore = `0-${cores - 1}`;
+  const everyCore = `0-${availableParallelism() - 1}`;
   const proxyPid = proxy.child.pid;
-  if (cores < 2 || proxyPid === undefined || !hog.pids.every((pid, i) => pinProcesses([pid], String(i % cores)))) {
-    pinProcesses(hog.pids, everyCore);
-    return rows;
-  }
+  if (proxyPid === undefined || !pinHogPerCore(hog)) return rows;
   try {
     if (!pinProcesses([proxyPid], '0')) return rows;
     for (const [where, core] of [

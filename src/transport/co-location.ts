@@ -97,7 +97,8 @@ function statField(stat: string, field: number): number | undefined {
   return Number(text);
 }
 
-function lastCpuOf(path: string): number | undefined {
+/** The CPU the thread behind a /proc stat file (`/proc/PID/stat`: the main thread) ran on last; undefined when unreadable. */
+export function lastCpuOf(path: string): number | undefined {
   try {
     return lastCpu(readFileSync(path, 'latin1'));
   } catch {

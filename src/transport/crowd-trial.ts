@@ -91,9 +91,13 @@ export class CrowdTrial {
     return this.verdict === 'spin';
   }
 
-  /** The verdict and why, in a word (what OFFLOAD_DEBUG says again when it changes). */
-  get verdictSaid(): string {
-    return `${this.verdict ?? 'untried'} ${this.reason ?? ''}`;
+  /** The verdict (undefined: untried): OFFLOAD_DEBUG says it again when it or its reason changes. */
+  get verdictNow(): 'spin' | 'sleep' | undefined {
+    return this.verdict;
+  }
+
+  get verdictReason(): 'trial' | 'misses' | undefined {
+    return this.reason;
   }
 
   /** A frame is expected now: how many microseconds to spin for it (0: sleep). */

@@ -101,8 +101,8 @@ export class PollPolicy {
   private sleptGapUs: number | undefined;
   /** The core this thread shares with the peer whose frame it expects, while it does (co-location.ts). */
   private shared: SharedCore | undefined;
-  /** The mode last said, with the crowd trial's verdict and its reason. */
-  private lastSaid: string | undefined;
+  /** The mode last said, with what else its words name: the shared core, or the crowd trial's verdict and reason. */
+  private lastSaid: { mode: PollMode; detail: unknown; why: unknown } | undefined;
 
   constructor(options: PollPolicyOptions) {
     this.cores = Math.max(1, Math.floor(options.cores));
@@ -297,14 +297,21 @@ export class PollPolicy {
 
   /** The mode's description when the mode, or a crowd trial's verdict, changed since the last call; else undefined. */
   changed(): string | undefined {
-    const said =
-      this.mode === 'shared-core'
-        ? `${this.mode}: ${this.shared!.pinned ? 'pinned' : 'for now'} ${this.shared!.core}`
-        : this.crowded && !this.counted
-          ? `${this.mode}: ${this.trial.verdictSaid}`
-          : this.mode;
-    if (said === this.lastSaid) return undefined;
-    this.lastSaid = said;
+    // Asked for every frame expected: compared field by field, as a string built and compared
+    // each time cost more than the rest of a frame's polling.
+    const mode = this.mode;
+    let detail: unknown;
+    let why: unknown;
+    if (mode === 'shared-core') {
+      detail = this.shared!.core;
+      why = this.shared!.pinned;
+    } else if (this.crowded && !this.counted) {
+      detail = this.trial.verdictNow;
+      why = this.trial.verdictReason;
+    }
+    const last = this.lastSaid;
+    if (last !== undefined && last.mode === mode && last.detail === detail && last.why === why) return undefined;
+    this.lastSaid = { mode, detail, why };
     return this.describe();
   }
 }

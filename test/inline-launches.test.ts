@@ -15,7 +15,7 @@ import { OffloadError } from '../src/errors.js';
 import { Offload, type Kernel, type KernelArgument, type Runtime } from '../src/index.js';
 import { HostDevice } from '../src/plugins/host/device.js';
 import type { Grid, LaunchArg } from '../src/plugins/interface.js';
-import { inlineMode } from '../src/plugins/host/inline.js';
+import { FORGIVE_AFTER_RUNS, InlinePolicy, inlineMode, LONG_RUN_US } from '../src/plugins/host/inline.js';
 import { rejectsWith } from './conformance/suite.js';
 import { bytesAllocated } from './helpers/allocation.js';
 import { fixtureBundle } from './helpers/fixtures.js';
@@ -381,6 +381,64 @@ describe('inline launches', { timeout: 120_000 }, () => {
     } finally {
       await runtime.shutdown();
     }
+  });
+
+  it('sends launches to the workers after a run slowed by the machine, and for ever only a kernel that is long', () => {
+    const provable = { bounded: true, synchronizes: false, codeBytes: 200, callsHost: false, barrierStackBytes: 0 };
+    const learned = { ...provable, bounded: false };
+    /** Launches placed on the workers (each completing quickly there) before one runs inline again. */
+    const onWorkersUntilInline = (policy: InlinePolicy): number => {
+      let onWorkers = 0;
+      while (!policy.choose(1, undefined)) {
+        policy.ranOnPool(1, 100);
+        assert.ok(++onWorkers <= 1 << 16, 'the policy never tries inline again');
+      }
+      return onWorkers;
+    };
+    const preempted = 5 * LONG_RUN_US;
+
+    // Bounded code: a run of milliseconds was its thread preempted (a slice of another process).
+    const short = new InlinePolicy('auto', provable, false);
+    assert.equal(short.choose(1, undefined), true);
+    short.ranInline(1, 40); // the run that compiled it
+    for (let episode = 0; episode < 20; episode++) {
+      assert.equal(short.choose(1, undefined), true);
+      short.ranInline(1, preempted);
+      assert.equal(onWorkersUntilInline(short), 16, `episode ${episode}: 16 launches on the workers, never more`);
+      short.ranInline(1, 2);
+    }
+    assert.equal(short.strikeCount, 0);
+
+    // Code not proven short (the program's own, learnt): a long run is a strike, each doubling
+    // the launches sent to the workers; runs within budget take the strikes back one by one.
+    const long = new InlinePolicy('auto', learned, true);
+    assert.equal(long.choose(1, undefined), false, 'not timed yet: the workers first');
+    long.ranOnPool(1, 100);
+    assert.equal(long.choose(1, undefined), true);
+    long.ranInline(1, 3); // compiles it
+    for (const [strike, skipped] of [
+      [1, 16],
+      [2, 32],
+      [3, 64],
+    ] as const) {
+      assert.equal(long.choose(1, undefined), true);
+      long.ranInline(1, preempted);
+      assert.equal(long.strikeCount, strike);
+      assert.equal(onWorkersUntilInline(long), skipped);
+    }
+    for (let run = 1; run < FORGIVE_AFTER_RUNS; run++) long.ranInline(1, 3);
+    assert.equal(long.strikeCount, 3, 'one run short of a strike taken back');
+    long.ranInline(1, 60); // over budget, not long: the count starts again
+    assert.equal(onWorkersUntilInline(long), 16);
+    for (let run = 1; run < FORGIVE_AFTER_RUNS; run++) long.ranInline(1, 3);
+    assert.equal(long.strikeCount, 3);
+    long.ranInline(1, 3);
+    assert.equal(long.strikeCount, 2);
+    for (let run = 0; run < 2 * FORGIVE_AFTER_RUNS; run++) long.ranInline(1, 3);
+    assert.equal(long.strikeCount, 0);
+    long.ranInline(1, preempted);
+    assert.equal(long.strikeCount, 1);
+    assert.equal(onWorkersUntilInline(long), 16, 'the strikes taken back no longer double the launches sent away');
   });
 
   it('takes OFFLOAD_HOST_INLINE and refuses anything but auto, never and always', () => {

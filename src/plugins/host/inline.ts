@@ -17,6 +17,12 @@
  * - An inline run over budget sends the kernel's next 16 launches to the workers; one that takes
  *   longer than LONG_RUN_US counts a strike, and each strike doubles that (16, 32, 64, ...), so a
  *   kernel that turns long freezes the program once, not repeatedly.
+ * - Its time is the wall clock's, and on a busy machine the thread is preempted now and then in
+ *   the middle of a run (a slice of another process: milliseconds), or the collector pauses it.
+ *   So a kernel whose code proves it short gets no strike for a long run (the run only sends
+ *   the next 16 launches to the workers), and FORGIVE_AFTER_RUNS runs within budget in a row take
+ *   a strike back: a kernel slowed by the machine now and then does not end up on the workers
+ *   for good, where each launch waits for a worker's wake-up.
  *
  * OFFLOAD_HOST_INLINE=never keeps every launch on the workers; always runs every launch inline
  * (for debugging and measurement: no learning, and time limits are only checked afterwards).
@@ -43,6 +49,8 @@ export const FIRST_RUN_TEAMS = 16;
 const OVER_BUDGET_SKIP = 16;
 /** The most launches a strike sends to the workers. */
 const MAX_SKIP = 1 << 16;
+/** Inline runs within budget in a row that take one strike back. */
+export const FORGIVE_AFTER_RUNS = 1024;
 
 export function inlineMode(env: Environment = environment()): InlineMode {
   const value = env.OFFLOAD_HOST_INLINE ?? 'auto';
@@ -59,6 +67,8 @@ export class InlinePolicy {
   /** A worker launch of this many teams completed quickly: try that many inline next. */
   private quickTeams = 0;
   private strikes = 0;
+  /** Inline runs within budget since the last one over it (counted while there are strikes). */
+  private runsInBudget = 0;
   private skip = 0;
   /** The first call of a wasm function compiles it (V8 compiles lazily): its time says little. */
   private compiled = false;
@@ -77,7 +87,7 @@ export class InlinePolicy {
       this.skip--;
       return false;
     }
-    const provable = this.shape.bounded && this.shape.codeBytes <= SMALL_CODE_BYTES;
+    const provable = this.provable;
     if (!provable && (!this.trusted || this.shape.synchronizes)) return false;
     // A time limit cannot stop an inline run: stay well inside it.
     const limitUs = timeoutMs === undefined ? Infinity : (timeoutMs * 1000) / 4;
@@ -91,6 +101,16 @@ export class InlinePolicy {
     return this.quickTeams >= teams && LONG_RUN_US <= limitUs;
   }
 
+  /** Its code proves each team short: bounded, and small enough to run before it is timed. */
+  private get provable(): boolean {
+    return this.shape.bounded && this.shape.codeBytes <= SMALL_CODE_BYTES;
+  }
+
+  /** Strikes against the kernel now (diagnostics and tests). */
+  get strikeCount(): number {
+    return this.strikes;
+  }
+
   /** An inline run of `teams` teams took `micros`. */
   ranInline(teams: number, micros: number): void {
     const first = !this.compiled;
@@ -98,10 +118,18 @@ export class InlinePolicy {
     if (first && micros <= LONG_RUN_US) return;
     this.perTeamUs = micros / teams;
     this.quickTeams = 0;
+    if (micros <= INLINE_BUDGET_US) {
+      if (this.strikes > 0 && ++this.runsInBudget >= FORGIVE_AFTER_RUNS) {
+        this.strikes--;
+        this.runsInBudget = 0;
+      }
+      return;
+    }
     // Over budget: the workers take the next OVER_BUDGET_SKIP launches (a quick one may try again);
-    // a long run doubles that with every strike.
-    if (micros > INLINE_BUDGET_US) this.skip = Math.max(this.skip, OVER_BUDGET_SKIP);
-    if (micros > LONG_RUN_US) {
+    // a long run of code not proven short doubles that with every strike.
+    this.runsInBudget = 0;
+    this.skip = Math.max(this.skip, OVER_BUDGET_SKIP);
+    if (micros > LONG_RUN_US && !this.provable) {
       this.strikes = Math.min(this.strikes + 1, 16);
       this.skip = Math.max(this.skip, Math.min(OVER_BUDGET_SKIP * 2 ** (this.strikes - 1), MAX_SKIP));
     }

@@ -1,7 +1,8 @@
 /**
  * A remote host device served by a real `offload proxy` child process on 127.0.0.1, against a
  * bare TCP socket to another Node process (bench/raw-tcp.ts): bulk transfers, launch round
- * trips, pipelined launches; and a launch-heavy loop over one proxy against two. The CPU an
+ * trips (also with both ends in this thread: the code's cost with no switch between processes),
+ * pipelined launches; and a launch-heavy loop over one proxy against two. The CPU an
  * idle proxy takes with clients connected, and one serving 200 launches a second. With `--busy`
  * the transfer and launch rows again beside a CPU hog (bench/hog.ts), their baselines too; the
  * launch round trip against the ping-pong again with both pinned alike, on one core and on two;
@@ -24,6 +25,7 @@ import type { SpawnedProxy } from '../../src/proxy/spawn.js';
 import { cpuSeconds, pinHogPerCore, pinProcesses, startHog, watchPlacement, type Hog, type Placement } from '../hog.js';
 import { availableParallelism } from 'node:os';
 import { compactCodec, compactRoundTrip } from '../compact-form.js';
+import { oneThreadRoundTrip } from '../one-thread.js';
 
 const MiB = 1024 * 1024;
 const COPY_BYTES = 64 * MiB;
@@ -507,6 +509,8 @@ export const remoteSuite: Suite = {
       copyRows.push(await fills(device, plan));
       progress('remote: launch round trips and pipelined launches');
       const launchRows = await launches(device, empty, raw, polling, plan);
+      progress('remote: the launch round trip with both ends in this thread');
+      launchRows.push(await oneThreadRoundTrip(plan));
       progress('remote: launch-heavy loop over one and two proxies');
       const rows = [...copyRows, ...launchRows, await scaling(single, pair, plan)];
       progress('remote: launch round trips with the compact launch frames and without them');

@@ -397,14 +397,22 @@ describe('inline launches', { timeout: 120_000 }, () => {
     };
     const preempted = 5 * LONG_RUN_US;
 
-    // Bounded code: a run of milliseconds was its thread preempted (a slice of another process).
+    // Bounded code: a run of milliseconds a team was its thread preempted (a slice of another
+    // process), and is not counted; a run over budget that the code could take sends 16 launches
+    // to the workers, however often, and is never a strike.
     const short = new InlinePolicy('auto', provable, false);
     assert.equal(short.choose(1, undefined), true);
     short.ranInline(1, 40); // the run that compiled it
     for (let episode = 0; episode < 20; episode++) {
-      assert.equal(short.choose(1, undefined), true);
       short.ranInline(1, preempted);
+      assert.equal(onWorkersUntilInline(short), 0, `episode ${episode}: a preempted run sends nothing to the workers`);
+      short.ranInline(1, 60);
       assert.equal(onWorkersUntilInline(short), 16, `episode ${episode}: 16 launches on the workers, never more`);
+      assert.equal(short.choose(16, undefined), false, 'timed at 60 us a team: 16 teams are over budget');
+      short.ranOnPool(16, 100);
+      assert.equal(short.choose(16, undefined), true, 'a quick run on the workers: try inline again');
+      short.ranInline(16, 16 * 100);
+      assert.equal(onWorkersUntilInline(short), 16);
       short.ranInline(1, 2);
     }
     assert.equal(short.strikeCount, 0);

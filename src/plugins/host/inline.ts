@@ -19,10 +19,11 @@
  *   kernel that turns long freezes the program once, not repeatedly.
  * - Its time is the wall clock's, and on a busy machine the thread is preempted now and then in
  *   the middle of a run (a slice of another process: milliseconds), or the collector pauses it.
- *   So a kernel whose code proves it short gets no strike for a long run (the run only sends
- *   the next 16 launches to the workers), and FORGIVE_AFTER_RUNS runs within budget in a row take
- *   a strike back: a kernel slowed by the machine now and then does not end up on the workers
- *   for good, where each launch waits for a worker's wake-up.
+ *   So for a kernel whose code proves it short a run of over LONG_RUN_US a team is not its own
+ *   (it is not counted at all) and it never gets a strike; and FORGIVE_AFTER_RUNS runs within
+ *   budget in a row take a strike back. A kernel slowed by the machine now and then does not go
+ *   to the workers, where each launch waits for a worker's wake-up (on a core shared with a busy
+ *   process, a slice of it).
  *
  * OFFLOAD_HOST_INLINE=never keeps every launch on the workers; always runs every launch inline
  * (for debugging and measurement: no learning, and time limits are only checked afterwards).
@@ -116,6 +117,9 @@ export class InlinePolicy {
     const first = !this.compiled;
     this.compiled = true;
     if (first && micros <= LONG_RUN_US) return;
+    // Code that proves each team short cannot take a millisecond a team: its thread was
+    // preempted (a slice of another process) or paused, and the run says nothing of the kernel.
+    if (this.provable && micros > LONG_RUN_US * teams) return;
     this.perTeamUs = micros / teams;
     this.quickTeams = 0;
     if (micros <= INLINE_BUDGET_US) {

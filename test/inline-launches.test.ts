@@ -383,7 +383,7 @@ describe('inline launches', { timeout: 120_000 }, () => {
     }
   });
 
-  it('sends launches to the workers after a run slowed by the machine, and for ever only a kernel that is long', () => {
+  it('counts no run of provably short code slowed by the machine, and takes strikes back after runs within budget', () => {
     const provable = { bounded: true, synchronizes: false, codeBytes: 200, callsHost: false, barrierStackBytes: 0 };
     const learned = { ...provable, bounded: false };
     /** Launches placed on the workers (each completing quickly there) before one runs inline again. */

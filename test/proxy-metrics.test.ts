@@ -13,6 +13,7 @@ import { Offload, OffloadError, type Runtime } from '../src/index.js';
 import { ProxyLog } from '../src/proxy/log.js';
 import { MetricsEndpoint } from '../src/proxy/metrics-http.js';
 import { ProxyMetrics } from '../src/proxy/metrics.js';
+import { sizesNursery } from '../src/proxy/nursery.js';
 import { ProxyServer } from '../src/proxy/server.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
@@ -51,6 +52,7 @@ const FAMILIES: Record<string, 'COUNTER' | 'GAUGE' | 'HISTOGRAM'> = {
   offload_proxy_memory_held_bytes: 'GAUGE',
   offload_process_resident_memory_bytes: 'GAUGE',
   offload_process_heap_used_bytes: 'GAUGE',
+  offload_process_young_generation_bytes: 'GAUGE',
   offload_process_external_memory_bytes: 'GAUGE',
   offload_event_loop_delay_p99_seconds: 'GAUGE',
   offload_event_loop_delay_max_seconds: 'GAUGE',
@@ -148,6 +150,39 @@ describe('offload proxy --metrics', { timeout: 120_000 }, () => {
     } finally {
       await proxy.stop();
     }
+  });
+
+  it("a spawned proxy's young generation stays at 1 MiB a semi-space while a client launches, unless NODE_OPTIONS sizes it", async () => {
+    const MiB = 1024 * 1024;
+    // Node takes V8's flags with - or _; only a flag that sizes the nursery counts.
+    assert.equal(sizesNursery(['--import', 'tsx'], '--max-old-space-size=4096 --max_semi_space_size=4'), true);
+    assert.equal(sizesNursery(['--semi-space-growth-factor=2'], undefined), true);
+    assert.equal(sizesNursery(['--max-old-space-size=4096'], '--enable-source-maps'), false);
+    const youngAfterLaunches = async (nodeOptions: string | undefined): Promise<number> => {
+      const proxy = await startProxy({ args: ['--metrics', '127.0.0.1:0'], nodeOptions });
+      try {
+        const runtime = await client(proxy.address, proxy.token);
+        try {
+          const device = runtime.devices[0]!;
+          const empty = await device.kernel(await runtime.register(await fixtureBundle()), 'empty');
+          const queue = device.queue();
+          // Steady allocation, as a busy proxy sees it: V8 grows a nursery it may grow within these.
+          for (let batch = 0; batch < 40; batch++) {
+            for (let i = 0; i < 500; i++) queue.launch(empty, { teams: 1 }, []);
+            await queue.finish();
+          }
+        } finally {
+          await runtime.shutdown();
+        }
+        return (await scrape(metricsUrl(proxy.output()))).value('offload_process_young_generation_bytes')!;
+      } finally {
+        await proxy.stop();
+      }
+    };
+    // Two semi-spaces of 1 MiB at most.
+    assert.ok((await youngAfterLaunches('')) <= 2 * MiB);
+    // The user's own size wins, and the gauge shows it: V8 grew this one past 1 MiB a semi-space.
+    assert.ok((await youngAfterLaunches('--max-semi-space-size=8')) > 2 * MiB);
   });
 
   it('answers /healthz, and /readyz 200 while its devices serve, 503 naming the device once it is lost', async () => {

@@ -22,6 +22,7 @@ import { eventDevice } from '../api/internal.js';
 import type { Request } from '../protocol/messages.js';
 import { DEFAULT_QUOTAS, type SessionDirectory, type SessionQuotas } from './session.js';
 import type { ProxyLog } from './log.js';
+import { nurseryBytes } from './nursery.js';
 
 /** Why a proxy said no: a quota (or its own memory), a login, a time limit, a bad frame, or no room for a connection. */
 export const REFUSAL_REASONS = ['quota', 'login', 'time_limit', 'bad_frame', 'connections'] as const;
@@ -168,6 +169,8 @@ export interface MetricsState {
   process: {
     rssBytes: number;
     heapUsedBytes: number;
+    /** V8's young generation, both semi-spaces (nursery.ts keeps it small). */
+    youngGenerationBytes: number;
     externalBytes: number;
     eventLoopDelayP99Seconds: number;
     eventLoopDelayMaxSeconds: number;
@@ -533,6 +536,7 @@ export class ProxyMetrics {
       process: {
         rssBytes: memory.rss,
         heapUsedBytes: memory.heapUsed,
+        youngGenerationBytes: nurseryBytes(),
         externalBytes: memory.external,
         // Until the first window closes, the figures of the one in progress.
         eventLoopDelayP99Seconds:

@@ -205,6 +205,12 @@ export function formatPrometheus(state: MetricsState): string {
   ]);
   out.family('process_heap_used_bytes', 'gauge', 'The JS heap in use.', [[{}, state.process.heapUsedBytes]]);
   out.family(
+    'process_young_generation_bytes',
+    'gauge',
+    "V8's young generation (nursery), both semi-spaces: kept at its starting size unless node's flags size it.",
+    [[{}, state.process.youngGenerationBytes]],
+  );
+  out.family(
     'process_external_memory_bytes',
     'gauge',
     'Memory outside the JS heap that V8 tracks (ArrayBuffers, wasm).',

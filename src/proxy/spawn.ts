@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { errors } from '../errors.js';
+import { PROXY_NURSERY_FLAG, sizesNursery } from './nursery.js';
 
 export interface SpawnedProxy {
   address: string;
@@ -72,10 +73,13 @@ function started(options: SpawnProxyOptions, tokenFile: string): Promise<Spawned
   // --exit-with-parent: the proxy ends when its standard input closes, which the kernel does when
   // this process ends, however it ends (SIGKILL included), so no proxy outlives its parent.
   const [command, ...prefix] = [...(options.launcher ?? []), process.execPath];
+  const env = options.env ?? process.env;
+  const nursery = sizesNursery(options.cli, env.NODE_OPTIONS) ? [] : [PROXY_NURSERY_FLAG];
   const child = spawn(
     command,
     [
       ...prefix,
+      ...nursery,
       ...options.cli,
       'proxy',
       '--listen',
@@ -88,7 +92,7 @@ function started(options: SpawnProxyOptions, tokenFile: string): Promise<Spawned
     {
       // Not OFFLOAD_TRACE: the proxy would write the program's trace file over; its spans reach
       // the program's trace through its client instead.
-      env: { ...(options.env ?? process.env), OFFLOAD_TRACE: '' },
+      env: { ...env, OFFLOAD_TRACE: '' },
       stdio: ['pipe', 'pipe', options.inheritStderr ? 'inherit' : 'pipe'],
     },
   );

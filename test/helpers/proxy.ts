@@ -35,6 +35,8 @@ export interface ProxyOptions {
    * quotas are its own, so a bystander that must not share an attacker's quotas is one of these.
    */
   tenants?: string[];
+  /** NODE_OPTIONS for the proxy's node (default: this process's). */
+  nodeOptions?: string;
 }
 
 export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProcess> {
@@ -58,6 +60,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<ProxyProce
       OFFLOAD_HOST_MEMORY: options.memory ?? '256M',
       OFFLOAD_PROXIES: '',
       OFFLOAD_WEBGPU: options.webgpu ?? 'off',
+      ...(options.nodeOptions === undefined ? {} : { NODE_OPTIONS: options.nodeOptions }),
     },
   }).finally(() => dir && rm(dir, { recursive: true, force: true }));
   return { ...proxy, token, tenants };

@@ -163,6 +163,11 @@ export class LaunchEvent extends Event {
     return this.state !== PENDING;
   }
 
+  /** @internal Whether it has completed without failing (known without its `done`). */
+  get completed(): boolean {
+    return this.state === COMPLETED;
+  }
+
   /** @internal LaunchSettled's: once, from the plugin. */
   launchSettled(error: unknown, where: string | undefined): void {
     if (this.state !== PENDING) return;

@@ -14,6 +14,7 @@ import type { PluginDevice, PluginEvent, PluginQueue } from '../plugins/interfac
 import type { DeviceBuffer } from './buffer.js';
 import type { Device } from './device.js';
 import type { Kernel } from './kernel.js';
+import { LaunchEvent } from './event.js';
 import { Event, type LaunchGrid as Grid, type PointerResolver, type Queue } from './queue.js';
 import type { Runtime } from './runtime.js';
 
@@ -68,6 +69,11 @@ export function programSignature<P extends { name: string; type: string }>(
 /** The device whose queue made `event`. */
 export function eventDevice(event: Event): Device {
   return event.device;
+}
+
+/** Whether `event` is a launch that has already completed without failing (an inline run): known with no promise. */
+export function completedNow(event: Event): boolean {
+  return event instanceof LaunchEvent && event.completed;
 }
 
 /** The plugin's event under an Event (a timed event's `timing`). */

@@ -11,6 +11,7 @@
  * `serveClient` joins a new connection (frames, order, back-pressure) to a new client session
  * through this table.
  */
+import { performance } from 'node:perf_hooks';
 import { errors, OffloadError, quoted } from '../errors.js';
 import type { Event, KernelArgument } from '../api/queue.js';
 import type { Runtime } from '../api/runtime.js';
@@ -46,6 +47,8 @@ const replyWhen = (done: Promise<unknown>): Reply => ({ done });
 /** A reply with fields of `done`'s value (typed where it is made; the table holds every op's). */
 const replyWith = <T>(reply: Reply<T>): Reply => reply as Reply;
 const DONE: Reply = { done: Promise.resolve() };
+/** The reply of a request that completed within its handler (an inline launch): it may go out at once. */
+const COMPLETED: Reply = { done: DONE.done, now: true };
 
 /** What a peer link may do: make its own queues and write into the buffer it was granted. */
 const LINK_OPS = new Set<Request['op']>(['ping', 'queue', 'queue-destroy', 'write', 'sync']);
@@ -115,8 +118,12 @@ export const handlers: HandlerTable = {
     return replyWhen(event.done);
   },
   'send-peer': bulk.sendPeer,
-  launch: (client, request) =>
-    replyWhen(client.directory.metrics.launch(client.session!, launch(client, request, client.session!))),
+  launch: (client, request) => {
+    const session = client.session!;
+    const start = performance.now();
+    const event = launch(client, request, session);
+    return client.directory.metrics.launch(session, event, start) ? COMPLETED : replyWhen(event.done);
+  },
   record: (client, request) => {
     if (request.event <= client.lastEvent)
       throw errors.protocol(`event ids must increase: ${request.event} after ${client.lastEvent}`);

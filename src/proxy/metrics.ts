@@ -18,7 +18,7 @@
 import { monitorEventLoopDelay, performance, type IntervalHistogram } from 'node:perf_hooks';
 import { OffloadError } from '../errors.js';
 import type { Event } from '../api/queue.js';
-import { eventDevice } from '../api/internal.js';
+import { completedNow, eventDevice } from '../api/internal.js';
 import type { Request } from '../protocol/messages.js';
 import { DEFAULT_QUOTAS, type SessionDirectory, type SessionQuotas } from './session.js';
 import type { ProxyLog } from './log.js';
@@ -355,28 +355,40 @@ export class ProxyMetrics {
     else counts.bytesOut += bytes;
   }
 
-  /** A launch was enqueued for `session`: counted, timed until it settles. Returns its `done`. */
-  launch(session: SessionView, event: Event): Promise<void> {
+  /**
+   * A launch was enqueued for `session` at `start` (performance.now()): counted, timed until it
+   * settles. True when it has already completed (it ran inline): counted now, with no promise.
+   */
+  launch(session: SessionView, event: Event, start: number): boolean {
     const counts = this.device(eventDevice(event).id);
     const tenant = this.sessions.get(session);
-    const start = performance.now();
+    if (completedNow(event)) {
+      this.count(counts, tenant, 'ok', performance.now() - start);
+      return true;
+    }
     counts.inFlight++;
-    const settled = (outcome: LaunchOutcome): void => {
-      const ms = performance.now() - start;
-      counts.inFlight--;
-      counts.launches[outcome]++;
-      counts.kernelSeconds += ms / 1000;
-      let bucket = LAUNCH_BUCKETS.findIndex((bound) => ms / 1000 <= bound);
-      if (bucket < 0) bucket = LAUNCH_BUCKETS.length;
-      counts.buckets[bucket]!++;
-      if (tenant) tenant.launches++;
-      this.second(ms);
-    };
     event.done.then(
-      () => settled('ok'),
-      (error: unknown) => settled(outcomeOf(error)),
+      () => this.settled(counts, tenant, 'ok', start),
+      (error: unknown) => this.settled(counts, tenant, outcomeOf(error), start),
     );
-    return event.done;
+    return false;
+  }
+
+  private settled(counts: DeviceCounts, tenant: TenantCounts | undefined, outcome: LaunchOutcome, start: number): void {
+    counts.inFlight--;
+    this.count(counts, tenant, outcome, performance.now() - start);
+  }
+
+  /** A launch that settled with `outcome` after `ms` milliseconds, counted. */
+  private count(counts: DeviceCounts, tenant: TenantCounts | undefined, outcome: LaunchOutcome, ms: number): void {
+    counts.launches[outcome]++;
+    counts.kernelSeconds += ms / 1000;
+    // The first bucket it fits (the last, +Inf, when none): a loop, not a closure per launch.
+    let bucket = 0;
+    while (bucket < LAUNCH_BUCKETS.length && ms / 1000 > LAUNCH_BUCKETS[bucket]!) bucket++;
+    counts.buckets[bucket]!++;
+    if (tenant) tenant.launches++;
+    this.second(ms);
   }
 
   private second(ms: number): void {

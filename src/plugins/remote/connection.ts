@@ -39,9 +39,14 @@ export interface StreamHandlers {
   dataTarget?(offset: number, length: number): Uint8Array | undefined;
 }
 
-interface Pending extends TimedRequest {
+/** Where a request's reply goes: its promise's functions, or a launch's own listener (no promise). */
+export interface ReplyTarget {
   resolve(frame: Frame): void;
   reject(error: OffloadError): void;
+}
+
+interface Pending extends TimedRequest {
+  target: ReplyTarget;
   handlers: StreamHandlers | undefined;
 }
 
@@ -230,13 +235,21 @@ export class RemoteConnection {
    */
   request(request: OutgoingRequest, payload?: Uint8Array, handlers?: StreamHandlers): Promise<Frame> {
     if (this.lostError) return Promise.reject(this.lostError);
+    return new Promise<Frame>((resolve, reject) => this.requestTo(request, { resolve, reject }, payload, handlers));
+  }
+
+  /**
+   * Sends a request whose reply goes to `target`, as it arrives: a launch's reply settles its
+   * event with no promise made for it. A request that cannot be sent is rejected at once.
+   */
+  requestTo(request: OutgoingRequest, target: ReplyTarget, payload?: Uint8Array, handlers?: StreamHandlers): void {
+    if (this.lostError) return target.reject(this.lostError);
     const id = this.nextId++;
     const meta = request as unknown as Record<string, unknown>;
     const queue = typeof meta.queue === 'number' ? meta.queue : undefined;
     const extraMs = request.op === 'launch' && typeof meta.timeoutMs === 'number' ? meta.timeoutMs : 0;
-    const reply = new Promise<Frame>((resolve, reject) =>
-      this.pending.set(id, { resolve, reject, handlers, op: request.op, queue, sentAt: Date.now(), extraMs }),
-    );
+    const pending: Pending = { target, handlers, op: request.op, queue, sentAt: Date.now(), extraMs };
+    this.pending.set(id, pending);
     if (request.op === 'launch' && queue !== undefined) this.launches.started(queue);
     this.deadlines.sent(request.op, queue, meta.gate);
     if (!this.holding) this.holdWhileBusy();
@@ -248,20 +261,17 @@ export class RemoteConnection {
     } catch (error) {
       // A request that cannot be framed (an image over 64 MiB, a manifest over 64 KiB) fails
       // alone, as its own rejection: never an exception out of an enqueueing call.
-      this.settled(this.pending.get(id)!);
-      this.pending
-        .get(id)!
-        .reject(
-          new OffloadError(
-            'INVALID_ARGUMENT',
-            `a '${request.op}' request to proxy ${this.address} cannot be sent: ${messageOf(error)}`,
-            { cause: error },
-          ),
-        );
+      this.settled(pending);
       this.pending.delete(id);
       this.holdWhileBusy();
+      target.reject(
+        new OffloadError(
+          'INVALID_ARGUMENT',
+          `a '${request.op}' request to proxy ${this.address} cannot be sent: ${messageOf(error)}`,
+          { cause: error },
+        ),
+      );
     }
-    return reply;
   }
 
   /** Sends a frame that gets no reply (chunks of a write). Returns false above the high-water mark. */
@@ -324,8 +334,8 @@ export class RemoteConnection {
         this.settled(pending);
         this.pending.delete(decoded.id);
         if (this.pending.size === 0) this.holdWhileBusy();
-        if (decoded.error) pending.reject(fromWireError(decoded.error, this.address));
-        else pending.resolve(frame);
+        if (decoded.error) pending.target.reject(fromWireError(decoded.error, this.address));
+        else pending.target.resolve(frame);
       } else if (decoded.op === 'ready' && pending.handlers?.onReady) {
         pending.handlers.onReady();
       } else if (decoded.op === 'data' && pending.handlers?.onData) {
@@ -363,7 +373,7 @@ export class RemoteConnection {
         : errors.deviceLost(`the connection to proxy ${this.address} failed: ${reason.message}`);
     const pending = [...this.pending.values()];
     this.pending.clear();
-    for (const request of pending) request.reject(this.lostError);
+    for (const request of pending) request.target.reject(this.lostError);
     for (const listener of this.lostListeners) listener(this.lostError);
   }
 

@@ -9,7 +9,7 @@
  * has reached that point, the client does its part, then `signal`s the gate, and the proxy
  * queue goes on (failing from there if the part failed).
  */
-import { errors } from '../../errors.js';
+import { errors, type OffloadError } from '../../errors.js';
 import { PeerQueues } from '../peer-queues.js';
 import { asOffloadError } from '../../errors.js';
 import { dropped } from '../../runtime/debug.js';
@@ -32,11 +32,10 @@ import {
   type PluginDevice,
   type PluginEvent,
   type PluginQueue,
-  settleWhen,
   type PrintListener,
   type Rect,
 } from '../interface.js';
-import type { RemoteConnection } from './connection.js';
+import type { RemoteConnection, ReplyTarget } from './connection.js';
 import { RemoteAllocation, RemoteDevice, type RemoteKernel } from './device.js';
 
 class RemoteEvent implements PluginEvent {
@@ -87,6 +86,28 @@ function wireArg(arg: LaunchArg): WireArg {
 type QueueOp = { [Op in RequestOp]: Requests[Op] extends { queue: number } ? Op : never }[RequestOp];
 type QueueRequestOf<Op extends QueueOp> = { op: Op } & Omit<Requests[Op], 'queue'>;
 type QueueRequest = { [Op in QueueOp]: QueueRequestOf<Op> }[QueueOp];
+
+/**
+ * A launch's reply, told to its LaunchSettled as it arrives: no promise is made for a remote
+ * launch (three of them, and their reactions, were most of what a launch allocated here).
+ */
+class LaunchReply implements ReplyTarget {
+  constructor(
+    /** The queue's count of pending operations, taken back. */
+    private readonly counted: () => void,
+    private readonly settled: LaunchSettled,
+  ) {}
+
+  resolve(): void {
+    this.counted();
+    this.settled.launchSettled(undefined, undefined);
+  }
+
+  reject(error: OffloadError): void {
+    this.counted();
+    this.settled.launchSettled(error, undefined);
+  }
+}
 
 export class RemoteQueue implements PluginQueue {
   /** The queue's id on the proxy. */
@@ -286,7 +307,8 @@ export class RemoteQueue implements PluginQueue {
     };
     if (grid.teamMemoryBytes > 0) request.teamMemoryBytes = grid.teamMemoryBytes;
     if (grid.timeoutMs !== undefined) request.timeoutMs = grid.timeoutMs;
-    settleWhen(this.track(this.connection.request(request)), settled);
+    this.pending++;
+    this.connection.requestTo(request, new LaunchReply(this.settled, settled));
   }
 
   waitEvent(event: PluginEvent): Promise<void> {

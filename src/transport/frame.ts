@@ -173,6 +173,8 @@ export type PayloadSink = (meta: Record<string, unknown>, length: number) => Uin
  */
 export class FrameDecoder {
   private chunks: Uint8Array[] = [];
+  /** Bytes of chunks[0] already taken: an offset, where a view per take cost two arrays a frame. */
+  private head = 0;
   private buffered = 0;
   private metaLength = -1;
   private payloadLength = 0;
@@ -208,7 +210,13 @@ export class FrameDecoder {
   next(): Frame | undefined {
     if (this.metaLength < 0) {
       if (this.buffered < PREFIX_BYTES) return undefined;
-      this.readPrefix(this.take(PREFIX_BYTES));
+      const first = this.chunks[0]!;
+      if (first.length - this.head >= PREFIX_BYTES) {
+        this.readPrefix(first, this.head);
+        this.skip(PREFIX_BYTES);
+      } else {
+        this.readPrefix(this.take(PREFIX_BYTES), 0);
+      }
     }
     if (this.meta === undefined) {
       if (this.buffered < this.metaLength) return undefined;
@@ -221,7 +229,7 @@ export class FrameDecoder {
     if (this.target) {
       // Straight into the sink's view: no intermediate array for a payload split over reads.
       while (this.filled < this.payloadLength && this.buffered > 0) {
-        const part = this.take(Math.min(this.chunks[0]!.length, this.payloadLength - this.filled));
+        const part = this.take(Math.min(this.chunks[0]!.length - this.head, this.payloadLength - this.filled));
         copyInto(this.target, part, this.filled);
         this.filled += part.length;
       }
@@ -256,7 +264,9 @@ export class FrameDecoder {
 
   /** Copies the bytes still buffered, so the memory they were added in may be reused. */
   ownBuffered(): void {
-    if (this.buffered > 0) this.chunks = this.chunks.map((chunk) => chunk.slice());
+    if (this.buffered === 0) return;
+    this.chunks = this.chunks.map((chunk, i) => chunk.slice(i === 0 ? this.head : 0));
+    this.head = 0;
   }
 
   /** Bytes received for a frame not yet complete (a prefix already parsed counts: the frame is begun). */
@@ -277,19 +287,21 @@ export class FrameDecoder {
     return { received: this.pending, total: PREFIX_BYTES + this.metaLength + this.payloadLength };
   }
 
-  private readPrefix(prefix: Uint8Array): void {
-    const magic = readU32(prefix, 0);
+  /** Reads the prefix at byte `at` of `prefix`. */
+  private readPrefix(prefix: Uint8Array, at: number): void {
+    const magic = readU32(prefix, at);
     const compact = magic === COMPACT_MAGIC && this.codec() !== undefined;
     if (magic !== FRAME_MAGIC && !compact) {
-      const foreign = foreignProtocol(prefix);
+      const foreign = foreignProtocol(prefix.subarray(at, at + PREFIX_BYTES));
       throw errors.protocol(
         `bad frame magic 0x${magic.toString(16).padStart(8, '0')} (expected 0x${FRAME_MAGIC.toString(16)}${this.codec() ? ` or 0x${COMPACT_MAGIC.toString(16)}` : ''})${foreign ? `: ${foreign}` : ''}`,
       );
     }
-    const metaLength = readU32(prefix, 4);
+    const metaLength = readU32(prefix, at + 4);
     // Exact while the high word is below 2^21 (2^53 bytes); any larger is over every limit anyway.
-    const high = readU32(prefix, 12);
-    const payloadLength = high >= 2 ** 21 ? Infinity : high * 2 ** 32 + readU32(prefix, 8);
+    const high = readU32(prefix, at + 12);
+    const low = readU32(prefix, at + 8);
+    const payloadLength = high >= 2 ** 21 ? Infinity : high * 2 ** 32 + low;
     const limits = this.limits();
     const when = limits.when ? ` ${limits.when}` : '';
     if (metaLength === 0) throw errors.protocol('frame meta length 0 (a frame carries a meta object)');
@@ -297,8 +309,7 @@ export class FrameDecoder {
       throw tooLarge(`frame meta length ${metaLength} is over the ${limits.metaBytes} bytes taken${when}`);
     if (payloadLength > limits.payloadBytes) {
       // Exact in the message whatever its size (a BigInt only here, on the way out).
-      const shown =
-        payloadLength === Infinity ? (BigInt(high) * 2n ** 32n + BigInt(readU32(prefix, 8))).toString() : payloadLength;
+      const shown = payloadLength === Infinity ? (BigInt(high) * 2n ** 32n + BigInt(low)).toString() : payloadLength;
       throw tooLarge(`frame payload length ${shown} is over the ${limits.payloadBytes} bytes taken${when}`);
     }
     this.metaLength = metaLength;
@@ -319,24 +330,37 @@ export class FrameDecoder {
     return meta as Record<string, unknown>;
   }
 
-  /** Removes `length` buffered bytes; a view when they lie in one chunk, else one copy. */
-  private take(length: number): Uint8Array {
+  /** Removes `length` buffered bytes that lie in the first chunk (read there in place). */
+  private skip(length: number): void {
     this.buffered -= length;
-    const first = this.chunks[0]!;
-    if (first.length >= length) {
-      if (first.length === length) this.chunks.shift();
-      else this.chunks[0] = first.subarray(length);
-      return first.subarray(0, length);
+    this.head += length;
+    if (this.head === this.chunks[0]!.length) {
+      this.chunks.shift();
+      this.head = 0;
     }
+  }
+
+  /** Removes `length` buffered bytes and returns them: a view when they lie in one chunk, else one copy. */
+  private take(length: number): Uint8Array {
+    const first = this.chunks[0]!;
+    const start = this.head;
+    if (first.length - start >= length) {
+      this.skip(length);
+      return first.subarray(start, start + length);
+    }
+    this.buffered -= length;
     const out = new Uint8Array(length);
     let filled = 0;
     while (filled < length) {
       const chunk = this.chunks[0]!;
-      const part = Math.min(chunk.length, length - filled);
-      out.set(chunk.subarray(0, part), filled);
+      const part = Math.min(chunk.length - this.head, length - filled);
+      out.set(chunk.subarray(this.head, this.head + part), filled);
       filled += part;
-      if (part === chunk.length) this.chunks.shift();
-      else this.chunks[0] = chunk.subarray(part);
+      this.head += part;
+      if (this.head === chunk.length) {
+        this.chunks.shift();
+        this.head = 0;
+      }
     }
     return out;
   }

@@ -92,6 +92,8 @@ describe('deployment recipes (docs/deploy)', { timeout: 300_000 }, () => {
       const text = await readFile(path.join(deploy, file), 'utf8');
       assert.match(text, /^ENTRYPOINT \["offload", "proxy"\]$/m, file);
       assert.match(text, /^EXPOSE 7000 9464$/m, file);
+      // `offload proxy` started by hand takes its young generation's size from NODE_OPTIONS (nursery.ts).
+      assert.match(text, /^ENV NODE_OPTIONS=--max-semi-space-size=1$/m, file);
       const args = dockerCmd(text);
       for (const option of args.filter((arg) => arg.startsWith('--')))
         assert.ok(options.has(option), `${file}: ${option}`);
@@ -118,6 +120,7 @@ describe('deployment recipes (docs/deploy)', { timeout: 300_000 }, () => {
     for (const option of args.filter((arg) => arg.startsWith('--'))) assert.ok(options.has(option), option);
     assert.match(unit, /^KillSignal=SIGTERM$/m);
     assert.match(unit, /^LoadCredential=token:/m);
+    assert.match(unit, /^Environment=NODE_OPTIONS=--max-semi-space-size=1$/m);
     // The token file is the credential's; here the test's proxy gets its own.
     const runnable = args.filter((arg, i) => arg !== '--token-file' && args[i - 1] !== '--token-file');
     assert.deepEqual(await serveRecipeArgs(runnable), { health: 200, ready: 200, metrics: true });
@@ -150,6 +153,8 @@ describe('deployment recipes (docs/deploy)', { timeout: 300_000 }, () => {
   it('the Slurm batch script passes bash -n', async () => {
     const checked = await run('bash', ['-n', path.join(deploy, 'slurm-proxies.sbatch')]);
     assert.equal(checked.code, 0, checked.stderr);
+    const script = await readFile(path.join(deploy, 'slurm-proxies.sbatch'), 'utf8');
+    assert.match(script, /proxy_rank="NODE_OPTIONS=\\"--max-semi-space-size=1 \\\$\{NODE_OPTIONS:-\}\\" exec /);
   });
 
   it(

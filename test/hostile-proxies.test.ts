@@ -335,6 +335,15 @@ describe('a client against a hostile proxy', { timeout: 120_000 }, () => {
       /^\(99488 more lines of this launch dropped: a launch on proxy .* may print 256 KiB\)$/,
     );
     assert.ok(!lines.some((text) => text.includes('no launch runs')));
+    // The queue's launch has ended (its window stays, empty, while the queue lives): a line is
+    // dropped again, and a host call closes the connection.
+    proxy.send({ op: 'print', queue: 1, kernel: 'k', team: 0, text: 'after the launch ended: dropped' });
+    proxy.send({ op: 'host-call', call: 1, queue: 1, kernel: 'k', name: 'f', args: [1] });
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the client has had them
+    const refused = await rejection(queue.launch(empty, { teams: 1 }, []).done);
+    assert.equal(refused.code, 'DEVICE_LOST');
+    assert.match(refused.message, /host call 1 for queue 1, which has no launch running/);
+    assert.ok(!lines.some((text) => text.includes('after the launch ended')));
   });
 
   it('refuses host calls while no launch of the queue runs, and more than a bound in flight, with PROTOCOL', async () => {

@@ -38,8 +38,14 @@ interface LaunchWindow {
 
 /** The launch windows of one connection's queues, and where their lines and host calls go. */
 export class LaunchWindows {
-  /** Each queue's running launches, which bound what the proxy may print and call for it. */
+  /**
+   * Each queue's running launches, which bound what the proxy may print and call for it. A live
+   * queue keeps its window between launches (a Map emptied and filled again per launch
+   * reallocates its table each time); a destroyed queue's goes with its last launch.
+   */
   private readonly windows = new Map<number, LaunchWindow>();
+  /** Queues with a launch running. */
+  private runningQueues = 0;
   /** Where each queue's print() lines go, by the queue's id on the proxy. */
   private readonly printListeners = new Map<number, PrintListener>();
   /** Where each queue's host calls go, by the queue's id on the proxy. */
@@ -55,20 +61,24 @@ export class LaunchWindows {
 
   /** Whether a launch of any queue is running (its own deadline then covers the connection's waits). */
   get running(): boolean {
-    return this.windows.size > 0;
+    return this.runningQueues > 0;
   }
 
   /** A launch of `queue` is sent. */
   started(queue: number): void {
     const window = this.windows.get(queue);
-    if (window) window.launches++;
-    else this.windows.set(queue, { launches: 1, printed: 0, dropped: 0 });
+    if (window) {
+      if (window.launches++ === 0) this.runningQueues++;
+    } else {
+      this.windows.set(queue, { launches: 1, printed: 0, dropped: 0 });
+      this.runningQueues++;
+    }
   }
 
   /** A launch of `queue` is answered: the lines dropped from it are told, and its budget starts again. */
   ended(queue: number): void {
     const window = this.windows.get(queue);
-    if (!window) return;
+    if (!window || window.launches === 0) return;
     if (window.dropped > 0) {
       this.printListeners.get(queue)?.(
         '',
@@ -78,7 +88,9 @@ export class LaunchWindows {
     }
     window.printed = 0;
     window.dropped = 0;
-    if (--window.launches === 0) this.windows.delete(queue);
+    if (--window.launches > 0) return;
+    this.runningQueues--;
+    if (!this.printListeners.has(queue)) this.windows.delete(queue);
   }
 
   /**
@@ -89,7 +101,7 @@ export class LaunchWindows {
    */
   printed({ queue, kernel, team, text }: ProxyFrames['print']): void {
     const window = this.windows.get(queue);
-    if (!window) return;
+    if (!window || window.launches === 0) return;
     const line = cut(text, 2 * MAX_PRINT_CHARS);
     if (window.printed + line.length > REMOTE_PRINT_BUDGET_CHARS) {
       window.dropped++;
@@ -107,7 +119,7 @@ export class LaunchWindows {
    * a function of the program.
    */
   hostCalled({ call, queue, kernel, name, args }: ProxyFrames['host-call']): void {
-    if (!this.windows.has(queue))
+    if ((this.windows.get(queue)?.launches ?? 0) === 0)
       throw errors.protocol(
         `proxy ${this.address} sent host call ${call} for queue ${queue}, which has no launch running: host calls come only from a running launch`,
       );
@@ -145,7 +157,9 @@ export class LaunchWindows {
 
   /** Where the print() lines of the proxy's queue `queue` go (undefined: nowhere any more). */
   listenForPrints(queue: number, listener: PrintListener | undefined): void {
-    if (listener) this.printListeners.set(queue, listener);
-    else this.printListeners.delete(queue);
+    if (listener) return void this.printListeners.set(queue, listener);
+    // The queue is destroyed: its window goes now, or with its last launch (ended).
+    this.printListeners.delete(queue);
+    if (this.windows.get(queue)?.launches === 0) this.windows.delete(queue);
   }
 }

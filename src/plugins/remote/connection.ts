@@ -28,6 +28,7 @@ import type { ClientNote, OutgoingRequest, Requests } from '../../protocol/messa
 import { decodeHelloReply, decodeProxyFrame } from '../../protocol/decode-reply.js';
 import { compactMeta } from '../../protocol/compact.js';
 import { LaunchWindows } from './launch-windows.js';
+import { PendingRequests } from './pending-requests.js';
 import { requestTimeoutFromEnv, RequestDeadlines, type TimedRequest } from './request-deadlines.js';
 import { checkedTraceEvent } from './trace-events.js';
 
@@ -82,7 +83,7 @@ export interface ConnectOptions {
 }
 
 export class RemoteConnection {
-  private readonly pending = new Map<number, Pending>();
+  private readonly pending = new PendingRequests<Pending>();
   private nextId = 1;
   /** Whether the transport keeps the process alive: while requests are pending (see `holdWhileBusy`). */
   private holding = true;
@@ -371,7 +372,7 @@ export class RemoteConnection {
       reason.code === 'DEVICE_LOST' || reason.code === 'UNAUTHORIZED'
         ? reason
         : errors.deviceLost(`the connection to proxy ${this.address} failed: ${reason.message}`);
-    const pending = [...this.pending.values()];
+    const pending = this.pending.values();
     this.pending.clear();
     for (const request of pending) request.target.reject(this.lostError);
     for (const listener of this.lostListeners) listener(this.lostError);

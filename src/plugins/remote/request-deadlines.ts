@@ -48,7 +48,7 @@ export class RequestDeadlines {
     /** The proxy's address, for the error of a missed deadline. */
     private readonly address: string,
     /** The connection's pending requests, by id. */
-    private readonly pending: ReadonlyMap<number, TimedRequest>,
+    private readonly pending: Iterable<[number, TimedRequest]> & { readonly size: number },
     /** Whether a launch of any queue is running (RemoteConnection's launch windows). */
     private readonly launchesRunning: () => boolean,
     /** Closes the connection with the error of a missed deadline. */

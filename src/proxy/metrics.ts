@@ -169,7 +169,7 @@ export interface MetricsState {
   process: {
     rssBytes: number;
     heapUsedBytes: number;
-    /** V8's young generation, both semi-spaces (nursery.ts keeps it small). */
+    /** V8's young generation, both semi-spaces (1 MiB each in a proxy offload-ts starts: nursery.ts). */
     youngGenerationBytes: number;
     externalBytes: number;
     eventLoopDelayP99Seconds: number;

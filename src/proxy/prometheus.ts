@@ -207,7 +207,7 @@ export function formatPrometheus(state: MetricsState): string {
   out.family(
     'process_young_generation_bytes',
     'gauge',
-    "V8's young generation (nursery), both semi-spaces: kept at its starting size unless node's flags size it.",
+    "V8's young generation (nursery), both semi-spaces: 1 MiB each in a proxy offload-ts starts, unless node's flags size it.",
     [[{}, state.process.youngGenerationBytes]],
   );
   out.family(

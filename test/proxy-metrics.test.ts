@@ -5,12 +5,15 @@
 // the endpoint under the hostile-client suite: test/hostile-clients.test.ts.
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Offload, OffloadError, type Runtime } from '../src/index.js';
 import { ProxyLog } from '../src/proxy/log.js';
+import { LoopDelay, RESOLUTION_MS } from '../src/proxy/loop-delay.js';
 import { MetricsEndpoint } from '../src/proxy/metrics-http.js';
 import { ProxyMetrics } from '../src/proxy/metrics.js';
 import { sizesNursery } from '../src/proxy/nursery.js';
@@ -18,7 +21,7 @@ import { ProxyServer } from '../src/proxy/server.js';
 import { rejectsWith } from './conformance/suite.js';
 import { fixtureBundle } from './helpers/fixtures.js';
 import { metricsUrl, scrape, scrapeUntil } from './helpers/metrics.js';
-import { startProxy } from './helpers/proxy.js';
+import { proxyStats, startProxy } from './helpers/proxy.js';
 import { RawClient } from './helpers/raw-client.js';
 import { PROTOCOL_VERSION } from '../src/protocol/wire.js';
 
@@ -361,6 +364,79 @@ async function flood(url: string, clients: number): Promise<{ stop(): Promise<nu
       }),
   };
 }
+
+/** How often the main thread of process `pid` went to sleep so far (/proc: its voluntary context switches). */
+function mainThreadSleeps(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'latin1');
+  return Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)![1]);
+}
+
+describe("the proxy's event-loop delay", { timeout: 60_000 }, () => {
+  it('is seen by the metrics window and by the stats line, each hold once, and looked for only while the proxy has work', async () => {
+    const delay = new LoopDelay();
+    try {
+      assert.equal(delay.running, false, 'no work yet: no timer');
+      delay.work();
+      assert.equal(delay.running, true);
+      await sleep(30);
+      const held = Date.now();
+      while (Date.now() - held < 250); // the loop held 250 ms
+      await sleep(30);
+      assert.ok(delay.windowNow().max >= 0.2, `the window's max is ${delay.windowNow().max} s`);
+      const first = delay.takeMaxMs();
+      assert.ok(first >= 200, `the stats line's max is ${first} ms`);
+      await sleep(50);
+      const second = delay.takeMaxMs();
+      assert.ok(second < 125, `the hold was taken once, yet the next take reads ${second} ms`);
+      const closed = delay.closeWindow();
+      assert.ok(closed.max >= 0.2 && closed.p99 > 0, JSON.stringify(closed));
+      assert.deepEqual(delay.windowNow(), { p99: 0, max: 0 }, 'a new window starts empty');
+      // Work now and then keeps it looking; a second (RESOLUTION_MS x 100) with none stops it.
+      for (let i = 0; i < 15; i++) {
+        delay.work();
+        await sleep(RESOLUTION_MS * 10);
+        assert.equal(delay.running, true, `stopped while the proxy had work, after ${i} looks`);
+      }
+      const idleSince = Date.now();
+      while (delay.running && Date.now() - idleSince < 10_000) await sleep(20);
+      assert.equal(delay.running, false, 'still looking after 10 s with no work');
+      assert.ok(Date.now() - idleSince >= RESOLUTION_MS * 90, 'stopped before a second without work');
+      delay.work();
+      assert.equal(delay.running, true, 'work starts it again');
+    } finally {
+      delay.stop();
+    }
+    assert.equal(delay.running, false);
+    delay.work();
+    assert.equal(delay.running, false, 'stopped for good');
+  });
+
+  it(
+    'an idle proxy with a client connected sleeps but a few times a second',
+    { skip: process.platform !== 'linux' && 'reads /proc' },
+    async () => {
+      const proxy = await startProxy({ args: ['--metrics', '127.0.0.1:0'] });
+      const runtime = await client(proxy.address, proxy.token);
+      try {
+        await runtime.devices[0]!.alloc(4096);
+        // The delay's looks go on for a second after the last request.
+        await sleep(1500);
+        const pid = proxy.child.pid!;
+        const before = mainThreadSleeps(pid);
+        await sleep(3000);
+        const perSecond = (mainThreadSleeps(pid) - before) / 3;
+        // Heartbeats both ways and the device watch, a second each; two event-loop delay monitors
+        // of 10 ms woke it about 100 times a second.
+        assert.ok(perSecond < 30, `the idle proxy's main thread woke ${perSecond} times a second`);
+        const stats = await proxyStats(proxy);
+        assert.ok(stats.eventLoopDelayMaxMs >= 0, JSON.stringify(stats));
+      } finally {
+        await runtime.shutdown();
+        await proxy.stop();
+      }
+    },
+  );
+});
 
 describe('the metrics endpoint under load, and the event log', { timeout: 120_000 }, () => {
   it("a flood of /metrics requests does not slow a client's launches", async (t: TestContext) => {

@@ -220,7 +220,7 @@ function handle(client: ClientSession, request: Request, payload: Uint8Array): R
       `a peer link may only write into the buffer it was granted, not ${quoted(request.op)} there`,
     );
   }
-  if (client.session) client.directory.metrics.request(client.session, request);
+  client.directory.metrics.request(client.session, request);
   return (handlers[request.op] as Handler<Request['op']>)(client, request, payload);
 }
 

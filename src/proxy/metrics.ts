@@ -15,7 +15,7 @@
  * Counting costs a few additions per request; a snapshot walks the sessions and is cached for
  * SNAPSHOT_TTL_MS, so that a flood of scrapes costs the event loop one walk per interval.
  */
-import { monitorEventLoopDelay, performance, type IntervalHistogram } from 'node:perf_hooks';
+import { performance } from 'node:perf_hooks';
 import { OffloadError } from '../errors.js';
 import type { Event } from '../api/queue.js';
 import { completedNow, eventDevice } from '../api/internal.js';
@@ -23,6 +23,7 @@ import type { Request } from '../protocol/messages.js';
 import { DEFAULT_QUOTAS, type SessionDirectory, type SessionQuotas } from './session.js';
 import type { ProxyLog } from './log.js';
 import { nurseryBytes } from './nursery.js';
+import { LoopDelay, type LoopWindow } from './loop-delay.js';
 
 /** Why a proxy said no: a quota (or its own memory), a login, a time limit, a bad frame, or no room for a connection. */
 export const REFUSAL_REASONS = ['quota', 'login', 'time_limit', 'bad_frame', 'connections'] as const;
@@ -225,8 +226,8 @@ export class ProxyMetrics {
   private readonly seconds: Second[] = [];
   private connectionsAccepted = 0;
   private sessionsOpened = 0;
-  private readonly loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
-  private loopWindow = { p99: 0, max: 0 };
+  private readonly loopDelay = new LoopDelay();
+  private loopWindow: LoopWindow = { p99: 0, max: 0 };
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly lostSeen = new Set<number>();
   private cached: { at: number; state: MetricsState } | undefined;
@@ -240,10 +241,9 @@ export class ProxyMetrics {
   /** Starts measuring for `server` (its event loop, its devices' health); `stop()` ends it. */
   start(server: ServerView): void {
     this.server = server;
-    this.loopDelay.enable();
+    this.loopDelay.work();
     const window = setInterval(() => {
-      this.loopWindow = { p99: this.loopDelay.percentile(99) / 1e9, max: this.loopDelay.max / 1e9 };
-      this.loopDelay.reset();
+      this.loopWindow = this.loopDelay.closeWindow();
     }, LOOP_WINDOW_MS);
     const watch = setInterval(() => this.watchDevices(), DEVICE_WATCH_MS);
     for (const timer of [window, watch]) {
@@ -255,7 +255,7 @@ export class ProxyMetrics {
   stop(): void {
     for (const timer of this.timers) clearInterval(timer);
     this.timers.length = 0;
-    this.loopDelay.disable();
+    this.loopDelay.stop();
   }
 
   private device(id: number): DeviceCounts {
@@ -281,6 +281,7 @@ export class ProxyMetrics {
   // Hooks, called by the server, its connections and dispatch.
 
   connectionOpened(connection: ConnectionView): void {
+    this.loopDelay.work();
     this.connections.add(connection);
     this.connectionsAccepted++;
     this.log?.event('debug', 'connection', `connection from ${connection.connection.transport.peer}`, {
@@ -328,8 +329,13 @@ export class ProxyMetrics {
     }
   }
 
-  /** A request was accepted for dispatch: its bytes are counted on their device (written: in; read: out). */
-  request(session: SessionView, request: Request): void {
+  /**
+   * A request was accepted for dispatch: the proxy has work; a session's bytes are counted on
+   * their device (written: in; read: out). `session` is undefined for a peer proxy's link.
+   */
+  request(session: SessionView | undefined, request: Request): void {
+    this.loopDelay.work();
+    if (session === undefined) return;
     let direction: 'in' | 'out';
     let bytes: number;
     switch (request.op) {
@@ -410,6 +416,7 @@ export class ProxyMetrics {
    * reason; any other failure counts by its code only.
    */
   refused(peer: string, error: unknown, session?: SessionView): void {
+    this.loopDelay.work();
     const code = error instanceof OffloadError ? error.code : 'INTERNAL';
     const reason = refusalReason(error);
     if (reason === undefined) {
@@ -459,8 +466,14 @@ export class ProxyMetrics {
     return { ready: reasons.length === 0, reasons };
   }
 
+  /** The longest the event loop was held since the last call (or the start), in ms; starts a new measurement. */
+  takeEventLoopDelayMaxMs(): number {
+    return this.loopDelay.takeMaxMs();
+  }
+
   /** Every figure now (cached for SNAPSHOT_TTL_MS). */
   state(): MetricsState {
+    this.loopDelay.work();
     const now = Date.now();
     if (this.cached && now - this.cached.at < SNAPSHOT_TTL_MS) return this.cached.state;
     const state = this.measure(now);
@@ -550,16 +563,13 @@ export class ProxyMetrics {
         heapUsedBytes: memory.heapUsed,
         youngGenerationBytes: nurseryBytes(),
         externalBytes: memory.external,
-        // Until the first window closes, the figures of the one in progress.
-        eventLoopDelayP99Seconds:
-          this.loopWindow.max > 0
-            ? this.loopWindow.p99
-            : this.loopDelay.count > 0
-              ? this.loopDelay.percentile(99) / 1e9
-              : 0,
-        eventLoopDelayMaxSeconds:
-          this.loopWindow.max > 0 ? this.loopWindow.max : this.loopDelay.count > 0 ? this.loopDelay.max / 1e9 : 0,
+        // Until a window with looks in it closes, the figures of the one in progress.
+        ...loopFigures(this.loopWindow.max > 0 ? this.loopWindow : this.loopDelay.windowNow()),
       },
     };
   }
+}
+
+function loopFigures(window: LoopWindow): { eventLoopDelayP99Seconds: number; eventLoopDelayMaxSeconds: number } {
+  return { eventLoopDelayP99Seconds: window.p99, eventLoopDelayMaxSeconds: window.max };
 }

@@ -9,7 +9,6 @@
 import { MAX_REMOTE_EVENTS, Tracer } from '../runtime/trace.js';
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { errors, type OffloadError } from '../errors.js';
 import { Offload, type Runtime } from '../api/runtime.js';
 import type { KernelPrint } from '../runtime/options.js';
@@ -206,7 +205,6 @@ export class ProxyServer implements SessionDirectory {
   private readonly failures = new Map<string, { count: number; since: number }>();
   /** Connections served at once: --max-connections fitted to the process's file limit. */
   readonly maxConnections: number;
-  private readonly loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
   /** Each token's digest and its tenant. */
   private readonly tenants: readonly { digest: Buffer; tenant: Tenant }[];
   private listener: Listener | undefined;
@@ -239,7 +237,6 @@ export class ProxyServer implements SessionDirectory {
     this.launchTimeoutMs = limit > 0 ? limit : undefined;
     this.loginTimeoutMs = options.loginTimeoutMs ?? LOGIN_DEADLINE_MS;
     this.maxConnections = fitConnections(options.maxConnections);
-    this.loopDelay.enable();
     // Digests have equal lengths, so timingSafeEqual compares them without leaking the length.
     this.tenants = tokens.map(({ name, token }) => ({ digest: digest(token), tenant: new Tenant(name) }));
   }
@@ -330,9 +327,7 @@ export class ProxyServer implements SessionDirectory {
 
   /** The longest the event loop was held since the last call (or the start), in ms; starts a new measurement. */
   takeEventLoopDelay(): number {
-    const max = this.loopDelay.max / 1e6;
-    this.loopDelay.reset();
-    return max;
+    return this.metrics.takeEventLoopDelayMaxMs();
   }
 
   /**
@@ -467,7 +462,6 @@ export class ProxyServer implements SessionDirectory {
       await Promise.all([...this.sessions.values()].map((session) => this.close(session)));
       await this.runtime.shutdown();
       this.listener?.end();
-      this.loopDelay.disable();
       this.metrics.stop();
     })();
     return this.closing;

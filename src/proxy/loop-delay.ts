@@ -5,7 +5,7 @@
  * second after: an idle proxy's loop sleeps. Two 10 ms monitors (the metrics' and the stats
  * line's) woke every idle proxy 200 times a second, each wake-up a switch that takes a core from
  * whatever the node runs (bench/README.md). One sampler serves both readers: the metrics' window
- * (p99 and max of each LOOP_WINDOW) and `kill -USR2`'s stats (the max since it last asked).
+ * (p99 and max of each 10 s) and `kill -USR2`'s stats (the max since it last asked).
  */
 import { createHistogram, performance, type RecordableHistogram } from 'node:perf_hooks';
 
@@ -21,7 +21,7 @@ export interface LoopWindow {
 }
 
 export class LoopDelay {
-  private window: RecordableHistogram = createHistogram();
+  private readonly window: RecordableHistogram = createHistogram();
   /** The longest delay since the stats line last asked, in ns. */
   private sinceTakenNs = 0;
   private timer: NodeJS.Timeout | undefined;

@@ -3,8 +3,8 @@
  * callback held the loop, as node's monitorEventLoopDelay measures it. Unlike that monitor it
  * runs only while the proxy has work (requests, connections, refusals, scrapes) and for a
  * second after: an idle proxy's loop sleeps. Two 10 ms monitors (the metrics' and the stats
- * line's) woke every idle proxy 200 times a second, each wake-up a switch that takes a core from
- * whatever the node runs (bench/README.md). One sampler serves both readers: the metrics' window
+ * line's) woke every idle proxy about 100 times a second, each wake-up a switch that takes a core
+ * from whatever the node runs (bench/README.md). One sampler serves both readers: the metrics' window
  * (p99 and max of each 10 s) and `kill -USR2`'s stats (the max since it last asked).
  */
 import { createHistogram, performance, type RecordableHistogram } from 'node:perf_hooks';

@@ -526,6 +526,8 @@ export class ProxyMetrics {
       };
     });
     const stats = server?.stats(0);
+    // Until a window with looks in it closes, the figures of the one in progress.
+    const loop = this.loopWindow.max > 0 ? this.loopWindow : this.loopDelay.windowNow();
     const memory = process.memoryUsage();
     const nowSecond = Math.floor(now / 1000);
     return {
@@ -563,13 +565,9 @@ export class ProxyMetrics {
         heapUsedBytes: memory.heapUsed,
         youngGenerationBytes: nurseryBytes(),
         externalBytes: memory.external,
-        // Until a window with looks in it closes, the figures of the one in progress.
-        ...loopFigures(this.loopWindow.max > 0 ? this.loopWindow : this.loopDelay.windowNow()),
+        eventLoopDelayP99Seconds: loop.p99,
+        eventLoopDelayMaxSeconds: loop.max,
       },
     };
   }
-}
-
-function loopFigures(window: LoopWindow): { eventLoopDelayP99Seconds: number; eventLoopDelayMaxSeconds: number } {
-  return { eventLoopDelayP99Seconds: window.p99, eventLoopDelayMaxSeconds: window.max };
 }

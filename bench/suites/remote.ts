@@ -125,10 +125,14 @@ async function launches(
 ): Promise<Row[]> {
   const queue = device.queue();
   const rounds = plan.quick ? 300 : 1000;
-  // Not timed: V8 optimises both processes' frame paths only after thousands of round trips
-  // (blocks of 1,000 launches measured 269, 164, 75 us, then a steady 40-80 us), while the
-  // baseline's one-byte ping is warm at once; the plan's warm-up runs are a few thousand only.
-  for (let i = 0; i < (plan.quick ? 1000 : 10_000); i++) await queue.launch(empty, { teams: 1 }, []).done;
+  // Not timed: V8 optimises both processes' frame paths only after thousands of round trips,
+  // while the baseline's one-byte ping is warm at once. Blocks of 1,000 launches from a fresh
+  // client and proxy took 288, 211, 170, 86, 59 us, then a steady 38-49 us; and in this suite's
+  // process (three proxies, two runtimes, the contenders in turns) the nine timed repetitions
+  // after 10,000 untimed launches read 122, 75, 80, 69, 65, 61, 58, 61, 77 us, after 40,000 117,
+  // 58, 57, 50, 39, 49, 43, 59, 38 us (the first after the collection before timing, as the
+  // ping-pong's first: 60 us against 43), beside a ping-pong of 42-52 us.
+  for (let i = 0; i < (plan.quick ? 1000 : 40_000); i++) await queue.launch(empty, { teams: 1 }, []).done;
   const [sequential, pingPong, pollingPingPong] = await measure(plan, [
     {
       label: 'await queue.launch(empty, { teams: 1 }, []).done on the remote device, one after the other',

@@ -130,8 +130,8 @@ async function launches(
   // client and proxy took 288, 211, 170, 86, 59 us, then a steady 38-49 us; and in this suite's
   // process (three proxies, two runtimes, the contenders in turns) the nine timed repetitions
   // after 10,000 untimed launches read 122, 75, 80, 69, 65, 61, 58, 61, 77 us, after 40,000 117,
-  // 58, 57, 50, 39, 49, 43, 59, 38 us (the first after the collection before timing, as the
-  // ping-pong's first: 60 us against 43), beside a ping-pong of 42-52 us.
+  // 58, 57, 50, 39, 49, 43, 59, 38 us, beside a ping-pong of 42-52 us (the first repetition of
+  // each comes after the collection before timing: the ping-pong's read 67 us).
   for (let i = 0; i < (plan.quick ? 1000 : 40_000); i++) await queue.launch(empty, { teams: 1 }, []).done;
   const [sequential, pingPong, pollingPingPong] = await measure(plan, [
     {

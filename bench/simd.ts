@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Device, Library, Queue } from '../src/index.js';
-import { measure, type Plan, type Series } from './measure.js';
+import { type Contender, measure, type Plan, type Series } from './measure.js';
 import type { Row } from './suite.js';
 
 const [WIDTH, HEIGHT, MAX_ITER, X0, Y0] = [1024, 768, 256, -2.2, -1.125];
@@ -77,16 +77,28 @@ interface PeerResult {
  * contraction, the kernels' arithmetic eight lanes at a time; and held to SSE (no AVX, so no FMA
  * either), the kernels' arithmetic at wasm SIMD's width of four lanes.
  */
-type PeerBuild = 'default' | 'no-contract' | 'four-lanes';
-const PEER_FLAGS: Record<PeerBuild, readonly string[]> = {
-  default: ['-O3', '-march=native', '-fopenmp'],
-  'no-contract': ['-O3', '-march=native', '-fopenmp', '-ffp-contract=off'],
-  'four-lanes': ['-O3', '-march=native', '-mno-avx', '-fopenmp'],
-};
+const PEER_BUILDS = {
+  default: {
+    flags: ['-O3', '-march=native', '-fopenmp'],
+    lanes: 'eight f32 lanes per vector (AVX2)',
+    goal: { op: '>=', value: 0.6 },
+  },
+  'no-contract': {
+    flags: ['-O3', '-march=native', '-fopenmp', '-ffp-contract=off'],
+    lanes: 'eight f32 lanes per vector (AVX2)',
+    goal: 'none: the same arithmetic as the kernels, beside the goal row',
+  },
+  'four-lanes': {
+    flags: ['-O3', '-march=native', '-mno-avx', '-fopenmp'],
+    lanes: 'four f32 lanes per vector (SSE)',
+    goal: 'none: the same arithmetic as the kernels at the same width (four f32 lanes, SSE), beside the goal row',
+  },
+} as const satisfies Record<string, { flags: readonly string[]; lanes: string; goal: Row['goal'] }>;
+type PeerBuild = keyof typeof PEER_BUILDS;
 
 /** The C peer, built as `build`, on `threads` threads. */
 function cPeer(threads: number, repetitions: number, build: PeerBuild): PeerResult | string {
-  const flags = PEER_FLAGS[build];
+  const flags = PEER_BUILDS[build].flags;
   const dir = mkdtempSync(path.join(tmpdir(), 'offload-bench-simd-'));
   try {
     const binary = path.join(dir, 'simd-kernels');
@@ -135,6 +147,18 @@ export async function simdRows(
   const tsCounts = new Uint32Array(pixels);
   const tsC = new Float32Array(N * N);
   const mandelbrotArgs = [WIDTH, HEIGHT, MAX_ITER, X0, Y0, DX];
+  const madds = N * N * N;
+  // Timed twice: alternating with the scalar kernels and TypeScript, and back to back against C.
+  const simdMandelbrot: Contender = {
+    label: `await queue.launch(mandelbrot_simd, { teams: ${teams} }, [...]).done: four pixels per f32x4`,
+    count: pixels,
+    run: async () => void (await queue.launch(mandelbrotSimd, { teams }, [...mandelbrotArgs, countsSimd]).done),
+  };
+  const simdMatmul: Contender = {
+    label: `await queue.launch(matmul_simd, { teams: ${teams} }, [${N}, a, b, c]).done: four columns per f32x4`,
+    count: madds,
+    run: async () => void (await queue.launch(matmulSimd, { teams }, [N, aBuf, bBuf, cSimdBuf]).done),
+  };
   progress('host: SIMD mandelbrot against the scalar kernel and plain TypeScript');
   const [scalarM, simdM, tsM] = await measure(plan, [
     {
@@ -142,11 +166,7 @@ export async function simdRows(
       count: pixels,
       run: async () => void (await queue.launch(mandelbrot, { teams }, [...mandelbrotArgs, counts]).done),
     },
-    {
-      label: `await queue.launch(mandelbrot_simd, { teams: ${teams} }, [...]).done: four pixels per f32x4`,
-      count: pixels,
-      run: async () => void (await queue.launch(mandelbrotSimd, { teams }, [...mandelbrotArgs, countsSimd]).done),
-    },
+    simdMandelbrot,
     {
       label: 'the same loop in plain TypeScript (Math.fround) on the main thread',
       count: pixels,
@@ -154,18 +174,13 @@ export async function simdRows(
     },
   ]);
   progress('host: SIMD matmul against the scalar kernel and plain TypeScript');
-  const madds = N * N * N;
   const [scalarMm, simdMm, tsMm] = await measure(plan, [
     {
       label: `await queue.launch(matmul, { teams: ${teams} }, [${N}, a, b, c]).done: the scalar kernel, ${N} x ${N} f32 (count: multiply-adds)`,
       count: madds,
       run: async () => void (await queue.launch(matmul, { teams }, [N, aBuf, bBuf, cBuf]).done),
     },
-    {
-      label: `await queue.launch(matmul_simd, { teams: ${teams} }, [${N}, a, b, c]).done: four columns per f32x4`,
-      count: madds,
-      run: async () => void (await queue.launch(matmulSimd, { teams }, [N, aBuf, bBuf, cSimdBuf]).done),
-    },
+    simdMatmul,
     {
       label: 'the same i-k-j loop in plain TypeScript over Float32Arrays on the main thread',
       count: madds,
@@ -222,31 +237,23 @@ export async function simdRows(
   ];
   const inside = m2.reduce((sum, count) => sum + (count === MAX_ITER ? 1 : 0), 0);
   const cSeries = (label: string, count: number, seconds: number): Series => ({ label, count, seconds: [seconds] });
-  const besideGoal: Record<Exclude<PeerBuild, 'default'>, string> = {
-    'no-contract': 'none: the same arithmetic as the kernels, beside the goal row',
-    'four-lanes':
-      'none: the same arithmetic as the kernels at the same width (four f32 lanes, SSE), beside the goal row',
-  };
   // The C peer times its repetitions back to back after one untimed run, with its threads and
   // caches warm from the last; in the alternating series above, each launch of a SIMD kernel comes
   // after the main thread's TypeScript loop (a quarter of a second for matmul). So against C the
   // kernels are timed as C times itself, just before each peer runs.
-  const backToBack = async (label: string, count: number, run: () => Promise<void>): Promise<Series> =>
+  const backToBack = async (contender: Contender): Promise<Series> =>
     (
       await measure(plan, [
-        { label: `${label}, ${plan.repetitions} back to back as the C peer times itself`, count, run },
+        { ...contender, label: `${contender.label}, ${plan.repetitions} back to back as the C peer times itself` },
       ])
     )[0]!;
   try {
-    for (const build of ['default', 'no-contract', 'four-lanes'] as const) {
-      const flags = PEER_FLAGS[build].join(' ');
+    for (const build of Object.keys(PEER_BUILDS) as PeerBuild[]) {
+      const { lanes, goal } = PEER_BUILDS[build];
+      const flags = PEER_BUILDS[build].flags.join(' ');
       progress(`host: the SIMD kernels back to back, then the C peer (gcc ${flags}, ${workers} threads)`);
-      const simdMAlone = await backToBack(simdM!.label, pixels, async () => {
-        await queue.launch(mandelbrotSimd, { teams }, [...mandelbrotArgs, countsSimd]).done;
-      });
-      const simdMmAlone = await backToBack(simdMm!.label, madds, async () => {
-        await queue.launch(matmulSimd, { teams }, [N, aBuf, bBuf, cSimdBuf]).done;
-      });
+      const simdMAlone = await backToBack(simdMandelbrot);
+      const simdMmAlone = await backToBack(simdMatmul);
       const peer = cPeer(workers, plan.repetitions, build);
       if (typeof peer === 'string') {
         progress(`host: no C peer rows: ${peer}`);
@@ -259,8 +266,6 @@ export async function simdRows(
         build === 'default'
           ? `FMA where gcc fuses (${peer.inside} pixels inside, the kernels ${inside})`
           : 'a multiply and an add, each rounded, as the kernels';
-      const lanes = build === 'four-lanes' ? 'four f32 lanes per vector (SSE)' : 'eight f32 lanes per vector (AVX2)';
-      const goal: Row['goal'] = build === 'default' ? { op: '>=', value: 0.6 } : besideGoal[build];
       rows.push(
         {
           name: `mandelbrot ${WIDTH} x ${HEIGHT}: SIMD kernel vs C (${flags}), ${workers} workers vs ${workers} threads`,
